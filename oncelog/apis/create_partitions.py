@@ -1,0 +1,27 @@
+"""CreatePartitions (key 37), v0-3: grow a topic's partition count (never shrink)."""
+
+from __future__ import annotations
+
+from .. import errors
+from ._base import NO_THROTTLE, OK, build, response_module
+
+API_KEY = 37
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+def handle(ctx, request):
+    m = response_module(API_KEY, ctx.api_version)
+    results = []
+    for t in request.topics:
+        code, message = OK, None
+        try:
+            if t.assignments:
+                for a in t.assignments:
+                    if tuple(a.broker_ids) != (ctx.broker.node_id,):
+                        raise errors.InvalidReplicationFactor(f"assignment {list(a.broker_ids)} names unknown brokers")
+            ctx.broker.logs.create_partitions(t.name, t.count, validate_only=request.validate_only)
+        except errors.KafkaError as exc:
+            code, message = errors.error_code_for(exc), str(exc)
+        results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=code, error_message=message))
+    return build(m.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -1,0 +1,43 @@
+"""DeleteTopics (key 20), v1-6. Topics are named (v0-5) or named or identified (v6+)."""
+
+from __future__ import annotations
+
+import uuid
+
+from .. import errors
+from ._base import NO_THROTTLE, OK, build, response_module
+
+API_KEY = 20
+MIN_VERSION = 1
+MAX_VERSION = 6
+
+ZERO = uuid.UUID(int=0)
+
+
+async def handle(ctx, request):
+    m = response_module(API_KEY, ctx.api_version)
+    logs = ctx.broker.logs
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, ZERO) for name in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        code, message = OK, None
+        try:
+            if name is None:
+                topic = logs.topics_by_id.get(topic_id)
+                if topic is None:
+                    raise errors.UnknownTopicId(f"no topic with id {topic_id}")
+                name = topic.name
+            topic = logs.topics.get(name)
+            if topic is not None:
+                topic_id = topic.topic_id
+                if topic.internal:
+                    raise errors.InvalidTopic(f"internal topic {name} cannot be deleted")
+            await logs.delete_topic(name)
+        except errors.KafkaError as exc:
+            code, message = errors.error_code_for(exc), str(exc)
+        results.append(build(m.DeletableTopicResult, name=name, topic_id=topic_id, error_code=code,
+                             error_message=message))
+    return build(m.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))

@@ -1,0 +1,144 @@
+"""Fetch (key 1), v4-17.
+
+Reads whole batches as stored (never re-encoded): per partition up to ``partition_max_bytes``,
+for the response up to ``max_bytes``, except that the first batch of the first partition with
+data is returned even when larger (KIP-74), so a consumer always makes progress. Reads stop at
+the high watermark (read_uncommitted) or the last stable offset (read_committed; equal to the
+HW until transactions exist). Long poll: when fewer than ``min_bytes`` are ready the request
+waits on the partitions it names until data arrives or ``max_wait`` passes.
+
+Fetch sessions (KIP-227): not kept. Every response carries session id 0, which tells the client
+no session was created, so it keeps sending full fetch requests; a request naming a session id
+gets FETCH_SESSION_ID_NOT_FOUND, after which clients fall back the same way.
+v13+ names topics by id; an unknown id gets UNKNOWN_TOPIC_ID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from kio.schema.errors import ErrorCode
+
+from .. import errors
+from ..storage.partition_log import OffsetOutOfRange
+from ._base import NO_THROTTLE, OK, build, response_module
+
+API_KEY = 1
+MIN_VERSION = 4
+MAX_VERSION = 17
+
+READ_COMMITTED = 1
+
+
+def handle(ctx, request):
+    v = ctx.api_version
+    if v >= 7 and request.session_id not in (0, None):
+        return _error_response(ctx, ErrorCode.fetch_session_id_not_found)
+    result, total, has_error = _collect(ctx, request)
+    max_wait_s = request.max_wait.total_seconds()
+    if total >= request.min_bytes or max_wait_s <= 0 or has_error:
+        return _response(ctx, result)
+    return _long_poll(ctx, request, time.monotonic() + max_wait_s)
+
+
+async def _long_poll(ctx, request, deadline):
+    loop = asyncio.get_running_loop()
+    logs = _logs_named(ctx, request)
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        fut = loop.create_future()
+        for plog in logs:
+            plog.waiters.append(fut)
+        try:
+            await asyncio.wait_for(fut, remaining)
+        except asyncio.TimeoutError:
+            break
+        result, total, has_error = _collect(ctx, request)
+        if total >= request.min_bytes or has_error:
+            return _response(ctx, result)
+    result, _, _ = _collect(ctx, request)
+    return _response(ctx, result)
+
+
+def _topic_key(ctx, t):
+    """(name, topic_id) of a request topic; the name is None for an unknown id."""
+    if ctx.api_version >= 13:
+        topic = ctx.broker.logs.topics_by_id.get(t.topic_id)
+        return (topic.name if topic else None), t.topic_id
+    return t.topic, None
+
+
+def _logs_named(ctx, request):
+    logs = []
+    for t in request.topics:
+        name, _ = _topic_key(ctx, t)
+        for p in t.partitions:
+            try:
+                logs.append(ctx.broker.logs.get_log(name, p.partition))
+            except errors.KafkaError:
+                pass
+    return logs
+
+
+def _collect(ctx, request):
+    broker = ctx.broker
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    budget = request.max_bytes if ctx.api_version >= 3 else 1 << 31
+    total = 0
+    has_error = False
+    result = []
+    for t in request.topics:
+        name, topic_id = _topic_key(ctx, t)
+        parts = []
+        for p in t.partitions:
+            entry = [p.partition, OK, -1, -1, -1, None, b""]
+            try:
+                if name is None:
+                    raise errors.UnknownTopicId(f"no topic with id {topic_id}")
+                plog = broker.logs.get_log(name, p.partition)
+                hw = plog.high_watermark
+                lso = broker.last_stable_offset(plog)
+                entry[2:5] = hw, lso, plog.log_start_offset
+                upper = lso if read_committed else hw
+                limit = min(p.partition_max_bytes, budget - total)
+                if limit > 0 or total == 0:
+                    data = plog.read(p.fetch_offset, max(limit, 1), upper)
+                    if read_committed and data:
+                        entry[5] = broker.aborted_transactions(plog, p.fetch_offset, upper)
+                    entry[6] = data
+                    total += len(data)
+            except OffsetOutOfRange:
+                entry[1] = ErrorCode.offset_out_of_range
+                has_error = True
+            except errors.KafkaError as exc:
+                entry[1] = errors.error_code_for(exc)
+                has_error = True
+            parts.append(entry)
+        result.append((t, name, topic_id, parts))
+    return result, total, has_error
+
+
+def _response(ctx, result):
+    m = response_module(API_KEY, ctx.api_version)
+    topics = tuple(
+        build(m.FetchableTopicResponse, topic=name or "", topic_id=topic_id,
+              partitions=tuple(
+                  build(m.PartitionData, partition_index=index, error_code=code, high_watermark=hw,
+                        last_stable_offset=lso, log_start_offset=start,
+                        aborted_transactions=(None if aborted is None else tuple(
+                            m.AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in aborted)),
+                        preferred_read_replica=-1, records=data)
+                  for index, code, hw, lso, start, aborted, data in parts))
+        for _, name, topic_id, parts in result
+    )
+    return build(m.FetchResponse, throttle_time=NO_THROTTLE, error_code=OK, session_id=0, responses=topics,
+                 node_endpoints=())
+
+
+def _error_response(ctx, code):
+    m = response_module(API_KEY, ctx.api_version)
+    return build(m.FetchResponse, throttle_time=NO_THROTTLE, error_code=code, session_id=0, responses=(),
+                 node_endpoints=())

@@ -1,0 +1,67 @@
+"""Metadata (key 3), v0-12.
+
+One broker leads every partition. Topics a client names that do not exist are created when
+``allow_auto_topic_creation`` (v4+; always for v0-3) and the broker's ``auto.create.topics``
+setting both allow it; otherwise UNKNOWN_TOPIC_OR_PARTITION. An illegal name gets
+INVALID_TOPIC_EXCEPTION. A null topic list means all topics (v1+; v0 uses an empty list).
+Topic names are never null in a response (librdkafka crashes on that). Topic ids (v10+) may be
+requested instead of names (v12+).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from .. import errors
+from ._base import NO_THROTTLE, OK, build, response_module
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 12
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def handle(ctx, request):
+    broker = ctx.broker
+    v = ctx.api_version
+    m = response_module(API_KEY, v)
+    logs = broker.logs
+    results = []
+    if request.topics is None or (v == 0 and not request.topics):
+        wanted = [(t.name, None) for t in logs.topics.values()]
+    else:
+        wanted = [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
+    auto_create = broker.config.auto_create_topics and (v < 4 or request.allow_auto_topic_creation)
+    for name, topic_id in wanted:
+        if name is None and topic_id not in (None, ZERO_UUID):
+            topic = logs.topics_by_id.get(topic_id)
+            if topic is None:
+                results.append(_topic_error(m, "", topic_id, errors.UnknownTopicId()))
+                continue
+            name = topic.name
+        topic = logs.topics.get(name)
+        if topic is None:
+            try:
+                if not auto_create:
+                    raise errors.UnknownTopicOrPartition(name)
+                topic = logs.create_topic(name, broker.config.num_partitions)
+            except errors.KafkaError as exc:
+                results.append(_topic_error(m, name or "", ZERO_UUID, exc))
+                continue
+        partitions = tuple(
+            build(m.MetadataResponsePartition, error_code=OK, partition_index=p, leader_id=broker.node_id,
+                  leader_epoch=0, replica_nodes=(broker.node_id,), isr_nodes=(broker.node_id,), offline_replicas=())
+            for p in range(topic.partitions)
+        )
+        results.append(build(m.MetadataResponseTopic, error_code=OK, name=topic.name, topic_id=topic.topic_id,
+                             is_internal=topic.internal, partitions=partitions, topic_authorized_operations=-2147483648))
+    host, port = broker.advertised
+    brokers = (build(m.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),)
+    return build(m.MetadataResponse, throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=logs.cluster_id,
+                 controller_id=broker.node_id, topics=tuple(results), cluster_authorized_operations=-2147483648)
+
+
+def _topic_error(m, name, topic_id, exc):
+    return build(m.MetadataResponseTopic, error_code=errors.error_code_for(exc), name=name, topic_id=topic_id,
+                 is_internal=False, partitions=(), topic_authorized_operations=-2147483648)

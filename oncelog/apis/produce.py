@@ -1,0 +1,119 @@
+"""Produce (key 0), v3-11: magic-v2 record batches only.
+
+Per partition: validate every batch header-only (length, magic, CRC32C, record count,
+``max.message.bytes``) before anything is written; a partition with any bad batch gets
+CORRUPT_MESSAGE / INVALID_RECORD / MESSAGE_TOO_LARGE and nothing of it is stored. Valid batches
+are appended with offsets patched in. acks=0 gets no response; acks=1 is answered once the
+bytes are in the log (page cache); acks=-1 (all) under ``--fsync always`` once a group-commit
+fsync covering them has finished (see :mod:`oncelog.storage.flusher`). Clients may not write to
+internal topics (names starting with ``__``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from .. import errors
+from ..protocol import records as rb
+from ..storage.flusher import StorageError
+from ._base import NO_THROTTLE, OK, build, response_module
+
+API_KEY = 0
+MIN_VERSION = 3
+MAX_VERSION = 11
+
+log = logging.getLogger("oncelog.produce")
+
+
+def append_partition(ctx, topic: str, partition: int, records, now_ms: int, wait: bool):
+    """Validate and append one partition's records. Returns (base_offset, log_start, durable)
+    where ``durable`` is a future to await (or None)."""
+    broker = ctx.broker
+    plog = broker.logs.get_log(topic, partition)
+    if broker.logs.topics[topic].internal:
+        raise errors.InvalidTopic(f"cannot produce to internal topic {topic}")
+    if records is None:
+        raise errors.InvalidRecord("records field is null")
+    try:
+        batches = rb.scan_batches(records, max_batch_bytes=plog.config.max_message_bytes)
+    except rb.BatchTooLarge as exc:
+        raise errors.MessageTooLarge(str(exc)) from None
+    except rb.InvalidBatch as exc:
+        cls = errors.CorruptMessage if exc.corrupt else errors.InvalidRecord
+        raise cls(f"{topic}-{partition}: {exc.reason}") from None
+    for header in batches:
+        if header.is_control:
+            raise errors.InvalidRecord(f"{topic}-{partition}: clients may not write control batches")
+        if header.producer_id >= 0 and not broker.accepts_producer_ids:
+            raise errors.InvalidRecord(f"{topic}-{partition}: idempotent batches need InitProducerId")
+    data = bytearray(records)
+    base, _ = plog.append(data, batches, now_ms)
+    durable = broker.logs.flusher.mark(plog, wait=wait)
+    return base, plog.log_start_offset, durable
+
+
+async def _await_durable(futures, timeout_s: float):
+    await asyncio.wait_for(asyncio.shield(asyncio.gather(*set(futures))), timeout_s)
+
+
+def handle(ctx, request):
+    acks = request.acks
+    now_ms = int(time.time() * 1000)
+    wait = acks == -1
+    outcome: list[tuple[str, list[list]]] = []
+    pending = []
+    for topic_data in request.topic_data:
+        parts = []
+        for pd in topic_data.partition_data:
+            entry = [pd.index, OK, -1, -1, None]
+            try:
+                if acks not in (0, 1, -1):
+                    raise errors.InvalidRequiredAcks(f"acks must be 0, 1 or -1, not {acks}")
+                base, start, durable = append_partition(ctx, topic_data.name, pd.index, pd.records, now_ms, wait)
+                entry[2], entry[3] = base, start
+                if durable is not None:
+                    pending.append(durable)
+            except errors.KafkaError as exc:
+                entry[1] = errors.error_code_for(exc)
+                entry[4] = str(exc) or None
+                if not isinstance(exc, errors.UnknownTopicOrPartition):
+                    log.info("produce from %s rejected: %s (%s)", ctx.client_id, exc, entry[1].name)
+            parts.append(entry)
+        outcome.append((topic_data.name, parts))
+    if acks == 0:
+        return None
+    if not pending:
+        return _response(ctx, outcome)
+    return _respond_when_durable(ctx, outcome, pending, request.timeout.total_seconds())
+
+
+async def _respond_when_durable(ctx, outcome, pending, timeout_s):
+    try:
+        await _await_durable(pending, max(timeout_s, 0.001))
+    except (StorageError, asyncio.TimeoutError) as exc:
+        from kio.schema.errors import ErrorCode
+
+        code = ErrorCode.kafka_storage_error if isinstance(exc, StorageError) else ErrorCode.request_timed_out
+        for _, parts in outcome:
+            for entry in parts:
+                if entry[1] == OK:
+                    entry[1], entry[4] = code, "not acknowledged: data not known to be on disk"
+    return _response(ctx, outcome)
+
+
+def _response(ctx, outcome):
+    m = response_module(API_KEY, ctx.api_version)
+    topics = tuple(
+        m.TopicProduceResponse(
+            name=name,
+            partition_responses=tuple(
+                build(m.PartitionProduceResponse, index=index, error_code=code, base_offset=base,
+                      log_append_time=None, log_start_offset=start, record_errors=(), error_message=msg)
+                for index, code, base, start, msg in parts
+            ),
+        )
+        for name, parts in outcome
+    )
+    return build(m.ProduceResponse, responses=topics, throttle_time=NO_THROTTLE)

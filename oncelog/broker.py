@@ -1,0 +1,131 @@
+"""The broker: configuration, state, and request dispatch — no sockets.
+
+:meth:`Broker.handle_frame` takes one request frame and returns what to send back: encoded
+response chunks, an awaitable of them, or None (no response, as for Produce with acks=0).
+It raises :class:`ProtocolViolation` for a frame that cannot be answered; the server then
+closes that connection (and only that one).
+
+Dispatch rules:
+* An ApiVersions request of a version we do not know is answered with a v0 response carrying
+  UNSUPPORTED_VERSION and our ranges (KIP-511).
+* Any other unknown API key or version outside the advertised range is a protocol violation.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from . import apis
+from .apis import api_versions
+from .apis._base import RequestContext
+from .protocol import codec
+from .storage.flusher import FsyncPolicy
+from .storage.log_manager import LogManager
+from .storage.partition_log import LogConfig, PartitionLog
+
+log = logging.getLogger("oncelog.broker")
+
+
+class ProtocolViolation(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    data_dir: str
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertise: str | None = None  # HOST:PORT handed to clients
+    fsync: FsyncPolicy = field(default_factory=lambda: FsyncPolicy("always"))
+    auto_create_topics: bool = True
+    num_partitions: int = 1
+    socket_request_max_bytes: int = 100 * 1024 * 1024
+    log: LogConfig = field(default_factory=LogConfig)
+    checkpoint_interval_s: float = 10.0
+    retention_check_interval_s: float = 300.0
+
+    def describe(self) -> dict[str, str]:
+        c = self.log
+        return {
+            "auto.create.topics.enable": str(self.auto_create_topics).lower(),
+            "num.partitions": str(self.num_partitions),
+            "socket.request.max.bytes": str(self.socket_request_max_bytes),
+            "log.dirs": self.data_dir,
+            "log.segment.bytes": str(c.segment_bytes),
+            "log.roll.ms": str(c.segment_ms),
+            "log.retention.ms": str(c.retention_ms),
+            "log.retention.bytes": str(c.retention_bytes),
+            "message.max.bytes": str(c.max_message_bytes),
+            "log.index.interval.bytes": str(c.index_interval_bytes),
+            "log.message.timestamp.type": c.message_timestamp_type,
+            "oncelog.fsync": str(self.fsync),
+            "default.replication.factor": "1",
+            "offsets.topic.replication.factor": "1",
+        }
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = 1
+        self.logs = LogManager(config.data_dir, config.fsync, config.log,
+                               checkpoint_interval_s=config.checkpoint_interval_s,
+                               retention_check_interval_s=config.retention_check_interval_s)
+        self.logs.default_partitions = config.num_partitions
+        self.advertised: tuple[str, int] = (config.host, config.port)
+        # Set by the idempotence work; until then batches with a producer id are refused.
+        self.accepts_producer_ids = False
+
+    def open(self) -> None:
+        self.logs.open()
+        self.node_id = self.logs.node_id
+
+    def set_listening(self, host: str, port: int) -> None:
+        if self.config.advertise:
+            h, _, p = self.config.advertise.rpartition(":")
+            self.advertised = (h, int(p))
+        else:
+            self.advertised = (host, port)
+
+    def describe_config(self) -> dict[str, str]:
+        return self.config.describe()
+
+    # Transactions extend these two; without them the LSO is the HW and nothing is aborted.
+    def last_stable_offset(self, plog: PartitionLog) -> int:
+        return plog.high_watermark
+
+    def aborted_transactions(self, plog: PartitionLog, start: int, end: int):
+        return []
+
+    # ------------------------------------------------------------------ dispatch
+
+    def handle_frame(self, frame: bytes, peer: str):
+        api_key, version, correlation_id = codec.peek_header(frame)
+        module = apis.HANDLERS.get(api_key)
+        if module is None:
+            raise ProtocolViolation(f"unknown API key {api_key}")
+        if not module.MIN_VERSION <= version <= module.MAX_VERSION:
+            if api_key == api_versions.API_KEY:
+                response = api_versions.response_for(0, ErrorCode.unsupported_version)
+                return codec.encode_response(correlation_id, response, header_v0=True)
+            raise ProtocolViolation(f"{module.__name__.rsplit('.', 1)[-1]} v{version} is not supported "
+                                    f"(v{module.MIN_VERSION}-{module.MAX_VERSION})")
+        try:
+            header, request = codec.decode_request(frame, api_key, version)
+        except codec.DecodeError as exc:
+            raise ProtocolViolation(str(exc)) from None
+        ctx = RequestContext(self, version, correlation_id, header.client_id, peer)
+        result = module.handle(ctx, request)
+        if result is None:
+            return None
+        if inspect.isawaitable(result):
+            return self._finish(correlation_id, result)
+        return codec.encode_response(correlation_id, result)
+
+    async def _finish(self, correlation_id: int, awaitable):
+        response = await awaitable
+        return codec.encode_response(correlation_id, response)

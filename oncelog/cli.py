@@ -1,0 +1,132 @@
+"""``oncelog`` command line: serve a broker, manage topics, run the demo job."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import time
+
+from .storage.flusher import FsyncPolicy
+from .storage.partition_log import LogConfig
+
+_DEFAULTS = LogConfig()
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        doc = {"ts": round(record.created, 3), "level": record.levelname.lower(), "logger": record.name,
+               "msg": record.getMessage()}
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc)
+
+
+def setup_logging(fmt: str, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+
+
+def _size(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = text.strip().lower().rstrip("b").rstrip("i")
+    if t and t[-1] in units:
+        return int(float(t[:-1]) * units[t[-1]])
+    return int(t)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="oncelog", description="An exactly-once log that speaks the Kafka protocol.")
+    p.add_argument("--log-format", choices=["text", "json"], default="text", help="log line format (stderr)")
+    p.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="run a broker")
+    s.add_argument("--data-dir", required=True, help="directory for logs and metadata")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback)")
+    s.add_argument("--port", type=int, default=9092, help="port (0 picks a free one)")
+    s.add_argument("--advertise", metavar="HOST:PORT", help="address handed to clients in Metadata")
+    s.add_argument("--fsync", default="always", help="always | interval:MS | never (default always)")
+    s.add_argument("--no-auto-create-topics", action="store_true", help="refuse Metadata for unknown topics")
+    s.add_argument("--num-partitions", type=int, default=1, help="partitions of auto-created topics")
+    s.add_argument("--segment-bytes", type=_size, default=_DEFAULTS.segment_bytes, help="segment size, e.g. 1g")
+    s.add_argument("--segment-ms", type=int, default=_DEFAULTS.segment_ms, help="segment age before rolling")
+    s.add_argument("--retention-ms", type=int, default=_DEFAULTS.retention_ms, help="-1 keeps forever")
+    s.add_argument("--retention-bytes", type=_size, default=_DEFAULTS.retention_bytes, help="per partition; -1 = no limit")
+    s.add_argument("--retention-check-ms", type=int, default=300_000, help="how often retention runs")
+    s.add_argument("--max-message-bytes", type=_size, default=_DEFAULTS.max_message_bytes)
+    s.add_argument("--socket-request-max-bytes", type=_size, default=100 * 1024 * 1024)
+
+    t = sub.add_parser("topics", help="create, list, describe or delete topics (over the Kafka protocol)")
+    t.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker address")
+    tsub = t.add_subparsers(dest="action", required=True)
+    c = tsub.add_parser("create")
+    c.add_argument("name")
+    c.add_argument("--partitions", type=int, default=1)
+    c.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    tsub.add_parser("list")
+    d = tsub.add_parser("describe")
+    d.add_argument("name")
+    x = tsub.add_parser("delete")
+    x.add_argument("name")
+
+    demo = sub.add_parser("demo", help="the main job: start a broker, produce and consume a sample")
+    demo.add_argument("--records", type=int, default=10_000)
+    demo.add_argument("--data-dir", default=None, help="keep the broker's data here (default: a temp dir)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_format, args.log_level)
+    if args.command == "serve":
+        return cmd_serve(args)
+    if args.command == "topics":
+        from . import admin
+
+        return admin.topics_command(args)
+    if args.command == "demo":
+        from . import demo
+
+        return demo.run(args)
+    return 2
+
+
+def cmd_serve(args) -> int:
+    from .broker import Broker, BrokerConfig
+    from .server import serve
+
+    try:
+        fsync = FsyncPolicy.parse(args.fsync)
+        log_config = LogConfig(segment_bytes=args.segment_bytes, segment_ms=args.segment_ms,
+                               retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
+                               max_message_bytes=args.max_message_bytes)
+        log_config.validate()
+    except ValueError as exc:
+        print(f"oncelog serve: {exc}", file=sys.stderr)
+        return 2
+    config = BrokerConfig(data_dir=args.data_dir, host=args.host, port=args.port, advertise=args.advertise,
+                          fsync=fsync, auto_create_topics=not args.no_auto_create_topics,
+                          num_partitions=args.num_partitions, socket_request_max_bytes=args.socket_request_max_bytes,
+                          log=log_config, retention_check_interval_s=args.retention_check_ms / 1000)
+    _install_uvloop()
+    asyncio.run(serve(Broker(config)))
+    return 0
+
+
+def _install_uvloop() -> None:
+    try:
+        import uvloop
+    except ImportError:
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""Domain errors, and the one table that maps them to Kafka wire error codes.
+
+Code inside the broker raises these; only API handlers (at the protocol edge) turn them into
+``ErrorCode`` values with :func:`error_code_for`. Each carries a message naming what was wrong,
+which handlers put into ``error_message`` fields where the protocol version has them.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+
+class KafkaError(Exception):
+    """Base of errors that have a Kafka error code."""
+
+
+class UnknownTopicOrPartition(KafkaError): ...
+class UnknownTopicId(KafkaError): ...
+class InvalidTopic(KafkaError): ...
+class TopicAlreadyExists(KafkaError): ...
+class InvalidPartitions(KafkaError): ...
+class InvalidReplicationFactor(KafkaError): ...
+class InvalidConfig(KafkaError): ...
+class CorruptMessage(KafkaError): ...
+class InvalidRecord(KafkaError): ...
+class MessageTooLarge(KafkaError): ...
+class OffsetOutOfRangeError(KafkaError): ...
+class KafkaStorageError(KafkaError): ...
+class InvalidRequiredAcks(KafkaError): ...
+class InvalidRequest(KafkaError): ...
+class PolicyViolation(KafkaError): ...
+
+
+ERROR_CODES: dict[type[KafkaError], ErrorCode] = {
+    UnknownTopicOrPartition: ErrorCode.unknown_topic_or_partition,
+    UnknownTopicId: ErrorCode.unknown_topic_id,
+    InvalidTopic: ErrorCode.invalid_topic_exception,
+    TopicAlreadyExists: ErrorCode.topic_already_exists,
+    InvalidPartitions: ErrorCode.invalid_partitions,
+    InvalidReplicationFactor: ErrorCode.invalid_replication_factor,
+    InvalidConfig: ErrorCode.invalid_config,
+    CorruptMessage: ErrorCode.corrupt_message,
+    InvalidRecord: ErrorCode.invalid_record,
+    MessageTooLarge: ErrorCode.message_too_large,
+    OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
+    KafkaStorageError: ErrorCode.kafka_storage_error,
+    InvalidRequiredAcks: ErrorCode.invalid_required_acks,
+    InvalidRequest: ErrorCode.invalid_request,
+    PolicyViolation: ErrorCode.policy_violation,
+}
+
+
+def error_code_for(exc: BaseException) -> ErrorCode:
+    for cls in type(exc).__mro__:
+        code = ERROR_CODES.get(cls)
+        if code is not None:
+            return code
+    return ErrorCode.unknown_server_error

@@ -1,0 +1,140 @@
+"""Request decoding and response encoding on kio's message classes, sans-IO.
+
+A request frame is ``RequestHeader`` (v1 or v2, chosen by the message's version) followed by
+the body. api_key, api_version and correlation_id sit at the same offsets in both header
+versions, so they are peeked with ``struct`` before choosing the classes. Trailing bytes after
+the body are tolerated (librdkafka sends some on Metadata).
+
+kio raises ``KeyError`` on an unknown tagged field, where the protocol says to skip it. We
+handle that by retrying the decode on a copy of the frame whose unknown tagged fields have been
+removed (:func:`_strip_unknown_tags`) – a slow path that real clients do not hit today.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from .tags import strip_unknown_tags
+
+_PEEK = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+
+API_VERSIONS_KEY = 18
+
+
+class DecodeError(ValueError):
+    """A frame that cannot be decoded; names the API and version when known."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeaderInfo:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+@functools.cache
+def request_class(api_key: int, version: int) -> type:
+    return load_request_schema(api_key, version)
+
+
+@functools.cache
+def response_class(api_key: int, version: int) -> type:
+    return load_response_schema(api_key, version)
+
+
+@functools.cache
+def reader(cls: type):
+    return entity_reader(cls)
+
+
+@functools.cache
+def writer(cls: type):
+    return entity_writer(cls)
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) without decoding the rest."""
+    if len(frame) < 8:
+        raise DecodeError(f"request of {len(frame)} bytes is shorter than a request header")
+    return _PEEK.unpack_from(frame, 0)
+
+
+def decode_request(frame: bytes, api_key: int, api_version: int) -> tuple[RequestHeaderInfo, Any]:
+    """Decode header and body of a request whose (key, version) the caller has checked."""
+    cls = request_class(api_key, api_version)
+    header_cls = cls.__header_schema__
+    try:
+        try:
+            header, used = reader(header_cls)(frame, 0)
+            body, _ = reader(cls)(frame, used)
+        except KeyError:
+            # Slow path: an unknown tagged field. Copy the frame without them and retry.
+            clean = bytearray()
+            pos = strip_unknown_tags(header_cls, frame, 0, clean, is_header=True)
+            strip_unknown_tags(cls, frame, pos, clean)
+            clean = bytes(clean)
+            header, used = reader(header_cls)(clean, 0)
+            body, _ = reader(cls)(clean, used)
+    except Exception as exc:  # kio raises assorted errors on garbage
+        raise DecodeError(f"cannot decode {cls.__name__} v{api_version}: {exc!r}") from exc
+    info = RequestHeaderInfo(api_key, api_version, header.correlation_id, getattr(header, "client_id", None))
+    return info, body
+
+
+class ChunkWriter:
+    """A write-only sink for kio's writers that keeps large payloads (record batches) by
+    reference instead of copying them through a BytesIO."""
+
+    __slots__ = ("chunks", "_small")
+    LARGE = 4096
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self._small = bytearray()
+
+    def write(self, data) -> int:
+        n = len(data)
+        if n >= self.LARGE:
+            if self._small:
+                self.chunks.append(bytes(self._small))
+                self._small.clear()
+            self.chunks.append(data)
+        else:
+            self._small += data
+        return n
+
+    def finish(self) -> list[bytes]:
+        if self._small:
+            self.chunks.append(bytes(self._small))
+            self._small = bytearray()
+        return self.chunks
+
+
+def encode_response(correlation_id: int, response: Any, *, header_v0: bool = False) -> list[bytes]:
+    """Encode header + body and prefix the size; returns chunks ready for ``writelines``."""
+    cls = type(response)
+    out = ChunkWriter()
+    header_cls = cls.__header_schema__
+    if header_v0 or header_cls.__version__ == 0:
+        out.write(_SIZE.pack(correlation_id))
+    else:
+        out.write(_SIZE.pack(correlation_id) + b"\x00")  # header v1: correlation id + no tags
+    writer(cls)(out, response)
+    chunks = out.finish()
+    total = sum(len(c) for c in chunks)
+    return [_SIZE.pack(total), *chunks]
+
+
+def encode_to_bytes(obj: Any) -> bytes:
+    buf = io.BytesIO()
+    writer(type(obj))(buf, obj)
+    return buf.getvalue()

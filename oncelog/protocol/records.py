@@ -1,0 +1,247 @@
+"""Header-only handling of Kafka record batches (magic v2).
+
+The broker never parses individual records on its hot path. A produce request's ``records``
+field is a concatenation of record batches; each batch starts with a fixed 61-byte header::
+
+    offset  size  field
+    0       8     baseOffset            (assigned by the broker; patched in place)
+    8       4     batchLength           (bytes after this field)
+    12      4     partitionLeaderEpoch  (patched in place; not covered by the CRC)
+    16      1     magic                 (must be 2)
+    17      4     crc                   (CRC32C of bytes 21..end)
+    21      2     attributes            (bits 0-2 compression, 3 timestamp type,
+                                         4 transactional, 5 control)
+    23      4     lastOffsetDelta
+    27      8     baseTimestamp
+    35      8     maxTimestamp
+    43      8     producerId
+    51      2     producerEpoch
+    53      4     baseSequence
+    57      4     recordCount
+    61      ...   records (possibly compressed)
+
+Invariants: a batch accepted by :func:`scan_batches` has magic 2, a CRC that matches, a
+length that fits the buffer, ``recordCount >= 1`` and ``lastOffsetDelta == recordCount - 1``
+(what every producer writes). Because the CRC covers neither ``baseOffset`` nor
+``partitionLeaderEpoch``, the broker can assign offsets by patching those bytes without
+recomputing the checksum.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import crc32c
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: bytes not counted by batchLength
+MAGIC_V2 = 2
+
+ATTR_COMPRESSION_MASK = 0x07
+ATTR_TIMESTAMP_TYPE = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+
+_BASE_OFFSET = struct.Struct(">q")
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_MAX_TIMESTAMP = struct.Struct(">q")
+
+
+class InvalidBatch(ValueError):
+    """A record batch failed header validation; ``reason`` names what was wrong."""
+
+    def __init__(self, reason: str, *, corrupt: bool = True) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        # corrupt=True maps to CORRUPT_MESSAGE, False to INVALID_RECORD.
+        self.corrupt = corrupt
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The fields of one record batch header plus where it sits in its buffer."""
+
+    position: int
+    size: int  # total bytes including the 12-byte log overhead
+    base_offset: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & ATTR_COMPRESSION_MASK
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        # Sequences wrap at int32 max, as in Kafka's DefaultRecordBatch.incrementSequence.
+        return (self.base_sequence + self.last_offset_delta) % 0x80000000
+
+
+def parse_header(buf, position: int = 0) -> BatchHeader:
+    """Unpack the header at ``position`` without validating the CRC."""
+    fields = HEADER.unpack_from(buf, position)
+    return BatchHeader(position, fields[1] + LOG_OVERHEAD, fields[0], *fields[2:])
+
+
+def scan_batches(
+    buf: bytes | memoryview, *, max_batch_bytes: int | None = None, verify_crc: bool = True
+) -> list[BatchHeader]:
+    """Validate and list the batches of a produce request's records field.
+
+    Raises :class:`InvalidBatch` on the first problem; the caller writes nothing in that case.
+    """
+    view = memoryview(buf)
+    end = len(view)
+    if end == 0:
+        raise InvalidBatch("empty records field", corrupt=False)
+    batches: list[BatchHeader] = []
+    pos = 0
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            raise InvalidBatch(f"truncated batch header at byte {pos} ({end - pos} bytes left)")
+        header = parse_header(view, pos)
+        if header.magic != MAGIC_V2:
+            raise InvalidBatch(f"unsupported magic {header.magic} at byte {pos}", corrupt=False)
+        if header.size < HEADER_SIZE or pos + header.size > end:
+            raise InvalidBatch(f"batch length {header.size - LOG_OVERHEAD} at byte {pos} overruns the buffer")
+        if max_batch_bytes is not None and header.size > max_batch_bytes:
+            raise BatchTooLarge(header.size, max_batch_bytes)
+        if verify_crc:
+            actual = crc32c.crc32c(view[pos + 21 : pos + header.size])
+            if actual != header.crc:
+                raise InvalidBatch(
+                    f"CRC mismatch at byte {pos}: header says {header.crc:#010x}, data gives {actual:#010x}"
+                )
+        if header.record_count < 1 or header.last_offset_delta != header.record_count - 1:
+            raise InvalidBatch(
+                f"record count {header.record_count} does not match last offset delta "
+                f"{header.last_offset_delta}",
+                corrupt=False,
+            )
+        batches.append(header)
+        pos += header.size
+    return batches
+
+
+class BatchTooLarge(ValueError):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"record batch of {size} bytes exceeds max.message.bytes={limit}")
+        self.size = size
+        self.limit = limit
+
+
+def patch_base_offset(buf: bytearray, position: int, base_offset: int) -> None:
+    """Write the broker-assigned base offset into a batch (not covered by the CRC)."""
+    _BASE_OFFSET.pack_into(buf, position, base_offset)
+
+
+def set_log_append_time(buf: bytearray, header: BatchHeader, timestamp_ms: int) -> None:
+    """Rewrite a batch for ``message.timestamp.type=LogAppendTime``: the timestamp-type bit,
+    maxTimestamp, and the CRC (those fields are covered by it)."""
+    pos = header.position
+    struct.pack_into(">h", buf, pos + 21, header.attributes | ATTR_TIMESTAMP_TYPE)
+    _MAX_TIMESTAMP.pack_into(buf, pos + 35, timestamp_ms)
+    crc = crc32c.crc32c(memoryview(buf)[pos + 21 : pos + header.size])
+    struct.pack_into(">I", buf, pos + 17, crc)
+
+
+def read_offset_and_size(buf, position: int) -> tuple[int, int]:
+    """(baseOffset, total size) of the batch at ``position``: the cheap part of a scan."""
+    base_offset, length = _OFFSET_AND_LENGTH.unpack_from(buf, position)
+    return base_offset, length + LOG_OVERHEAD
+
+
+def read_last_offset(buf, position: int) -> int:
+    base_offset = _BASE_OFFSET.unpack_from(buf, position)[0]
+    return base_offset + _LAST_OFFSET_DELTA.unpack_from(buf, position + 23)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Building batches: used for control records (transaction markers) and by tests.
+
+
+def _varint(value: int) -> bytes:
+    # zig-zag encoding, as in the Kafka record format
+    value = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def encode_record(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: list[tuple[str, bytes | None]] = (),
+) -> bytes:
+    body = bytearray(b"\x00")  # attributes
+    body += _varint(timestamp_delta)
+    body += _varint(offset_delta)
+    for blob in (key, value):
+        if blob is None:
+            body += _varint(-1)
+        else:
+            body += _varint(len(blob)) + blob
+    body += _varint(len(headers))
+    for name, hvalue in headers:
+        encoded = name.encode()
+        body += _varint(len(encoded)) + encoded
+        body += _varint(-1) if hvalue is None else _varint(len(hvalue)) + hvalue
+    return _varint(len(body)) + bytes(body)
+
+
+def build_batch(
+    records: list[tuple[bytes | None, bytes | None]],
+    *,
+    base_offset: int = 0,
+    timestamp_ms: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    attributes: int = 0,
+) -> bytes:
+    """Encode an uncompressed magic-v2 batch (for control records and tests)."""
+    body = b"".join(encode_record(i, 0, k, v) for i, (k, v) in enumerate(records))
+    count = len(records)
+    tail = struct.pack(
+        ">hiqqqhii", attributes, count - 1, timestamp_ms, timestamp_ms, producer_id,
+        producer_epoch, base_sequence, count,
+    ) + body
+    crc = crc32c.crc32c(tail)
+    return struct.pack(">qiibI", base_offset, len(tail) + 9, 0, MAGIC_V2, crc) + tail

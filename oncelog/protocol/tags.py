@@ -1,0 +1,100 @@
+"""Removing unknown tagged fields from a flexible message, so kio can decode it.
+
+The protocol says a receiver skips tagged fields it does not know (KIP-482); kio raises
+``KeyError`` instead. This module walks a frame with the schema of kio's classes and copies it
+without the unknown tags. It is the slow path: it runs only after kio refused a frame.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from kio._kio_native import get_field_reader, read_unsigned_varint
+from kio.serial._introspect import (
+    EntityField,
+    EntityTupleField,
+    classify_field,
+    get_field_tag,
+    is_optional,
+)
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+@functools.cache
+def _plan(cls: type, is_header: bool):
+    """Per class: (untagged steps, known tag numbers)."""
+    steps = []
+    known = set()
+    for field in dataclasses.fields(cls):
+        tag = get_field_tag(field)
+        if tag is not None:
+            known.add(int(tag))
+            continue
+        kind = classify_field(field)
+        if isinstance(kind, EntityTupleField):
+            steps.append(("array", kind.type_))
+        elif isinstance(kind, EntityField):
+            steps.append(("nullable" if is_optional(field) else "entity", kind.type_))
+        else:
+            steps.append(("primitive", get_field_reader(cls, field, is_header, False)))
+    return steps, frozenset(known)
+
+
+def strip_unknown_tags(cls: type, buf: bytes, pos: int, out: bytearray, *, is_header: bool = False) -> int:
+    """Copy one entity of ``cls`` from ``buf[pos:]`` into ``out``, minus unknown tagged
+    fields; return the position after it."""
+    steps, known = _plan(cls, is_header)
+    flexible = cls.__flexible__
+    for kind, arg in steps:
+        if kind == "primitive":
+            _, size = arg(buf, pos)
+            out += buf[pos : pos + size]
+            pos += size
+        elif kind == "entity":
+            pos = strip_unknown_tags(arg, buf, pos, out)
+        elif kind == "nullable":
+            marker = buf[pos]
+            out.append(marker)
+            pos += 1
+            if marker != 0xFF:
+                pos = strip_unknown_tags(arg, buf, pos, out)
+        else:  # array of entities
+            if flexible:
+                length, size = read_unsigned_varint(buf, pos)
+                out += buf[pos : pos + size]
+                pos += size
+                count = length - 1
+            else:
+                count = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+                out += buf[pos : pos + 4]
+                pos += 4
+            for _ in range(max(count, 0)):
+                pos = strip_unknown_tags(arg, buf, pos, out)
+    if flexible:
+        num_tags, size = read_unsigned_varint(buf, pos)
+        pos += size
+        kept = bytearray()
+        kept_count = 0
+        for _ in range(num_tags):
+            start = pos
+            tag, size = read_unsigned_varint(buf, pos)
+            pos += size
+            length, size = read_unsigned_varint(buf, pos)
+            pos += size + length
+            if tag in known:
+                kept += buf[start:pos]
+                kept_count += 1
+        out += _uvarint(kept_count) + kept
+    return pos

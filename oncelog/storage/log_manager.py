@@ -1,0 +1,281 @@
+"""Topics and their partition logs in one data directory.
+
+Layout of ``--data-dir``::
+
+    meta.json                  {"format": 1, "cluster_id": ..., "node_id": 1}
+    topics.json                {name: {"topic_id": uuid, "partitions": n, "configs": {..}}}
+    recovery-checkpoint.json   {"topic/partition": [segment_base, position, next_offset]}
+    .clean-shutdown            present only between a clean stop and the next start
+    <topic>-<partition>/       segments (see :mod:`oncelog.storage.segment`), log-start-offset
+
+``topics.json`` and the checkpoint are replaced atomically (write, fsync, rename). Topic
+creation makes the partition directories before recording the topic; deletion removes the
+record first, then the directories; directories of topics not in ``topics.json`` are leftovers
+of an interrupted create or delete and are removed at start-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from .. import errors
+from .flusher import Flusher, FsyncPolicy, checkpoint_points
+from .partition_log import LogConfig, PartitionLog, RecoveryPoint, _atomic_write
+
+log = logging.getLogger("oncelog.storage")
+
+LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME = 249
+MAX_PARTITIONS = 10_000
+
+
+def validate_topic_name(name: str | None) -> None:
+    if not name:
+        raise errors.InvalidTopic("topic name is empty")
+    if name in (".", ".."):
+        raise errors.InvalidTopic(f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME:
+        raise errors.InvalidTopic(f"topic name is longer than {MAX_TOPIC_NAME} characters")
+    if not LEGAL_TOPIC.match(name):
+        raise errors.InvalidTopic(f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'")
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    overrides: dict[str, str]
+    config: LogConfig
+    internal: bool = False
+    logs: list[PartitionLog] = field(default_factory=list)
+
+
+class LogManager:
+    def __init__(self, data_dir: str, policy: FsyncPolicy, default_config: LogConfig,
+                 checkpoint_interval_s: float = 10.0, retention_check_interval_s: float = 300.0) -> None:
+        self.data_dir = os.path.abspath(data_dir)
+        self.policy = policy
+        self.default_config = default_config
+        self.flusher = Flusher(policy)
+        self.topics: dict[str, Topic] = {}
+        self.topics_by_id: dict[uuid.UUID, Topic] = {}
+        self.cluster_id = ""
+        self.node_id = 1
+        self.checkpoint_interval_s = checkpoint_interval_s
+        self.retention_check_interval_s = retention_check_interval_s
+        self._tasks: list[asyncio.Task] = []
+
+    # ------------------------------------------------------------------ start / stop
+
+    def open(self) -> None:
+        os.makedirs(self.data_dir, exist_ok=True)
+        meta_path = os.path.join(self.data_dir, "meta.json")
+        if os.path.exists(meta_path):
+            with open(meta_path) as f:
+                meta = json.load(f)
+        else:
+            meta = {"format": 1, "cluster_id": _cluster_id(), "node_id": 1}
+            _atomic_write(meta_path, json.dumps(meta))
+        self.cluster_id, self.node_id = meta["cluster_id"], meta["node_id"]
+        clean_marker = os.path.join(self.data_dir, ".clean-shutdown")
+        clean = os.path.exists(clean_marker)
+        points = self._read_checkpoint()
+        started = time.monotonic()
+        for name, spec in self._read_topics().items():
+            config = self.default_config.with_overrides(spec.get("configs", {}))
+            topic = Topic(name, uuid.UUID(spec["topic_id"]), spec["partitions"], spec.get("configs", {}), config,
+                          internal=name.startswith("__"))
+            for p in range(topic.partitions):
+                topic.logs.append(self._open_log(topic, p, points.get(f"{name}/{p}"), clean))
+            self._register(topic)
+        self._remove_leftovers()
+        if clean:
+            os.unlink(clean_marker)
+        log.info("opened %d topic(s) in %s (%s shutdown) in %.3fs", len(self.topics), self.data_dir,
+                 "clean" if clean else "unclean", time.monotonic() - started)
+
+    def _open_log(self, topic: Topic, partition: int, point: RecoveryPoint | None, clean: bool) -> PartitionLog:
+        directory = os.path.join(self.data_dir, f"{topic.name}-{partition}")
+        return PartitionLog.open(directory, topic.name, partition, topic.config,
+                                 sync_hw=self.policy.mode == "always", recovery_point=point, clean_shutdown=clean)
+
+    def start_background(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._checkpoint_task()))
+        self._tasks.append(loop.create_task(self._retention_task()))
+        if self.policy.mode == "interval":
+            self._tasks.append(loop.create_task(self.flusher.interval_task()))
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for plog in self.all_logs():
+            self.flusher._dirty[plog] = None
+        await self.flusher.run_round(full=True)
+        self.write_checkpoint()
+        for plog in self.all_logs():
+            plog.close()
+        _atomic_write(os.path.join(self.data_dir, ".clean-shutdown"), "")
+
+    # ------------------------------------------------------------------ persistence
+
+    def _read_topics(self) -> dict:
+        try:
+            with open(os.path.join(self.data_dir, "topics.json")) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return {}
+
+    def _write_topics(self) -> None:
+        doc = {t.name: {"topic_id": str(t.topic_id), "partitions": t.partitions, "configs": t.overrides}
+               for t in self.topics.values()}
+        _atomic_write(os.path.join(self.data_dir, "topics.json"), json.dumps(doc, indent=1, sort_keys=True))
+        _fsync_dir(self.data_dir)
+
+    def _read_checkpoint(self) -> dict[str, RecoveryPoint]:
+        try:
+            with open(os.path.join(self.data_dir, "recovery-checkpoint.json")) as f:
+                raw = json.load(f)
+        except (FileNotFoundError, ValueError):
+            return {}
+        return {k: RecoveryPoint(*v) for k, v in raw.items()}
+
+    def write_checkpoint(self) -> None:
+        points = checkpoint_points(self.all_logs())
+        doc = {k: [p.segment_base, p.position, p.next_offset] for k, p in points.items()}
+        _atomic_write(os.path.join(self.data_dir, "recovery-checkpoint.json"), json.dumps(doc))
+
+    def _remove_leftovers(self) -> None:
+        expected = {f"{t.name}-{p}" for t in self.topics.values() for p in range(t.partitions)}
+        for name in os.listdir(self.data_dir):
+            path = os.path.join(self.data_dir, name)
+            if os.path.isdir(path) and name not in expected:
+                log.warning("removing %s: not a partition of any topic (interrupted create or delete)", path)
+                shutil.rmtree(path, ignore_errors=True)
+
+    async def _checkpoint_task(self) -> None:
+        while True:
+            await asyncio.sleep(self.checkpoint_interval_s)
+            await asyncio.get_running_loop().run_in_executor(None, self.write_checkpoint)
+
+    async def _retention_task(self) -> None:
+        while True:
+            await asyncio.sleep(self.retention_check_interval_s)
+            await self.apply_retention()
+
+    async def apply_retention(self) -> int:
+        now = int(time.time() * 1000)
+        removed = 0
+        async with self.flusher.lock:
+            for plog in self.all_logs():
+                removed += plog.apply_retention(now)
+        if removed:
+            log.info("retention deleted %d segment(s)", removed)
+        return removed
+
+    # ------------------------------------------------------------------ topics
+
+    def _register(self, topic: Topic) -> None:
+        self.topics[topic.name] = topic
+        self.topics_by_id[topic.topic_id] = topic
+
+    def all_logs(self) -> list[PartitionLog]:
+        return [plog for t in self.topics.values() for plog in t.logs]
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog:
+        t = self.topics.get(topic)
+        if t is None or not 0 <= partition < t.partitions:
+            raise errors.UnknownTopicOrPartition(f"{topic}-{partition} does not exist")
+        return t.logs[partition]
+
+    def check_new_topic(self, name: str, partitions: int, replication_factor: int,
+                        configs: dict[str, str | None]) -> LogConfig:
+        validate_topic_name(name)
+        if name in self.topics:
+            raise errors.TopicAlreadyExists(f"topic {name!r} already exists")
+        if partitions == -1:
+            partitions = self.default_partitions
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            raise errors.InvalidPartitions(f"number of partitions must be 1..{MAX_PARTITIONS}, got {partitions}")
+        if replication_factor not in (-1, 1):
+            raise errors.InvalidReplicationFactor(
+                f"replication factor {replication_factor} is larger than the 1 available broker")
+        try:
+            return self.default_config.with_overrides(configs)
+        except ValueError as exc:
+            raise errors.InvalidConfig(str(exc)) from None
+
+    default_partitions = 1
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int = -1,
+                     configs: dict[str, str | None] | None = None, *, validate_only: bool = False) -> Topic:
+        configs = {k: v for k, v in (configs or {}).items()}
+        config = self.check_new_topic(name, partitions, replication_factor, configs)
+        if partitions == -1:
+            partitions = self.default_partitions
+        topic = Topic(name, uuid.uuid4(), partitions, {k: v for k, v in configs.items() if v is not None},
+                      config, internal=name.startswith("__"))
+        if validate_only:
+            return topic
+        for p in range(partitions):
+            topic.logs.append(self._open_log(topic, p, None, False))
+        self._register(topic)
+        self._write_topics()
+        log.info("created topic %s with %d partition(s)", name, partitions)
+        return topic
+
+    async def delete_topic(self, name: str) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise errors.UnknownTopicOrPartition(f"topic {name!r} does not exist")
+        del self.topics[name]
+        del self.topics_by_id[topic.topic_id]
+        self._write_topics()
+        async with self.flusher.lock:
+            for plog in topic.logs:
+                self.flusher._dirty.pop(plog, None)
+                plog.delete_all()
+        log.info("deleted topic %s", name)
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise errors.UnknownTopicOrPartition(f"topic {name!r} does not exist")
+        if count <= topic.partitions:
+            raise errors.InvalidPartitions(
+                f"topic {name} has {topic.partitions} partition(s); the new count {count} must be larger")
+        if count > MAX_PARTITIONS:
+            raise errors.InvalidPartitions(f"number of partitions must be at most {MAX_PARTITIONS}")
+        if validate_only:
+            return
+        for p in range(topic.partitions, count):
+            topic.logs.append(self._open_log(topic, p, None, False))
+        topic.partitions = count
+        self._write_topics()
+
+
+def _cluster_id() -> str:
+    import base64
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

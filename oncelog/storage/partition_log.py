@@ -1,0 +1,423 @@
+"""The partition log: an ordered list of segments behind a narrow interface.
+
+Interface (everything the rest of the broker may do to a partition's data)::
+
+    append(data, batches)              -> (base_offset, last_offset)
+    read(offset, max_bytes, upper)     -> bytes of whole batches
+    offset_for_timestamp(ts)           -> offset | None
+    truncate_tail / delete_records / apply_retention
+    log_start_offset, log_end_offset, high_watermark  (and later last_stable_offset)
+
+Offsets: ``log_start_offset <= high_watermark <= log_end_offset``. ``log_end_offset`` (LEO)
+is the next offset to assign. The high watermark (HW) is what consumers may read: with
+``--fsync always`` it is the end of the data known to be on disk, otherwise the LEO. On a
+single broker the HW plays the role the in-sync replicas play in Kafka: nothing below it can be
+lost by a crash of this process or of the machine.
+
+Recovery (see :meth:`PartitionLog.open`): segments wholly before the recovery checkpoint are
+trusted as they are; from the checkpoint on, every batch is validated (length, magic, CRC,
+contiguous offsets) and the first invalid one truncates the log there. Start-up time is thus
+bounded by what was written since the last checkpoint, not by the size of the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+from ..protocol import records as rb
+from .segment import Segment, recover_segment
+
+log = logging.getLogger("oncelog.storage")
+
+
+class OffsetOutOfRange(Exception):
+    def __init__(self, offset: int, start: int, end: int) -> None:
+        super().__init__(f"offset {offset} is outside [{start}, {end}]")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Per-topic settings, with Kafka's names in :data:`CONFIG_NAMES`."""
+
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    max_message_bytes: int = 1048588
+    index_interval_bytes: int = 4096
+    message_timestamp_type: str = "CreateTime"
+    cleanup_policy: str = "delete"
+    min_insync_replicas: int = 1
+
+    def describe(self) -> dict[str, str]:
+        return {name: str(getattr(self, attr)) for name, attr in CONFIG_NAMES.items()}
+
+    def with_overrides(self, overrides: dict[str, str | None]) -> "LogConfig":
+        """Apply Kafka-named settings; raises ValueError naming the bad one."""
+        values = {}
+        for name, value in overrides.items():
+            attr = CONFIG_NAMES.get(name)
+            if attr is None:
+                raise ValueError(f"unknown topic config {name!r}")
+            if value is None:
+                continue
+            current = getattr(self, attr)
+            if isinstance(current, int):
+                try:
+                    values[attr] = int(value)
+                except ValueError:
+                    raise ValueError(f"invalid value {value!r} for config {name}") from None
+            else:
+                values[attr] = value
+        cfg = LogConfig(**{**{a: getattr(self, a) for a in CONFIG_NAMES.values()}, **values})
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        if self.segment_bytes < 14:
+            raise ValueError("segment.bytes must be at least 14")
+        if self.segment_ms < 1:
+            raise ValueError("segment.ms must be positive")
+        if self.max_message_bytes < 0:
+            raise ValueError("max.message.bytes must not be negative")
+        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+            raise ValueError("message.timestamp.type must be CreateTime or LogAppendTime")
+        if not set(self.cleanup_policy.split(",")) <= {"delete", "compact"}:
+            raise ValueError("cleanup.policy must be delete and/or compact")
+
+
+CONFIG_NAMES = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "max.message.bytes": "max_message_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "message.timestamp.type": "message_timestamp_type",
+    "cleanup.policy": "cleanup_policy",
+    "min.insync.replicas": "min_insync_replicas",
+}
+
+
+@dataclass
+class RecoveryPoint:
+    """A prefix of the log known to be on disk: everything before ``position`` of segment
+    ``segment_base``, ending at offset ``next_offset``."""
+
+    segment_base: int
+    position: int
+    next_offset: int
+
+
+class PartitionLog:
+    def __init__(self, directory: str, topic: str, partition: int, config: LogConfig, *, sync_hw: bool) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        # sync_hw: the HW only advances once data is fsynced (--fsync always).
+        self.sync_hw = sync_hw
+        self.segments: list[Segment] = []
+        self.bases: list[int] = []
+        self.log_start_offset = 0
+        self.high_watermark = 0
+        self.flushed_offset = 0
+        self.dirty = False
+        self.waiters: list[asyncio.Future] = []
+        self.deleted = False
+        # Rolled segments not yet fsynced: the flusher owns their fds until it has synced them.
+        self.pending_closed: list[Segment] = []
+        # The last recovery point known to be on disk (what the checkpoint file records).
+        self.durable_point: RecoveryPoint | None = None
+
+    # ------------------------------------------------------------------ open / recover
+
+    @classmethod
+    def open(cls, directory: str, topic: str, partition: int, config: LogConfig, *, sync_hw: bool,
+             recovery_point: RecoveryPoint | None, clean_shutdown: bool) -> "PartitionLog":
+        plog = cls(directory, topic, partition, config, sync_hw=sync_hw)
+        os.makedirs(directory, exist_ok=True)
+        bases = sorted(int(n[:-4]) for n in os.listdir(directory) if n.endswith(".log") and n[:-4].isdigit())
+        interval = config.index_interval_bytes
+        for base in bases:
+            plog.segments.append(Segment(directory, base, index_interval=interval))
+        if not plog.segments:
+            plog.segments.append(Segment(directory, 0, index_interval=interval))
+        plog.bases = [s.base_offset for s in plog.segments]
+        # Closed segments: their next offset is the next segment's base.
+        for seg, nxt in zip(plog.segments, plog.segments[1:]):
+            seg.next_offset = nxt.base_offset
+        plog._recover(recovery_point, clean_shutdown)
+        plog.log_start_offset = max(plog.bases[0], plog._read_log_start())
+        end = plog.log_end_offset
+        plog.high_watermark = plog.flushed_offset = end
+        # What survived a crash of the process may still be only in the page cache: make it
+        # durable before it becomes readable.
+        plog.active.flush()
+        plog.durable_point = plog.recovery_point()
+        active = plog.active
+        if active.size:
+            first = active.read(0, rb.HEADER_SIZE)
+            if len(first) == rb.HEADER_SIZE:
+                active.first_append_ms = rb.parse_header(first).max_timestamp
+        return plog
+
+    def _recover(self, point: RecoveryPoint | None, clean: bool) -> None:
+        active = self.segments[-1]
+        if clean:
+            # Clean shutdown: sizes are as written, indexes were flushed. Load the active
+            # segment's index to find where it ends.
+            active.load_indexes()
+            off, pos = active.last_index_entry()
+            self._scan_from(len(self.segments) - 1, pos, off)
+            return
+        if point is None or point.segment_base not in self.bases:
+            start_index, position, offset = 0, 0, self.segments[0].base_offset
+        else:
+            start_index = self.bases.index(point.segment_base)
+            position, offset = point.position, point.next_offset
+        self._scan_from(start_index, position, offset)
+
+    def _scan_from(self, index: int, position: int, offset: int) -> None:
+        for i in range(index, len(self.segments)):
+            seg = self.segments[i]
+            if i > index:
+                position, offset = 0, seg.base_offset
+            valid, next_offset, problem = recover_segment(seg, position, offset)
+            if problem is None:
+                continue
+            file_size = os.fstat(seg.fd).st_size
+            dropped = self.segments[i + 1 :]
+            log.warning(
+                "recovery truncated %s-%d: %s; dropping %d bytes of %s and %d later segment(s)",
+                self.topic, self.partition, problem, file_size - valid, os.path.basename(seg.log_path), len(dropped),
+            )
+            seg.truncate_to(valid, next_offset)
+            for later in dropped:
+                later.delete()
+            del self.segments[i + 1 :]
+            self.bases = [s.base_offset for s in self.segments]
+            return
+
+    def _read_log_start(self) -> int:
+        try:
+            with open(os.path.join(self.directory, "log-start-offset")) as f:
+                return int(f.read().strip() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def _write_log_start(self) -> None:
+        _atomic_write(os.path.join(self.directory, "log-start-offset"), f"{self.log_start_offset}\n")
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def recovery_point(self) -> RecoveryPoint:
+        """The current end: valid as a recovery point only right after a flush."""
+        a = self.active
+        return RecoveryPoint(a.base_offset, a.size, a.next_offset)
+
+    # ------------------------------------------------------------------ append
+
+    def append(self, data: bytearray, batches: list[rb.BatchHeader], now_ms: int) -> tuple[int, int]:
+        """Assign offsets to already-validated batches, patch them in, write. Returns
+        (base offset of the first batch, last offset of the last)."""
+        base = next_offset = self.log_end_offset
+        log_append_time = self.config.message_timestamp_type == "LogAppendTime"
+        for header in batches:
+            rb.patch_base_offset(data, header.position, next_offset)
+            if log_append_time:
+                rb.set_log_append_time(data, header, now_ms)
+            next_offset += header.last_offset_delta + 1
+        self._maybe_roll(len(data), now_ms)
+        seg = self.active
+        if seg.first_append_ms is None:
+            seg.first_append_ms = now_ms
+        seg.append(data, batches)
+        self.dirty = True
+        if not self.sync_hw:
+            self.advance_high_watermark(seg.next_offset)
+        return base, next_offset - 1
+
+    def _maybe_roll(self, incoming: int, now_ms: int) -> None:
+        seg = self.active
+        if seg.size == 0:
+            return
+        too_big = seg.size + incoming > self.config.segment_bytes
+        too_old = seg.first_append_ms is not None and now_ms - seg.first_append_ms >= self.config.segment_ms
+        if too_big or too_old:
+            self.roll()
+
+    def roll(self) -> None:
+        """Start a new segment at the LEO. The old one is fsynced by the next flush round
+        (``segments_to_flush`` includes it until then)."""
+        old = self.active
+        new = Segment(self.directory, old.next_offset, index_interval=self.config.index_interval_bytes)
+        new.load_indexes()
+        self.segments.append(new)
+        self.bases.append(new.base_offset)
+        self.pending_closed.append(old)
+        self.dirty = True
+
+    def take_flush_work(self) -> tuple[list[Segment], int]:
+        """Segments to fsync and the offset that will be durable once they are."""
+        work = [*self.pending_closed, self.active]
+        self.pending_closed = []
+        self.dirty = False
+        return work, self.log_end_offset
+
+    def flushed(self, offset: int) -> None:
+        if offset > self.flushed_offset:
+            self.flushed_offset = offset
+            if self.sync_hw:
+                self.advance_high_watermark(offset)
+
+    def advance_high_watermark(self, offset: int) -> None:
+        if offset > self.high_watermark:
+            self.high_watermark = offset
+            self.wake()
+
+    def wake(self) -> None:
+        waiters, self.waiters = self.waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    # ------------------------------------------------------------------ read
+
+    def check_fetch_offset(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
+
+    def read(self, offset: int, max_bytes: int, upper: int) -> bytes:
+        """Whole batches holding offsets from ``offset`` up to (not including) ``upper``, at most
+        ``max_bytes`` of them unless the first batch alone is larger (KIP-74: then that batch).
+        Data comes from a single segment; the caller fetches again for more."""
+        self.check_fetch_offset(offset)
+        if offset >= upper:
+            return b""
+        i = bisect.bisect_right(self.bases, offset) - 1
+        while i < len(self.segments):
+            seg = self.segments[i]
+            pos = seg.find_batch(offset)
+            if pos is not None:
+                return self._read_range(seg, pos, max_bytes, upper)
+            i += 1
+        return b""
+
+    def _read_range(self, seg: Segment, pos: int, max_bytes: int, upper: int) -> bytes:
+        first = seg.read(pos, 12)
+        first_size = rb.read_offset_and_size(first, 0)[1]
+        want = min(max(first_size, max_bytes), seg.size - pos)
+        data = seg.read(pos, want)
+        # Cut at a batch boundary: not past max_bytes (after the first batch) nor past upper.
+        p, end = 0, len(data)
+        while p + 12 <= end:
+            base, size = rb.read_offset_and_size(data, p)
+            if base >= upper or p + size > end:
+                break
+            p += size
+        return data[:p] if p < end else data
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first batch with a max timestamp >= ``timestamp``; for an
+        uncompressed batch, of the first record in it with a timestamp >= the target."""
+        for seg in self.segments:
+            if seg.size == 0:
+                continue
+            pos = seg.floor_position_for_timestamp(timestamp)
+            for position, header in seg.iter_headers(pos):
+                if header.base_offset < self.log_start_offset and header.last_offset < self.log_start_offset:
+                    continue
+                if header.max_timestamp >= timestamp:
+                    offset = max(header.base_offset, self.log_start_offset)
+                    return offset, header.max_timestamp
+        return None
+
+    # ------------------------------------------------------------------ deletion
+
+    def delete_records(self, offset: int) -> int:
+        """Advance the log start offset (DeleteRecords); whole segments below it go."""
+        if offset > self.high_watermark or offset < 0:
+            raise OffsetOutOfRange(offset, self.log_start_offset, self.high_watermark)
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._write_log_start()
+            self._drop_segments_below(offset)
+        return self.log_start_offset
+
+    def _drop_segments_below(self, offset: int) -> None:
+        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+            seg = self.segments.pop(0)
+            self.bases.pop(0)
+            seg.delete()
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete closed segments beyond retention.ms / retention.bytes; returns how many."""
+        cfg = self.config
+        removed = 0
+        total = self.size_bytes
+        while len(self.segments) > 1:
+            seg = self.segments[0]
+            if seg in self.pending_closed:
+                break  # not yet fsynced; the flusher still needs its fd
+            by_size = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
+            by_time = False
+            if cfg.retention_ms >= 0:
+                seg._ensure_index()
+                by_time = 0 <= seg.max_timestamp < now_ms - cfg.retention_ms
+            if not (by_size or by_time):
+                break
+            total -= seg.size
+            self.segments.pop(0)
+            self.bases.pop(0)
+            seg.delete()
+            removed += 1
+            if self.bases[0] > self.log_start_offset:
+                self.log_start_offset = self.bases[0]
+                self._write_log_start()
+        return removed
+
+    def close(self) -> None:
+        for seg in self.segments:
+            seg.close()
+        self.wake()
+
+    def delete_all(self) -> None:
+        self.deleted = True
+        for seg in self.segments:
+            seg.delete()
+        for name in os.listdir(self.directory):
+            os.unlink(os.path.join(self.directory, name))
+        os.rmdir(self.directory)
+        self.wake()
+
+
+def _atomic_write(path: str, text: str) -> None:
+    """Write-then-rename so a crash leaves either the old or the new file, never half of one."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,289 @@
+"""One log segment: a file of raw record batches plus its sparse offset and time indexes.
+
+On-disk format (all integers big-endian), in the partition directory ``<topic>-<partition>/``:
+
+``<base_offset:020d>.log``
+    Record batches exactly as producers sent them (compressed batches included), each with the
+    broker-assigned ``baseOffset`` patched into its first 8 bytes. Batches are contiguous:
+    batch *n+1* starts at offset ``last_offset(n) + 1``. Nothing else is in the file.
+
+``<base_offset:020d>.index``
+    8-byte entries ``(int32 relative_offset, int32 position)``: the batch whose base offset is
+    ``base_offset + relative_offset`` starts at byte ``position`` of the .log file. An entry is
+    written for the first batch and then whenever ``index.interval.bytes`` of log have been
+    appended since the last entry. Entries are strictly increasing in both fields.
+
+``<base_offset:020d>.timeindex``
+    12-byte entries ``(int64 timestamp, int32 relative_offset)``, written beside index entries
+    when the segment's largest timestamp grew: every batch up to and including the one at
+    ``relative_offset`` has timestamps <= ``timestamp``. A search for the first record with
+    ts >= T starts at the last entry whose timestamp < T.
+
+The index files are not fsynced on every append: they are derived data. Recovery truncates
+index entries that point beyond the validated end of the .log and rebuilds the ones for the
+tail it re-scanned (see :mod:`oncelog.storage.partition_log`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from array import array
+
+from ..protocol import records as rb
+
+INDEX_ENTRY = struct.Struct(">ii")
+TIME_ENTRY = struct.Struct(">qi")
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class Segment:
+    """Invariants: ``size`` is the length of valid bytes in the .log file and always a batch
+    boundary; ``next_offset`` is the offset after the last batch in it (== base_offset when
+    empty); the in-memory index (when loaded) mirrors the .index file."""
+
+    def __init__(self, directory: str, base_offset: int, *, index_interval: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.log_path = os.path.join(directory, segment_name(base_offset, ".log"))
+        self.index_path = os.path.join(directory, segment_name(base_offset, ".index"))
+        self.time_path = os.path.join(directory, segment_name(base_offset, ".timeindex"))
+        self.index_interval = index_interval
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.first_append_ms: int | None = None
+        self._index_rel: array | None = None
+        self._index_pos: array | None = None
+        self._time_ts: array | None = None
+        self._time_rel: array | None = None
+        self._index_fd: int | None = None
+        self._time_fd: int | None = None
+        self._bytes_since_index = 0
+
+    # ------------------------------------------------------------------ indexes
+
+    def load_indexes(self, valid_size: int | None = None) -> None:
+        """Read the index files into memory, dropping torn or out-of-range entries (those at or
+        beyond ``valid_size`` when given) and truncating the files to match."""
+        limit = self.size if valid_size is None else valid_size
+        rel, pos = array("i"), array("i")
+        raw = _read_file(self.index_path)
+        usable = len(raw) - len(raw) % INDEX_ENTRY.size
+        for r, p in INDEX_ENTRY.iter_unpack(raw[:usable]):
+            if p >= limit or (pos and (p <= pos[-1] or r <= rel[-1])) or r < 0:
+                break
+            rel.append(r)
+            pos.append(p)
+        ts, trel = array("q"), array("i")
+        raw_t = _read_file(self.time_path)
+        usable_t = len(raw_t) - len(raw_t) % TIME_ENTRY.size
+        last_rel = rel[-1] if rel else -1
+        for t, r in TIME_ENTRY.iter_unpack(raw_t[:usable_t]):
+            if r > last_rel or (trel and (r < trel[-1] or t < ts[-1])):
+                break
+            ts.append(t)
+            trel.append(r)
+        self._index_rel, self._index_pos, self._time_ts, self._time_rel = rel, pos, ts, trel
+        self._open_index_files(len(rel) * INDEX_ENTRY.size, len(ts) * TIME_ENTRY.size)
+        if ts:
+            self.max_timestamp = max(self.max_timestamp, ts[-1])
+
+    def _open_index_files(self, index_len: int, time_len: int) -> None:
+        self.close_indexes()
+        self._index_fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT, 0o644)
+        os.ftruncate(self._index_fd, index_len)
+        self._time_fd = os.open(self.time_path, os.O_RDWR | os.O_CREAT, 0o644)
+        os.ftruncate(self._time_fd, time_len)
+
+    def close_indexes(self) -> None:
+        for fd in (self._index_fd, self._time_fd):
+            if fd is not None:
+                os.close(fd)
+        self._index_fd = self._time_fd = None
+
+    def _ensure_index(self) -> None:
+        if self._index_rel is None:
+            self.load_indexes()
+
+    def _maybe_index(self, base_offset: int, position: int, max_timestamp: int) -> None:
+        """Record index entries for a batch about to be written at ``position``."""
+        if self._bytes_since_index < self.index_interval and self._index_rel:
+            if max_timestamp > self.max_timestamp:
+                self.max_timestamp = max_timestamp
+            return
+        rel = base_offset - self.base_offset
+        self._index_rel.append(rel)
+        self._index_pos.append(position)
+        os.pwrite(self._index_fd, INDEX_ENTRY.pack(rel, position), (len(self._index_rel) - 1) * 8)
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+        if self.max_timestamp >= 0 and (not self._time_ts or self.max_timestamp > self._time_ts[-1]):
+            self._time_ts.append(self.max_timestamp)
+            self._time_rel.append(rel)
+            os.pwrite(self._time_fd, TIME_ENTRY.pack(self.max_timestamp, rel), (len(self._time_ts) - 1) * 12)
+        self._bytes_since_index = 0
+
+    def floor_position(self, offset: int) -> int:
+        """Byte position of an indexed batch whose base offset is <= ``offset`` (0 if none)."""
+        self._ensure_index()
+        i = bisect.bisect_right(self._index_rel, offset - self.base_offset) - 1
+        return self._index_pos[i] if i >= 0 else 0
+
+    def floor_position_for_timestamp(self, timestamp: int) -> int:
+        """Byte position from which a scan for the first record with ts >= timestamp starts."""
+        self._ensure_index()
+        i = bisect.bisect_left(self._time_ts, timestamp) - 1
+        if i < 0:
+            return 0
+        return self.floor_position(self.base_offset + self._time_rel[i])
+
+    # ------------------------------------------------------------------ data
+
+    def append(self, data: bytes | bytearray, batches: list[rb.BatchHeader]) -> None:
+        """Append validated batches whose offsets have already been patched into ``data``.
+        ``batches[i].position`` are positions within ``data``."""
+        self._ensure_index()
+        start = self.size
+        for header in batches:
+            self._maybe_index(_patched_offset(data, header), start + header.position, header.max_timestamp)
+            self._bytes_since_index += header.size
+        written = os.pwrite(self.fd, data, start)
+        if written != len(data):  # pwrite on a regular file writes all or raises, but be explicit
+            raise OSError(f"short write to {self.log_path}: {written} of {len(data)} bytes")
+        self.size = start + len(data)
+        last = batches[-1]
+        self.next_offset = _patched_offset(data, last) + last.last_offset_delta + 1
+
+    def read(self, position: int, length: int) -> bytes:
+        return os.pread(self.fd, length, position)
+
+    def find_batch(self, offset: int) -> int | None:
+        """Position of the first batch whose last offset is >= ``offset``, or None."""
+        pos = self.floor_position(offset)
+        while pos < self.size:
+            head = os.pread(self.fd, 27, pos)
+            if len(head) < 27:
+                return None
+            if rb.read_last_offset(head, 0) >= offset:
+                return pos
+            pos += rb.read_offset_and_size(head, 0)[1]
+        return None
+
+    def iter_headers(self, position: int, end: int | None = None):
+        """Yield batch headers from ``position`` to ``end`` (reads in chunks)."""
+        end = self.size if end is None else end
+        chunk_size = 1 << 20
+        while position < end:
+            chunk = os.pread(self.fd, min(chunk_size, end - position), position)
+            p = 0
+            while p + rb.HEADER_SIZE <= len(chunk):
+                header = rb.parse_header(chunk, p)
+                yield position + p, header
+                p += header.size
+            if p == 0:
+                # a header straddles the chunk boundary; read it alone
+                chunk = os.pread(self.fd, rb.HEADER_SIZE, position)
+                if len(chunk) < rb.HEADER_SIZE:
+                    return
+                header = rb.parse_header(chunk, 0)
+                yield position, header
+                p = header.size
+            position += p
+
+    def truncate_to(self, size: int, next_offset: int) -> None:
+        """Drop bytes at and after ``size`` (a batch boundary) and the index entries for them."""
+        os.ftruncate(self.fd, size)
+        self.size = size
+        self.next_offset = next_offset
+        self.load_indexes(valid_size=size)
+        self._bytes_since_index = self.index_interval  # next batch gets an index entry
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        for fd in (self._index_fd, self._time_fd):
+            if fd is not None:
+                os.fsync(fd)
+
+    def close(self) -> None:
+        self.close_indexes()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        for path in (self.log_path, self.index_path, self.time_path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def last_index_entry(self) -> tuple[int, int]:
+        """(offset, position) of the last index entry, or (base_offset, 0)."""
+        self._ensure_index()
+        if not self._index_rel:
+            return self.base_offset, 0
+        return self.base_offset + self._index_rel[-1], self._index_pos[-1]
+
+
+def _patched_offset(data, header: rb.BatchHeader) -> int:
+    return struct.unpack_from(">q", data, header.position)[0]
+
+
+def _read_file(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return b""
+
+
+def recover_segment(segment: Segment, position: int, expected_offset: int) -> tuple[int, int, str | None]:
+    """Validate batches from ``position`` to the end of the file, re-indexing them.
+
+    Returns ``(valid_size, next_offset, problem)``: the byte length of the valid prefix, the
+    offset after its last batch, and a description of the first invalid batch (None if the
+    whole tail was valid). The caller truncates to ``valid_size`` and logs ``problem``.
+    """
+    import crc32c
+
+    segment.load_indexes(valid_size=position)
+    segment._bytes_since_index = segment.index_interval
+    file_size = os.fstat(segment.fd).st_size
+    pos, next_offset = position, expected_offset
+    problem = None
+    while pos < file_size:
+        head = os.pread(segment.fd, rb.HEADER_SIZE, pos)
+        if len(head) < rb.HEADER_SIZE:
+            problem = f"torn batch header at byte {pos} ({len(head)} of {rb.HEADER_SIZE} bytes)"
+            break
+        header = rb.parse_header(head, 0)
+        if header.magic != rb.MAGIC_V2 or header.size < rb.HEADER_SIZE:
+            problem = f"bad magic {header.magic} or length {header.size} at byte {pos}"
+            break
+        if pos + header.size > file_size:
+            problem = f"torn batch at byte {pos}: {header.size} bytes declared, {file_size - pos} present"
+            break
+        if header.base_offset != next_offset:
+            problem = f"batch at byte {pos} has base offset {header.base_offset}, expected {next_offset}"
+            break
+        body = os.pread(segment.fd, header.size - 21, pos + 21)
+        if crc32c.crc32c(body) != header.crc:
+            problem = f"CRC mismatch in batch at byte {pos} (offsets {header.base_offset}..{header.last_offset})"
+            break
+        if header.last_offset_delta < 0:
+            problem = f"negative last offset delta at byte {pos}"
+            break
+        segment._maybe_index(header.base_offset, pos, header.max_timestamp)
+        segment._bytes_since_index += header.size
+        pos += header.size
+        next_offset = header.last_offset + 1
+    segment.size = pos
+    segment.next_offset = next_offset
+    return pos, next_offset, problem
