@@ -1,0 +1,89 @@
+"""Run an oncelog broker as a child process: used by the demo, the benchmarks and the tests.
+
+The broker prints ``oncelog listening on HOST:PORT`` once it accepts connections; with
+``port=0`` the OS picks a free port and we read it from that line. :meth:`kill` sends SIGKILL
+(a real crash: no flush, no clean-shutdown marker); :meth:`stop` sends SIGTERM (graceful).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+_LISTENING = re.compile(r"oncelog listening on ([\d.]+):(\d+)")
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: str, *, fsync: str = "always", port: int = 0, extra_args: list[str] = (),
+                 log_path: str | None = None) -> None:
+        self.data_dir = data_dir
+        self.fsync = fsync
+        self.port = port
+        self.extra_args = list(extra_args)
+        self.log_path = log_path or os.path.join(data_dir + ".log")
+        self.proc: subprocess.Popen | None = None
+        self.host = "127.0.0.1"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> "BrokerProcess":
+        os.makedirs(self.data_dir, exist_ok=True)
+        cmd = [sys.executable, "-m", "oncelog", "serve", "--data-dir", self.data_dir, "--port", str(self.port),
+               "--fsync", self.fsync, *self.extra_args]
+        log_file = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file)
+        log_file.close()
+        deadline = time.monotonic() + timeout
+        line = b""
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            m = _LISTENING.search(line.decode(errors="replace"))
+            if m:
+                self.host, self.port = m.group(1), int(m.group(2))
+                # keep draining stdout so the child never blocks on a full pipe
+                threading.Thread(target=self.proc.stdout.read, daemon=True).start()
+                return self
+        self.kill()
+        raise RuntimeError(f"broker did not start; see {self.log_path}:\n{self.tail_log()}")
+
+    def tail_log(self, lines: int = 30) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: the broker gets no chance to flush or mark a clean shutdown."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                return -9
+        return self.proc.returncode if self.proc else 0
+
+    def restart(self) -> "BrokerProcess":
+        # same port, so clients reconnect to the address they know
+        return self.start()
+
+    def __enter__(self) -> "BrokerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

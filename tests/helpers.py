@@ -1,0 +1,37 @@
+"""Small helpers for tests that talk to a real broker."""
+
+from __future__ import annotations
+
+import time
+
+import confluent_kafka as ck
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
+    futures[name].result(timeout=30)
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = 60.0,
+                isolation: str = "read_uncommitted") -> dict[int, list]:
+    """Read every partition from offset 0 until ``expected`` records arrived; returns
+    {partition: [(offset, key, value, headers), ...]} in the order read."""
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                     "enable.auto.commit": False, "isolation.level": isolation,
+                     "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100})
+    c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: dict[int, list] = {p: [] for p in range(partitions)}
+    got = 0
+    deadline = time.monotonic() + timeout
+    try:
+        while got < expected and time.monotonic() < deadline:
+            for m in c.consume(10000, 0.5):
+                if m.error():
+                    raise AssertionError(f"consumer error: {m.error()}")
+                out[m.partition()].append((m.offset(), m.key(), m.value(), m.headers()))
+                got += 1
+    finally:
+        c.close()
+    return out
