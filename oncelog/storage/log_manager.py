@@ -100,8 +100,10 @@ class LogManager:
         self._remove_leftovers()
         if clean:
             os.unlink(clean_marker)
-        log.info("opened %d topic(s) in %s (%s shutdown) in %.3fs", len(self.topics), self.data_dir,
-                 "clean" if clean else "unclean", time.monotonic() - started)
+        logs = self.all_logs()
+        log.info("opened %d topic(s) in %s (%s shutdown) in %.3fs: validated %d of %d bytes", len(self.topics),
+                 self.data_dir, "clean" if clean else "unclean", time.monotonic() - started,
+                 sum(p.recovery_scanned_bytes for p in logs), sum(p.size_bytes for p in logs))
 
     def _open_log(self, topic: Topic, partition: int, point: RecoveryPoint | None, clean: bool) -> PartitionLog:
         directory = os.path.join(self.data_dir, f"{topic.name}-{partition}")

@@ -134,6 +134,7 @@ class PartitionLog:
         self.pending_closed: list[Segment] = []
         # The last recovery point known to be on disk (what the checkpoint file records).
         self.durable_point: RecoveryPoint | None = None
+        self.recovery_scanned_bytes = 0  # how much start-up validated: bounded by the unflushed tail
 
     # ------------------------------------------------------------------ open / recover
 
@@ -189,6 +190,7 @@ class PartitionLog:
             if i > index:
                 position, offset = 0, seg.base_offset
             valid, next_offset, problem = recover_segment(seg, position, offset)
+            self.recovery_scanned_bytes += valid - position
             if problem is None:
                 continue
             file_size = os.fstat(seg.fd).st_size
