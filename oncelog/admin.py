@@ -1,0 +1,55 @@
+"""``oncelog topics ...``: topic administration over the Kafka protocol (confluent-kafka's
+AdminClient), so it works against oncelog and any Kafka cluster alike."""
+
+from __future__ import annotations
+
+import sys
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from rich.console import Console
+from rich.table import Table
+
+
+def topics_command(args) -> int:
+    admin = AdminClient({"bootstrap.servers": args.bootstrap, "socket.timeout.ms": 10000})
+    console = Console()
+    try:
+        if args.action == "create":
+            config = dict(kv.split("=", 1) for kv in args.config)
+            admin.create_topics([NewTopic(args.name, args.partitions, 1, config=config)])[args.name].result(30)
+            console.print(f"created topic [bold]{args.name}[/] with {args.partitions} partition(s)")
+        elif args.action == "delete":
+            admin.delete_topics([args.name])[args.name].result(30)
+            console.print(f"deleted topic [bold]{args.name}[/]")
+        elif args.action == "list":
+            md = admin.list_topics(timeout=10)
+            table = Table("topic", "partitions")
+            for name in sorted(md.topics):
+                table.add_row(name, str(len(md.topics[name].partitions)))
+            console.print(table)
+        elif args.action == "describe":
+            md = admin.list_topics(args.name, timeout=10)
+            topic = md.topics.get(args.name)
+            if topic is None or topic.error is not None:
+                raise KafkaException(topic.error if topic else f"unknown topic {args.name}")
+            from confluent_kafka import Consumer, TopicPartition
+
+            consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "oncelog-cli"})
+            table = Table("partition", "leader", "log start", "high watermark", title=args.name)
+            for p in sorted(topic.partitions):
+                low, high = consumer.get_watermark_offsets(TopicPartition(args.name, p), timeout=10)
+                table.add_row(str(p), str(topic.partitions[p].leader), str(low), str(high))
+            consumer.close()
+            console.print(table)
+            res = ConfigResource("topic", args.name)
+            configs = admin.describe_configs([res])[res].result(10)
+            ctable = Table("config", "value", "source")
+            for name in sorted(configs):
+                entry = configs[name]
+                ctable.add_row(name, str(entry.value), str(entry.source))
+            console.print(ctable)
+    except KafkaException as exc:
+        print(f"oncelog topics {args.action}: {exc.args[0]}", file=sys.stderr)
+        return 1
+    return 0
