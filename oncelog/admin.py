@@ -11,6 +11,10 @@ from rich.console import Console
 from rich.table import Table
 
 
+# DescribeConfigs config_source values (KIP-226)
+CONFIG_SOURCES = {1: "topic", 2: "dynamic broker", 3: "dynamic default broker", 4: "static broker", 5: "default"}
+
+
 def topics_command(args) -> int:
     admin = AdminClient({"bootstrap.servers": args.bootstrap, "socket.timeout.ms": 10000})
     console = Console()
@@ -47,7 +51,7 @@ def topics_command(args) -> int:
             ctable = Table("config", "value", "source")
             for name in sorted(configs):
                 entry = configs[name]
-                ctable.add_row(name, str(entry.value), str(entry.source))
+                ctable.add_row(name, str(entry.value), CONFIG_SOURCES.get(int(entry.source), str(entry.source)))
             console.print(ctable)
     except KafkaException as exc:
         print(f"oncelog topics {args.action}: {exc.args[0]}", file=sys.stderr)

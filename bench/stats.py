@@ -1,0 +1,78 @@
+"""Turn per-process worker reports into per-cell figures, and pool cells across rounds.
+
+Throughput is records (or payload bytes) over wall time, where wall time spans from the first
+process's start to the last process's end (for produce: the last delivery report after flush).
+Pooling rounds sums records and seconds, i.e. a time-weighted mean. Latency percentiles are
+nearest-rank over the pooled per-message samples.
+"""
+
+from __future__ import annotations
+
+import math
+
+MB = 1_000_000  # MB/s figures are decimal megabytes of record payload (values only)
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    k = max(0, min(len(sorted_values) - 1, math.ceil(q / 100 * len(sorted_values)) - 1))
+    return sorted_values[k]
+
+
+def produce_figures(reports: list[dict], size: int, cpu_s: float) -> dict:
+    start = min(r["t_start"] for r in reports)
+    end = max(r["t_end"] for r in reports)
+    seconds = max(end - start, 1e-9)
+    acked = sum(r["acked"] for r in reports)
+    lats = sorted(x for r in reports for x in r["latencies"])
+    return {
+        "records": acked, "bytes": acked * size, "seconds": seconds,
+        "records_per_s": acked / seconds, "mb_per_s": acked * size / seconds / MB,
+        "latency_p50_ms": percentile(lats, 50) * 1000, "latency_p99_ms": percentile(lats, 99) * 1000,
+        "latency_samples": lats,
+        "sent": sum(r["sent"] for r in reports), "failed": sum(r["failed"] for r in reports),
+        "unflushed": sum(r["unflushed"] for r in reports),
+        "transactions": sum(r["transactions"] for r in reports),
+        "send_seconds": max(r["t_sent"] for r in reports) - start,
+        "broker_cpu_s": cpu_s, "broker_cpu_pct": 100 * cpu_s / seconds,
+    }
+
+
+def consume_figures(reports: list[dict], cpu_s: float) -> dict:
+    start = min(r["t_start"] for r in reports)
+    end = max(r["t_end"] for r in reports)
+    seconds = max(end - start, 1e-9)
+    got = sum(r["received"] for r in reports)
+    nbytes = sum(r["bytes"] for r in reports)
+    return {
+        "records": got, "bytes": nbytes, "seconds": seconds,
+        "records_per_s": got / seconds, "mb_per_s": nbytes / seconds / MB,
+        "expected": sum(r["expected"] for r in reports), "errors": sum(r["errors"] for r in reports),
+        "timed_out": any(r["timed_out"] for r in reports),
+        "broker_cpu_s": cpu_s, "broker_cpu_pct": 100 * cpu_s / seconds,
+    }
+
+
+def pool(figures: list[dict], *, latencies: bool) -> dict | None:
+    """Pool one cell's figures over rounds (only rounds that produced figures)."""
+    figures = [f for f in figures if f]
+    if not figures:
+        return None
+    records = sum(f["records"] for f in figures)
+    nbytes = sum(f["bytes"] for f in figures)
+    seconds = sum(f["seconds"] for f in figures)
+    cpu = sum(f["broker_cpu_s"] for f in figures)
+    out = {"rounds": len(figures), "records": records, "bytes": nbytes, "seconds": seconds,
+           "records_per_s": records / seconds, "mb_per_s": nbytes / seconds / MB,
+           "records_per_s_by_round": [f["records_per_s"] for f in figures],
+           "broker_cpu_pct": 100 * cpu / seconds}
+    if latencies:
+        lats = sorted(x for f in figures for x in f["latency_samples"])
+        out["latency_p50_ms"] = percentile(lats, 50) * 1000
+        out["latency_p99_ms"] = percentile(lats, 99) * 1000
+        out["latency_samples"] = len(lats)
+        out["failed"] = sum(f["failed"] for f in figures)
+    else:
+        out["errors"] = sum(f["errors"] for f in figures)
+    return out
