@@ -57,3 +57,33 @@ def topics_command(args) -> int:
         print(f"oncelog topics {args.action}: {exc.args[0]}", file=sys.stderr)
         return 1
     return 0
+
+
+def producers_command(args) -> int:
+    """``oncelog producers describe TOPIC``: DescribeProducers for every partition."""
+    from .wire_client import RawClient, request_module
+
+    console = Console()
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    md = admin.list_topics(args.topic, timeout=10)
+    topic = md.topics.get(args.topic)
+    if topic is None or topic.error is not None:
+        print(f"oncelog producers describe: {topic.error if topic else 'unknown topic'}", file=sys.stderr)
+        return 1
+    m = request_module(61, 0)
+    client = RawClient(args.bootstrap)
+    resp = client.request(m.DescribeProducersRequest(topics=(
+        m.TopicRequest(name=args.topic, partition_indexes=tuple(sorted(topic.partitions))),)))
+    client.close()
+    table = Table("partition", "producer id", "epoch", "last sequence", "last append", title=args.topic)
+    import datetime
+
+    for part in resp.topics[0].partitions:
+        if part.error_code != 0:
+            table.add_row(str(part.partition_index), f"error {part.error_code.name}", "", "", "")
+        for p in part.active_producers:
+            when = datetime.datetime.fromtimestamp(p.last_timestamp / 1000).isoformat(sep=" ", timespec="seconds")
+            table.add_row(str(part.partition_index), str(p.producer_id), str(p.producer_epoch),
+                          str(p.last_sequence), when)
+    console.print(table)
+    return 0

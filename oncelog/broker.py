@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from . import apis
 from .apis import api_versions
 from .apis._base import RequestContext
+from .producer_ids import ProducerIdManager
 from .protocol import codec
 from .storage.flusher import FsyncPolicy
 from .storage.log_manager import LogManager
@@ -47,6 +48,7 @@ class BrokerConfig:
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint_interval_s: float = 10.0
     retention_check_interval_s: float = 300.0
+    producer_id_expiration_ms: int = 24 * 3600 * 1000
 
     def describe(self) -> dict[str, str]:
         c = self.log
@@ -65,6 +67,7 @@ class BrokerConfig:
             "oncelog.fsync": str(self.fsync),
             "default.replication.factor": "1",
             "offsets.topic.replication.factor": "1",
+            "producer.id.expiration.ms": str(self.producer_id_expiration_ms),
         }
 
 
@@ -76,13 +79,14 @@ class Broker:
                                checkpoint_interval_s=config.checkpoint_interval_s,
                                retention_check_interval_s=config.retention_check_interval_s)
         self.logs.default_partitions = config.num_partitions
+        self.logs.producer_id_expiration_ms = config.producer_id_expiration_ms
         self.advertised: tuple[str, int] = (config.host, config.port)
-        # Set by the idempotence work; until then batches with a producer id are refused.
-        self.accepts_producer_ids = False
+        self.producer_ids: ProducerIdManager | None = None
 
     def open(self) -> None:
         self.logs.open()
         self.node_id = self.logs.node_id
+        self.producer_ids = ProducerIdManager(self.logs.data_dir)
 
     def set_listening(self, host: str, port: int) -> None:
         if self.config.advertise:

@@ -76,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
     x = tsub.add_parser("delete")
     x.add_argument("name")
 
+    pr = sub.add_parser("producers", help="describe a topic's active idempotent producers")
+    pr.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker address")
+    prsub = pr.add_subparsers(dest="action", required=True)
+    prd = prsub.add_parser("describe")
+    prd.add_argument("topic")
+
     demo = sub.add_parser("demo", help="the main job: start a broker, produce and consume a sample")
     demo.add_argument("--records", type=int, default=100_000)
     demo.add_argument("--data-dir", default=None, help="keep the broker's data here (default: a temp dir)")
@@ -91,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import admin
 
         return admin.topics_command(args)
+    if args.command == "producers":
+        from . import admin
+
+        return admin.producers_command(args)
     if args.command == "demo":
         from . import demo
 

@@ -17,7 +17,8 @@ def open_log(path, config=None, point=None, clean=False, sync_hw=False):
 
 def append(plog, n_records=1, value=b"v", ts=1000):
     raw = bytearray(rb.build_batch([(b"k", value)] * n_records, timestamp_ms=ts))
-    return plog.append(raw, rb.scan_batches(bytes(raw)), ts)
+    first = plog.append(raw, rb.scan_batches(bytes(raw)), ts)[0]
+    return first, first + n_records - 1
 
 
 def flush(plog):

@@ -12,7 +12,9 @@ from . import (
     delete_topics,
     describe_cluster,
     describe_configs,
+    describe_producers,
     fetch,
+    init_producer_id,
     list_offsets,
     metadata,
     produce,
@@ -20,7 +22,7 @@ from . import (
 
 MODULES = [
     produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_topics, delete_records,
-    describe_configs, create_partitions, describe_cluster,
+    describe_configs, create_partitions, describe_cluster, init_producer_id, describe_producers,
 ]
 
 HANDLERS = {m.API_KEY: m for m in MODULES}

@@ -46,12 +46,18 @@ def append_partition(ctx, topic: str, partition: int, records, now_ms: int, wait
     for header in batches:
         if header.is_control:
             raise errors.InvalidRecord(f"{topic}-{partition}: clients may not write control batches")
-        if header.producer_id >= 0 and not broker.accepts_producer_ids:
-            raise errors.InvalidRecord(f"{topic}-{partition}: idempotent batches need InitProducerId")
+    # Idempotence: every batch is checked against the producer state before anything is written.
+    pending, duplicate = plog.producers.prepare(batches)
+    if duplicate is not None:
+        # A retry of a batch already in the log: acknowledge it with its original offset. It may
+        # still be waiting for its fsync, so an acks=all retry waits for the next round too.
+        durable = broker.logs.flusher.mark(plog, wait=wait) if plog.flushed_offset <= duplicate.last_offset else None
+        return duplicate.first_offset, plog.log_start_offset, durable
     data = bytearray(records)
-    base, _ = plog.append(data, batches, now_ms)
+    firsts = plog.append(data, batches, now_ms)
+    plog.producers.commit(pending, firsts, now_ms)
     durable = broker.logs.flusher.mark(plog, wait=wait)
-    return base, plog.log_start_offset, durable
+    return firsts[0], plog.log_start_offset, durable
 
 
 async def _await_durable(futures, timeout_s: float):
@@ -78,8 +84,7 @@ def handle(ctx, request):
             except errors.KafkaError as exc:
                 entry[1] = errors.error_code_for(exc)
                 entry[4] = str(exc) or None
-                if not isinstance(exc, errors.UnknownTopicOrPartition):
-                    log.info("produce from %s rejected: %s (%s)", ctx.client_id, exc, entry[1].name)
+                log_rejection(ctx, exc, entry[1])
             parts.append(entry)
         outcome.append((topic_data.name, parts))
     if acks == 0:
@@ -117,3 +122,10 @@ def _response(ctx, outcome):
         for name, parts in outcome
     )
     return build(m.ProduceResponse, responses=topics, throttle_time=NO_THROTTLE)
+
+
+def log_rejection(ctx, exc, code) -> None:
+    # Sequence errors are a normal part of idempotent retries: not worth an info line each.
+    level = logging.DEBUG if isinstance(exc, (errors.UnknownTopicOrPartition, errors.OutOfOrderSequence,
+                                             errors.UnknownProducerId)) else logging.INFO
+    log.log(level, "produce from %s rejected: %s (%s)", ctx.client_id, exc, code.name)

@@ -179,14 +179,18 @@ class LogManager:
             await asyncio.sleep(self.retention_check_interval_s)
             await self.apply_retention()
 
+    producer_id_expiration_ms = 24 * 3600 * 1000
+
     async def apply_retention(self) -> int:
+        """Retention of segments, and expiry of idle producer state (producer.id.expiration.ms)."""
         now = int(time.time() * 1000)
-        removed = 0
+        removed = expired = 0
         async with self.flusher.lock:
             for plog in self.all_logs():
                 removed += plog.apply_retention(now)
-        if removed:
-            log.info("retention deleted %d segment(s)", removed)
+                expired += plog.producers.expire(now, self.producer_id_expiration_ms)
+        if removed or expired:
+            log.info("retention deleted %d segment(s); expired %d idle producer(s)", removed, expired)
         return removed
 
     # ------------------------------------------------------------------ topics

@@ -29,6 +29,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from ..producer_state import ProducerStateManager
 from ..protocol import records as rb
 from .segment import Segment, recover_segment
 
@@ -135,6 +136,8 @@ class PartitionLog:
         # The last recovery point known to be on disk (what the checkpoint file records).
         self.durable_point: RecoveryPoint | None = None
         self.recovery_scanned_bytes = 0  # how much start-up validated: bounded by the unflushed tail
+        # Idempotent-producer state, derived from this log (snapshots + replay of the tail).
+        self.producers = ProducerStateManager(directory)
 
     # ------------------------------------------------------------------ open / recover
 
@@ -156,6 +159,7 @@ class PartitionLog:
         plog._recover(recovery_point, clean_shutdown)
         plog.log_start_offset = max(plog.bases[0], plog._read_log_start())
         end = plog.log_end_offset
+        plog._rebuild_producer_state()
         plog.high_watermark = plog.flushed_offset = end
         # What survived a crash of the process may still be only in the page cache: make it
         # durable before it becomes readable.
@@ -206,6 +210,19 @@ class PartitionLog:
             self.bases = [s.base_offset for s in self.segments]
             return
 
+    def _rebuild_producer_state(self) -> None:
+        """Newest snapshot at or below the LEO, then replay of the batch headers after it."""
+        start = self.producers.load_latest_snapshot(self.log_end_offset)
+        if start is None:
+            start = self.log_start_offset
+        i = max(bisect.bisect_right(self.bases, start) - 1, 0)
+        for seg in self.segments[i:]:
+            pos = seg.floor_position(start) if seg.base_offset <= start else 0
+            for _, header in seg.iter_headers(pos):
+                if header.base_offset >= start:
+                    self.producers.replay(header)
+        self.producers.on_log_start_advanced(self.log_start_offset)
+
     def _read_log_start(self) -> int:
         try:
             with open(os.path.join(self.directory, "log-start-offset")) as f:
@@ -237,12 +254,14 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ append
 
-    def append(self, data: bytearray, batches: list[rb.BatchHeader], now_ms: int) -> tuple[int, int]:
-        """Assign offsets to already-validated batches, patch them in, write. Returns
-        (base offset of the first batch, last offset of the last)."""
-        base = next_offset = self.log_end_offset
+    def append(self, data: bytearray, batches: list[rb.BatchHeader], now_ms: int) -> list[int]:
+        """Assign offsets to already-validated batches, patch them in, write. Returns each
+        batch's base offset."""
+        next_offset = self.log_end_offset
+        firsts = []
         log_append_time = self.config.message_timestamp_type == "LogAppendTime"
         for header in batches:
+            firsts.append(next_offset)
             rb.patch_base_offset(data, header.position, next_offset)
             if log_append_time:
                 rb.set_log_append_time(data, header, now_ms)
@@ -255,7 +274,7 @@ class PartitionLog:
         self.dirty = True
         if not self.sync_hw:
             self.advance_high_watermark(seg.next_offset)
-        return base, next_offset - 1
+        return firsts
 
     def _maybe_roll(self, incoming: int, now_ms: int) -> None:
         seg = self.active
@@ -275,6 +294,8 @@ class PartitionLog:
         self.segments.append(new)
         self.bases.append(new.base_offset)
         self.pending_closed.append(old)
+        # A snapshot per roll bounds the replay at start-up to one segment.
+        self.producers.write_snapshot(new.base_offset)
         self.dirty = True
 
     def take_flush_work(self) -> tuple[list[Segment], int]:
@@ -362,6 +383,7 @@ class PartitionLog:
             self.log_start_offset = offset
             self._write_log_start()
             self._drop_segments_below(offset)
+            self.producers.on_log_start_advanced(offset)
         return self.log_start_offset
 
     def _drop_segments_below(self, offset: int) -> None:
@@ -394,9 +416,11 @@ class PartitionLog:
             if self.bases[0] > self.log_start_offset:
                 self.log_start_offset = self.bases[0]
                 self._write_log_start()
+                self.producers.on_log_start_advanced(self.log_start_offset)
         return removed
 
     def close(self) -> None:
+        self.producers.write_snapshot(self.log_end_offset)
         for seg in self.segments:
             seg.close()
         self.wake()

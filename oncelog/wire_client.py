@@ -1,4 +1,5 @@
-"""A minimal blocking Kafka protocol client on kio, for tests that must send exact bytes."""
+"""A minimal blocking Kafka protocol client on kio: for admin commands that confluent-kafka
+does not offer (DescribeProducers) and for tests that must send exact bytes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import struct
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from oncelog.protocol import codec
+from .protocol import codec
 
 
 def request_module(api_key: int, version: int):
@@ -60,7 +61,8 @@ class RawClient:
         raw = self.recv_frame()
         resp_cls = codec.response_class(request_cls.__api_key__, request_cls.__version__)
         correlation_id = struct.unpack_from(">i", raw)[0]
-        assert correlation_id == self.correlation_id or True
+        if correlation_id != self.correlation_id:
+            raise ConnectionError(f"response for correlation id {correlation_id}, expected {self.correlation_id}")
         offset = 4 if (resp_cls.__header_schema__.__version__ == 0) else 5
         resp, _ = codec.reader(resp_cls)(raw, offset)
         return resp

@@ -1,0 +1,34 @@
+"""DescribeProducers (key 61), v0 (KIP-664): each partition's active idempotent producers with
+their epoch, last sequence and last append time."""
+
+from __future__ import annotations
+
+from .. import errors
+from ._base import NO_THROTTLE, OK, build, response_module
+
+API_KEY = 61
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def handle(ctx, request):
+    m = response_module(API_KEY, ctx.api_version)
+    topics = []
+    for t in request.topics:
+        parts = []
+        for index in t.partition_indexes:
+            code, message, producers = OK, None, ()
+            try:
+                plog = ctx.broker.logs.get_log(t.name, index)
+                producers = tuple(
+                    build(m.ProducerState, producer_id=e.producer_id, producer_epoch=e.producer_epoch,
+                          last_sequence=e.last_seq, last_timestamp=e.last_timestamp_ms, coordinator_epoch=-1,
+                          current_txn_start_offset=-1)
+                    for e in sorted(plog.producers.producers.values(), key=lambda e: e.producer_id)
+                )
+            except errors.KafkaError as exc:
+                code, message = errors.error_code_for(exc), str(exc)
+            parts.append(build(m.PartitionResponse, partition_index=index, error_code=code, error_message=message,
+                               active_producers=producers))
+        topics.append(build(m.TopicResponse, name=t.name, partitions=tuple(parts)))
+    return build(m.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

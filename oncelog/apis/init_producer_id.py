@@ -1,0 +1,43 @@
+"""InitProducerId (key 22), v0-5: producer ids for idempotent producers.
+
+Without a transactional id: a fresh producer id at epoch 0, never reused (see
+:mod:`oncelog.producer_ids`). KIP-360 (v3+): a producer that re-initialises with the id and
+epoch it has (after UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE_NUMBER) gets the same id with
+the epoch bumped, so it can start over at sequence 0 instead of failing; at the last epoch it
+gets a new id. An id we never issued gets INVALID_PRODUCER_ID_MAPPING.
+Transactional ids are handled by the transaction coordinator (not yet: INVALID_REQUEST).
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from ._base import NO_THROTTLE, OK, build, response_module
+
+API_KEY = 22
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+MAX_EPOCH = 32767 - 1  # Kafka keeps Short.MAX_VALUE free
+
+
+def handle(ctx, request):
+    m = response_module(API_KEY, ctx.api_version)
+    ids = ctx.broker.producer_ids
+    code, pid, epoch = OK, -1, -1
+    if request.transactional_id is not None:
+        code = ErrorCode.invalid_request
+    else:
+        given_pid = getattr(request, "producer_id", -1)
+        given_epoch = getattr(request, "producer_epoch", -1)
+        if given_pid >= 0 and given_epoch >= 0:
+            if not ids.was_issued(given_pid):
+                code = ErrorCode.invalid_producer_id_mapping
+            elif given_epoch >= MAX_EPOCH:
+                pid, epoch = ids.allocate(), 0
+            else:
+                pid, epoch = given_pid, given_epoch + 1
+        else:
+            pid, epoch = ids.allocate(), 0
+    return build(m.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=code, producer_id=pid,
+                 producer_epoch=epoch)

@@ -1,0 +1,240 @@
+"""Per-partition idempotent-producer state and its append rules, sans-IO.
+
+For each producer id that wrote to a partition we keep its ``producer_epoch`` and the metadata
+of its last :data:`MAX_CACHED_BATCHES` batches (first/last sequence, first/last offset, append
+time). A batch from producer ``pid`` at epoch ``e`` with sequences ``s..t`` is, in order
+(as Kafka's ``ProducerStateManager``/``ProducerAppendInfo``):
+
+1. a **duplicate** if the entry has epoch ``e`` and a cached batch with the same ``s`` and ``t``:
+   it is acknowledged with the cached offsets and not written again;
+2. **fenced** (INVALID_PRODUCER_EPOCH) if ``e`` is below the entry's epoch;
+3. for a **new epoch** (``e`` above the entry's): accepted only with ``s == 0``;
+4. for an **unknown producer** (no entry): accepted with ``s == 0``; otherwise
+   UNKNOWN_PRODUCER_ID (the client then re-initialises, KIP-360);
+5. otherwise accepted only if ``s == last + 1`` (with int32 wrap-around: 0 follows 2^31-1);
+   else OUT_OF_ORDER_SEQUENCE_NUMBER.
+
+:meth:`ProducerStateManager.prepare` validates all batches of one produce request to a
+partition together (each against the state the previous one would leave) without changing
+anything; :meth:`ProducerStateManager.commit` applies them after the log write.
+
+Durability: the state is derived from the log. Snapshots (``<offset:020d>.snapshot``, JSON,
+written atomically) record the state as of a log offset; at start-up the newest snapshot not
+beyond the log end is loaded and the batches after it are replayed from their headers
+(:meth:`ProducerStateManager.replay`). Snapshots are taken at segment roll and clean shutdown,
+so the replay is bounded by one segment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from dataclasses import dataclass, field
+
+from .errors import InvalidProducerEpoch, OutOfOrderSequence, UnknownProducerId
+
+MAX_CACHED_BATCHES = 5
+INT32_MAX = 0x7FFFFFFF
+SNAPSHOT_VERSION = 1
+
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp_ms: int
+
+
+@dataclass
+class ProducerEntry:
+    producer_id: int
+    producer_epoch: int
+    batches: deque = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+    last_timestamp_ms: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingBatch:
+    """A validated batch waiting for its offsets: (producer id, epoch, first/last sequence)."""
+
+    producer_id: int
+    producer_epoch: int
+    first_seq: int
+    last_seq: int
+    record_count: int
+
+
+class ProducerStateManager:
+    def __init__(self, directory: str | None = None) -> None:
+        self.directory = directory
+        self.producers: dict[int, ProducerEntry] = {}
+
+    # ------------------------------------------------------------------ append rules
+
+    def prepare(self, batches) -> tuple[list[PendingBatch | None], BatchMetadata | None]:
+        """Check a request's batches (headers with producer_id/producer_epoch/base_sequence/
+        last_sequence/record_count). Returns the pending updates (None for batches without a
+        producer id) and, when the request is a retried duplicate, the original metadata.
+        Raises a :class:`KafkaError` subclass naming the rule broken; nothing changes."""
+        pending: list[PendingBatch | None] = []
+        # Per producer: (epoch, last_seq) as the earlier batches of this request leave them.
+        staged: dict[int, tuple[int, int]] = {}
+        for i, h in enumerate(batches):
+            pid = h.producer_id
+            if pid < 0:
+                pending.append(None)
+                continue
+            epoch, first, last = h.producer_epoch, h.base_sequence, h.last_sequence
+            entry = self.producers.get(pid)
+            if pid not in staged and entry is not None:
+                dup = entry.find_duplicate(epoch, first, last)
+                if dup is not None:
+                    if len(batches) != 1:
+                        raise OutOfOrderSequence(
+                            f"producer {pid}: batch {first}..{last} is a duplicate inside a multi-batch request")
+                    return [], dup
+            if pid in staged:
+                cur_epoch, cur_last = staged[pid]
+            elif entry is not None:
+                cur_epoch, cur_last = entry.producer_epoch, entry.last_seq
+            else:
+                cur_epoch, cur_last = None, None
+            if cur_epoch is not None and epoch < cur_epoch:
+                raise InvalidProducerEpoch(f"producer {pid}: epoch {epoch} is older than the current epoch {cur_epoch}")
+            if cur_epoch is None or epoch > cur_epoch:
+                if first != 0:
+                    if cur_epoch is None:
+                        raise UnknownProducerId(
+                            f"producer {pid} has no state on this partition and sent sequence {first}, not 0")
+                    raise OutOfOrderSequence(f"producer {pid}: new epoch {epoch} must start at sequence 0, not {first}")
+            elif cur_last == -1:
+                # Same epoch but no batches left (expired or removed): only a fresh start is safe.
+                if first != 0:
+                    raise UnknownProducerId(f"producer {pid}: no batches retained; sequence {first} cannot be checked")
+            elif not in_sequence(cur_last, first):
+                raise OutOfOrderSequence(f"producer {pid} epoch {epoch}: expected sequence {(cur_last + 1) & INT32_MAX}, got {first}")
+            staged[pid] = (epoch, last)
+            pending.append(PendingBatch(pid, epoch, first, last, h.record_count))
+        return pending, None
+
+    def commit(self, pending: list[PendingBatch | None], first_offsets: list[int], now_ms: int) -> None:
+        """Apply validated batches once their offsets are known."""
+        for p, first_offset in zip(pending, first_offsets):
+            if p is None:
+                continue
+            self._apply(p.producer_id, p.producer_epoch, p.first_seq, p.last_seq, first_offset,
+                        first_offset + p.record_count - 1, now_ms)
+
+    def _apply(self, pid, epoch, first_seq, last_seq, first_offset, last_offset, ts) -> None:
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerEntry(pid, epoch)
+        if epoch != entry.producer_epoch:
+            entry.producer_epoch = epoch
+            entry.batches.clear()
+        entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, ts))
+        entry.last_timestamp_ms = ts
+
+    def replay(self, header, now_ms: int | None = None) -> None:
+        """Rebuild state from a batch already in the log (start-up, after a snapshot)."""
+        if header.producer_id < 0 or header.is_control:
+            return
+        ts = header.max_timestamp if now_ms is None else now_ms
+        self._apply(header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence,
+                    header.base_offset, header.last_offset, ts)
+
+    # ------------------------------------------------------------------ housekeeping
+
+    def expire(self, now_ms: int, expiration_ms: int) -> int:
+        """Drop producers idle longer than ``producer.id.expiration.ms``."""
+        gone = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp_ms > expiration_ms]
+        for pid in gone:
+            del self.producers[pid]
+        return len(gone)
+
+    def on_log_start_advanced(self, log_start_offset: int) -> None:
+        """DeleteRecords/retention: forget producers whose every batch is below the new start
+        (as Kafka does); their next retry gets UNKNOWN_PRODUCER_ID and the client recovers."""
+        for pid in [pid for pid, e in self.producers.items() if e.last_offset < log_start_offset]:
+            del self.producers[pid]
+
+    # ------------------------------------------------------------------ snapshots
+
+    def to_json(self, offset: int) -> str:
+        return json.dumps({
+            "version": SNAPSHOT_VERSION, "offset": offset,
+            "producers": [
+                {"producer_id": e.producer_id, "producer_epoch": e.producer_epoch,
+                 "last_timestamp_ms": e.last_timestamp_ms,
+                 "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp_ms] for b in e.batches]}
+                for e in self.producers.values()
+            ],
+        })
+
+    def load_json(self, text: str) -> int:
+        doc = json.loads(text)
+        if doc.get("version") != SNAPSHOT_VERSION:
+            raise ValueError(f"unknown producer snapshot version {doc.get('version')}")
+        self.producers.clear()
+        for p in doc["producers"]:
+            entry = ProducerEntry(p["producer_id"], p["producer_epoch"], last_timestamp_ms=p["last_timestamp_ms"])
+            for b in p["batches"]:
+                entry.batches.append(BatchMetadata(*b))
+            self.producers[entry.producer_id] = entry
+        return doc["offset"]
+
+    def snapshot_paths(self) -> list[tuple[int, str]]:
+        if not self.directory:
+            return []
+        out = []
+        for name in os.listdir(self.directory):
+            if name.endswith(".snapshot") and name[:-9].isdigit():
+                out.append((int(name[:-9]), os.path.join(self.directory, name)))
+        return sorted(out)
+
+    def write_snapshot(self, offset: int, keep: int = 2) -> None:
+        from .storage.partition_log import _atomic_write
+
+        path = os.path.join(self.directory, f"{offset:020d}.snapshot")
+        _atomic_write(path, self.to_json(offset))
+        for _, old in self.snapshot_paths()[:-keep]:
+            os.unlink(old)
+
+    def load_latest_snapshot(self, log_end_offset: int) -> int | None:
+        """Load the newest readable snapshot at or below ``log_end_offset``; delete newer ones
+        (they describe data that recovery truncated). Returns its offset, or None."""
+        for offset, path in reversed(self.snapshot_paths()):
+            if offset > log_end_offset:
+                os.unlink(path)
+                continue
+            try:
+                with open(path) as f:
+                    return self.load_json(f.read())
+            except (ValueError, KeyError, OSError):
+                os.unlink(path)  # a torn snapshot: fall back to an older one
+        self.producers.clear()
+        return None
