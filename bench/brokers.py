@@ -7,6 +7,7 @@ stderr to ``tansu.log``.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -23,6 +24,9 @@ from oncelog.process import BrokerProcess
 from .modes import Target
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
+_QUIET = logging.getLogger("bench.admin")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
 
 
 def tansu_binary() -> str:
@@ -70,8 +74,14 @@ class RunningBroker:
         self.log_path = ""
         self._oncelog: BrokerProcess | None = None
         self._log_file = None
+        self.port = 0
+        self._admin_client: AdminClient | None = None
 
     def start(self) -> "RunningBroker":
+        if self._oncelog is not None:  # a restart: same port and data directory
+            self._oncelog.start()
+            self.proc = self._oncelog.proc
+            return self
         if self.target.kind == "oncelog":
             data_dir = os.path.join(self.work_dir, self.target.name.replace(":", "-"))
             b = BrokerProcess(data_dir, fsync=self.target.fsync,
@@ -79,7 +89,8 @@ class RunningBroker:
             b.start()
             self._oncelog, self.proc, self.bootstrap, self.log_path = b, b.proc, b.bootstrap, b.log_path
             return self
-        port = _free_port()
+        port = self.port or _free_port()
+        self.port = port
         url = f"tcp://127.0.0.1:{port}"
         self.log_path = os.path.join(self.work_dir, "tansu.log")
         self._log_file = open(self.log_path, "ab")
@@ -121,6 +132,7 @@ class RunningBroker:
         return float("nan")
 
     def stop(self) -> int | None:
+        self._admin_client = None
         if self._oncelog is not None:
             return self._oncelog.stop()
         rc = None
@@ -149,7 +161,11 @@ class RunningBroker:
     # ---------------------------------------------------------------- topics
 
     def _admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+        # Keep a reference to the client while its futures are pending: a collected AdminClient
+        # fails them with _DESTROY. Its librdkafka log goes to a logger that keeps nothing.
+        if self._admin_client is None:
+            self._admin_client = AdminClient({"bootstrap.servers": self.bootstrap, "logger": _QUIET})
+        return self._admin_client
 
     def create_topic(self, name: str, timeout: float = 30.0) -> None:
         """Create ``name`` with ``self.partitions`` partitions and wait until metadata shows a
@@ -170,7 +186,8 @@ class RunningBroker:
     def delete_topic(self, name: str, timeout: float = 30.0) -> str | None:
         """Delete ``name`` to free memory (Tansu) and disk (oncelog); returns an error text or None."""
         try:
-            self._admin().delete_topics([name], operation_timeout=timeout)[name].result(timeout=timeout)
+            admin = self._admin()
+            admin.delete_topics([name], operation_timeout=timeout)[name].result(timeout=timeout)
             return None
         except KafkaException as exc:
             return str(exc)

@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     opts = options_from(args)
     console = Console()
+    if not console.is_terminal:  # logs and CI: do not wrap the table at 80 columns
+        console = Console(width=max(console.width, 170))
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="oncelog-bench-")
     os.makedirs(work_dir, exist_ok=True)
     meta = machine()
@@ -128,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             console.print("[yellow]interrupted: reporting the cells finished so far")
             cells = runner.cells
+        meta["broker_restarts"] = runner.restarts
         rss = {name: b.rss_mb() for name, b in brokers.items()}
     finally:
         exits = {name: b.stop() for name, b in brokers.items()}

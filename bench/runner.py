@@ -74,6 +74,7 @@ class Runner:
         self.console = console
         self.pool: WorkerPool | None = None
         self.cells: list[Cell] = []
+        self.restarts: list[dict] = []
 
     # ------------------------------------------------------------------ one cell
 
@@ -84,7 +85,8 @@ class Runner:
                "txn_commit_ms": mode.txn_commit_ms}
         return [job] * self.opts.processes
 
-    def _consumer_jobs(self, broker: RunningBroker, topic: str, mode: Mode, timeout: float) -> list[dict]:
+    def _consumer_jobs(self, broker: RunningBroker, topic: str, mode: Mode, timeout: float,
+                       acked: dict[int, int]) -> list[dict]:
         parts = list(range(self.opts.partitions))
         if self.opts.consume_split == "all":
             shares = [parts] * self.opts.consumer_processes
@@ -92,7 +94,7 @@ class Runner:
             n = min(self.opts.consumer_processes, len(parts))
             shares = [parts[i::n] for i in range(n)]
         return [{"kind": "consume", "bootstrap": broker.bootstrap, "topic": topic, "partitions": share,
-                 "isolation": mode.isolation, "timeout": timeout} for share in shares]
+                 "isolation": mode.isolation, "timeout": timeout, "expected": acked} for share in shares]
 
     def _run_jobs(self, jobs: list[dict], timeout: float):
         try:
@@ -106,8 +108,17 @@ class Runner:
     def run_cell(self, cell: Cell, mode: Mode, *, duration: float, record: bool = True) -> Cell:
         broker = self.brokers[cell.target]
         if not broker.alive():
-            cell.errors.append(f"broker {cell.target} is not running (exit {broker.proc.returncode})")
-            return cell
+            # Something stopped it (a crash, or a signal from outside the bench): note it, start it
+            # again on the same port and data, and go on; the cell is measured on the new process.
+            note = f"broker {cell.target} was not running (exit {broker.proc.returncode}); restarted"
+            cell.errors.append(note)
+            self.restarts.append({"before_cell": cell.topic, "exit": broker.proc.returncode})
+            self.console.print(f"[red]{escape(note)}; see {escape(broker.log_path)}")
+            try:
+                broker.start()
+            except Exception as exc:
+                cell.errors.append(f"restart failed: {exc}")
+                return cell
         try:
             broker.create_topic(cell.topic)
         except Exception as exc:
@@ -128,11 +139,15 @@ class Runner:
             if cell.produce["failed"] or cell.produce["unflushed"]:
                 cell.errors.append(f"produce: {cell.produce['failed']} failed deliveries, "
                                    f"{cell.produce['unflushed']} not flushed")
+        if not cell.produce or not cell.produce["records"]:
+            self._drop_topic(cell, broker)
+            return cell
         # consume it back
         consume_timeout = max(60.0, 10 * duration)
         cpu0 = broker.cpu_seconds()
         try:
-            results = self._run_jobs(self._consumer_jobs(broker, cell.topic, mode, consume_timeout),
+            jobs = self._consumer_jobs(broker, cell.topic, mode, consume_timeout, cell.produce["acked_by_partition"])
+            results = self._run_jobs(jobs,
                                      timeout=consume_timeout + 120)
         except TimeoutError as exc:
             cell.errors.append(f"consume: {exc}")
@@ -143,15 +158,24 @@ class Runner:
             cell.consume = stats.consume_figures(reports, cpu)
             c = cell.consume
             if c["records"] != c["expected"] or c["errors"]:
-                cell.errors.append(f"consume: read {c['records']} of {c['expected']} records, "
+                cell.errors.append(f"consume: read {c['records']} of {c['expected']} acknowledged records, "
                                    f"{c['errors']} errors{' (timed out)' if c['timed_out'] else ''}")
-        if not self.opts.keep_topics:
-            err = broker.delete_topic(cell.topic)
-            if err:
-                cell.errors.append(f"delete topic: {err}")
+            acked = cell.produce["acked_by_partition"]
+            for marks in c["watermarks"]:
+                for part, (low, high) in marks.items():
+                    if high - low != acked.get(int(part), 0):
+                        cell.errors.append(f"partition {part}: ListOffsets says [{low}, {high}) after the "
+                                           f"producers had {acked.get(int(part), 0)} records acknowledged")
+        self._drop_topic(cell, broker)
         if not broker.alive():
             cell.errors.append(f"broker {cell.target} died (exit {broker.proc.returncode})")
         return cell
+
+    def _drop_topic(self, cell: Cell, broker: RunningBroker) -> None:
+        if not self.opts.keep_topics and broker.alive():
+            err = broker.delete_topic(cell.topic)
+            if err:
+                cell.errors.append(f"delete topic: {err}")
 
     def _collect(self, cell: Cell, phase: str, results) -> list[dict] | None:
         reports = []
@@ -215,9 +239,11 @@ class Runner:
         text = head
         if p:
             text += (f" produce {p['records_per_s']:>9,.0f} rec/s {p['mb_per_s']:7.1f} MB/s"
-                     f" p50 {p['latency_p50_ms']:6.1f} p99 {p['latency_p99_ms']:6.1f} ms")
+                     f" p50 {p['latency_p50_ms']:6.1f} p99 {p['latency_p99_ms']:6.1f} ms"
+                     f" in {p['seconds']:.1f} s, broker CPU {p['broker_cpu_pct']:.0f}%")
         if c:
-            text += f" | consume {c['records_per_s']:>9,.0f} rec/s {c['mb_per_s']:7.1f} MB/s"
+            text += (f" | consume {c['records_per_s']:>9,.0f} rec/s {c['mb_per_s']:7.1f} MB/s"
+                     f" in {c['seconds']:.1f} s, broker CPU {c['broker_cpu_pct']:.0f}%")
         if cell.errors:
             text += f" [red]{len(cell.errors)} error(s): {escape(cell.errors[0][:100])}[/red]"
         return text

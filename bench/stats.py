@@ -31,12 +31,21 @@ def produce_figures(reports: list[dict], size: int, cpu_s: float) -> dict:
         "records_per_s": acked / seconds, "mb_per_s": acked * size / seconds / MB,
         "latency_p50_ms": percentile(lats, 50) * 1000, "latency_p99_ms": percentile(lats, 99) * 1000,
         "latency_samples": lats,
+        "acked_by_partition": _sum_by_partition(r["acked_by_partition"] for r in reports),
         "sent": sum(r["sent"] for r in reports), "failed": sum(r["failed"] for r in reports),
         "unflushed": sum(r["unflushed"] for r in reports),
         "transactions": sum(r["transactions"] for r in reports),
         "send_seconds": max(r["t_sent"] for r in reports) - start,
         "broker_cpu_s": cpu_s, "broker_cpu_pct": 100 * cpu_s / seconds,
     }
+
+
+def _sum_by_partition(dicts) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for d in dicts:
+        for p, n in d.items():
+            out[int(p)] = out.get(int(p), 0) + n
+    return dict(sorted(out.items()))
 
 
 def consume_figures(reports: list[dict], cpu_s: float) -> dict:
@@ -49,6 +58,7 @@ def consume_figures(reports: list[dict], cpu_s: float) -> dict:
         "records": got, "bytes": nbytes, "seconds": seconds,
         "records_per_s": got / seconds, "mb_per_s": nbytes / seconds / MB,
         "expected": sum(r["expected"] for r in reports), "errors": sum(r["errors"] for r in reports),
+        "watermarks": [r["watermarks"] for r in reports],
         "timed_out": any(r["timed_out"] for r in reports),
         "broker_cpu_s": cpu_s, "broker_cpu_pct": 100 * cpu_s / seconds,
     }
@@ -72,7 +82,7 @@ def pool(figures: list[dict], *, latencies: bool) -> dict | None:
         out["latency_p50_ms"] = percentile(lats, 50) * 1000
         out["latency_p99_ms"] = percentile(lats, 99) * 1000
         out["latency_samples"] = len(lats)
-        out["failed"] = sum(f["failed"] for f in figures)
+        out["failed"] = sum(f.get("failed", 0) for f in figures)
     else:
-        out["errors"] = sum(f["errors"] for f in figures)
+        out["errors"] = sum(f.get("errors", 0) for f in figures)
     return out

@@ -13,8 +13,10 @@ Dispatch rules:
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
+import time
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -22,6 +24,8 @@ from kio.schema.errors import ErrorCode
 from . import apis
 from .apis import api_versions
 from .apis._base import RequestContext
+from .groups.coordinator import GroupConfig, GroupCoordinator
+from .groups.store import OffsetsTopic
 from .producer_ids import ProducerIdManager
 from .protocol import codec
 from .storage.flusher import FsyncPolicy
@@ -49,6 +53,8 @@ class BrokerConfig:
     checkpoint_interval_s: float = 10.0
     retention_check_interval_s: float = 300.0
     producer_id_expiration_ms: int = 24 * 3600 * 1000
+    offsets_topic_partitions: int = 10
+    group: GroupConfig = field(default_factory=GroupConfig)
 
     def describe(self) -> dict[str, str]:
         c = self.log
@@ -82,11 +88,36 @@ class Broker:
         self.logs.producer_id_expiration_ms = config.producer_id_expiration_ms
         self.advertised: tuple[str, int] = (config.host, config.port)
         self.producer_ids: ProducerIdManager | None = None
+        self.groups: GroupCoordinator | None = None
+        self.offsets_topic: OffsetsTopic | None = None
+        # FindCoordinator key types served: 0 = groups (transactions add 1).
+        self.coordinator_key_types = {0}
 
     def open(self) -> None:
         self.logs.open()
         self.node_id = self.logs.node_id
         self.producer_ids = ProducerIdManager(self.logs.data_dir)
+        self.offsets_topic = OffsetsTopic(self.logs, self.config.offsets_topic_partitions)
+        self.groups = GroupCoordinator(lambda: int(time.time() * 1000), self.offsets_topic.persist, self.config.group)
+        loaded = self.offsets_topic.replay(self.groups)
+        log.info("group coordinator loaded %d record(s): %d group(s)", loaded, len(self.groups.groups))
+
+    async def tick_task(self, interval_s: float = 0.1) -> None:
+        """Drives the coordinators' timers (session and rebalance timeouts)."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                self.groups.tick()
+            except Exception:
+                log.exception("group coordinator timer failed")
+
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        t = self.logs.topics.get(topic)
+        return t is not None and 0 <= partition < t.partitions
+
+    def offset_fetch_error(self, group_id: str, topic: str, partition: int):
+        """Per-partition error for require_stable OffsetFetch (transactions refine this)."""
+        return ErrorCode.none
 
     def set_listening(self, host: str, port: int) -> None:
         if self.config.advertise:

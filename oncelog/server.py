@@ -150,6 +150,7 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
     sock = server.sockets[0].getsockname()
     broker.set_listening(sock[0], sock[1])
     broker.logs.start_background()
+    ticker = loop.create_task(broker.tick_task())
     stop = stop or asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
@@ -164,6 +165,7 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
         ready.set()
     await stop.wait()
     log.info("stopping")
+    ticker.cancel()
     server.close()
     for conn in list(connections):
         conn.abort()

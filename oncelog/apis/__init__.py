@@ -6,6 +6,17 @@ exactly what it implements.
 
 from . import (
     api_versions,
+    delete_groups,
+    describe_groups,
+    find_coordinator,
+    heartbeat,
+    join_group,
+    leave_group,
+    list_groups,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
+    sync_group,
     create_partitions,
     create_topics,
     delete_records,
@@ -23,6 +34,8 @@ from . import (
 MODULES = [
     produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_topics, delete_records,
     describe_configs, create_partitions, describe_cluster, init_producer_id, describe_producers,
+    find_coordinator, join_group, sync_group, heartbeat, leave_group, describe_groups, list_groups,
+    delete_groups, offset_commit, offset_fetch, offset_delete,
 ]
 
 HANDLERS = {m.API_KEY: m for m in MODULES}

@@ -245,3 +245,37 @@ def build_batch(
     ) + body
     crc = crc32c.crc32c(tail)
     return struct.pack(">qiibI", base_offset, len(tail) + 9, 0, MAGIC_V2, crc) + tail
+
+
+def _read_varint(buf, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            break
+        shift += 7
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def iter_records(batch: bytes | memoryview):
+    """Yield (offset, timestamp, key, value) of an *uncompressed* batch (internal topics and
+    control records; never on the produce/fetch hot path)."""
+    header = parse_header(batch, 0)
+    if header.compression:
+        raise ValueError("iter_records reads uncompressed batches only")
+    pos = HEADER_SIZE
+    for _ in range(header.record_count):
+        length, pos = _read_varint(batch, pos)
+        end = pos + length
+        pos += 1  # attributes
+        ts_delta, pos = _read_varint(batch, pos)
+        off_delta, pos = _read_varint(batch, pos)
+        klen, pos = _read_varint(batch, pos)
+        key = None if klen < 0 else bytes(batch[pos : pos + klen])
+        pos += max(klen, 0)
+        vlen, pos = _read_varint(batch, pos)
+        value = None if vlen < 0 else bytes(batch[pos : pos + vlen])
+        pos = end  # skip headers
+        yield header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value

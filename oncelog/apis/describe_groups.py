@@ -1,0 +1,31 @@
+"""DescribeGroups (key 15), v0-5. An unknown group is described as Dead with no members,
+as Kafka does."""
+
+from __future__ import annotations
+
+from ._base import NO_THROTTLE, OK, build, response_module
+
+API_KEY = 15
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx, request):
+    m = response_module(API_KEY, ctx.api_version)
+    out = []
+    for gid in request.groups:
+        group = ctx.broker.groups.describe(gid)
+        if group is None:
+            out.append(build(m.DescribedGroup, error_code=OK, group_id=gid, group_state="Dead", protocol_type="",
+                             protocol_data="", members=(), authorized_operations=-2147483648))
+            continue
+        members = tuple(
+            build(m.DescribedGroupMember, member_id=mem.member_id, group_instance_id=mem.group_instance_id,
+                  client_id=mem.client_id, client_host=mem.client_host,
+                  member_metadata=mem.metadata_for(group.protocol_name or ""), member_assignment=mem.assignment)
+            for mem in group.members.values()
+        )
+        out.append(build(m.DescribedGroup, error_code=OK, group_id=gid, group_state=group.state.value,
+                         protocol_type=group.protocol_type or "", protocol_data=group.protocol_name or "",
+                         members=members, authorized_operations=-2147483648))
+    return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(out))

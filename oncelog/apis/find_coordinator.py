@@ -1,0 +1,33 @@
+"""FindCoordinator (key 10), v0-4: this broker coordinates every group (key type 0) and
+transactional id (key type 1). v4+ looks up several keys in one request (KIP-699)."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from ._base import NO_THROTTLE, OK, build, response_module
+
+API_KEY = 10
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+GROUP, TRANSACTION = 0, 1
+
+
+def handle(ctx, request):
+    m = response_module(API_KEY, ctx.api_version)
+    b = ctx.broker
+    host, port = b.advertised
+    key_type = getattr(request, "key_type", GROUP)
+    code = OK if key_type in b.coordinator_key_types else ErrorCode.invalid_request
+    message = None if code == OK else f"key type {key_type} is not supported"
+    if ctx.api_version >= 4:
+        coordinators = tuple(
+            m.Coordinator(key=key, node_id=b.node_id if code == OK else -1, host=host if code == OK else "",
+                          port=port if code == OK else -1, error_code=code, error_message=message)
+            for key in request.coordinator_keys
+        )
+        return build(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=coordinators)
+    return build(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=code, error_message=message,
+                 node_id=b.node_id if code == OK else -1, host=host if code == OK else "",
+                 port=port if code == OK else -1)

@@ -1,0 +1,41 @@
+"""JoinGroup (key 11), v2-9. The answer waits until the rebalance completes (see
+:class:`oncelog.groups.coordinator.GroupCoordinator`). v4+ requires a known member id: a first
+join gets MEMBER_ID_REQUIRED with the id to use (KIP-394)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ._base import NO_THROTTLE, build, response_module
+
+API_KEY = 11
+MIN_VERSION = 2
+MAX_VERSION = 9
+
+
+def handle(ctx, request):
+    m = response_module(API_KEY, ctx.api_version)
+    fut = asyncio.get_running_loop().create_future()
+
+    def respond(result):
+        if fut.done():
+            return
+        members = tuple(build(m.JoinGroupResponseMember, member_id=mid, group_instance_id=iid, metadata=meta)
+                        for mid, iid, meta in result.members)
+        fut.set_result(build(m.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=result.error,
+                             generation_id=result.generation, protocol_type=result.protocol_type,
+                             protocol_name=result.protocol_name if ctx.api_version >= 7 else (result.protocol_name or ""),
+                             leader=result.leader, skip_assignment=False, member_id=result.member_id,
+                             members=members))
+
+    rebalance_timeout = getattr(request, "rebalance_timeout", None)
+    ctx.broker.groups.join(
+        group_id=request.group_id, member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None), client_id=ctx.client_id or "",
+        client_host="/" + ctx.peer.rsplit(":", 1)[0],
+        session_timeout_ms=int(request.session_timeout.total_seconds() * 1000),
+        rebalance_timeout_ms=int(rebalance_timeout.total_seconds() * 1000) if rebalance_timeout else -1,
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        require_known_member_id=ctx.api_version >= 4, respond=respond)
+    return fut

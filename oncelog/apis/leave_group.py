@@ -1,0 +1,23 @@
+"""LeaveGroup (key 13), v0-5; v3+ removes several members (incl. static ones by instance id)."""
+
+from __future__ import annotations
+
+from ._base import NO_THROTTLE, OK, build, response_module
+
+API_KEY = 13
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx, request):
+    m = response_module(API_KEY, ctx.api_version)
+    if ctx.api_version >= 3:
+        members = [(x.member_id, x.group_instance_id) for x in request.members]
+    else:
+        members = [(request.member_id, None)]
+    codes = ctx.broker.groups.leave(request.group_id, members)
+    if ctx.api_version < 3:
+        return build(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=codes[0])
+    results = tuple(m.MemberResponse(member_id=mid, group_instance_id=iid, error_code=code)
+                    for (mid, iid), code in zip(members, codes))
+    return build(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=OK, members=results)

@@ -1,0 +1,24 @@
+"""ListGroups (key 16), v0-5, with the state filter (v4+) and type filter (v5+: "classic")."""
+
+from __future__ import annotations
+
+from ._base import NO_THROTTLE, OK, build, response_module
+
+API_KEY = 16
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx, request):
+    m = response_module(API_KEY, ctx.api_version)
+    states = {s.lower() for s in (getattr(request, "states_filter", None) or ())}
+    types = {t.lower() for t in (getattr(request, "types_filter", None) or ())}
+    groups = []
+    for g in ctx.broker.groups.list_groups():
+        if states and g.state.value.lower() not in states:
+            continue
+        if types and "classic" not in types:
+            continue
+        groups.append(build(m.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "",
+                            group_state=g.state.value, group_type="classic"))
+    return build(m.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=OK, groups=tuple(groups))

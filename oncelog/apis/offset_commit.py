@@ -1,0 +1,71 @@
+"""OffsetCommit (key 8), v2-9.
+
+The group check comes first (unknown member → UNKNOWN_MEMBER_ID, old generation →
+ILLEGAL_GENERATION, fenced static member → FENCED_INSTANCE_ID, generation -1 for unmanaged
+groups); if it fails every partition gets that error and nothing is stored. Partitions of
+unknown topics get UNKNOWN_TOPIC_OR_PARTITION, metadata above ``offset.metadata.max.bytes``
+(4096) OFFSET_METADATA_TOO_LARGE. The answer is sent once the commit record is durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from kio.schema.errors import ErrorCode
+
+from ..groups.records import OffsetValue
+from ._base import NO_THROTTLE, OK, build, response_module
+
+API_KEY = 8
+MIN_VERSION = 2
+MAX_VERSION = 9
+
+OFFSET_METADATA_MAX_BYTES = 4096
+
+
+def handle(ctx, request):
+    m = response_module(API_KEY, ctx.api_version)
+    broker = ctx.broker
+    generation = getattr(request, "generation_id_or_member_epoch", None)
+    if generation is None:
+        generation = request.generation_id
+    group_error = broker.groups.validate_offset_commit(request.group_id, generation, request.member_id,
+                                                       getattr(request, "group_instance_id", None))
+    now = int(time.time() * 1000)
+    codes: dict[tuple[str, int], ErrorCode] = {}
+    to_store: dict[tuple[str, int], OffsetValue] = {}
+    for t in request.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if group_error != OK:
+                codes[tp] = group_error
+            elif not broker.partition_exists(t.name, p.partition_index):
+                codes[tp] = ErrorCode.unknown_topic_or_partition
+            elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+                codes[tp] = ErrorCode.offset_metadata_too_large
+            else:
+                codes[tp] = OK
+                to_store[tp] = OffsetValue(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                                           p.committed_metadata or "", now)
+
+    def response():
+        return build(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(
+            m.OffsetCommitResponseTopic(name=t.name, partitions=tuple(
+                m.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=codes[(t.name, p.partition_index)])
+                for p in t.partitions))
+            for t in request.topics))
+
+    if not to_store:
+        return response()
+    fut = asyncio.get_running_loop().create_future()
+
+    def stored(err):
+        if err != OK:
+            for tp in to_store:
+                codes[tp] = err
+        if not fut.done():
+            fut.set_result(response())
+
+    broker.groups.commit_offsets(request.group_id, to_store, stored)
+    return fut

@@ -1,0 +1,30 @@
+"""OffsetDelete (key 47), v0: delete a group's committed offsets for partitions its members
+are not subscribed to (GROUP_SUBSCRIBED_TO_TOPIC otherwise)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ._base import NO_THROTTLE, OK, build, response_module
+
+API_KEY = 47
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def handle(ctx, request):
+    m = response_module(API_KEY, ctx.api_version)
+    fut = asyncio.get_running_loop().create_future()
+    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+
+    def respond(error, results):
+        if fut.done():
+            return
+        topics = tuple(m.OffsetDeleteResponseTopic(name=t.name, partitions=tuple(
+            m.OffsetDeleteResponsePartition(partition_index=p.partition_index,
+                                            error_code=results.get((t.name, p.partition_index), OK))
+            for p in t.partitions)) for t in request.topics) if error == OK else ()
+        fut.set_result(build(m.OffsetDeleteResponse, error_code=error, throttle_time=NO_THROTTLE, topics=topics))
+
+    ctx.broker.groups.delete_offsets(request.group_id, partitions, respond)
+    return fut

@@ -1,0 +1,29 @@
+"""SyncGroup (key 14), v0-5: the leader hands out assignments; followers wait for them."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ._base import NO_THROTTLE, build, response_module
+
+API_KEY = 14
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx, request):
+    m = response_module(API_KEY, ctx.api_version)
+    fut = asyncio.get_running_loop().create_future()
+
+    def respond(result):
+        if not fut.done():
+            fut.set_result(build(m.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=result.error,
+                                 protocol_type=result.protocol_type, protocol_name=result.protocol_name,
+                                 assignment=result.assignment))
+
+    ctx.broker.groups.sync(
+        group_id=request.group_id, generation=request.generation_id, member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        protocol_type=getattr(request, "protocol_type", None), protocol_name=getattr(request, "protocol_name", None),
+        assignments={a.member_id: bytes(a.assignment) for a in request.assignments}, respond=respond)
+    return fut

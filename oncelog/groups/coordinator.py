@@ -1,0 +1,667 @@
+"""The classic-protocol group coordinator: membership, rebalances, and committed offsets.
+Sans-IO: no sockets, no asyncio, no clock of its own.
+
+* Time comes from an injected ``clock()`` (milliseconds); timers fire when :meth:`tick` is
+  called, so tests drive session and rebalance timeouts with a fake clock.
+* JoinGroup and SyncGroup answers may be delayed until the rebalance completes: callers pass a
+  ``respond`` callback, called exactly once per request.
+* Durable effects go through the injected ``persist(group_id, records, on_done)``: records for
+  ``__consumer_offsets`` (group metadata, offset commits, tombstones). ``on_done(error)`` is
+  called when they are durable; only then are commits visible and Sync answers sent.
+
+Group states (Kafka's classic protocol)::
+
+                     join                    all joined / rebalance timeout
+     +-------+  ---------------->  +--------------------+  --------------->  +----------------------+
+     | Empty |                     | PreparingRebalance |                     | CompletingRebalance  |
+     +-------+  <----------------  +--------------------+  <---------------  +----------------------+
+         |       all members left         ^     ^          join/leave/timeout          | leader's SyncGroup
+         |                                |     +-----------------------------+        v
+         |                                |   join/leave/timeout/new metadata |   +--------+
+         |                                +-----------------------------------+---| Stable |
+         v                                                                         +--------+
+     +------+   (DeleteGroups on an Empty group; every state may go to Dead on unload)
+     | Dead |
+     +------+
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kio.schema.errors import ErrorCode
+
+from .records import (
+    GroupKey,
+    GroupValue,
+    MemberRecord,
+    OffsetKey,
+    OffsetValue,
+    encode_group_value,
+    encode_key,
+    encode_offset_value,
+)
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+S = GroupState
+TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
+    S.EMPTY: frozenset({S.PREPARING_REBALANCE, S.DEAD}),
+    S.PREPARING_REBALANCE: frozenset({S.COMPLETING_REBALANCE, S.EMPTY, S.DEAD}),
+    S.COMPLETING_REBALANCE: frozenset({S.STABLE, S.PREPARING_REBALANCE, S.DEAD}),
+    S.STABLE: frozenset({S.PREPARING_REBALANCE, S.DEAD}),
+    S.DEAD: frozenset(),
+}
+
+
+class IllegalStateTransition(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    max_size: int = 1_000_000
+
+
+@dataclass
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    join_respond: Callable | None = None
+    sync_respond: Callable | None = None
+    deadline_ms: int = 0
+
+    def metadata_for(self, protocol: str) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    error: ErrorCode
+    generation: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    members: tuple[tuple[str, str | None, bytes], ...] = ()
+    skip_assignment: bool = False
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    error: ErrorCode
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass
+class Group:
+    group_id: str
+    state: GroupState = S.EMPTY
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    generation: int = 0
+    leader_id: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    pending_members: dict[str, int] = field(default_factory=dict)  # member id -> deadline
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
+    rebalance_deadline_ms: int = 0
+    state_timestamp_ms: int = 0
+
+    def transition(self, new: GroupState, now_ms: int) -> None:
+        if new not in TRANSITIONS[self.state]:
+            raise IllegalStateTransition(f"group {self.group_id!r}: {self.state.value} -> {new.value} is not allowed")
+        self.state = new
+        self.state_timestamp_ms = now_ms
+
+    def candidate_protocols(self) -> set[str]:
+        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
+        return set.intersection(*sets) if sets else set()
+
+    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        if not protocol_type or not protocols:
+            return False
+        if not self.members:
+            return True
+        return protocol_type == self.protocol_type and bool(self.candidate_protocols() & {n for n, _ in protocols})
+
+    def select_protocol(self) -> str:
+        """Each member votes for its most preferred protocol that all members support."""
+        candidates = self.candidate_protocols()
+        votes: dict[str, int] = {}
+        for m in self.members.values():
+            choice = next(name for name, _ in m.protocols if name in candidates)
+            votes[choice] = votes.get(choice, 0) + 1
+        return max(sorted(votes), key=lambda p: votes[p])
+
+    def all_joined(self) -> bool:
+        return not self.pending_members and all(m.join_respond is not None for m in self.members.values())
+
+    def subscribed_topics(self) -> set[str] | None:
+        """Topics the members subscribe to (consumer protocol), or None if unknown."""
+        if self.protocol_type != "consumer" or not self.protocol_name:
+            return None
+        topics: set[str] = set()
+        for m in self.members.values():
+            topics |= _consumer_subscription_topics(m.metadata_for(self.protocol_name))
+        return topics
+
+
+def _consumer_subscription_topics(meta: bytes) -> set[str]:
+    """ConsumerProtocolSubscription: int16 version, array of int16-length strings, ..."""
+    import struct
+
+    try:
+        pos = 2
+        (count,) = struct.unpack_from(">i", meta, pos)
+        pos += 4
+        topics = set()
+        for _ in range(count):
+            (n,) = struct.unpack_from(">h", meta, pos)
+            pos += 2
+            topics.add(meta[pos : pos + n].decode())
+            pos += n
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return set()
+
+
+Persist = Callable[[str, list[tuple[bytes, bytes | None]], Callable[[ErrorCode], None]], None]
+
+
+class GroupCoordinator:
+    def __init__(self, clock: Callable[[], int], persist: Persist, config: GroupConfig = GroupConfig()) -> None:
+        self.clock = clock
+        self.persist = persist
+        self.config = config
+        self.groups: dict[str, Group] = {}
+
+    # ------------------------------------------------------------------ JoinGroup
+
+    def join(self, *, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
+             client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+             protocols: list[tuple[str, bytes]], require_known_member_id: bool,
+             respond: Callable[[JoinResult], None]) -> None:
+        now = self.clock()
+        if not group_id:
+            return respond(JoinResult(ErrorCode.invalid_group_id, member_id=member_id))
+        if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
+            return respond(JoinResult(ErrorCode.invalid_session_timeout, member_id=member_id))
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_id:
+                return respond(JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
+            group = self.groups[group_id] = Group(group_id, state_timestamp_ms=now)
+        if group.state is S.DEAD:
+            return respond(JoinResult(ErrorCode.coordinator_not_available, member_id=member_id))
+        if not group.supports(protocol_type, protocols):
+            return respond(JoinResult(ErrorCode.inconsistent_group_protocol, member_id=member_id))
+        if rebalance_timeout_ms <= 0:
+            rebalance_timeout_ms = session_timeout_ms
+        member_args = dict(group_instance_id=group_instance_id, client_id=client_id, client_host=client_host,
+                           session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
+                           protocol_type=protocol_type, protocols=list(protocols))
+        if not member_id:
+            new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            if group_instance_id is not None:
+                old_id = group.static_members.get(group_instance_id)
+                if old_id is not None and old_id in group.members:
+                    # A new instance with the same group.instance.id fences the old one.
+                    old = group.members.pop(old_id)
+                    if group.leader_id == old_id:
+                        group.leader_id = new_id
+                    if old.join_respond:
+                        old.join_respond(JoinResult(ErrorCode.fenced_instance_id, member_id=old_id))
+                    if old.sync_respond:
+                        old.sync_respond(SyncResult(ErrorCode.fenced_instance_id))
+                self._add_member(group, new_id, member_args, respond, now)
+                return None
+            if require_known_member_id:
+                group.pending_members[new_id] = now + session_timeout_ms
+                return respond(JoinResult(ErrorCode.member_id_required, member_id=new_id))
+            self._add_member(group, new_id, member_args, respond, now)
+            return None
+        if member_id in group.pending_members:
+            del group.pending_members[member_id]
+            self._add_member(group, member_id, member_args, respond, now)
+            return None
+        member = group.members.get(member_id)
+        if member is None:
+            return respond(JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
+        if group_instance_id is not None and group.static_members.get(group_instance_id) != member_id:
+            return respond(JoinResult(ErrorCode.fenced_instance_id, member_id=member_id))
+        changed = member.protocols != list(protocols)
+        member.protocols = list(protocols)
+        member.session_timeout_ms, member.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
+        member.deadline_ms = now + session_timeout_ms
+        if group.state is S.PREPARING_REBALANCE:
+            member.join_respond = respond
+            self._check_join_complete(group)
+        elif group.state in (S.COMPLETING_REBALANCE, S.STABLE):
+            if changed or (group.state is S.STABLE and member_id == group.leader_id):
+                member.join_respond = respond
+                self._prepare_rebalance(group, now)
+            else:
+                # A rejoin without changes (e.g. the join response was lost): current generation.
+                respond(self._join_result(group, member))
+        else:
+            respond(JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
+        return None
+
+    def _add_member(self, group: Group, member_id: str, args: dict, respond, now: int) -> None:
+        member = Member(member_id=member_id, **args)
+        member.join_respond = respond
+        member.deadline_ms = now + member.session_timeout_ms
+        if not group.members:
+            group.protocol_type = member.protocol_type
+        group.members[member_id] = member
+        if member.group_instance_id is not None:
+            group.static_members[member.group_instance_id] = member_id
+        if group.leader_id is None or group.leader_id not in group.members:
+            group.leader_id = member_id
+        if group.state is S.PREPARING_REBALANCE:
+            self._check_join_complete(group)
+        else:
+            self._prepare_rebalance(group, now)
+
+    def _prepare_rebalance(self, group: Group, now: int) -> None:
+        if group.state is S.COMPLETING_REBALANCE:
+            for m in group.members.values():
+                m.assignment = b""
+                if m.sync_respond:
+                    m.sync_respond(SyncResult(ErrorCode.rebalance_in_progress))
+                    m.sync_respond = None
+        if group.state is not S.PREPARING_REBALANCE:
+            group.transition(S.PREPARING_REBALANCE, now)
+        timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+        group.rebalance_deadline_ms = now + timeout
+        self._check_join_complete(group)
+
+    def _check_join_complete(self, group: Group) -> None:
+        if group.state is S.PREPARING_REBALANCE and group.all_joined():
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        now = self.clock()
+        # Members that did not rejoin in time are gone.
+        for mid in [mid for mid, m in group.members.items() if m.join_respond is None]:
+            self._drop_member(group, mid)
+        group.pending_members.clear()
+        group.generation += 1
+        if not group.members:
+            group.protocol_name = None
+            group.leader_id = None
+            group.transition(S.EMPTY, now)
+            self._store_group(group, lambda _err: None)
+            return
+        group.protocol_name = group.select_protocol()
+        if group.leader_id not in group.members:
+            group.leader_id = next(iter(group.members))
+        group.transition(S.COMPLETING_REBALANCE, now)
+        for member in group.members.values():
+            respond, member.join_respond = member.join_respond, None
+            member.deadline_ms = now + member.session_timeout_ms
+            respond(self._join_result(group, member))
+
+    def _join_result(self, group: Group, member: Member) -> JoinResult:
+        members = ()
+        if member.member_id == group.leader_id:
+            members = tuple((m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
+                            for m in group.members.values())
+        return JoinResult(ErrorCode.none, group.generation, group.protocol_type, group.protocol_name,
+                          group.leader_id or "", member.member_id, members)
+
+    # ------------------------------------------------------------------ SyncGroup
+
+    def sync(self, *, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
+             protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
+             respond: Callable[[SyncResult], None]) -> None:
+        group = self.groups.get(group_id)
+        error = self._check_member(group, member_id, group_instance_id)
+        if error is not None:
+            return respond(SyncResult(error))
+        if generation != group.generation:
+            return respond(SyncResult(ErrorCode.illegal_generation))
+        if (protocol_type and protocol_type != group.protocol_type) or (protocol_name and protocol_name != group.protocol_name):
+            return respond(SyncResult(ErrorCode.inconsistent_group_protocol))
+        member = group.members[member_id]
+        member.deadline_ms = self.clock() + member.session_timeout_ms
+        if group.state is S.PREPARING_REBALANCE:
+            return respond(SyncResult(ErrorCode.rebalance_in_progress))
+        if group.state is S.STABLE:
+            return respond(SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name, member.assignment))
+        if group.state is not S.COMPLETING_REBALANCE:
+            return respond(SyncResult(ErrorCode.unknown_member_id))
+        member.sync_respond = respond
+        if member_id != group.leader_id:
+            return None
+        for mid, m in group.members.items():
+            m.assignment = assignments.get(mid, b"")
+        this_generation = group.generation
+
+        def stored(err: ErrorCode) -> None:
+            if group.state is not S.COMPLETING_REBALANCE or group.generation != this_generation:
+                return  # a new rebalance started meanwhile; its members were told already
+            if err != ErrorCode.none:
+                self._prepare_rebalance(group, self.clock())
+                return
+            group.transition(S.STABLE, self.clock())
+            for m in group.members.values():
+                if m.sync_respond:
+                    m.sync_respond(SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name, m.assignment))
+                    m.sync_respond = None
+
+        self._store_group(group, stored)
+        return None
+
+    def _check_member(self, group: Group | None, member_id: str, instance_id: str | None) -> ErrorCode | None:
+        if group is None or group.state is S.DEAD:
+            return ErrorCode.unknown_member_id
+        if instance_id is not None:
+            known = group.static_members.get(instance_id)
+            if known is not None and known != member_id:
+                return ErrorCode.fenced_instance_id
+        if member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        return None
+
+    # ------------------------------------------------------------------ Heartbeat / LeaveGroup
+
+    def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        group = self.groups.get(group_id)
+        error = self._check_member(group, member_id, group_instance_id)
+        if error is not None:
+            return error
+        if group.state is S.EMPTY:
+            return ErrorCode.unknown_member_id
+        if generation != group.generation:
+            return ErrorCode.illegal_generation
+        member = group.members[member_id]
+        member.deadline_ms = self.clock() + member.session_timeout_ms
+        if group.state is S.PREPARING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        group = self.groups.get(group_id)
+        results = []
+        for member_id, instance_id in members:
+            if group is None or group.state is S.DEAD:
+                results.append(ErrorCode.unknown_member_id)
+                continue
+            if instance_id is not None:
+                known = group.static_members.get(instance_id)
+                if known is None:
+                    results.append(ErrorCode.unknown_member_id)
+                    continue
+                if member_id and known != member_id:
+                    results.append(ErrorCode.fenced_instance_id)
+                    continue
+                member_id = known
+            if member_id in group.pending_members:
+                del group.pending_members[member_id]
+                self._check_join_complete(group)
+                results.append(ErrorCode.none)
+                continue
+            if member_id not in group.members:
+                results.append(ErrorCode.unknown_member_id)
+                continue
+            self._remove_member_and_rebalance(group, member_id)
+            results.append(ErrorCode.none)
+        return results
+
+    def _drop_member(self, group: Group, member_id: str) -> None:
+        member = group.members.pop(member_id)
+        if member.group_instance_id is not None and group.static_members.get(member.group_instance_id) == member_id:
+            del group.static_members[member.group_instance_id]
+        if group.leader_id == member_id:
+            group.leader_id = next(iter(group.members), None)
+        if member.join_respond:
+            member.join_respond(JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
+        if member.sync_respond:
+            member.sync_respond(SyncResult(ErrorCode.unknown_member_id))
+
+    def _remove_member_and_rebalance(self, group: Group, member_id: str) -> None:
+        self._drop_member(group, member_id)
+        now = self.clock()
+        if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, now)
+        elif group.state is S.PREPARING_REBALANCE:
+            self._check_join_complete(group)
+
+    # ------------------------------------------------------------------ timers
+
+    def tick(self) -> None:
+        """Fire due timers: session timeouts, pending-member timeouts, rebalance timeouts,
+        and expiry of offsets of empty groups."""
+        now = self.clock()
+        for group in list(self.groups.values()):
+            for mid, deadline in list(group.pending_members.items()):
+                if deadline <= now:
+                    del group.pending_members[mid]
+                    self._check_join_complete(group)
+            for mid in [mid for mid, m in group.members.items()
+                        if m.deadline_ms <= now and not (group.state is S.PREPARING_REBALANCE and m.join_respond)]:
+                if mid in group.members:
+                    self._remove_member_and_rebalance(group, mid)
+            if group.state is S.PREPARING_REBALANCE and now >= group.rebalance_deadline_ms:
+                self._complete_join(group)
+            if group.state is S.EMPTY:
+                self._expire_offsets(group, now)
+
+    def _expire_offsets(self, group: Group, now: int) -> None:
+        retention = self.config.offsets_retention_ms
+        expired = [tp for tp, v in group.offsets.items() if now - v.commit_timestamp >= retention]
+        if not expired:
+            return
+        records = [(encode_key(OffsetKey(group.group_id, t, p)), None) for t, p in expired]
+        for tp in expired:
+            del group.offsets[tp]
+        if not group.offsets and not group.members:
+            records.append((encode_key(GroupKey(group.group_id)), None))
+            group.transition(S.DEAD, now)
+            del self.groups[group.group_id]
+        self.persist(group.group_id, records, lambda _err: None)
+
+    # ------------------------------------------------------------------ describe / list / delete
+
+    def describe(self, group_id: str) -> Group | None:
+        return self.groups.get(group_id)
+
+    def list_groups(self) -> list[Group]:
+        return [g for g in self.groups.values() if g.state is not S.DEAD]
+
+    def delete_groups(self, group_ids: list[str], respond: Callable[[dict[str, ErrorCode]], None]) -> None:
+        results: dict[str, ErrorCode] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        now = self.clock()
+        for gid in group_ids:
+            group = self.groups.get(gid)
+            if group is None or group.state is S.DEAD:
+                results[gid] = ErrorCode.group_id_not_found
+            elif group.state is not S.EMPTY:
+                results[gid] = ErrorCode.non_empty_group
+            else:
+                records += [(encode_key(OffsetKey(gid, t, p)), None) for t, p in group.offsets]
+                records.append((encode_key(GroupKey(gid)), None))
+                group.transition(S.DEAD, now)
+                del self.groups[gid]
+                results[gid] = ErrorCode.none
+        if not records:
+            return respond(results)
+        # Group ids of one request may live on different partitions: persist per group.
+        self._persist_many(records, lambda err: respond({g: (err if e == ErrorCode.none else e) for g, e in results.items()}))
+        return None
+
+    def _persist_many(self, records, on_done) -> None:
+        from .records import decode_key
+
+        by_group: dict[str, list] = {}
+        for key, value in records:
+            by_group.setdefault(decode_key(key).group, []).append((key, value))
+        remaining = [len(by_group)]
+        worst = [ErrorCode.none]
+
+        def one_done(err):
+            if err != ErrorCode.none:
+                worst[0] = err
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                on_done(worst[0])
+
+        for gid, recs in by_group.items():
+            self.persist(gid, recs, one_done)
+
+    # ------------------------------------------------------------------ offsets
+
+    def validate_offset_commit(self, group_id: str, generation: int, member_id: str,
+                               group_instance_id: str | None) -> ErrorCode:
+        """May these offsets be committed? Creates a simple (unmanaged) group for generation -1
+        commits to an unknown group, as Kafka does."""
+        if not group_id:
+            return ErrorCode.invalid_group_id
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation < 0:
+                self.groups[group_id] = Group(group_id, state_timestamp_ms=self.clock())
+                return ErrorCode.none
+            return ErrorCode.illegal_generation
+        if group.state is S.DEAD:
+            return ErrorCode.coordinator_not_available
+        if generation < 0 and group.state is S.EMPTY:
+            return ErrorCode.none
+        error = self._check_member(group, member_id, group_instance_id)
+        if error is not None:
+            return error
+        if generation != group.generation:
+            return ErrorCode.illegal_generation
+        if group.state is S.COMPLETING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        member = group.members[member_id]
+        member.deadline_ms = self.clock() + member.session_timeout_ms
+        return ErrorCode.none
+
+    def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetValue],
+                       on_done: Callable[[ErrorCode], None]) -> None:
+        """Persist then apply validated offsets (call validate_offset_commit first)."""
+        records = [(encode_key(OffsetKey(group_id, t, p)), encode_offset_value(v)) for (t, p), v in offsets.items()]
+
+        def stored(err: ErrorCode) -> None:
+            if err == ErrorCode.none:
+                group = self.groups.get(group_id)
+                if group is not None:
+                    group.offsets.update(offsets)
+            on_done(err)
+
+        self.persist(group_id, records, stored)
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], OffsetValue | None]:
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group else {}
+        if partitions is None:
+            return dict(offsets)
+        return {tp: offsets.get(tp) for tp in partitions}
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]],
+                       respond: Callable[[ErrorCode, dict], None]) -> None:
+        group = self.groups.get(group_id)
+        if group is None or group.state is S.DEAD:
+            return respond(ErrorCode.group_id_not_found, {})
+        subscribed = group.subscribed_topics() if group.state is not S.EMPTY else set()
+        if subscribed is None and group.state is not S.EMPTY:
+            return respond(ErrorCode.non_empty_group, {})
+        results = {}
+        deleted = []
+        for tp in partitions:
+            if tp[0] in subscribed:
+                results[tp] = ErrorCode.group_subscribed_to_topic
+            else:
+                results[tp] = ErrorCode.none
+                if tp in group.offsets:
+                    deleted.append(tp)
+        if not deleted:
+            return respond(ErrorCode.none, results)
+        records = [(encode_key(OffsetKey(group_id, t, p)), None) for t, p in deleted]
+
+        def stored(err):
+            if err == ErrorCode.none:
+                for tp in deleted:
+                    group.offsets.pop(tp, None)
+            respond(err, results)
+
+        self.persist(group_id, records, stored)
+        return None
+
+    # ------------------------------------------------------------------ persistence
+
+    def _store_group(self, group: Group, on_done: Callable[[ErrorCode], None]) -> None:
+        value = GroupValue(
+            protocol_type=group.protocol_type or "", generation=group.generation, protocol=group.protocol_name,
+            leader=group.leader_id, state_timestamp=group.state_timestamp_ms,
+            members=tuple(MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                       m.rebalance_timeout_ms, m.session_timeout_ms,
+                                       m.metadata_for(group.protocol_name or ""), m.assignment)
+                          for m in group.members.values()),
+        )
+        self.persist(group.group_id, [(encode_key(GroupKey(group.group_id)), encode_group_value(value))], on_done)
+
+    def load_offset(self, key: OffsetKey, value: OffsetValue | None) -> None:
+        """Replay of ``__consumer_offsets`` at start-up."""
+        group = self.groups.get(key.group)
+        if value is None:
+            if group is not None:
+                group.offsets.pop((key.topic, key.partition), None)
+            return
+        if group is None:
+            group = self.groups[key.group] = Group(key.group)
+        group.offsets[(key.topic, key.partition)] = value
+
+    def load_group(self, group_id: str, value: GroupValue | None) -> None:
+        """Replay: restore a group's last stored generation and members. Restored members must
+        heartbeat within their session timeout (counted from the load) or are removed."""
+        if value is None:
+            self.groups.pop(group_id, None)
+            return
+        now = self.clock()
+        group = self.groups.get(group_id) or Group(group_id)
+        self.groups[group_id] = group
+        group.protocol_type = value.protocol_type or None
+        group.protocol_name = value.protocol
+        group.generation = value.generation
+        group.leader_id = value.leader
+        group.members.clear()
+        group.static_members.clear()
+        for m in value.members:
+            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
+                            m.rebalance_timeout_ms, value.protocol_type, [(value.protocol or "", m.subscription)],
+                            assignment=m.assignment, deadline_ms=now + m.session_timeout_ms)
+            group.members[m.member_id] = member
+            if m.group_instance_id is not None:
+                group.static_members[m.group_instance_id] = m.member_id
+        group.state = S.STABLE if group.members else S.EMPTY
+        group.state_timestamp_ms = value.state_timestamp
