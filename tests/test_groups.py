@@ -1,0 +1,208 @@
+"""Consumer groups against a real broker: rebalances with members joining and SIGKILLed,
+offsets surviving a broker crash, and the other client libraries' group consumers."""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import confluent_kafka as ck
+import pytest
+
+from .helpers import create_topic
+
+PARTITIONS = 6
+
+
+def produce_slowly(bootstrap: str, topic: str, n: int, seconds: float) -> None:
+    p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    per_tick = max(n // int(seconds * 20), 1)
+    for i in range(n):
+        p.produce(topic, key=str(i).encode(), value=str(i).encode())
+        if i % per_tick == 0:
+            p.poll(0)
+            time.sleep(0.05)
+    assert p.flush(30) == 0
+
+
+def read_committed_batches(path: str) -> tuple[list[list[tuple[int, int]]], list[tuple[int, int]] | None]:
+    """Batches followed by C, and the final batch that has no outcome (killed mid-commit)."""
+    done, pending = [], None
+    with open(path) as f:
+        for line in f:
+            if line.startswith("B "):
+                pending = [tuple(map(int, x.split(":"))) for x in line[2:].split()]
+            elif line.startswith("C") and pending is not None:
+                done.append(pending)
+                pending = None
+            elif line.startswith("F"):
+                pending = None
+    return done, pending
+
+
+def test_group_processes_every_record_exactly_once_through_join_and_sigkill(broker, tmp_path):
+    n = 100_000
+    create_topic(broker.bootstrap, "events", PARTITIONS)
+    stop_file = str(tmp_path / "stop")
+    workers = {}
+
+    def start(name):
+        out = str(tmp_path / f"{name}.out")
+        workers[name] = (subprocess.Popen([sys.executable, "-m", "tests.group_worker", broker.bootstrap, "events",
+                                           "g", out, stop_file], cwd=os.path.dirname(os.path.dirname(__file__))), out)
+
+    for name in ("w1", "w2", "w3"):
+        start(name)
+    producer = threading.Thread(target=produce_slowly, args=(broker.bootstrap, "events", n, 12))
+    producer.start()
+    time.sleep(4)
+    start("w4")  # a fourth member joins mid-stream
+    time.sleep(3)
+    workers["w2"][0].kill()  # SIGKILL: no LeaveGroup, its partitions move after the session timeout
+    producer.join()
+    open(stop_file, "w").close()
+    for name, (proc, _) in workers.items():
+        if name != "w2":
+            assert proc.wait(120) == 0
+    counts: collections.Counter = collections.Counter()
+    ambiguous = None
+    for name, (_, out) in workers.items():
+        done, pending = read_committed_batches(out)
+        for batch in done:
+            counts.update(batch)
+        if name == "w2":
+            ambiguous = pending
+    if ambiguous:
+        # Killed between commit and writing "C": the batch counts iff nobody else processed it.
+        if not any(counts[r] for r in ambiguous):
+            counts.update(ambiguous)
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g"})
+    ends = {p: c.get_watermark_offsets(ck.TopicPartition("events", p), timeout=10)[1] for p in range(PARTITIONS)}
+    committed = {tp.partition: tp.offset for tp in c.committed([ck.TopicPartition("events", p) for p in range(PARTITIONS)], timeout=10)}
+    c.close()
+    assert sum(ends.values()) == n
+    expected = {(p, o) for p, end in ends.items() for o in range(end)}
+    missing = expected - set(counts)
+    twice = [r for r, k in counts.items() if k > 1]
+    assert not missing, f"{len(missing)} records never processed in a committed batch"
+    assert not twice, f"{len(twice)} records processed in two committed batches, e.g. {twice[:5]}"
+    assert committed == ends
+    assert sum(1 for line in open(workers["w4"][1]) if line.startswith("C")) > 0, "the joining member got work"
+
+
+def test_committed_offsets_and_group_state_survive_broker_sigkill(broker):
+    create_topic(broker.bootstrap, "durable", 2)
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "keep", "enable.auto.commit": False,
+                     "session.timeout.ms": 30000})
+    c.subscribe(["durable"])
+    deadline = time.monotonic() + 20
+    while not c.assignment() and time.monotonic() < deadline:
+        c.poll(0.2)
+    c.commit(offsets=[ck.TopicPartition("durable", 0, 42, "meta-0"), ck.TopicPartition("durable", 1, 7)],
+             asynchronous=False)
+    admin = ck.admin.AdminClient({"bootstrap.servers": broker.bootstrap})
+    before = admin.describe_consumer_groups(["keep"])["keep"].result(10)
+    broker.kill()
+    broker.restart()
+    after = admin.describe_consumer_groups(["keep"])["keep"].result(10)
+    assert [m.member_id for m in after.members] == [m.member_id for m in before.members]
+    assert str(after.state).endswith("STABLE")
+    got = c.committed([ck.TopicPartition("durable", 0), ck.TopicPartition("durable", 1)], timeout=20)
+    assert [(tp.offset, tp.metadata) for tp in got] == [(42, "meta-0"), (7, None)]
+    c.close()
+
+
+def test_stale_commits_get_group_errors_and_store_nothing(broker):
+    from oncelog.wire_client import RawClient, request_module
+
+    create_topic(broker.bootstrap, "t", 1)
+    m = request_module(8, 8)
+    client = RawClient(broker.bootstrap)
+
+    def commit(group, generation, member):
+        resp = client.request(m.OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=generation, member_id=member, group_instance_id=None,
+            topics=(m.OffsetCommitRequestTopic(name="t", partitions=(m.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=99, committed_leader_epoch=-1, committed_metadata=None),)),)))
+        return resp.topics[0].partitions[0].error_code
+
+    # a live member, so the group is managed
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "managed", "session.timeout.ms": 30000})
+    c.subscribe(["t"])
+    deadline = time.monotonic() + 20
+    while not c.assignment() and time.monotonic() < deadline:
+        c.poll(0.2)
+    assert commit("managed", 1, "nobody") == 25  # UNKNOWN_MEMBER_ID
+    admin = ck.admin.AdminClient({"bootstrap.servers": broker.bootstrap})  # keep it alive until the result
+    member = admin.describe_consumer_groups(["managed"])["managed"].result(10).members[0].member_id
+    assert commit("managed", 999, member) == 22  # ILLEGAL_GENERATION
+    assert commit("ghost-group", 3, "x") == 22  # unknown group, not a simple commit
+    fetched = c.committed([ck.TopicPartition("t", 0)], timeout=10)[0].offset
+    assert fetched < 0, "nothing was stored"
+    c.close()
+
+
+@pytest.mark.parametrize("library", ["kafka-python", "aiokafka"])
+def test_other_clients_group_consumers(broker, library):
+    n = 20_000
+    create_topic(broker.bootstrap, "shared", 4)
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(n):
+        p.produce("shared", value=str(i).encode(), partition=i % 4)
+    assert p.flush(30) == 0
+    seen = run_kafka_python_group if library == "kafka-python" else run_aiokafka_group
+    values = seen(broker.bootstrap, "shared", f"group-{library}", n)
+    assert sorted(values) == list(range(n))
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"group-{library}"})
+    committed = c.committed([ck.TopicPartition("shared", q) for q in range(4)], timeout=10)
+    c.close()
+    assert sum(tp.offset for tp in committed) == n
+
+
+def run_kafka_python_group(bootstrap, topic, group, n):
+    from kafka import KafkaConsumer
+
+    consumers = [KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                               enable_auto_commit=False, consumer_timeout_ms=100) for _ in range(2)]
+    values, deadline = [], time.monotonic() + 90
+    while len(values) < n and time.monotonic() < deadline:
+        for c in consumers:
+            batch = c.poll(timeout_ms=100)
+            for records in batch.values():
+                values += [int(r.value) for r in records]
+            if batch:
+                c.commit()
+    for c in consumers:
+        assert len(c.assignment()) >= 1, "each member got partitions"
+        c.close()
+    return values
+
+
+def run_aiokafka_group(bootstrap, topic, group, n):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+
+    async def go():
+        consumers = [AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                      auto_offset_reset="earliest", enable_auto_commit=False) for _ in range(2)]
+        for c in consumers:
+            await c.start()
+        values, deadline = [], time.monotonic() + 90
+        while len(values) < n and time.monotonic() < deadline:
+            for c in consumers:
+                batch = await c.getmany(timeout_ms=100)
+                for records in batch.values():
+                    values += [int(r.value) for r in records]
+                if batch:
+                    await c.commit()
+        for c in consumers:
+            assert len(c.assignment()) >= 1, "each member got partitions"
+            await c.stop()
+        return values
+
+    return asyncio.run(go())
