@@ -87,3 +87,49 @@ def producers_command(args) -> int:
                           str(p.last_sequence), when)
     console.print(table)
     return 0
+
+
+def groups_command(args) -> int:
+    """``oncelog groups list|describe|delete``; describe shows lag per partition (committed
+    offset vs high watermark)."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+
+    console = Console()
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    try:
+        if args.action == "list":
+            result = admin.list_consumer_groups().result(10)
+            table = Table("group", "state", "type")
+            for g in sorted(result.valid, key=lambda g: g.group_id):
+                table.add_row(g.group_id, str(g.state).split(".")[-1], "consumer" if g.is_simple_consumer_group is False else "simple")
+            console.print(table)
+        elif args.action == "delete":
+            admin.delete_consumer_groups([args.group])[args.group].result(10)
+            console.print(f"deleted group [bold]{args.group}[/]")
+        elif args.action == "describe":
+            desc = admin.describe_consumer_groups([args.group])[args.group].result(10)
+            console.print(f"group [bold]{desc.group_id}[/]: state {str(desc.state).split('.')[-1]}, "
+                          f"assignor {desc.partition_assignor or '-'}, coordinator {desc.coordinator.id if desc.coordinator else '-'}")
+            owners = {}
+            members = Table("member", "client id", "host", "partitions")
+            for m in desc.members:
+                parts = m.assignment.topic_partitions if m.assignment else []
+                for tp in parts:
+                    owners[(tp.topic, tp.partition)] = m.client_id
+                members.add_row(m.member_id, m.client_id, m.host,
+                                ", ".join(f"{tp.topic}-{tp.partition}" for tp in parts))
+            console.print(members)
+            offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(args.group)])[args.group].result(10)
+            consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "oncelog-cli-lag"})
+            lag = Table("topic", "partition", "committed", "high watermark", "lag", "owner")
+            for tp in sorted(offsets.topic_partitions, key=lambda t: (t.topic, t.partition)):
+                _, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10)
+                committed = tp.offset if tp.offset >= 0 else None
+                lag.add_row(tp.topic, str(tp.partition), "-" if committed is None else str(committed), str(high),
+                            "-" if committed is None else str(high - committed), owners.get((tp.topic, tp.partition), "-"))
+            consumer.close()
+            console.print(lag)
+    except KafkaException as exc:
+        print(f"oncelog groups {args.action}: {exc.args[0]}", file=sys.stderr)
+        return 1
+    return 0

@@ -76,6 +76,15 @@ def build_parser() -> argparse.ArgumentParser:
     x = tsub.add_parser("delete")
     x.add_argument("name")
 
+    g = sub.add_parser("groups", help="list, describe (with lag) or delete consumer groups")
+    g.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker address")
+    gsub = g.add_subparsers(dest="action", required=True)
+    gsub.add_parser("list")
+    gd = gsub.add_parser("describe")
+    gd.add_argument("group")
+    gx = gsub.add_parser("delete")
+    gx.add_argument("group")
+
     pr = sub.add_parser("producers", help="describe a topic's active idempotent producers")
     pr.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker address")
     prsub = pr.add_subparsers(dest="action", required=True)
@@ -97,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import admin
 
         return admin.topics_command(args)
+    if args.command == "groups":
+        from . import admin
+
+        return admin.groups_command(args)
     if args.command == "producers":
         from . import admin
 
