@@ -19,8 +19,8 @@ from .runner import Options, Runner
 
 # Defaults: 3 targets x 2 sizes x 2 modes = 12 cells a round; at ~7-8 s a cell (5 s produce,
 # read-back, topic create/delete) two rounds take ~3-4 minutes. --quick: one round of 1 s cells.
-FULL = {"duration": 5.0, "rounds": 2, "warmup": 2.0}
-QUICK = {"duration": 1.0, "rounds": 1, "warmup": 0.5}
+FULL = {"duration": 5.0, "rounds": 2, "warmup": 2.0, "consume_seconds": 5.0}
+QUICK = {"duration": 1.0, "rounds": 1, "warmup": 0.5, "consume_seconds": 1.0}
 
 
 def _csv(text: str) -> list[str]:
@@ -52,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
                                               f"--quick {QUICK['rounds']})")
     p.add_argument("--warmup", type=float, help="seconds of unrecorded producing per broker before round 1 "
                                                 f"(default {FULL['warmup']:g}, --quick {QUICK['warmup']:g})")
+    p.add_argument("--consume-seconds", type=float,
+                   help="stop reading a cell back after this long (Python consumers read 100 B records "
+                        f"several times slower than they are produced; default {FULL['consume_seconds']:g}, "
+                        f"--quick {QUICK['consume_seconds']:g}; 0 = read everything)")
     p.add_argument("--processes", "-p", type=int, default=2, help="producer client processes")
     p.add_argument("--consumer-processes", type=int, help="consumer client processes (default: --processes)")
     p.add_argument("--partitions", type=int, default=3, help="partitions of each benchmark topic")
@@ -88,6 +92,7 @@ def options_from(args) -> Options:
         duration=args.duration if args.duration is not None else base["duration"],
         rounds=args.rounds if args.rounds is not None else base["rounds"],
         warmup=args.warmup if args.warmup is not None else base["warmup"],
+        consume_seconds=args.consume_seconds if args.consume_seconds is not None else base["consume_seconds"],
         processes=args.processes, consumer_processes=args.consumer_processes or args.processes,
         partitions=args.partitions, consume_split=args.consume_split, rate=args.rate,
         producer_config=dict(args.producer_config), keep_topics=args.keep_topics,

@@ -128,6 +128,12 @@ def print_report(console: Console, opts: Options, rows, comps, logs: dict, cells
                       f"({escape(scan['path'])})")
         for line in scan["examples"]:
             console.print(f"    {escape(line)}")
+    noted = [c for c in cells if c.notes]
+    if noted:
+        console.print(f"[cyan]{len(noted)} cell(s) with notes (figures still valid):")
+        for c in noted[:10]:
+            console.print(f"    r{c.round + 1} {c.target} {size_label(c.size)} {c.mode}: {escape(c.notes[0][:200])}"
+                          + (f" (+{len(c.notes) - 1} more)" if len(c.notes) > 1 else ""))
     bad = [c for c in cells if c.errors]
     if bad:
         console.print(f"[yellow]{len(bad)} cell(s) reported client-side errors:")
@@ -170,6 +176,7 @@ def to_json(opts: Options, argv: list[str], meta: dict, rows, comps, cells: list
                     "producer_processes": opts.processes, "consumer_processes": opts.consumer_processes,
                     "partitions": opts.partitions, "consume_split": opts.consume_split,
                     "rate_per_process": opts.rate, "warmup_s": opts.warmup,
+                    "consume_seconds_cap": opts.consume_seconds,
                     "producer_config": opts.producer_config},
         "units": {"mb_per_s": "10^6 bytes of record values per second", "latency": "ms, produce() to delivery report"},
         "results": [{k: v for k, v in r.items()} for r in rows],

@@ -59,7 +59,7 @@ def consume_figures(reports: list[dict], cpu_s: float) -> dict:
         "records_per_s": got / seconds, "mb_per_s": nbytes / seconds / MB,
         "expected": sum(r["expected"] for r in reports), "errors": sum(r["errors"] for r in reports),
         "watermarks": [r["watermarks"] for r in reports],
-        "timed_out": any(r["timed_out"] for r in reports),
+        "timed_out": any(r["timed_out"] for r in reports), "capped": any(r["capped"] for r in reports),
         "broker_cpu_s": cpu_s, "broker_cpu_pct": 100 * cpu_s / seconds,
     }
 

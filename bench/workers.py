@@ -167,10 +167,16 @@ def run_consume(job: dict, barrier) -> dict:
     barrier.wait(BARRIER_TIMEOUT)
     t_start = time.monotonic()
     deadline = t_start + job["timeout"]
+    cap = t_start + job["max_seconds"] if job.get("max_seconds") else float("inf")
+    capped = False
     # Acked counts are data records only (no transaction markers), so they hold for every mode.
     while got < expected:
         msgs = consume(10_000, 0.2)
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > cap:
+            capped = True
+            break
+        if now > deadline:
             break
         for m in msgs:
             if m.error():
@@ -183,7 +189,8 @@ def run_consume(job: dict, barrier) -> dict:
     t_end = time.monotonic()
     c.close()
     return {"expected": expected, "watermarks": {p: list(b) for p, b in bounds.items()}, "received": got,
-            "bytes": nbytes, "errors": errors, "t_start": t_start, "t_end": t_end, "timed_out": got < expected and t_end > deadline, "consume_errors": error_texts,
+            "bytes": nbytes, "errors": errors, "t_start": t_start, "t_end": t_end, "capped": capped,
+            "timed_out": got < expected and not capped, "consume_errors": error_texts,
             "client_errors": client_errors, "client_log": log_handler.lines, "client_log_count": log_handler.count}
 
 

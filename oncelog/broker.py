@@ -54,6 +54,8 @@ class BrokerConfig:
     retention_check_interval_s: float = 300.0
     producer_id_expiration_ms: int = 24 * 3600 * 1000
     offsets_topic_partitions: int = 10
+    offsets_topic_segment_bytes: int = 16 << 20
+    log_cleaner_interval_s: float = 30.0
     group: GroupConfig = field(default_factory=GroupConfig)
 
     def describe(self) -> dict[str, str]:
@@ -86,6 +88,7 @@ class Broker:
                                retention_check_interval_s=config.retention_check_interval_s)
         self.logs.default_partitions = config.num_partitions
         self.logs.producer_id_expiration_ms = config.producer_id_expiration_ms
+        self.logs.compaction_interval_s = config.log_cleaner_interval_s
         self.advertised: tuple[str, int] = (config.host, config.port)
         self.producer_ids: ProducerIdManager | None = None
         self.groups: GroupCoordinator | None = None
@@ -97,7 +100,8 @@ class Broker:
         self.logs.open()
         self.node_id = self.logs.node_id
         self.producer_ids = ProducerIdManager(self.logs.data_dir)
-        self.offsets_topic = OffsetsTopic(self.logs, self.config.offsets_topic_partitions)
+        self.offsets_topic = OffsetsTopic(self.logs, self.config.offsets_topic_partitions,
+                                          self.config.offsets_topic_segment_bytes)
         self.groups = GroupCoordinator(lambda: int(time.time() * 1000), self.offsets_topic.persist, self.config.group)
         loaded = self.offsets_topic.replay(self.groups)
         log.info("group coordinator loaded %d record(s): %d group(s)", loaded, len(self.groups.groups))

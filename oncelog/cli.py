@@ -62,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--retention-check-ms", type=int, default=300_000, help="how often retention runs")
     s.add_argument("--max-message-bytes", type=_size, default=_DEFAULTS.max_message_bytes)
     s.add_argument("--socket-request-max-bytes", type=_size, default=100 * 1024 * 1024)
+    s.add_argument("--offsets-topic-partitions", type=int, default=10, help="partitions of __consumer_offsets")
+    s.add_argument("--offsets-topic-segment-bytes", type=_size, default=16 << 20,
+                   help="segment size of __consumer_offsets (compaction works on closed segments)")
+    s.add_argument("--log-cleaner-interval-ms", type=int, default=30_000, help="how often compaction runs")
 
     t = sub.add_parser("topics", help="create, list, describe or delete topics (over the Kafka protocol)")
     t.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker address")
@@ -137,7 +141,10 @@ def cmd_serve(args) -> int:
     config = BrokerConfig(data_dir=args.data_dir, host=args.host, port=args.port, advertise=args.advertise,
                           fsync=fsync, auto_create_topics=not args.no_auto_create_topics,
                           num_partitions=args.num_partitions, socket_request_max_bytes=args.socket_request_max_bytes,
-                          log=log_config, retention_check_interval_s=args.retention_check_ms / 1000)
+                          log=log_config, retention_check_interval_s=args.retention_check_ms / 1000,
+                          offsets_topic_partitions=args.offsets_topic_partitions,
+                          offsets_topic_segment_bytes=args.offsets_topic_segment_bytes,
+                          log_cleaner_interval_s=args.log_cleaner_interval_ms / 1000)
     _install_uvloop()
     asyncio.run(serve(Broker(config)))
     return 0

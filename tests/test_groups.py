@@ -206,3 +206,23 @@ def run_aiokafka_group(bootstrap, topic, group, n):
         return values
 
     return asyncio.run(go())
+
+
+def test_offsets_topic_is_compacted_so_replay_stays_short(broker_factory):
+    import re
+
+    broker = broker_factory(extra_args=["--offsets-topic-partitions", "1", "--offsets-topic-segment-bytes", "4096",
+                                        "--log-cleaner-interval-ms", "300"])
+    create_topic(broker.bootstrap, "c", 1)
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "committer", "enable.auto.commit": False})
+    for i in range(1500):
+        c.commit(offsets=[ck.TopicPartition("c", 0, i)], asynchronous=False)
+    c.close()
+    time.sleep(1.5)  # a few cleaner passes
+    broker.kill()
+    broker.restart()
+    loaded = int(re.search(r"group coordinator loaded (\d+) record", broker.tail_log(10)).group(1))
+    assert loaded < 300, f"replay read {loaded} records for 1500 commits of one key"
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "committer"})
+    assert c.committed([ck.TopicPartition("c", 0)], timeout=10)[0].offset == 1499
+    c.close()

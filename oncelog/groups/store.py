@@ -25,11 +25,13 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class OffsetsTopic:
-    def __init__(self, logs: LogManager, partitions: int) -> None:
+    def __init__(self, logs: LogManager, partitions: int, segment_bytes: int = 16 << 20) -> None:
         self.logs = logs
         topic = logs.topics.get(OFFSETS_TOPIC)
         if topic is None:
-            topic = logs.create_topic(OFFSETS_TOPIC, partitions, configs={"cleanup.policy": "compact"})
+            # Small segments keep each compaction pass short (it runs on the event loop).
+            topic = logs.create_topic(OFFSETS_TOPIC, partitions,
+                                      configs={"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)})
         self.partitions = topic.partitions
 
     def partition_for(self, group_id: str) -> int:

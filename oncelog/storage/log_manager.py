@@ -114,6 +114,7 @@ class LogManager:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._checkpoint_task()))
         self._tasks.append(loop.create_task(self._retention_task()))
+        self._tasks.append(loop.create_task(self._compaction_task()))
         if self.policy.mode == "interval":
             self._tasks.append(loop.create_task(self.flusher.interval_task()))
 
@@ -180,6 +181,29 @@ class LogManager:
             await self.apply_retention()
 
     producer_id_expiration_ms = 24 * 3600 * 1000
+    compaction_interval_s = 30.0
+
+    async def _compaction_task(self) -> None:
+        while True:
+            await asyncio.sleep(self.compaction_interval_s)
+            await self.compact_now()
+
+    async def compact_now(self) -> int:
+        """Compact every partition of compacted topics (runs on the event loop, under the
+        flusher lock: closed segments are rewritten while nothing else touches them)."""
+        from .cleaner import compact
+
+        saved = 0
+        now = int(time.time() * 1000)
+        async with self.flusher.lock:
+            for topic in list(self.topics.values()):
+                if "compact" not in topic.config.cleanup_policy:
+                    continue
+                for plog in topic.logs:
+                    saved += compact(plog, now)
+        if saved:
+            log.info("compaction saved %d bytes", saved)
+        return saved
 
     async def apply_retention(self) -> int:
         """Retention of segments, and expiry of idle producer state (producer.id.expiration.ms)."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from ..producer_state import ProducerStateManager
 from ..protocol import records as rb
+from .cleaner import finish_interrupted_swaps
 from .segment import Segment, recover_segment
 
 log = logging.getLogger("oncelog.storage")
@@ -146,6 +147,7 @@ class PartitionLog:
              recovery_point: RecoveryPoint | None, clean_shutdown: bool) -> "PartitionLog":
         plog = cls(directory, topic, partition, config, sync_hw=sync_hw)
         os.makedirs(directory, exist_ok=True)
+        finish_interrupted_swaps(directory)
         bases = sorted(int(n[:-4]) for n in os.listdir(directory) if n.endswith(".log") and n[:-4].isdigit())
         interval = config.index_interval_bytes
         for base in bases:
@@ -193,7 +195,7 @@ class PartitionLog:
             seg = self.segments[i]
             if i > index:
                 position, offset = 0, seg.base_offset
-            valid, next_offset, problem = recover_segment(seg, position, offset)
+            valid, next_offset, problem = recover_segment(seg, position, offset, allow_gaps=self.compacted)
             self.recovery_scanned_bytes += valid - position
             if problem is None:
                 continue
@@ -234,6 +236,10 @@ class PartitionLog:
         _atomic_write(os.path.join(self.directory, "log-start-offset"), f"{self.log_start_offset}\n")
 
     # ------------------------------------------------------------------ state
+
+    @property
+    def compacted(self) -> bool:
+        return "compact" in self.config.cleanup_policy
 
     @property
     def active(self) -> Segment:

@@ -244,9 +244,11 @@ def _read_file(path: str) -> bytes:
         return b""
 
 
-def recover_segment(segment: Segment, position: int, expected_offset: int) -> tuple[int, int, str | None]:
+def recover_segment(segment: Segment, position: int, expected_offset: int, *,
+                    allow_gaps: bool = False) -> tuple[int, int, str | None]:
     """Validate batches from ``position`` to the end of the file, re-indexing them.
 
+    ``allow_gaps``: compacted logs have gaps between batches; elsewhere a gap is corruption.
     Returns ``(valid_size, next_offset, problem)``: the byte length of the valid prefix, the
     offset after its last batch, and a description of the first invalid batch (None if the
     whole tail was valid). The caller truncates to ``valid_size`` and logs ``problem``.
@@ -270,7 +272,7 @@ def recover_segment(segment: Segment, position: int, expected_offset: int) -> tu
         if pos + header.size > file_size:
             problem = f"torn batch at byte {pos}: {header.size} bytes declared, {file_size - pos} present"
             break
-        if header.base_offset != next_offset:
+        if header.base_offset < next_offset or (header.base_offset > next_offset and not allow_gaps):
             problem = f"batch at byte {pos} has base offset {header.base_offset}, expected {next_offset}"
             break
         body = os.pread(segment.fd, header.size - 21, pos + 21)
