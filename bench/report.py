@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import stats
-from .modes import COMPARISONS, MODES, Comparison
+from .modes import BASE_PRODUCER, COMPARISONS, MODES, Comparison
 from .runner import Cell, Options, size_label
 
 
@@ -177,7 +177,7 @@ def to_json(opts: Options, argv: list[str], meta: dict, rows, comps, cells: list
                     "partitions": opts.partitions, "consume_split": opts.consume_split,
                     "rate_per_process": opts.rate, "warmup_s": opts.warmup,
                     "consume_seconds_cap": opts.consume_seconds,
-                    "producer_config": opts.producer_config},
+                    "base_producer_config": BASE_PRODUCER, "producer_config": opts.producer_config},
         "units": {"mb_per_s": "10^6 bytes of record values per second", "latency": "ms, produce() to delivery report"},
         "results": [{k: v for k, v in r.items()} for r in rows],
         "comparisons": comps,

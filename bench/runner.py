@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from . import stats
 from .brokers import RunningBroker
-from .modes import Mode, Target
+from .modes import BASE_PRODUCER, Mode, Target
 from .workers import WorkerPool
 
 
@@ -84,7 +84,7 @@ class Runner:
     # ------------------------------------------------------------------ one cell
 
     def _producer_jobs(self, broker: RunningBroker, topic: str, size: int, mode: Mode, duration: float) -> list[dict]:
-        producer = {"linger.ms": 5, **mode.producer, **self.opts.producer_config}
+        producer = {**BASE_PRODUCER, **mode.producer, **self.opts.producer_config}
         job = {"kind": "produce", "bootstrap": broker.bootstrap, "topic": topic, "size": size,
                "duration": duration, "rate": self.opts.rate, "producer": producer,
                "txn_commit_ms": mode.txn_commit_ms}

@@ -25,7 +25,7 @@ def handle(ctx, request):
         fut.set_result(build(m.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=result.error,
                              generation_id=result.generation, protocol_type=result.protocol_type,
                              protocol_name=result.protocol_name if ctx.api_version >= 7 else (result.protocol_name or ""),
-                             leader=result.leader, skip_assignment=False, member_id=result.member_id,
+                             leader=result.leader, skip_assignment=result.skip_assignment, member_id=result.member_id,
                              members=members))
 
     rebalance_timeout = getattr(request, "rebalance_timeout", None)

@@ -131,6 +131,7 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
     rebalance_deadline_ms: int = 0
+    sync_deadline_ms: int = 0
     state_timestamp_ms: int = 0
 
     def transition(self, new: GroupState, now_ms: int) -> None:
@@ -226,19 +227,21 @@ class GroupCoordinator:
         member_args = dict(group_instance_id=group_instance_id, client_id=client_id, client_host=client_host,
                            session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
                            protocol_type=protocol_type, protocols=list(protocols))
+        if member_id and group_instance_id is not None:
+            known = group.static_members.get(group_instance_id)
+            if known is not None and known != member_id:
+                # A zombie of a replaced static member: fenced, it must not fence the new one.
+                return respond(JoinResult(ErrorCode.fenced_instance_id, member_id=member_id))
         if not member_id:
             new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if group_instance_id is not None:
                 old_id = group.static_members.get(group_instance_id)
                 if old_id is not None and old_id in group.members:
-                    # A new instance with the same group.instance.id fences the old one.
-                    old = group.members.pop(old_id)
-                    if group.leader_id == old_id:
-                        group.leader_id = new_id
-                    if old.join_respond:
-                        old.join_respond(JoinResult(ErrorCode.fenced_instance_id, member_id=old_id))
-                    if old.sync_respond:
-                        old.sync_respond(SyncResult(ErrorCode.fenced_instance_id))
+                    self._replace_static_member(group, old_id, new_id, member_args, respond, now)
+                    return None
+            if len(group.members) + len(group.pending_members) >= self.config.max_size:
+                return respond(JoinResult(ErrorCode.group_max_size_reached, member_id=member_id))
+            if group_instance_id is not None:
                 self._add_member(group, new_id, member_args, respond, now)
                 return None
             if require_known_member_id:
@@ -259,6 +262,10 @@ class GroupCoordinator:
         member.protocols = list(protocols)
         member.session_timeout_ms, member.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
         member.deadline_ms = now + session_timeout_ms
+        if member.join_respond is not None:
+            # Pipelined duplicate join: the earlier request must still get exactly one answer.
+            member.join_respond(JoinResult(ErrorCode.rebalance_in_progress, member_id=member_id))
+            member.join_respond = None
         if group.state is S.PREPARING_REBALANCE:
             member.join_respond = respond
             self._check_join_complete(group)
@@ -272,6 +279,36 @@ class GroupCoordinator:
         else:
             respond(JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
         return None
+
+    def _replace_static_member(self, group: Group, old_id: str, new_id: str, args: dict, respond, now: int) -> None:
+        """KIP-345: a restarted static member takes over its old identity. The old member id is
+        fenced. In Stable with unchanged protocols there is no rebalance: the new member gets the
+        current generation and, at SyncGroup, the old assignment."""
+        old = group.members.pop(old_id)
+        if old.join_respond:
+            old.join_respond(JoinResult(ErrorCode.fenced_instance_id, member_id=old_id))
+        if old.sync_respond:
+            old.sync_respond(SyncResult(ErrorCode.fenced_instance_id))
+        member = Member(member_id=new_id, **args)
+        member.assignment = old.assignment
+        member.deadline_ms = now + member.session_timeout_ms
+        group.members[new_id] = member
+        group.static_members[member.group_instance_id] = new_id
+        if group.leader_id == old_id:
+            group.leader_id = new_id
+        if group.state is S.STABLE and member.protocols == old.protocols:
+            self._store_group(group, lambda _err: None)
+            result = self._join_result(group, member)
+            # The leader must not recompute assignments for an unchanged group (KIP-345).
+            respond(JoinResult(result.error, result.generation, result.protocol_type, result.protocol_name,
+                               result.leader, result.member_id, result.members,
+                               skip_assignment=member.member_id == group.leader_id))
+            return
+        member.join_respond = respond
+        if group.state is S.PREPARING_REBALANCE:
+            self._check_join_complete(group)
+        else:
+            self._prepare_rebalance(group, now)
 
     def _add_member(self, group: Group, member_id: str, args: dict, respond, now: int) -> None:
         member = Member(member_id=member_id, **args)
@@ -308,8 +345,9 @@ class GroupCoordinator:
 
     def _complete_join(self, group: Group) -> None:
         now = self.clock()
-        # Members that did not rejoin in time are gone.
-        for mid in [mid for mid, m in group.members.items() if m.join_respond is None]:
+        # Dynamic members that did not rejoin in time are gone; static members stay until their
+        # session times out (KIP-345).
+        for mid in [mid for mid, m in group.members.items() if m.join_respond is None and m.group_instance_id is None]:
             self._drop_member(group, mid)
         group.pending_members.clear()
         group.generation += 1
@@ -323,10 +361,13 @@ class GroupCoordinator:
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members))
         group.transition(S.COMPLETING_REBALANCE, now)
+        # Members that do not send SyncGroup within the rebalance timeout are removed.
+        group.sync_deadline_ms = now + max(m.rebalance_timeout_ms for m in group.members.values())
         for member in group.members.values():
             respond, member.join_respond = member.join_respond, None
             member.deadline_ms = now + member.session_timeout_ms
-            respond(self._join_result(group, member))
+            if respond is not None:
+                respond(self._join_result(group, member))
 
     def _join_result(self, group: Group, member: Member) -> JoinResult:
         members = ()
@@ -357,6 +398,8 @@ class GroupCoordinator:
             return respond(SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name, member.assignment))
         if group.state is not S.COMPLETING_REBALANCE:
             return respond(SyncResult(ErrorCode.unknown_member_id))
+        if member.sync_respond is not None:
+            member.sync_respond(SyncResult(ErrorCode.rebalance_in_progress))
         member.sync_respond = respond
         if member_id != group.leader_id:
             return None
@@ -465,19 +508,30 @@ class GroupCoordinator:
                 if deadline <= now:
                     del group.pending_members[mid]
                     self._check_join_complete(group)
+            # A member waiting for its JoinGroup or SyncGroup answer is alive.
             for mid in [mid for mid, m in group.members.items()
-                        if m.deadline_ms <= now and not (group.state is S.PREPARING_REBALANCE and m.join_respond)]:
+                        if m.deadline_ms <= now and m.join_respond is None and m.sync_respond is None]:
                 if mid in group.members:
                     self._remove_member_and_rebalance(group, mid)
             if group.state is S.PREPARING_REBALANCE and now >= group.rebalance_deadline_ms:
                 self._complete_join(group)
+            if group.state is S.COMPLETING_REBALANCE and now >= group.sync_deadline_ms:
+                missing = [mid for mid, m in group.members.items() if m.sync_respond is None]
+                for mid in missing:
+                    self._drop_member(group, mid)
+                if missing:
+                    self._prepare_rebalance(group, now)
             if group.state is S.EMPTY:
                 self._expire_offsets(group, now)
 
     def _expire_offsets(self, group: Group, now: int) -> None:
+        # KIP-211: an Empty group's offsets expire retention after the later of their commit
+        # and the moment the group became Empty.
         retention = self.config.offsets_retention_ms
-        expired = [tp for tp, v in group.offsets.items() if now - v.commit_timestamp >= retention]
-        if not expired:
+        expired = [tp for tp, v in group.offsets.items()
+                   if now - max(v.commit_timestamp, group.state_timestamp_ms) >= retention]
+        idle_too_long = now - group.state_timestamp_ms >= retention
+        if not expired and (group.offsets or group.members or group.pending_members or not idle_too_long):
             return
         records = [(encode_key(OffsetKey(group.group_id, t, p)), None) for t, p in expired]
         for tp in expired:
@@ -500,7 +554,7 @@ class GroupCoordinator:
         results: dict[str, ErrorCode] = {}
         records: list[tuple[bytes, bytes | None]] = []
         now = self.clock()
-        for gid in group_ids:
+        for gid in dict.fromkeys(group_ids):  # a repeated id is one group
             group = self.groups.get(gid)
             if group is None or group.state is S.DEAD:
                 results[gid] = ErrorCode.group_id_not_found
