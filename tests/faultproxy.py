@@ -8,6 +8,9 @@ connection a client makes goes through it). Per response frame, at random, it:
 * **delays** the response (order on the connection is kept, as TCP would);
 * **cuts** the connection before forwarding a request.
 
+Faults hit Produce requests and their responses at the given rates (that is where idempotence
+matters) and every other API at a tenth of them, so clients still get their metadata.
+
 Counts of each fault are kept so tests can assert faults really happened. Runs its own event
 loop in a daemon thread; :meth:`close` stops it.
 """
@@ -29,7 +32,7 @@ def free_port() -> int:
 
 class FaultProxy:
     def __init__(self, upstream_port: int | None = None, *, listen_port: int | None = None, seed: int = 1,
-                 drop_response: float = 0.02, delay_response: float = 0.05, cut_request: float = 0.01,
+                 drop_response: float = 0.03, delay_response: float = 0.05, cut_request: float = 0.01,
                  max_delay_s: float = 0.2) -> None:
         self.listen_port = listen_port or free_port()
         self.upstream_port = upstream_port
@@ -80,11 +83,18 @@ class FaultProxy:
                 w.transport.abort()
             done.set()
 
+        api_of: dict[int, int] = {}  # correlation id -> api key of the request in flight
+
+        def scale(correlation_id: int) -> float:
+            return 1.0 if api_of.pop(correlation_id, None) == 0 else 0.1
+
         async def requests():
             try:
                 while True:
                     frame = await _read_frame(client_r)
-                    if self.enabled and self.rng.random() < self.p_cut:
+                    api_key, _, correlation_id = struct.unpack_from(">hhi", frame, 4)
+                    api_of[correlation_id] = api_key
+                    if self.enabled and self.rng.random() < self.p_cut * (1.0 if api_key == 0 else 0.1):
                         self.counts["cut"] += 1
                         cut()
                         return
@@ -96,8 +106,9 @@ class FaultProxy:
             try:
                 while True:
                     frame = await _read_frame(broker_r)
+                    factor = scale(struct.unpack_from(">i", frame, 4)[0])
                     if self.enabled:
-                        r = self.rng.random()
+                        r = self.rng.random() / factor
                         if r < self.p_drop:
                             self.counts["dropped"] += 1
                             cut()
