@@ -26,6 +26,8 @@ from .apis import api_versions
 from .apis._base import RequestContext
 from .groups.coordinator import GroupConfig, GroupCoordinator
 from .groups.store import OffsetsTopic
+from .txn.coordinator import TransactionCoordinator, TxnConfig
+from .txn.store import MarkerWriter, TransactionStateTopic
 from .producer_ids import ProducerIdManager
 from .protocol import codec
 from .storage.flusher import FsyncPolicy
@@ -54,6 +56,8 @@ class BrokerConfig:
     retention_check_interval_s: float = 300.0
     producer_id_expiration_ms: int = 24 * 3600 * 1000
     offsets_topic_partitions: int = 10
+    transaction_topic_partitions: int = 10
+    txn: TxnConfig = field(default_factory=TxnConfig)
     offsets_topic_segment_bytes: int = 16 << 20
     log_cleaner_interval_s: float = 30.0
     group: GroupConfig = field(default_factory=GroupConfig)
@@ -93,8 +97,10 @@ class Broker:
         self.producer_ids: ProducerIdManager | None = None
         self.groups: GroupCoordinator | None = None
         self.offsets_topic: OffsetsTopic | None = None
-        # FindCoordinator key types served: 0 = groups (transactions add 1).
-        self.coordinator_key_types = {0}
+        self.txn: TransactionCoordinator | None = None
+        self.markers: MarkerWriter | None = None
+        # FindCoordinator key types served: 0 = groups, 1 = transactions.
+        self.coordinator_key_types = {0, 1}
 
     def open(self) -> None:
         self.logs.open()
@@ -105,6 +111,16 @@ class Broker:
         self.groups = GroupCoordinator(lambda: int(time.time() * 1000), self.offsets_topic.persist, self.config.group)
         loaded = self.offsets_topic.replay(self.groups)
         log.info("group coordinator loaded %d record(s): %d group(s)", loaded, len(self.groups.groups))
+        self.markers = MarkerWriter(self.logs, self.groups)
+        txn_topic = TransactionStateTopic(self.logs, self.config.transaction_topic_partitions,
+                                          self.config.offsets_topic_segment_bytes)
+        self.txn = TransactionCoordinator(
+            lambda: int(time.time() * 1000), self.producer_ids.allocate, txn_topic.persist,
+            lambda pid, epoch, commit, parts, done: self.markers.write(pid, epoch, commit, parts, done),
+            self.config.txn)
+        loaded = txn_topic.replay(self.txn)
+        self.txn.recover()
+        log.info("transaction coordinator loaded %d record(s): %d transactional id(s)", loaded, len(self.txn.txns))
 
     async def tick_task(self, interval_s: float = 0.1) -> None:
         """Drives the coordinators' timers (session and rebalance timeouts)."""
@@ -112,15 +128,20 @@ class Broker:
             await asyncio.sleep(interval_s)
             try:
                 self.groups.tick()
+                for txn_id in self.txn.tick():
+                    log.info("transaction %s timed out: aborting it and fencing its producer", txn_id)
             except Exception:
-                log.exception("group coordinator timer failed")
+                log.exception("coordinator timer failed")
 
     def partition_exists(self, topic: str, partition: int) -> bool:
         t = self.logs.topics.get(topic)
         return t is not None and 0 <= partition < t.partitions
 
     def offset_fetch_error(self, group_id: str, topic: str, partition: int):
-        """Per-partition error for require_stable OffsetFetch (transactions refine this)."""
+        """require_stable OffsetFetch: UNSTABLE_OFFSET_COMMIT while a transactional commit of
+        this partition's offset awaits its marker."""
+        if self.groups.has_pending_txn_offset(group_id, topic, partition):
+            return ErrorCode.unstable_offset_commit
         return ErrorCode.none
 
     def set_listening(self, host: str, port: int) -> None:
@@ -133,12 +154,11 @@ class Broker:
     def describe_config(self) -> dict[str, str]:
         return self.config.describe()
 
-    # Transactions extend these two; without them the LSO is the HW and nothing is aborted.
     def last_stable_offset(self, plog: PartitionLog) -> int:
-        return plog.high_watermark
+        return plog.last_stable_offset()
 
     def aborted_transactions(self, plog: PartitionLog, start: int, end: int):
-        return []
+        return plog.aborted_between(start, end)
 
     # ------------------------------------------------------------------ dispatch
 

@@ -34,6 +34,7 @@ class InvalidProducerEpoch(KafkaError): ...
 class UnknownProducerId(KafkaError): ...
 class ProducerFenced(KafkaError): ...
 class InvalidProducerIdMapping(KafkaError): ...
+class InvalidTxnState(KafkaError): ...
 
 
 ERROR_CODES: dict[type[KafkaError], ErrorCode] = {
@@ -57,7 +58,15 @@ ERROR_CODES: dict[type[KafkaError], ErrorCode] = {
     UnknownProducerId: ErrorCode.unknown_producer_id,
     ProducerFenced: ErrorCode.producer_fenced,
     InvalidProducerIdMapping: ErrorCode.invalid_producer_id_mapping,
+    InvalidTxnState: ErrorCode.invalid_txn_state,
 }
+
+_BY_CODE = {code: cls for cls, code in ERROR_CODES.items()}
+
+
+def error_for_code(code: ErrorCode, message: str) -> KafkaError:
+    """The domain error for a code a coordinator answered with."""
+    return _BY_CODE.get(code, KafkaError)(message)
 
 
 def error_code_for(exc: BaseException) -> ErrorCode:

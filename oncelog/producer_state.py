@@ -55,6 +55,8 @@ class ProducerEntry:
     producer_epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
     last_timestamp_ms: int = -1
+    # First offset of this producer's open transaction on this partition, or -1.
+    current_txn_first_offset: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -86,12 +88,15 @@ class PendingBatch:
     first_seq: int
     last_seq: int
     record_count: int
+    is_transactional: bool = False
 
 
 class ProducerStateManager:
     def __init__(self, directory: str | None = None) -> None:
         self.directory = directory
         self.producers: dict[int, ProducerEntry] = {}
+        # producer id -> first offset of its open transaction (what bounds the LSO)
+        self.ongoing: dict[int, int] = {}
 
     # ------------------------------------------------------------------ append rules
 
@@ -138,7 +143,7 @@ class ProducerStateManager:
             elif not in_sequence(cur_last, first):
                 raise OutOfOrderSequence(f"producer {pid} epoch {epoch}: expected sequence {(cur_last + 1) & INT32_MAX}, got {first}")
             staged[pid] = (epoch, last)
-            pending.append(PendingBatch(pid, epoch, first, last, h.record_count))
+            pending.append(PendingBatch(pid, epoch, first, last, h.record_count, h.is_transactional))
         return pending, None
 
     def commit(self, pending: list[PendingBatch | None], first_offsets: list[int], now_ms: int) -> None:
@@ -147,9 +152,41 @@ class ProducerStateManager:
             if p is None:
                 continue
             self._apply(p.producer_id, p.producer_epoch, p.first_seq, p.last_seq, first_offset,
-                        first_offset + p.record_count - 1, now_ms)
+                        first_offset + p.record_count - 1, now_ms, p.is_transactional)
 
-    def _apply(self, pid, epoch, first_seq, last_seq, first_offset, last_offset, ts) -> None:
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction on this partition, if any."""
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def complete_txn(self, pid: int, epoch: int, marker_offset: int, ts: int) -> int | None:
+        """A COMMIT/ABORT marker was written at ``marker_offset``: close the producer's open
+        transaction. Returns its first offset (None if it had no data here)."""
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerEntry(pid, epoch)
+        if epoch > entry.producer_epoch:
+            # Markers carry the coordinator's epoch, bumped on fencing or with TV2; the old
+            # epoch's sequence numbers mean nothing any more.
+            entry.producer_epoch = epoch
+            entry.batches.clear()
+        entry.last_timestamp_ms = ts
+        first = entry.current_txn_first_offset
+        entry.current_txn_first_offset = -1
+        self.ongoing.pop(pid, None)
+        return first if first >= 0 else None
+
+    def begin_txn(self, pid: int, epoch: int, first_offset: int, ts: int) -> None:
+        """A transactional write without sequence numbers (the broker's own, e.g. transactional
+        offset commits) opens the producer's transaction on this partition."""
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerEntry(pid, epoch)
+        entry.last_timestamp_ms = ts
+        if entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self.ongoing[pid] = first_offset
+
+    def _apply(self, pid, epoch, first_seq, last_seq, first_offset, last_offset, ts, transactional=False) -> None:
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerEntry(pid, epoch)
@@ -158,20 +195,29 @@ class ProducerStateManager:
             entry.batches.clear()
         entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, ts))
         entry.last_timestamp_ms = ts
+        if transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self.ongoing[pid] = first_offset
 
     def replay(self, header, now_ms: int | None = None) -> None:
-        """Rebuild state from a batch already in the log (start-up, after a snapshot)."""
+        """Rebuild state from a data batch already in the log (start-up, after a snapshot).
+        Control batches are replayed by the caller through :meth:`complete_txn`."""
         if header.producer_id < 0 or header.is_control:
+            return
+        if header.base_sequence < 0:
+            if header.is_transactional:
+                self.begin_txn(header.producer_id, header.producer_epoch, header.base_offset, header.max_timestamp)
             return
         ts = header.max_timestamp if now_ms is None else now_ms
         self._apply(header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence,
-                    header.base_offset, header.last_offset, ts)
+                    header.base_offset, header.last_offset, ts, header.is_transactional)
 
     # ------------------------------------------------------------------ housekeeping
 
     def expire(self, now_ms: int, expiration_ms: int) -> int:
         """Drop producers idle longer than ``producer.id.expiration.ms``."""
-        gone = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp_ms > expiration_ms]
+        gone = [pid for pid, e in self.producers.items()
+                if now_ms - e.last_timestamp_ms > expiration_ms and e.current_txn_first_offset < 0]
         for pid in gone:
             del self.producers[pid]
         return len(gone)
@@ -179,7 +225,8 @@ class ProducerStateManager:
     def on_log_start_advanced(self, log_start_offset: int) -> None:
         """DeleteRecords/retention: forget producers whose every batch is below the new start
         (as Kafka does); their next retry gets UNKNOWN_PRODUCER_ID and the client recovers."""
-        for pid in [pid for pid, e in self.producers.items() if e.last_offset < log_start_offset]:
+        for pid in [pid for pid, e in self.producers.items()
+                    if e.last_offset < log_start_offset and e.current_txn_first_offset < 0]:
             del self.producers[pid]
 
     # ------------------------------------------------------------------ snapshots
@@ -189,7 +236,7 @@ class ProducerStateManager:
             "version": SNAPSHOT_VERSION, "offset": offset,
             "producers": [
                 {"producer_id": e.producer_id, "producer_epoch": e.producer_epoch,
-                 "last_timestamp_ms": e.last_timestamp_ms,
+                 "last_timestamp_ms": e.last_timestamp_ms, "current_txn_first_offset": e.current_txn_first_offset,
                  "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp_ms] for b in e.batches]}
                 for e in self.producers.values()
             ],
@@ -200,11 +247,15 @@ class ProducerStateManager:
         if doc.get("version") != SNAPSHOT_VERSION:
             raise ValueError(f"unknown producer snapshot version {doc.get('version')}")
         self.producers.clear()
+        self.ongoing.clear()
         for p in doc["producers"]:
-            entry = ProducerEntry(p["producer_id"], p["producer_epoch"], last_timestamp_ms=p["last_timestamp_ms"])
+            entry = ProducerEntry(p["producer_id"], p["producer_epoch"], last_timestamp_ms=p["last_timestamp_ms"],
+                                  current_txn_first_offset=p.get("current_txn_first_offset", -1))
             for b in p["batches"]:
                 entry.batches.append(BatchMetadata(*b))
             self.producers[entry.producer_id] = entry
+            if entry.current_txn_first_offset >= 0:
+                self.ongoing[entry.producer_id] = entry.current_txn_first_offset
         return doc["offset"]
 
     def snapshot_paths(self) -> list[tuple[int, str]]:
@@ -237,4 +288,5 @@ class ProducerStateManager:
             except (ValueError, KeyError, OSError):
                 os.unlink(path)  # a torn snapshot: fall back to an older one
         self.producers.clear()
+        self.ongoing.clear()
         return None

@@ -13,7 +13,7 @@ from oncelog.producer_state import INT32_MAX, ProducerStateManager
 def batch(pid=7, epoch=0, seq=0, count=1):
     last = (seq + count - 1) % (INT32_MAX + 1)
     return SimpleNamespace(producer_id=pid, producer_epoch=epoch, base_sequence=seq, last_sequence=last,
-                           record_count=count, is_control=False)
+                           record_count=count, is_control=False, is_transactional=False)
 
 
 class Log:

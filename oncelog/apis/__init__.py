@@ -5,7 +5,14 @@ exactly what it implements.
 """
 
 from . import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
+    describe_transactions,
+    end_txn,
+    list_transactions,
+    txn_offset_commit,
+    write_txn_markers,
     delete_groups,
     describe_groups,
     find_coordinator,
@@ -36,6 +43,8 @@ MODULES = [
     describe_configs, create_partitions, describe_cluster, init_producer_id, describe_producers,
     find_coordinator, join_group, sync_group, heartbeat, leave_group, describe_groups, list_groups,
     delete_groups, offset_commit, offset_fetch, offset_delete,
+    add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit, write_txn_markers,
+    list_transactions, describe_transactions,
 ]
 
 HANDLERS = {m.API_KEY: m for m in MODULES}

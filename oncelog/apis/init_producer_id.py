@@ -5,7 +5,8 @@ Without a transactional id: a fresh producer id at epoch 0, never reused (see
 epoch it has (after UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE_NUMBER) gets the same id with
 the epoch bumped, so it can start over at sequence 0 instead of failing; at the last epoch it
 gets a new id. An id we never issued gets INVALID_PRODUCER_ID_MAPPING.
-Transactional ids are handled by the transaction coordinator (not yet: INVALID_REQUEST).
+With a transactional id the transaction coordinator answers (epoch bump fencing the previous
+instance; CONCURRENT_TRANSACTIONS while its open transaction is aborted or completed).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from ._base import NO_THROTTLE, OK, build, response_module
+from ._txn import future, resolve
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -26,7 +28,16 @@ def handle(ctx, request):
     ids = ctx.broker.producer_ids
     code, pid, epoch = OK, -1, -1
     if request.transactional_id is not None:
-        code = ErrorCode.invalid_request
+        fut = future()
+
+        def respond(err, pid, epoch):
+            resolve(fut, build(m.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=err,
+                               producer_id=pid, producer_epoch=epoch))
+
+        ctx.broker.txn.init_producer_id(
+            request.transactional_id, int(request.transaction_timeout.total_seconds() * 1000),
+            getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1), respond)
+        return fut
     else:
         given_pid = getattr(request, "producer_id", -1)
         given_epoch = getattr(request, "producer_epoch", -1)

@@ -7,6 +7,11 @@ are appended with offsets patched in. acks=0 gets no response; acks=1 is answere
 bytes are in the log (page cache); acks=-1 (all) under ``--fsync always`` once a group-commit
 fsync covering them has finished (see :mod:`oncelog.storage.flusher`). Clients may not write to
 internal topics (names starting with ``__``).
+
+Transactional batches are verified with the transaction coordinator before anything is written
+(KIP-890 part 1): the producer's epoch must be current and the partition must be in its Ongoing
+transaction, else INVALID_PRODUCER_EPOCH / INVALID_TXN_STATE. With v12 (transaction version 2)
+the partition is added to the transaction implicitly, before the append.
 """
 
 from __future__ import annotations
@@ -22,12 +27,13 @@ from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 0
 MIN_VERSION = 3
-MAX_VERSION = 11
+MAX_VERSION = 12  # v12: transaction version 2 (implicit AddPartitionsToTxn, KIP-890 part 2)
 
 log = logging.getLogger("oncelog.produce")
 
 
-def append_partition(ctx, topic: str, partition: int, records, now_ms: int, wait: bool):
+def append_partition(ctx, topic: str, partition: int, records, now_ms: int, wait: bool,
+                     transactional_id: str | None = None):
     """Validate and append one partition's records. Returns (base_offset, log_start, durable)
     where ``durable`` is a future to await (or None)."""
     broker = ctx.broker
@@ -46,6 +52,12 @@ def append_partition(ctx, topic: str, partition: int, records, now_ms: int, wait
     for header in batches:
         if header.is_control:
             raise errors.InvalidRecord(f"{topic}-{partition}: clients may not write control batches")
+        if header.is_transactional:
+            code = broker.txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch,
+                                               topic, partition)
+            if code is not None:
+                raise errors.error_for_code(code, f"{topic}-{partition}: transactional batch of producer "
+                                                  f"{header.producer_id} epoch {header.producer_epoch}: {code.name}")
     # Idempotence: every batch is checked against the producer state before anything is written.
     pending, duplicate = plog.producers.prepare(batches)
     if duplicate is not None:
@@ -65,6 +77,44 @@ async def _await_durable(futures, timeout_s: float):
 
 
 def handle(ctx, request):
+    if ctx.api_version >= 12 and request.transactional_id is not None:
+        missing = _partitions_to_add(ctx, request)
+        if missing:
+            return _add_then_append(ctx, request, missing)
+    return _append_all(ctx, request)
+
+
+def _partitions_to_add(ctx, request) -> dict[tuple[int, int], set]:
+    """TV2: partitions with transactional batches that are not yet in the transaction."""
+    txn = ctx.broker.txn
+    meta = txn.txns.get(request.transactional_id)
+    missing: dict[tuple[int, int], set] = {}
+    for topic_data in request.topic_data:
+        for pd in topic_data.partition_data:
+            if pd.records is None or len(pd.records) < rb.HEADER_SIZE:
+                continue
+            h = rb.parse_header(pd.records)
+            if not h.is_transactional or meta is None or meta.producer_id != h.producer_id:
+                continue
+            if meta.state.name == "ONGOING" and (topic_data.name, pd.index) in meta.partitions:
+                continue
+            if ctx.broker.partition_exists(topic_data.name, pd.index):
+                missing.setdefault((h.producer_id, h.producer_epoch), set()).add((topic_data.name, pd.index))
+    return missing
+
+
+async def _add_then_append(ctx, request, missing):
+    loop = asyncio.get_running_loop()
+    for (pid, epoch), parts in missing.items():
+        fut = loop.create_future()
+        ctx.broker.txn.add_partitions(request.transactional_id, pid, epoch, parts,
+                                      lambda err, fut=fut: fut.done() or fut.set_result(err), tv2=True)
+        await fut  # on an error the append below is refused by verification, with its code
+    result = _append_all(ctx, request)
+    return (await result) if asyncio.iscoroutine(result) else result
+
+
+def _append_all(ctx, request):
     acks = request.acks
     now_ms = int(time.time() * 1000)
     wait = acks == -1
@@ -77,7 +127,8 @@ def handle(ctx, request):
             try:
                 if acks not in (0, 1, -1):
                     raise errors.InvalidRequiredAcks(f"acks must be 0, 1 or -1, not {acks}")
-                base, start, durable = append_partition(ctx, topic_data.name, pd.index, pd.records, now_ms, wait)
+                base, start, durable = append_partition(ctx, topic_data.name, pd.index, pd.records, now_ms, wait,
+                                                        request.transactional_id)
                 entry[2], entry[3] = base, start
                 if durable is not None:
                     pending.append(durable)

@@ -201,6 +201,9 @@ class GroupCoordinator:
         self.persist = persist
         self.config = config
         self.groups: dict[str, Group] = {}
+        # Transactional offset commits awaiting their producer's COMMIT/ABORT marker:
+        # producer id -> {(group, topic, partition): value}
+        self.pending_txn_offsets: dict[int, dict[tuple[str, str, int], OffsetValue]] = {}
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -670,6 +673,45 @@ class GroupCoordinator:
 
         self.persist(group_id, records, stored)
         return None
+
+    # ------------------------------------------------------------------ transactional offsets
+
+    def stage_txn_offsets(self, producer_id: int, group_id: str, offsets: dict[tuple[str, int], OffsetValue]) -> None:
+        staged = self.pending_txn_offsets.setdefault(producer_id, {})
+        for (topic, partition), value in offsets.items():
+            staged[(group_id, topic, partition)] = value
+
+    def complete_txn_offsets(self, producer_id: int, commit: bool) -> None:
+        """The producer's transaction ended: its offsets become visible (commit) or vanish."""
+        staged = self.pending_txn_offsets.pop(producer_id, {})
+        if not commit:
+            return
+        for (group_id, topic, partition), value in staged.items():
+            group = self.groups.get(group_id)
+            if group is None:
+                group = self.groups[group_id] = Group(group_id, state_timestamp_ms=self.clock())
+            group.offsets[(topic, partition)] = value
+
+    def has_pending_txn_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        key = (group_id, topic, partition)
+        return any(key in staged for staged in self.pending_txn_offsets.values())
+
+    def validate_txn_offset_commit(self, group_id: str, generation: int, member_id: str,
+                                   group_instance_id: str | None) -> ErrorCode:
+        """KIP-447: a transactional commit carrying group metadata is fenced like a plain one."""
+        if not group_id:
+            return ErrorCode.invalid_group_id
+        if generation < 0 and not member_id:
+            return ErrorCode.none  # no group metadata sent (older clients / standalone)
+        group = self.groups.get(group_id)
+        if group is None or group.state is S.DEAD:
+            return ErrorCode.illegal_generation
+        error = self._check_member(group, member_id, group_instance_id)
+        if error is not None:
+            return error
+        if generation != group.generation:
+            return ErrorCode.illegal_generation
+        return ErrorCode.none
 
     # ------------------------------------------------------------------ persistence
 

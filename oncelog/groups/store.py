@@ -8,13 +8,13 @@ coordinator. The topic has ``cleanup.policy=compact``.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
 from kio.schema.errors import ErrorCode
 
 from ..protocol import records as rb
+from ..storage.flusher import when_durable
 from ..storage.log_manager import LogManager
 from . import records as gr
 from .coordinator import GroupCoordinator
@@ -47,29 +47,52 @@ class OffsetsTopic:
             log.error("cannot write to %s: %r", OFFSETS_TOPIC, exc)
             on_done(ErrorCode.kafka_storage_error)
             return
-        durable = self.logs.flusher.mark(plog, wait=True)
-        if durable is None:
-            on_done(ErrorCode.none)
-            return
+        when_durable(self.logs.flusher, [plog],
+                     lambda ok: on_done(ErrorCode.none if ok else ErrorCode.kafka_storage_error))
 
-        def done(fut: asyncio.Future) -> None:
-            on_done(ErrorCode.kafka_storage_error if fut.cancelled() or fut.exception() else ErrorCode.none)
-
-        durable.add_done_callback(done)
+    def persist_transactional(self, group_id: str, producer_id: int, producer_epoch: int,
+                              records: list[tuple[bytes, bytes | None]], on_done) -> None:
+        """TxnOffsetCommit: offsets written as part of a producer's transaction; they take
+        effect when its COMMIT marker reaches this partition (see the coordinator)."""
+        plog = self.logs.get_log(OFFSETS_TOPIC, self.partition_for(group_id))
+        now = int(time.time() * 1000)
+        data = bytearray(rb.build_batch(records, timestamp_ms=now, producer_id=producer_id,
+                                        producer_epoch=producer_epoch, attributes=rb.ATTR_TRANSACTIONAL))
+        first = plog.append(data, rb.scan_batches(bytes(data)), now)[0]
+        plog.producers.begin_txn(producer_id, producer_epoch, first, now)
+        when_durable(self.logs.flusher, [plog],
+                     lambda ok: on_done(ErrorCode.none if ok else ErrorCode.kafka_storage_error))
 
     def replay(self, coordinator: GroupCoordinator) -> int:
         """Load every stored offset and group into the coordinator; returns records read."""
         count = 0
         for p in range(self.partitions):
             plog = self.logs.get_log(OFFSETS_TOPIC, p)
+            # Transactional offset commits wait for their marker, as they did when written.
+            pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
             for seg in plog.segments:
                 for position, header in seg.iter_headers(0):
-                    if header.is_control or header.last_offset < plog.log_start_offset:
+                    if header.last_offset < plog.log_start_offset:
                         continue
                     batch = seg.read(position, header.size)
+                    if header.is_control:
+                        records = pending.pop(header.producer_id, [])
+                        if rb.control_type(batch) == rb.CONTROL_COMMIT:
+                            for key, value in records:
+                                self._apply(coordinator, key, value)
+                        continue
                     for _, _, key, value in rb.iter_records(batch):
                         count += 1
-                        self._apply(coordinator, key, value)
+                        if header.is_transactional:
+                            pending.setdefault(header.producer_id, []).append((key, value))
+                        else:
+                            self._apply(coordinator, key, value)
+            for producer_id, records in pending.items():
+                for key, value in records:
+                    k = gr.decode_key(key)
+                    if isinstance(k, gr.OffsetKey) and value is not None:
+                        coordinator.stage_txn_offsets(producer_id, k.group,
+                                                      {(k.topic, k.partition): gr.decode_offset_value(value)})
         return count
 
     @staticmethod

@@ -279,3 +279,28 @@ def iter_records(batch: bytes | memoryview):
         value = None if vlen < 0 else bytes(batch[pos : pos + vlen])
         pos = end  # skip headers
         yield header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value
+
+
+# ---------------------------------------------------------------------------------------------
+# Control records (transaction markers). Key: int16 version (0), int16 type (0 abort, 1 commit).
+# Value (EndTxnMarker): int16 version (0), int32 coordinator_epoch. kio's schemas lack the
+# leading version fields Kafka writes, so these are encoded here.
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+
+def build_control_batch(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                        timestamp_ms: int) -> bytes:
+    key = struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    return build_batch([(key, value)], timestamp_ms=timestamp_ms, producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE,
+                       attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL)
+
+
+def control_type(batch: bytes | memoryview) -> int:
+    """CONTROL_COMMIT or CONTROL_ABORT of a control batch (its single record's key)."""
+    for _, _, key, _ in iter_records(batch):
+        return struct.unpack_from(">hh", key)[1]
+    raise ValueError("control batch without a record")

@@ -144,3 +144,25 @@ class Flusher:
 
 def checkpoint_points(logs: list[PartitionLog]) -> dict[str, RecoveryPoint]:
     return {f"{p.topic}/{p.partition}": p.durable_point for p in logs if p.durable_point is not None}
+
+
+def when_durable(flusher: Flusher, plogs: list[PartitionLog], callback) -> None:
+    """Call ``callback(ok: bool)`` once what was appended to ``plogs`` so far is durable
+    (at once when the policy does not wait for fsync)."""
+    futures = [f for f in (flusher.mark(p, wait=True) for p in plogs) if f is not None]
+    futures = list(dict.fromkeys(futures))
+    if not futures:
+        callback(True)
+        return
+    remaining = [len(futures)]
+    failed = [False]
+
+    def one(fut: asyncio.Future) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            failed[0] = True
+        remaining[0] -= 1
+        if remaining[0] == 0:
+            callback(not failed[0])
+
+    for fut in futures:
+        fut.add_done_callback(one)

@@ -26,6 +26,7 @@ import asyncio
 import bisect
 import logging
 import os
+import struct
 import time
 from dataclasses import dataclass, field
 
@@ -106,6 +107,21 @@ CONFIG_NAMES = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    """An aborted transaction's range on this partition: data of ``producer_id`` from
+    ``first_offset`` up to the ABORT marker at ``last_offset`` must be dropped by read_committed
+    consumers. ``last_stable_offset`` is the LSO when the abort completed."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
+ABORTED_ENTRY = struct.Struct(">hqqqq")  # version 0, producer id, first, last, lso (Kafka's .txnindex)
+
+
 @dataclass
 class RecoveryPoint:
     """A prefix of the log known to be on disk: everything before ``position`` of segment
@@ -139,6 +155,9 @@ class PartitionLog:
         self.recovery_scanned_bytes = 0  # how much start-up validated: bounded by the unflushed tail
         # Idempotent-producer state, derived from this log (snapshots + replay of the tail).
         self.producers = ProducerStateManager(directory)
+        # Aborted transactions, by marker offset (file ``aborted-txns``, 34-byte entries).
+        self.aborted: list[AbortedTxn] = []
+        self._aborted_fd: int | None = None
 
     # ------------------------------------------------------------------ open / recover
 
@@ -213,17 +232,81 @@ class PartitionLog:
             return
 
     def _rebuild_producer_state(self) -> None:
-        """Newest snapshot at or below the LEO, then replay of the batch headers after it."""
+        """Newest snapshot at or below the LEO, then replay of the batch headers after it
+        (markers close transactions and re-create missing aborted-transaction entries)."""
+        self._load_aborted()
         start = self.producers.load_latest_snapshot(self.log_end_offset)
         if start is None:
             start = self.log_start_offset
         i = max(bisect.bisect_right(self.bases, start) - 1, 0)
+        known_markers = {a.last_offset for a in self.aborted}
         for seg in self.segments[i:]:
             pos = seg.floor_position(start) if seg.base_offset <= start else 0
-            for _, header in seg.iter_headers(pos):
-                if header.base_offset >= start:
+            for position, header in seg.iter_headers(pos):
+                if header.base_offset < start:
+                    continue
+                if header.is_control:
+                    commit = rb.control_type(seg.read(position, header.size)) == rb.CONTROL_COMMIT
+                    first = self.producers.complete_txn(header.producer_id, header.producer_epoch,
+                                                        header.base_offset, header.max_timestamp)
+                    if not commit and first is not None and header.base_offset not in known_markers:
+                        self._record_aborted(AbortedTxn(header.producer_id, first, header.base_offset,
+                                                        self.producers.first_unstable_offset() or header.base_offset))
+                else:
                     self.producers.replay(header)
         self.producers.on_log_start_advanced(self.log_start_offset)
+
+    # ------------------------------------------------------------------ transactions
+
+    def _load_aborted(self) -> None:
+        path = os.path.join(self.directory, "aborted-txns")
+        entries = []
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            raw = b""
+        usable = len(raw) - len(raw) % ABORTED_ENTRY.size
+        end = self.log_end_offset
+        for _, pid, first, last, lso in ABORTED_ENTRY.iter_unpack(raw[:usable]):
+            if last < end:  # entries for markers that recovery truncated are dropped
+                entries.append(AbortedTxn(pid, first, last, lso))
+        self.aborted = entries
+        self._rewrite_aborted()
+
+    def _rewrite_aborted(self) -> None:
+        path = os.path.join(self.directory, "aborted-txns")
+        data = b"".join(ABORTED_ENTRY.pack(0, a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset)
+                        for a in self.aborted)
+        _atomic_write_bytes(path, data)
+        if self._aborted_fd is not None:
+            os.close(self._aborted_fd)
+        self._aborted_fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+
+    def _record_aborted(self, entry: AbortedTxn) -> None:
+        self.aborted.append(entry)
+        os.write(self._aborted_fd, ABORTED_ENTRY.pack(0, entry.producer_id, entry.first_offset, entry.last_offset,
+                                                      entry.last_stable_offset))
+
+    def last_stable_offset(self) -> int:
+        """Below the first offset of any open transaction, and never above the HW."""
+        first = self.producers.first_unstable_offset()
+        return self.high_watermark if first is None else min(first, self.high_watermark)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                      now_ms: int) -> int:
+        """Write a COMMIT/ABORT control batch for ``producer_id``'s transaction; returns its offset."""
+        data = bytearray(rb.build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
+        offset = self.append(data, rb.scan_batches(bytes(data)), now_ms)[0]
+        first = self.producers.complete_txn(producer_id, producer_epoch, offset, now_ms)
+        if not commit and first is not None:
+            self._record_aborted(AbortedTxn(producer_id, first, offset, self.last_stable_offset()))
+        return offset
+
+    def aborted_between(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of aborted transactions overlapping [start, end)."""
+        i = bisect.bisect_left([a.last_offset for a in self.aborted], start)
+        return [(a.producer_id, a.first_offset) for a in self.aborted[i:] if a.first_offset < end]
 
     def _read_log_start(self) -> int:
         try:
@@ -300,7 +383,9 @@ class PartitionLog:
         self.segments.append(new)
         self.bases.append(new.base_offset)
         self.pending_closed.append(old)
-        # A snapshot per roll bounds the replay at start-up to one segment.
+        # A snapshot per roll bounds the replay at start-up to one segment; the aborted index
+        # entries before it must be durable first, as replay will not recreate them.
+        os.fsync(self._aborted_fd)
         self.producers.write_snapshot(new.base_offset)
         self.dirty = True
 
@@ -390,6 +475,7 @@ class PartitionLog:
             self._write_log_start()
             self._drop_segments_below(offset)
             self.producers.on_log_start_advanced(offset)
+            self._trim_aborted()
         return self.log_start_offset
 
     def _drop_segments_below(self, offset: int) -> None:
@@ -423,9 +509,18 @@ class PartitionLog:
                 self.log_start_offset = self.bases[0]
                 self._write_log_start()
                 self.producers.on_log_start_advanced(self.log_start_offset)
+                self._trim_aborted()
         return removed
 
+    def _trim_aborted(self) -> None:
+        keep = [a for a in self.aborted if a.last_offset >= self.log_start_offset]
+        if len(keep) != len(self.aborted):
+            self.aborted = keep
+            self._rewrite_aborted()
+
     def close(self) -> None:
+        os.fsync(self._aborted_fd)
+        os.close(self._aborted_fd)
         self.producers.write_snapshot(self.log_end_offset)
         for seg in self.segments:
             seg.close()
@@ -433,6 +528,9 @@ class PartitionLog:
 
     def delete_all(self) -> None:
         self.deleted = True
+        if self._aborted_fd is not None:
+            os.close(self._aborted_fd)
+            self._aborted_fd = None
         for seg in self.segments:
             seg.delete()
         for name in os.listdir(self.directory):
@@ -446,6 +544,15 @@ def _atomic_write(path: str, text: str) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _atomic_write_bytes(path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

@@ -1,0 +1,64 @@
+"""AddPartitionsToTxn (key 24), v0-5. v0-3: one transaction, from clients. v4+: batched, from
+brokers; with ``verify_only`` it only checks that the partitions are in the transaction
+(KIP-890 part 1). Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION and the others
+OPERATION_NOT_ATTEMPTED; nothing is added then."""
+
+from __future__ import annotations
+
+import asyncio
+
+from kio.schema.errors import ErrorCode
+
+from ._base import NO_THROTTLE, OK, build, response_module
+from ._txn import fenced_code, future, resolve
+
+API_KEY = 24
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def _one(ctx, txn_id, pid, epoch, topics, verify_only, done):
+    """Handle one transaction; ``done(code_by_partition)``."""
+    broker = ctx.broker
+    parts = {(t.name, p) for t in topics for p in t.partitions}
+    unknown = {tp for tp in parts if not broker.partition_exists(*tp)}
+    if unknown:
+        return done({tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
+                     for tp in parts})
+    if verify_only:
+        codes = {tp: broker.txn.verify_partition(txn_id, pid, epoch, *tp) or OK for tp in parts}
+        return done(codes)
+    fenced = fenced_code(ctx.api_version, 2)
+    broker.txn.add_partitions(txn_id, pid, epoch, parts, lambda err: done({tp: err for tp in parts}), fenced=fenced)
+    return None
+
+
+def _topic_results(m, codes):
+    by_topic: dict[str, list] = {}
+    for (topic, p), code in sorted(codes.items()):
+        by_topic.setdefault(topic, []).append(m.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code))
+    return tuple(m.AddPartitionsToTxnTopicResult(name=t, results_by_partition=tuple(rs)) for t, rs in by_topic.items())
+
+
+def handle(ctx, request):
+    m = response_module(API_KEY, ctx.api_version)
+    if ctx.api_version <= 3:
+        fut = future()
+        _one(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+             request.v3_and_below_producer_epoch, request.v3_and_below_topics, False,
+             lambda codes: resolve(fut, build(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
+                                              results_by_topic_v3_and_below=_topic_results(m, codes))))
+        return fut
+    return _batched(ctx, request, m)
+
+
+async def _batched(ctx, request, m):
+    results = []
+    for t in request.transactions:
+        fut = future()
+        _one(ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only,
+             lambda codes, fut=fut: resolve(fut, codes))
+        codes = await fut
+        results.append(m.AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=_topic_results(m, codes)))
+    return build(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, error_code=OK,
+                 results_by_transaction=tuple(results))

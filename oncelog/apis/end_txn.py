@@ -1,0 +1,25 @@
+"""EndTxn (key 26), v0-5. Answered once PrepareCommit/PrepareAbort is durable; markers and
+the Complete* record follow. v5+ is transaction version 2 (KIP-890 part 2): the epoch is bumped
+by every EndTxn and returned, so a late request of this transaction cannot touch the next."""
+
+from __future__ import annotations
+
+from ._base import NO_THROTTLE, build, response_module
+from ._txn import fenced_code, future, resolve
+
+API_KEY = 26
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx, request):
+    m = response_module(API_KEY, ctx.api_version)
+    fut = future()
+
+    def respond(err, pid, epoch):
+        resolve(fut, build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=err, producer_id=pid,
+                           producer_epoch=epoch))
+
+    ctx.broker.txn.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
+                           request.committed, ctx.api_version >= 5, respond, fenced=fenced_code(ctx.api_version, 2))
+    return fut

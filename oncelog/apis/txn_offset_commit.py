@@ -1,0 +1,75 @@
+"""TxnOffsetCommit (key 28), v0-5: offsets committed inside a transaction.
+
+Checks: the producer id/epoch are the transaction's current ones (fenced otherwise); the group's
+offsets partition was added (AddOffsetsToTxn) and the transaction is Ongoing (else
+INVALID_TXN_STATE); v3+ with group metadata: generation and member as in OffsetCommit (KIP-447:
+a zombie from an older generation gets ILLEGAL_GENERATION). The offsets are written as a
+transactional batch and stay pending — invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT for
+require_stable — until the COMMIT marker (or vanish on ABORT)."""
+
+from __future__ import annotations
+
+import time
+
+from kio.schema.errors import ErrorCode
+
+from ..groups import records as gr
+from ._base import NO_THROTTLE, OK, build, response_module
+from ._txn import fenced_code, future, resolve
+
+API_KEY = 28
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx, request):
+    m = response_module(API_KEY, ctx.api_version)
+    broker = ctx.broker
+    error = OK
+    meta = broker.txn.txns.get(request.transactional_id)
+    offsets_tp = broker.markers.offsets_partition(request.group_id)
+    if meta is None or meta.producer_id != request.producer_id:
+        error = ErrorCode.invalid_producer_id_mapping
+    elif request.producer_epoch != meta.producer_epoch:
+        error = fenced_code(ctx.api_version, 2)
+    elif meta.state.name != "ONGOING" or offsets_tp not in meta.partitions:
+        error = ErrorCode.invalid_txn_state
+    else:
+        error = broker.groups.validate_txn_offset_commit(
+            request.group_id, getattr(request, "generation_id", -1), getattr(request, "member_id", "") or "",
+            getattr(request, "group_instance_id", None))
+    codes = {}
+    values = {}
+    now = int(time.time() * 1000)
+    for t in request.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if error != OK:
+                codes[tp] = error
+            elif not broker.partition_exists(*tp):
+                codes[tp] = ErrorCode.unknown_topic_or_partition
+            else:
+                codes[tp] = OK
+                values[tp] = gr.OffsetValue(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                                            p.committed_metadata or "", now)
+
+    def response():
+        return build(m.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(
+            m.TxnOffsetCommitResponseTopic(name=t.name, partitions=tuple(
+                m.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=codes[(t.name, p.partition_index)])
+                for p in t.partitions)) for t in request.topics))
+
+    if not values:
+        return response()
+    records = [(gr.encode_key(gr.OffsetKey(request.group_id, t, p)), gr.encode_offset_value(v)) for (t, p), v in values.items()]
+    broker.groups.stage_txn_offsets(request.producer_id, request.group_id, values)
+    fut = future()
+
+    def stored(err):
+        if err != OK:
+            for tp in values:
+                codes[tp] = err
+        resolve(fut, response())
+
+    broker.offsets_topic.persist_transactional(request.group_id, request.producer_id, request.producer_epoch, records, stored)
+    return fut

@@ -1,0 +1,32 @@
+"""WriteTxnMarkers (key 27), v1-2: write COMMIT/ABORT markers directly — what admin tools use
+to abort a hanging transaction (KIP-664) whose coordinator no longer knows it."""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+from ._base import build, response_module
+from ._txn import future, resolve
+
+API_KEY = 27
+MIN_VERSION = 1
+MAX_VERSION = 2
+
+
+async def handle(ctx, request):
+    m = response_module(API_KEY, ctx.api_version)
+    results = []
+    for marker in request.markers:
+        parts = {(t.name, p) for t in marker.topics for p in t.partition_indexes}
+        fut = future()
+        codes = ctx.broker.markers.write(marker.producer_id, marker.producer_epoch, bool(marker.transaction_result),
+                                         parts, lambda err, fut=fut: resolve(fut, err), marker.coordinator_epoch)
+        err = await fut
+        topics = tuple(
+            m.WritableTxnMarkerTopicResult(name=t.name, partitions=tuple(
+                m.WritableTxnMarkerPartitionResult(partition_index=p, error_code=codes.get((t.name, p), err)
+                                                   if err == ErrorCode.none else err)
+                for p in t.partition_indexes))
+            for t in marker.topics)
+        results.append(m.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topics))
+    return build(m.WriteTxnMarkersResponse, markers=tuple(results))

@@ -1,0 +1,415 @@
+"""The transaction coordinator (KIP-98, KIP-360, KIP-447, KIP-890), without sockets.
+
+Each transactional id has a :class:`TxnMetadata` whose every change is first made durable in
+``__transaction_state`` (injected ``persist``), then applied. While a change is being written the
+transaction is *pending*: other requests for it get CONCURRENT_TRANSACTIONS. Markers are written
+through the injected ``write_markers``. Time comes from ``clock()``; :meth:`tick` aborts timed-out
+transactions.
+
+States (Kafka's TransactionState)::
+
+                 AddPartitions/AddOffsets                   EndTxn(commit)
+     +-------+ -----------------------> +---------+ ----------------------> +---------------+
+     | Empty |                          | Ongoing |                         | PrepareCommit |
+     +-------+ <--+                     +---------+ ----------+             +---------------+
+        ^  |      | InitProducerId       |    |  EndTxn(abort)|                    | markers written
+        |  |      | (epoch bump)         |    |               v                    v
+        |  |   +----------------+        |    |       +--------------+     +----------------+
+        |  |   | CompleteCommit |<-------+----+------ | PrepareAbort |     | CompleteCommit |
+        |  |   | CompleteAbort  |  Add* starts a      +--------------+     +----------------+
+        |  |   +----------------+  new transaction           ^  | markers written
+        |  |                                                 |  v
+        |  |   timeout / InitProducerId on Ongoing:    +-------------------+   +---------------+
+        |  +-> Dead (expired ids)                       | PrepareEpochFence |   | CompleteAbort |
+        |                                               +-------------------+   +---------------+
+
+EndTxn is answered once the Prepare* record is durable; the markers and the Complete* record
+follow. After a restart a durable Prepare* is rolled forward, an Ongoing transaction aborts when
+its timeout passes. Transaction version 2 (EndTxn v5+) bumps the epoch on every EndTxn, so a
+late request of an earlier transaction is fenced instead of touching a later one (KAFKA-17754).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kio.schema.errors import ErrorCode
+
+MAX_EPOCH = 32767 - 1
+
+
+class TxnState(enum.IntEnum):
+    # values are Kafka's on-disk state bytes
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def kafka_name(self) -> str:
+        return "".join(w.capitalize() for w in self.name.split("_"))
+
+
+T = TxnState
+TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
+    T.EMPTY: frozenset({T.EMPTY, T.ONGOING, T.PREPARE_ABORT, T.DEAD}),
+    T.ONGOING: frozenset({T.ONGOING, T.PREPARE_COMMIT, T.PREPARE_ABORT, T.PREPARE_EPOCH_FENCE}),
+    T.PREPARE_COMMIT: frozenset({T.COMPLETE_COMMIT}),
+    T.PREPARE_ABORT: frozenset({T.COMPLETE_ABORT}),
+    T.COMPLETE_COMMIT: frozenset({T.EMPTY, T.ONGOING, T.PREPARE_ABORT, T.DEAD}),
+    T.COMPLETE_ABORT: frozenset({T.EMPTY, T.ONGOING, T.PREPARE_ABORT, T.DEAD}),
+    T.PREPARE_EPOCH_FENCE: frozenset({T.PREPARE_ABORT}),
+    T.DEAD: frozenset(),
+}
+
+
+class IllegalTxnTransition(RuntimeError):
+    pass
+
+
+def check_transition(txn_id: str, old: TxnState, new: TxnState) -> None:
+    if new not in TRANSITIONS[old]:
+        raise IllegalTxnTransition(f"transaction {txn_id!r}: {old.kafka_name} -> {new.kafka_name} is not allowed")
+
+
+@dataclass
+class TxnMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState = T.EMPTY
+    last_producer_id: int = -1
+    last_producer_epoch: int = -1
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    start_ms: int = -1
+    last_update_ms: int = 0
+    pending: bool = False  # a change is being made durable
+    tv2: bool = False
+
+    def copy(self) -> "TxnMetadata":
+        return TxnMetadata(self.transactional_id, self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
+                           self.last_producer_id, self.last_producer_epoch, set(self.partitions), self.start_ms,
+                           self.last_update_ms, False, self.tv2)
+
+
+# ---------------------------------------------------------------------------------------------
+# __transaction_state records. Key (Kafka's TransactionLogKey v0): int16 0, string id.
+# Value: oncelog's version 1 of TransactionLogValue: Kafka's v0 fields (int64 producer_id,
+# int16 producer_epoch, int32 timeout_ms, int8 state, [string topic, [int32 partition]],
+# int64 last_update, int64 start) followed by int64 last_producer_id, int16 last_producer_epoch
+# and int8 tv2 — the fields Kafka's flexible v1 keeps in tagged fields.
+
+
+def encode_key(txn_id: str) -> bytes:
+    b = txn_id.encode()
+    return struct.pack(">hh", 0, len(b)) + b
+
+
+def decode_key(data: bytes) -> str:
+    version, n = struct.unpack_from(">hh", data)
+    if version != 0:
+        raise ValueError(f"unknown transaction log key version {version}")
+    return data[4 : 4 + n].decode()
+
+
+def encode_value(m: TxnMetadata) -> bytes:
+    by_topic: dict[str, list[int]] = {}
+    for t, p in sorted(m.partitions):
+        by_topic.setdefault(t, []).append(p)
+    out = bytearray(struct.pack(">hqhib", 1, m.producer_id, m.producer_epoch, m.timeout_ms, int(m.state)))
+    out += struct.pack(">i", len(by_topic))
+    for t, ps in by_topic.items():
+        tb = t.encode()
+        out += struct.pack(">h", len(tb)) + tb + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", p) for p in ps)
+    out += struct.pack(">qqqhb", m.last_update_ms, m.start_ms, m.last_producer_id, m.last_producer_epoch, int(m.tv2))
+    return bytes(out)
+
+
+def decode_value(txn_id: str, data: bytes) -> TxnMetadata:
+    version, pid, epoch, timeout, state = struct.unpack_from(">hqhib", data)
+    if version != 1:
+        raise ValueError(f"unknown transaction log value version {version}")
+    pos = 17
+    (n_topics,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    partitions = set()
+    for _ in range(n_topics):
+        (n,) = struct.unpack_from(">h", data, pos)
+        topic = data[pos + 2 : pos + 2 + n].decode()
+        pos += 2 + n
+        (count,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        for _ in range(count):
+            partitions.add((topic, struct.unpack_from(">i", data, pos)[0]))
+            pos += 4
+    last_update, start, last_pid, last_epoch, tv2 = struct.unpack_from(">qqqhb", data, pos)
+    return TxnMetadata(txn_id, pid, epoch, timeout, TxnState(state), last_pid, last_epoch, partitions, start,
+                       last_update, False, bool(tv2))
+
+
+# ---------------------------------------------------------------------------------------------
+
+Persist = Callable[[str, bytes | None, Callable[[ErrorCode], None]], None]
+WriteMarkers = Callable[[int, int, bool, set, Callable[[ErrorCode], None]], None]
+
+
+@dataclass(frozen=True)
+class TxnConfig:
+    max_timeout_ms: int = 15 * 60 * 1000
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
+
+
+class TransactionCoordinator:
+    def __init__(self, clock: Callable[[], int], allocate_producer_id: Callable[[], int], persist: Persist,
+                 write_markers: WriteMarkers, config: TxnConfig = TxnConfig()) -> None:
+        self.clock = clock
+        self.allocate_producer_id = allocate_producer_id
+        self.persist = persist
+        self.write_markers = write_markers
+        self.config = config
+        self.txns: dict[str, TxnMetadata] = {}
+        self.by_producer_id: dict[int, str] = {}
+
+    # ------------------------------------------------------------------ durable transitions
+
+    def _commit(self, current: TxnMetadata | None, new: TxnMetadata, on_done: Callable[[ErrorCode], None]) -> None:
+        """Persist ``new`` then install it. ``current`` is marked pending meanwhile."""
+        if current is not None:
+            check_transition(new.transactional_id, current.state, new.state)
+            current.pending = True
+        new.last_update_ms = self.clock()
+
+        def done(err: ErrorCode) -> None:
+            if current is not None:
+                current.pending = False
+            if err == ErrorCode.none:
+                self._install(new)
+            on_done(err)
+
+        self.persist(new.transactional_id, encode_value(new), done)
+
+    def _install(self, m: TxnMetadata) -> None:
+        old = self.txns.get(m.transactional_id)
+        if old is not None and self.by_producer_id.get(old.producer_id) == m.transactional_id:
+            del self.by_producer_id[old.producer_id]
+        self.txns[m.transactional_id] = m
+        self.by_producer_id[m.producer_id] = m.transactional_id
+
+    def load(self, txn_id: str, m: TxnMetadata | None) -> None:
+        """Replay of ``__transaction_state``."""
+        if m is None:
+            old = self.txns.pop(txn_id, None)
+            if old is not None:
+                self.by_producer_id.pop(old.producer_id, None)
+            return
+        self._install(m)
+
+    def recover(self) -> None:
+        """After replay: roll a durable Prepare* forward; a fence in progress becomes an abort."""
+        for m in list(self.txns.values()):
+            if m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
+                self._write_markers_and_complete(m)
+            elif m.state is T.PREPARE_EPOCH_FENCE:
+                self._abort(m, bump_epoch=False)
+
+    # ------------------------------------------------------------------ InitProducerId
+
+    def init_producer_id(self, txn_id: str, timeout_ms: int, producer_id: int, producer_epoch: int,
+                         respond: Callable[[ErrorCode, int, int], None]) -> None:
+        if not txn_id:
+            return respond(ErrorCode.invalid_request, -1, -1)
+        if not 0 < timeout_ms <= self.config.max_timeout_ms:
+            return respond(ErrorCode.invalid_transaction_timeout, -1, -1)
+        m = self.txns.get(txn_id)
+        if m is None:
+            new = TxnMetadata(txn_id, self.allocate_producer_id(), 0, timeout_ms)
+            return self._commit(None, new, lambda err: respond(err, new.producer_id, new.producer_epoch)
+                                if err == ErrorCode.none else respond(err, -1, -1))
+        if m.pending or m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT, T.PREPARE_EPOCH_FENCE):
+            return respond(ErrorCode.concurrent_transactions, -1, -1)
+        if producer_id >= 0:
+            # KIP-360: a producer re-initialising must name the id/epoch it has (or had, on a retry).
+            current = (producer_id, producer_epoch) == (m.producer_id, m.producer_epoch)
+            retried = (producer_id, producer_epoch) == (m.last_producer_id, m.last_producer_epoch)
+            if retried and m.state in (T.EMPTY, T.COMPLETE_COMMIT, T.COMPLETE_ABORT) and not m.partitions:
+                return respond(ErrorCode.none, m.producer_id, m.producer_epoch)
+            if not current:
+                return respond(ErrorCode.producer_fenced, -1, -1)
+        if m.state is T.ONGOING:
+            # The previous instance left a transaction open: abort it with a bumped epoch (which
+            # fences that instance); the client retries until it is complete.
+            self._abort(m, bump_epoch=True)
+            return respond(ErrorCode.concurrent_transactions, -1, -1)
+        new = m.copy()
+        new.timeout_ms = timeout_ms
+        new.last_producer_id, new.last_producer_epoch = m.producer_id, m.producer_epoch
+        if m.producer_epoch >= MAX_EPOCH:
+            new.producer_id, new.producer_epoch = self.allocate_producer_id(), 0
+        else:
+            new.producer_epoch = m.producer_epoch + 1
+        new.state, new.partitions, new.start_ms = T.EMPTY, set(), -1
+        self._commit(m, new, lambda err: respond(err, new.producer_id, new.producer_epoch)
+                     if err == ErrorCode.none else respond(err, -1, -1))
+        return None
+
+    # ------------------------------------------------------------------ partitions
+
+    def _check_producer(self, m: TxnMetadata | None, producer_id: int, producer_epoch: int,
+                        fenced: ErrorCode = ErrorCode.producer_fenced) -> ErrorCode | None:
+        if m is None or m.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if producer_epoch != m.producer_epoch:
+            return fenced
+        if m.pending or m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT, T.PREPARE_EPOCH_FENCE):
+            return ErrorCode.concurrent_transactions
+        return None
+
+    def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
+                       partitions: set[tuple[str, int]], respond: Callable[[ErrorCode], None],
+                       fenced: ErrorCode = ErrorCode.producer_fenced, tv2: bool = False) -> None:
+        m = self.txns.get(txn_id)
+        error = self._check_producer(m, producer_id, producer_epoch, fenced)
+        if error is not None:
+            return respond(error)
+        if m.state is T.ONGOING and partitions <= m.partitions:
+            return respond(ErrorCode.none)
+        new = m.copy()
+        if m.state is not T.ONGOING:
+            new.start_ms = self.clock()
+            new.partitions = set()
+            new.tv2 = tv2
+        new.state = T.ONGOING
+        new.partitions |= partitions
+        self._commit(m, new, respond)
+        return None
+
+    def verify_partition(self, txn_id: str | None, producer_id: int, producer_epoch: int, topic: str,
+                         partition: int) -> ErrorCode | None:
+        """KIP-890 part 1: may this transactional batch be appended? None when it may."""
+        m = self.txns.get(txn_id) if txn_id else self.txns.get(self.by_producer_id.get(producer_id, ""))
+        if m is None or m.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if producer_epoch < m.producer_epoch:
+            return ErrorCode.invalid_producer_epoch
+        if m.state is not T.ONGOING or (topic, partition) not in m.partitions or producer_epoch != m.producer_epoch:
+            return ErrorCode.invalid_txn_state
+        return None
+
+    def txn_for_producer(self, producer_id: int) -> TxnMetadata | None:
+        txn_id = self.by_producer_id.get(producer_id)
+        return self.txns.get(txn_id) if txn_id else None
+
+    # ------------------------------------------------------------------ EndTxn
+
+    def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int, commit: bool, tv2: bool,
+                respond: Callable[[ErrorCode, int, int], None], fenced: ErrorCode = ErrorCode.producer_fenced) -> None:
+        m = self.txns.get(txn_id)
+        if m is None or m.producer_id != producer_id:
+            return respond(ErrorCode.invalid_producer_id_mapping, -1, -1)
+        wanted = T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT
+        if tv2 and producer_epoch == m.producer_epoch - 1 and m.state is wanted and m.last_producer_epoch == producer_epoch:
+            # TV2: a retry of the EndTxn that bumped the epoch — answer it again, change nothing.
+            return respond(ErrorCode.none, m.producer_id, m.producer_epoch)
+        if producer_epoch != m.producer_epoch:
+            return respond(fenced, -1, -1)
+        if m.pending or m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT, T.PREPARE_EPOCH_FENCE):
+            return respond(ErrorCode.concurrent_transactions, -1, -1)
+        if m.state is wanted and not tv2:
+            return respond(ErrorCode.none, m.producer_id, m.producer_epoch)  # TV1 retry
+        if m.state is not T.ONGOING:
+            if tv2 and not commit and m.state in (T.EMPTY, T.COMPLETE_COMMIT, T.COMPLETE_ABORT):
+                pass  # TV2 allows aborting an empty transaction (it still bumps the epoch)
+            else:
+                return respond(ErrorCode.invalid_txn_state, -1, -1)
+        new = m.copy()
+        new.state = T.PREPARE_COMMIT if commit else T.PREPARE_ABORT
+        if tv2:
+            new.tv2 = True
+            new.last_producer_id, new.last_producer_epoch = m.producer_id, m.producer_epoch
+            new.producer_epoch = m.producer_epoch + 1
+
+        def prepared(err: ErrorCode) -> None:
+            if err != ErrorCode.none:
+                return respond(err, -1, -1)
+            installed = self.txns[txn_id]
+            respond(ErrorCode.none, installed.producer_id, installed.producer_epoch)
+            self._write_markers_and_complete(installed)
+
+        self._commit(m, new, prepared)
+        return None
+
+    def _abort(self, m: TxnMetadata, *, bump_epoch: bool) -> None:
+        """Abort an open transaction (timeout, or a new instance's InitProducerId). With
+        ``bump_epoch`` a PrepareEpochFence record raises the epoch first, so the old producer
+        instance is fenced before anything is aborted; then PrepareAbort, markers, CompleteAbort."""
+        txn_id = m.transactional_id
+        if bump_epoch and m.state is T.ONGOING:
+            fence = m.copy()
+            fence.state = T.PREPARE_EPOCH_FENCE
+            fence.last_producer_id, fence.last_producer_epoch = m.producer_id, m.producer_epoch
+            fence.producer_epoch = m.producer_epoch + 1
+            self._commit(m, fence, lambda err: self._abort(self.txns[txn_id], bump_epoch=False)
+                         if err == ErrorCode.none else None)
+            return
+        new = m.copy()
+        new.state = T.PREPARE_ABORT
+
+        def prepared(err: ErrorCode) -> None:
+            if err == ErrorCode.none:
+                self._write_markers_and_complete(self.txns[txn_id])
+
+        self._commit(m, new, prepared)
+
+    def _write_markers_and_complete(self, m: TxnMetadata) -> None:
+        commit = m.state is T.PREPARE_COMMIT
+        m.pending = True
+
+        def written(err: ErrorCode) -> None:
+            m.pending = False
+            if err != ErrorCode.none:
+                return  # stays Prepare*; retried by tick()
+            new = m.copy()
+            new.state = T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT
+            new.partitions = set()
+            self._commit(m, new, lambda _err: None)
+
+        self.write_markers(m.producer_id, m.producer_epoch, commit, set(m.partitions), written)
+
+    # ------------------------------------------------------------------ timers / listing
+
+    def tick(self) -> list[str]:
+        """Abort transactions open longer than their timeout; retry stuck marker writes.
+        Returns the ids aborted."""
+        now = self.clock()
+        aborted = []
+        for m in list(self.txns.values()):
+            if m.pending:
+                continue
+            if m.state is T.ONGOING and m.start_ms >= 0 and now - m.start_ms > m.timeout_ms:
+                self._abort(m, bump_epoch=True)
+                aborted.append(m.transactional_id)
+            elif m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
+                self._write_markers_and_complete(m)
+        return aborted
+
+    def list(self, states: set[str] | None = None, producer_ids: set[int] | None = None,
+             min_duration_ms: int = -1) -> list[TxnMetadata]:
+        now = self.clock()
+        out = []
+        for m in self.txns.values():
+            if states and m.state.kafka_name not in states:
+                continue
+            if producer_ids and m.producer_id not in producer_ids:
+                continue
+            if min_duration_ms >= 0 and (m.start_ms < 0 or now - m.start_ms < min_duration_ms):
+                continue
+            out.append(m)
+        return out

@@ -1,0 +1,102 @@
+"""The I/O side of the transaction coordinator: ``__transaction_state`` and marker writes.
+
+``__transaction_state`` holds one record per change of a transactional id (key and value in
+:mod:`oncelog.txn.coordinator`), placed by Kafka's hash rule and compacted. Markers are control
+batches appended to each partition of a transaction (see
+:meth:`oncelog.storage.partition_log.PartitionLog.append_marker`); a marker in
+``__consumer_offsets`` also settles the transaction's pending offset commits.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from kio.schema.errors import ErrorCode
+
+from ..groups.records import partition_for
+from ..groups.store import OFFSETS_TOPIC
+from ..protocol import records as rb
+from ..storage.flusher import when_durable
+from ..storage.log_manager import LogManager
+from .coordinator import TransactionCoordinator, decode_key, decode_value, encode_key
+
+log = logging.getLogger("oncelog.txn")
+
+TXN_TOPIC = "__transaction_state"
+
+
+class TransactionStateTopic:
+    def __init__(self, logs: LogManager, partitions: int, segment_bytes: int = 16 << 20) -> None:
+        self.logs = logs
+        topic = logs.topics.get(TXN_TOPIC)
+        if topic is None:
+            topic = logs.create_topic(TXN_TOPIC, partitions,
+                                      configs={"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)})
+        self.partitions = topic.partitions
+
+    def persist(self, txn_id: str, value: bytes | None, on_done) -> None:
+        plog = self.logs.get_log(TXN_TOPIC, partition_for(txn_id, self.partitions))
+        now = int(time.time() * 1000)
+        data = bytearray(rb.build_batch([(encode_key(txn_id), value)], timestamp_ms=now))
+        try:
+            plog.append(data, rb.scan_batches(bytes(data)), now)
+        except OSError as exc:
+            log.error("cannot write to %s: %r", TXN_TOPIC, exc)
+            on_done(ErrorCode.kafka_storage_error)
+            return
+        when_durable(self.logs.flusher, [plog],
+                     lambda ok: on_done(ErrorCode.none if ok else ErrorCode.kafka_storage_error))
+
+    def replay(self, coordinator: TransactionCoordinator) -> int:
+        count = 0
+        for p in range(self.partitions):
+            plog = self.logs.get_log(TXN_TOPIC, p)
+            for seg in plog.segments:
+                for position, header in seg.iter_headers(0):
+                    if header.is_control or header.last_offset < plog.log_start_offset:
+                        continue
+                    for _, _, key, value in rb.iter_records(seg.read(position, header.size)):
+                        count += 1
+                        try:
+                            txn_id = decode_key(key)
+                            coordinator.load(txn_id, decode_value(txn_id, value) if value is not None else None)
+                        except (ValueError, UnicodeDecodeError) as exc:
+                            log.warning("skipping unreadable %s record: %s", TXN_TOPIC, exc)
+        return count
+
+
+class MarkerWriter:
+    """Writes COMMIT/ABORT markers to a transaction's partitions and reports durability."""
+
+    def __init__(self, logs: LogManager, groups) -> None:
+        self.logs = logs
+        self.groups = groups
+
+    def write(self, producer_id: int, producer_epoch: int, commit: bool, partitions, on_done,
+              coordinator_epoch: int = 0) -> dict[tuple[str, int], ErrorCode]:
+        now = int(time.time() * 1000)
+        written, results = [], {}
+        touches_offsets = False
+        for topic, partition in sorted(partitions):
+            try:
+                plog = self.logs.get_log(topic, partition)
+            except Exception:
+                results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
+                continue  # the topic was deleted: nothing to mark
+            plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, now)
+            written.append(plog)
+            results[(topic, partition)] = ErrorCode.none
+            touches_offsets |= topic == OFFSETS_TOPIC
+
+        def durable(ok: bool) -> None:
+            if ok and touches_offsets:
+                self.groups.complete_txn_offsets(producer_id, commit)
+            on_done(ErrorCode.none if ok else ErrorCode.kafka_storage_error)
+
+        when_durable(self.logs.flusher, written, durable)
+        return results
+
+    def offsets_partition(self, group_id: str) -> tuple[str, int]:
+        topic = self.logs.topics[OFFSETS_TOPIC]
+        return OFFSETS_TOPIC, partition_for(group_id, topic.partitions)
