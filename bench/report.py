@@ -144,7 +144,7 @@ def print_report(console: Console, opts: Options, rows, comps, logs: dict, cells
 
 def machine() -> dict:
     info = {"nproc": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0],
-            "confluent_kafka": confluent_kafka.version()[0], "librdkafka": confluent_kafka.libversion()[0]}
+            "confluent_kafka": getattr(confluent_kafka, "__version__", None) or str(confluent_kafka.version()), "librdkafka": confluent_kafka.libversion()[0]}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:

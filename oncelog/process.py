@@ -20,7 +20,7 @@ _LISTENING = re.compile(r"oncelog listening on ([\d.]+):(\d+)")
 
 class BrokerProcess:
     def __init__(self, data_dir: str, *, fsync: str = "always", port: int = 0, extra_args: list[str] = (),
-                 log_path: str | None = None) -> None:
+                 log_path: str | None = None, env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
         self.fsync = fsync
         self.port = port
@@ -28,6 +28,7 @@ class BrokerProcess:
         self.log_path = log_path or os.path.join(data_dir + ".log")
         self.proc: subprocess.Popen | None = None
         self.host = "127.0.0.1"
+        self.env = dict(env or {})  # extra environment, e.g. ONCELOG_CRASH_POINT for crash tests
 
     @property
     def bootstrap(self) -> str:
@@ -38,7 +39,7 @@ class BrokerProcess:
         cmd = [sys.executable, "-m", "oncelog", "serve", "--data-dir", self.data_dir, "--port", str(self.port),
                "--fsync", self.fsync, *self.extra_args]
         log_file = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, env={**os.environ, **self.env})
         log_file.close()
         deadline = time.monotonic() + timeout
         line = b""

@@ -315,9 +315,14 @@ class TransactionCoordinator:
         if m is None or m.producer_id != producer_id:
             return respond(ErrorCode.invalid_producer_id_mapping, -1, -1)
         wanted = T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT
-        if tv2 and producer_epoch == m.producer_epoch - 1 and m.state is wanted and m.last_producer_epoch == producer_epoch:
-            # TV2: a retry of the EndTxn that bumped the epoch — answer it again, change nothing.
-            return respond(ErrorCode.none, m.producer_id, m.producer_epoch)
+        preparing = T.PREPARE_COMMIT if commit else T.PREPARE_ABORT
+        if tv2 and producer_epoch == m.producer_epoch - 1 and m.last_producer_epoch == producer_epoch:
+            # TV2: a retry of the EndTxn that bumped the epoch is answered again (once complete)
+            # and changes nothing; anything else from the old epoch is fenced.
+            if m.state is wanted:
+                return respond(ErrorCode.none, m.producer_id, m.producer_epoch)
+            if m.state is preparing:
+                return respond(ErrorCode.concurrent_transactions, -1, -1)
         if producer_epoch != m.producer_epoch:
             return respond(fenced, -1, -1)
         if m.pending or m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT, T.PREPARE_EPOCH_FENCE):

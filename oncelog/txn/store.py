@@ -14,6 +14,7 @@ import time
 
 from kio.schema.errors import ErrorCode
 
+from .. import faults
 from ..groups.records import partition_for
 from ..groups.store import OFFSETS_TOPIC
 from ..protocol import records as rb
@@ -45,8 +46,13 @@ class TransactionStateTopic:
             log.error("cannot write to %s: %r", TXN_TOPIC, exc)
             on_done(ErrorCode.kafka_storage_error)
             return
-        when_durable(self.logs.flusher, [plog],
-                     lambda ok: on_done(ErrorCode.none if ok else ErrorCode.kafka_storage_error))
+
+        def durable(ok: bool) -> None:
+            if ok and faults.CRASH_POINT and value is not None:
+                faults.crash_if(f"txn-durable:{decode_value(txn_id, value).state.kafka_name}")
+            on_done(ErrorCode.none if ok else ErrorCode.kafka_storage_error)
+
+        when_durable(self.logs.flusher, [plog], durable)
 
     def replay(self, coordinator: TransactionCoordinator) -> int:
         count = 0
@@ -86,6 +92,9 @@ class MarkerWriter:
                 continue  # the topic was deleted: nothing to mark
             plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, now)
             written.append(plog)
+            if faults.CRASH_POINT == "markers:after-first" and len(partitions) > 1:
+                plog.active.flush()
+                faults.crash_if("markers:after-first")
             results[(topic, partition)] = ErrorCode.none
             touches_offsets |= topic == OFFSETS_TOPIC
 
