@@ -1,9 +1,14 @@
 """The transaction coordinator (KIP-98, KIP-360, KIP-447, KIP-890), without sockets.
 
 Each transactional id has a :class:`TxnMetadata` whose every change is first made durable in
-``__transaction_state`` (injected ``persist``), then applied. While a change is being written the
-transaction is *pending*: other requests for it get CONCURRENT_TRANSACTIONS. Markers are written
-through the injected ``write_markers``. Time comes from ``clock()``; :meth:`tick` aborts timed-out
+``__transaction_state`` (injected ``persist``), then applied. While a change (or its markers)
+is being written the transaction is *pending*, and further requests for it wait in a queue and
+run, in order, once it is installed. (Kafka answers them CONCURRENT_TRANSACTIONS and the client
+retries after its backoff — 100 ms in librdkafka — which for a coordinator that writes its
+markers in-process costs far more than the wait.) CONCURRENT_TRANSACTIONS remains the answer
+while a transaction sits in Prepare* without a write in flight (markers being retried) and while
+an InitProducerId-triggered abort runs. Markers are written through the injected
+``write_markers``. Time comes from ``clock()``; :meth:`tick` aborts timed-out
 transactions.
 
 States (Kafka's TransactionState)::
@@ -93,19 +98,22 @@ class TxnMetadata:
     last_update_ms: int = 0
     pending: bool = False  # a change is being made durable
     tv2: bool = False
+    # TV2 epoch exhaustion: the producer id the client continues with after this transaction.
+    next_producer_id: int = -1
+    waiting: list = field(default_factory=list)  # requests queued behind the pending change
 
     def copy(self) -> "TxnMetadata":
         return TxnMetadata(self.transactional_id, self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
                            self.last_producer_id, self.last_producer_epoch, set(self.partitions), self.start_ms,
-                           self.last_update_ms, False, self.tv2)
+                           self.last_update_ms, False, self.tv2, self.next_producer_id)
 
 
 # ---------------------------------------------------------------------------------------------
 # __transaction_state records. Key (Kafka's TransactionLogKey v0): int16 0, string id.
 # Value: oncelog's version 1 of TransactionLogValue: Kafka's v0 fields (int64 producer_id,
 # int16 producer_epoch, int32 timeout_ms, int8 state, [string topic, [int32 partition]],
-# int64 last_update, int64 start) followed by int64 last_producer_id, int16 last_producer_epoch
-# and int8 tv2 — the fields Kafka's flexible v1 keeps in tagged fields.
+# int64 last_update, int64 start) followed by int64 last_producer_id, int16 last_producer_epoch,
+# int8 tv2 and int64 next_producer_id — the fields Kafka's flexible v1 keeps in tagged fields.
 
 
 def encode_key(txn_id: str) -> bytes:
@@ -129,7 +137,8 @@ def encode_value(m: TxnMetadata) -> bytes:
     for t, ps in by_topic.items():
         tb = t.encode()
         out += struct.pack(">h", len(tb)) + tb + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", p) for p in ps)
-    out += struct.pack(">qqqhb", m.last_update_ms, m.start_ms, m.last_producer_id, m.last_producer_epoch, int(m.tv2))
+    out += struct.pack(">qqqhbq", m.last_update_ms, m.start_ms, m.last_producer_id, m.last_producer_epoch, int(m.tv2),
+                       m.next_producer_id)
     return bytes(out)
 
 
@@ -150,9 +159,9 @@ def decode_value(txn_id: str, data: bytes) -> TxnMetadata:
         for _ in range(count):
             partitions.add((topic, struct.unpack_from(">i", data, pos)[0]))
             pos += 4
-    last_update, start, last_pid, last_epoch, tv2 = struct.unpack_from(">qqqhb", data, pos)
+    last_update, start, last_pid, last_epoch, tv2, next_pid = struct.unpack_from(">qqqhbq", data, pos)
     return TxnMetadata(txn_id, pid, epoch, timeout, TxnState(state), last_pid, last_epoch, partitions, start,
-                       last_update, False, bool(tv2))
+                       last_update, False, bool(tv2), next_pid)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,9 +201,27 @@ class TransactionCoordinator:
                 current.pending = False
             if err == ErrorCode.none:
                 self._install(new)
+            elif current is None and self.txns.get(new.transactional_id) is new:
+                self.txns.pop(new.transactional_id)  # a new id whose first record failed
             on_done(err)
+            if current is not None:
+                self._run_waiting(current)
+            elif err == ErrorCode.none:
+                self._run_waiting(new)
 
         self.persist(new.transactional_id, encode_value(new), done)
+
+    def _run_waiting(self, old: TxnMetadata) -> None:
+        """Re-run requests queued behind a change, against the metadata now installed."""
+        waiting, old.waiting = old.waiting, []
+        for request in waiting:
+            request()
+
+    def _queue_if_pending(self, m: TxnMetadata | None, request: Callable[[], None]) -> bool:
+        if m is not None and m.pending:
+            m.waiting.append(request)
+            return True
+        return False
 
     def _install(self, m: TxnMetadata) -> None:
         old = self.txns.get(m.transactional_id)
@@ -229,11 +256,27 @@ class TransactionCoordinator:
         if not 0 < timeout_ms <= self.config.max_timeout_ms:
             return respond(ErrorCode.invalid_transaction_timeout, -1, -1)
         m = self.txns.get(txn_id)
+        if self._queue_if_pending(m, lambda: self.init_producer_id(txn_id, timeout_ms, producer_id, producer_epoch, respond)):
+            return None
         if m is None:
             new = TxnMetadata(txn_id, self.allocate_producer_id(), 0, timeout_ms)
-            return self._commit(None, new, lambda err: respond(err, new.producer_id, new.producer_epoch)
-                                if err == ErrorCode.none else respond(err, -1, -1))
-        if m.pending or m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT, T.PREPARE_EPOCH_FENCE):
+            new.pending = True  # visible at once, so a concurrent first InitProducerId queues behind it
+            self.txns[txn_id] = new
+
+            def created(err: ErrorCode) -> None:
+                new.pending = False
+                if err != ErrorCode.none:
+                    self.txns.pop(txn_id, None)
+                    respond(err, -1, -1)
+                else:
+                    self.by_producer_id[new.producer_id] = txn_id
+                    respond(err, new.producer_id, new.producer_epoch)
+                self._run_waiting(new)
+
+            new.last_update_ms = self.clock()
+            self.persist(txn_id, encode_value(new), created)
+            return None
+        if m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT, T.PREPARE_EPOCH_FENCE):
             return respond(ErrorCode.concurrent_transactions, -1, -1)
         if producer_id >= 0:
             # KIP-360: a producer re-initialising must name the id/epoch it has (or had, on a retry).
@@ -250,7 +293,11 @@ class TransactionCoordinator:
             return respond(ErrorCode.concurrent_transactions, -1, -1)
         new = m.copy()
         new.timeout_ms = timeout_ms
-        new.last_producer_id, new.last_producer_epoch = m.producer_id, m.producer_epoch
+        # Kafka's prepareIncrementProducerEpoch: the previous epoch is remembered only for a
+        # producer that named its id/epoch (so its retry is recognised); a new instance that did
+        # not gets -1, so the instance it replaced cannot pass as a retry and is fenced.
+        new.last_producer_id = m.producer_id
+        new.last_producer_epoch = m.producer_epoch if producer_id >= 0 else -1
         if m.producer_epoch >= MAX_EPOCH:
             new.producer_id, new.producer_epoch = self.allocate_producer_id(), 0
         else:
@@ -276,6 +323,9 @@ class TransactionCoordinator:
                        partitions: set[tuple[str, int]], respond: Callable[[ErrorCode], None],
                        fenced: ErrorCode = ErrorCode.producer_fenced, tv2: bool = False) -> None:
         m = self.txns.get(txn_id)
+        if self._queue_if_pending(m, lambda: self.add_partitions(txn_id, producer_id, producer_epoch, partitions,
+                                                                 respond, fenced, tv2)):
+            return None
         error = self._check_producer(m, producer_id, producer_epoch, fenced)
         if error is not None:
             return respond(error)
@@ -312,20 +362,33 @@ class TransactionCoordinator:
     def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int, commit: bool, tv2: bool,
                 respond: Callable[[ErrorCode, int, int], None], fenced: ErrorCode = ErrorCode.producer_fenced) -> None:
         m = self.txns.get(txn_id)
+        if self._queue_if_pending(m, lambda: self.end_txn(txn_id, producer_id, producer_epoch, commit, tv2, respond,
+                                                          fenced)):
+            return None
         if m is None or m.producer_id != producer_id:
-            return respond(ErrorCode.invalid_producer_id_mapping, -1, -1)
+            if not (tv2 and m is not None and m.last_producer_id == producer_id and m.producer_id != producer_id
+                    and m.last_producer_epoch == producer_epoch):
+                return respond(ErrorCode.invalid_producer_id_mapping, -1, -1)
+            # TV2 retry after the producer id rotated at epoch exhaustion: answered below
         wanted = T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT
+        other = {T.COMPLETE_COMMIT: T.COMPLETE_ABORT, T.COMPLETE_ABORT: T.COMPLETE_COMMIT}[wanted]
+        rotated = m.producer_id != producer_id
         preparing = T.PREPARE_COMMIT if commit else T.PREPARE_ABORT
-        if tv2 and producer_epoch == m.producer_epoch - 1 and m.last_producer_epoch == producer_epoch:
+        if tv2 and m.last_producer_epoch == producer_epoch and (rotated or producer_epoch == m.producer_epoch - 1):
             # TV2: a retry of the EndTxn that bumped the epoch is answered again (once complete)
-            # and changes nothing; anything else from the old epoch is fenced.
+            # and changes nothing; the opposite outcome is INVALID_TXN_STATE; anything else from
+            # the old epoch is fenced.
             if m.state is wanted:
                 return respond(ErrorCode.none, m.producer_id, m.producer_epoch)
             if m.state is preparing:
                 return respond(ErrorCode.concurrent_transactions, -1, -1)
+            if m.state in (other, T.PREPARE_ABORT if commit else T.PREPARE_COMMIT):
+                return respond(ErrorCode.invalid_txn_state, -1, -1)
+        if rotated:
+            return respond(ErrorCode.invalid_producer_id_mapping, -1, -1)
         if producer_epoch != m.producer_epoch:
             return respond(fenced, -1, -1)
-        if m.pending or m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT, T.PREPARE_EPOCH_FENCE):
+        if m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT, T.PREPARE_EPOCH_FENCE):
             return respond(ErrorCode.concurrent_transactions, -1, -1)
         if m.state is wanted and not tv2:
             return respond(ErrorCode.none, m.producer_id, m.producer_epoch)  # TV1 retry
@@ -340,12 +403,19 @@ class TransactionCoordinator:
             new.tv2 = True
             new.last_producer_id, new.last_producer_epoch = m.producer_id, m.producer_epoch
             new.producer_epoch = m.producer_epoch + 1
+            if new.producer_epoch >= MAX_EPOCH:
+                # Epoch exhausted (KAFKA-18660): markers use the old id at this last epoch; the
+                # client continues with a fresh producer id at epoch 0.
+                new.next_producer_id = self.allocate_producer_id()
 
         def prepared(err: ErrorCode) -> None:
             if err != ErrorCode.none:
                 return respond(err, -1, -1)
             installed = self.txns[txn_id]
-            respond(ErrorCode.none, installed.producer_id, installed.producer_epoch)
+            if installed.next_producer_id >= 0:
+                respond(ErrorCode.none, installed.next_producer_id, 0)
+            else:
+                respond(ErrorCode.none, installed.producer_id, installed.producer_epoch)
             self._write_markers_and_complete(installed)
 
         self._commit(m, new, prepared)
@@ -359,7 +429,8 @@ class TransactionCoordinator:
         if bump_epoch and m.state is T.ONGOING:
             fence = m.copy()
             fence.state = T.PREPARE_EPOCH_FENCE
-            fence.last_producer_id, fence.last_producer_epoch = m.producer_id, m.producer_epoch
+            # -1: the fenced instance must not pass as a KIP-360 retry afterwards
+            fence.last_producer_id, fence.last_producer_epoch = m.producer_id, -1
             fence.producer_epoch = m.producer_epoch + 1
             self._commit(m, fence, lambda err: self._abort(self.txns[txn_id], bump_epoch=False)
                          if err == ErrorCode.none else None)
@@ -384,6 +455,9 @@ class TransactionCoordinator:
             new = m.copy()
             new.state = T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT
             new.partitions = set()
+            if m.next_producer_id >= 0:
+                new.last_producer_id, new.last_producer_epoch = m.producer_id, m.producer_epoch
+                new.producer_id, new.producer_epoch, new.next_producer_id = m.next_producer_id, 0, -1
             self._commit(m, new, lambda _err: None)
 
         self.write_markers(m.producer_id, m.producer_epoch, commit, set(m.partitions), written)
@@ -403,6 +477,8 @@ class TransactionCoordinator:
                 aborted.append(m.transactional_id)
             elif m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
                 self._write_markers_and_complete(m)
+            elif m.state is T.PREPARE_EPOCH_FENCE:
+                self._abort(m, bump_epoch=False)  # the fence is durable, its abort record was not
         return aborted
 
     def list(self, states: set[str] | None = None, producer_ids: set[int] | None = None,
@@ -410,11 +486,12 @@ class TransactionCoordinator:
         now = self.clock()
         out = []
         for m in self.txns.values():
-            if states and m.state.kafka_name not in states:
+            if m.state is T.DEAD or (states and m.state.kafka_name not in states):
                 continue
             if producer_ids and m.producer_id not in producer_ids:
                 continue
-            if min_duration_ms >= 0 and (m.start_ms < 0 or now - m.start_ms < min_duration_ms):
+            # KIP-994: strictly longer than the filter (Kafka counts from start -1 for Empty).
+            if min_duration_ms >= 0 and now - m.start_ms <= min_duration_ms:
                 continue
             out.append(m)
         return out
