@@ -20,18 +20,18 @@ import signal
 
 from .broker import Broker, ProtocolViolation
 from .protocol import codec
-from .protocol.framing import FrameDecoder, FrameTooLarge, InvalidFrame
+from .protocol.framing import BufferedFrameReader, FrameTooLarge, InvalidFrame
 
 log = logging.getLogger("oncelog.server")
 
 MAX_IN_FLIGHT = 1000  # pipelined requests per connection before we stop reading
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: Broker, connections: set) -> None:
         self.broker = broker
         self.connections = connections
-        self.decoder = FrameDecoder(broker.config.socket_request_max_bytes)
+        self.reader = BufferedFrameReader(broker.config.socket_request_max_bytes)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         # Responses in request order: each slot is chunks (ready) or a Task (pending).
@@ -53,11 +53,14 @@ class KafkaConnection(asyncio.Protocol):
                 slot.cancel()
         self.slots.clear()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self.closed:
             return
         try:
-            frames = self.decoder.feed(data)
+            frames = self.reader.updated(nbytes)
         except (FrameTooLarge, InvalidFrame) as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
             self.abort()

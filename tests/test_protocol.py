@@ -121,3 +121,32 @@ def test_record_count_must_match_offset_delta():
     struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
     with pytest.raises(rb.InvalidBatch, match="record count"):
         rb.scan_batches(bytes(data))
+
+
+def test_buffered_reader_small_and_large_frames_in_arbitrary_reads():
+    from oncelog.protocol.framing import BufferedFrameReader
+
+    import random
+
+    rng = random.Random(5)
+    frames = [rng.randbytes(rng.choice([0, 10, 300, 5000, 70_000, 300_000])) for _ in range(60)]
+    wire = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+    reader = BufferedFrameReader(1 << 20, chunk=64 * 1024)
+    out, pos = [], 0
+    while pos < len(wire):
+        buf = reader.get_buffer()
+        n = min(len(buf), rng.randrange(1, 100_000), len(wire) - pos)
+        buf[:n] = wire[pos : pos + n]
+        pos += n
+        out += [bytes(f) for f in reader.updated(n)]
+    assert out == frames
+
+
+def test_buffered_reader_refuses_oversized_frame_from_prefix():
+    from oncelog.protocol.framing import BufferedFrameReader
+
+    reader = BufferedFrameReader(1000)
+    buf = reader.get_buffer()
+    buf[:4] = struct.pack(">i", 5000)
+    with pytest.raises(FrameTooLarge):
+        reader.updated(4)

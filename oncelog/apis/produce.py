@@ -65,8 +65,7 @@ def append_partition(ctx, topic: str, partition: int, records, now_ms: int, wait
         # still be waiting for its fsync, so an acks=all retry waits for the next round too.
         durable = broker.logs.flusher.mark(plog, wait=wait) if plog.flushed_offset <= duplicate.last_offset else None
         return duplicate.first_offset, plog.log_start_offset, durable
-    data = bytearray(records)
-    firsts = plog.append(data, batches, now_ms)
+    firsts = plog.append(records, batches, now_ms)
     plog.producers.commit(pending, firsts, now_ms)
     durable = broker.logs.flusher.mark(plog, wait=wait)
     return firsts[0], plog.log_start_offset, durable

@@ -164,6 +164,10 @@ def patch_base_offset(buf: bytearray, position: int, base_offset: int) -> None:
     _BASE_OFFSET.pack_into(buf, position, base_offset)
 
 
+def pack_base_offset(base_offset: int) -> bytes:
+    return _BASE_OFFSET.pack(base_offset)
+
+
 def set_log_append_time(buf: bytearray, header: BatchHeader, timestamp_ms: int) -> None:
     """Rewrite a batch for ``message.timestamp.type=LogAppendTime``: the timestamp-type bit,
     maxTimestamp, and the CRC (those fields are covered by it)."""

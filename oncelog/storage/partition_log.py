@@ -343,23 +343,32 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ append
 
-    def append(self, data: bytearray, batches: list[rb.BatchHeader], now_ms: int) -> list[int]:
-        """Assign offsets to already-validated batches, patch them in, write. Returns each
-        batch's base offset."""
+    def append(self, data: bytes | bytearray | memoryview, batches: list[rb.BatchHeader], now_ms: int) -> list[int]:
+        """Assign offsets to already-validated batches and write them; returns each batch's base
+        offset. The bytes are not copied: each batch goes out as its broker-assigned 8-byte base
+        offset followed by a view of the rest of it (the CRC does not cover the base offset).
+        Only ``message.timestamp.type=LogAppendTime`` rewrites a copy (timestamps are covered)."""
         next_offset = self.log_end_offset
         firsts = []
-        log_append_time = self.config.message_timestamp_type == "LogAppendTime"
         for header in batches:
             firsts.append(next_offset)
-            rb.patch_base_offset(data, header.position, next_offset)
-            if log_append_time:
-                rb.set_log_append_time(data, header, now_ms)
             next_offset += header.last_offset_delta + 1
-        self._maybe_roll(len(data), now_ms)
+        if self.config.message_timestamp_type == "LogAppendTime":
+            data = bytearray(data)
+            for header, first in zip(batches, firsts):
+                rb.patch_base_offset(data, header.position, first)
+                rb.set_log_append_time(data, header, now_ms)
+            batches = rb.scan_batches(bytes(data), verify_crc=False)
+        view = memoryview(data)
+        buffers = []
+        for header, first in zip(batches, firsts):
+            buffers.append(rb.pack_base_offset(first))
+            buffers.append(view[header.position + 8 : header.position + header.size])
+        self._maybe_roll(sum(h.size for h in batches), now_ms)
         seg = self.active
         if seg.first_append_ms is None:
             seg.first_append_ms = now_ms
-        seg.append(data, batches)
+        seg.append(buffers, batches, firsts)
         self.dirty = True
         if not self.sync_hw:
             self.advance_high_watermark(seg.next_offset)

@@ -145,20 +145,27 @@ class Segment:
 
     # ------------------------------------------------------------------ data
 
-    def append(self, data: bytes | bytearray, batches: list[rb.BatchHeader]) -> None:
-        """Append validated batches whose offsets have already been patched into ``data``.
-        ``batches[i].position`` are positions within ``data``."""
+    def append(self, buffers: list, batches: list[rb.BatchHeader], firsts: list[int]) -> None:
+        """Append batches given as write buffers (contiguous, in order); ``batches[i].position``
+        are their positions relative to the first, ``firsts[i]`` their assigned base offsets."""
         self._ensure_index()
         start = self.size
-        for header in batches:
-            self._maybe_index(_patched_offset(data, header), start + header.position, header.max_timestamp)
+        for header, first in zip(batches, firsts):
+            self._maybe_index(first, start + header.position - batches[0].position, header.max_timestamp)
             self._bytes_since_index += header.size
-        written = os.pwrite(self.fd, data, start)
-        if written != len(data):  # pwrite on a regular file writes all or raises, but be explicit
-            raise OSError(f"short write to {self.log_path}: {written} of {len(data)} bytes")
-        self.size = start + len(data)
+        total = sum(len(b) for b in buffers)
+        written = 0
+        for i in range(0, len(buffers), 512):  # IOV_MAX is 1024 on Linux
+            chunk = buffers[i : i + 512]
+            n = os.pwritev(self.fd, chunk, start + written)
+            expected = sum(len(b) for b in chunk)
+            if n != expected:  # regular files write all or fail; refuse to continue silently
+                os.ftruncate(self.fd, start)
+                raise OSError(f"short write to {self.log_path}: {n} of {expected} bytes")
+            written += n
+        self.size = start + total
         last = batches[-1]
-        self.next_offset = _patched_offset(data, last) + last.last_offset_delta + 1
+        self.next_offset = firsts[-1] + last.last_offset_delta + 1
 
     def read(self, position: int, length: int) -> bytes:
         return os.pread(self.fd, length, position)
@@ -230,10 +237,6 @@ class Segment:
         if not self._index_rel:
             return self.base_offset, 0
         return self.base_offset + self._index_rel[-1], self._index_pos[-1]
-
-
-def _patched_offset(data, header: rb.BatchHeader) -> int:
-    return struct.unpack_from(">q", data, header.position)[0]
 
 
 def _read_file(path: str) -> bytes:
