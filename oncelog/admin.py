@@ -133,3 +133,106 @@ def groups_command(args) -> int:
         print(f"oncelog groups {args.action}: {exc.args[0]}", file=sys.stderr)
         return 1
     return 0
+
+
+def _txn_describe(client, ids):
+    from .wire_client import request_module
+
+    m = request_module(65, 0)
+    return client.request(m.DescribeTransactionsRequest(transactional_ids=tuple(ids))).transaction_states
+
+
+def _txn_list(client):
+    from .wire_client import request_module
+
+    m = request_module(66, 1)
+    return client.request(m.ListTransactionsRequest(state_filters=(), producer_id_filters=(), duration_filter=-1)).transaction_states
+
+
+def _open_producer_txns(client, admin):
+    """(topic, partition, producer id, epoch, txn start offset, LSO...) for every partition with
+    an open transaction, from DescribeProducers."""
+    from .wire_client import request_module
+
+    md = admin.list_topics(timeout=10)
+    m = request_module(61, 0)
+    topics = tuple(m.TopicRequest(name=name, partition_indexes=tuple(sorted(t.partitions)))
+                   for name, t in sorted(md.topics.items()))
+    out = []
+    for topic in client.request(m.DescribeProducersRequest(topics=topics)).topics:
+        for part in topic.partitions:
+            for p in part.active_producers:
+                if p.current_txn_start_offset >= 0:
+                    out.append((topic.name, part.partition_index, p.producer_id, p.producer_epoch,
+                                p.current_txn_start_offset, p.last_timestamp))
+    return out
+
+
+def transactions_command(args) -> int:
+    """``oncelog transactions list|describe|hanging|abort`` (KIP-664 tools)."""
+    import datetime
+    import time
+
+    from .wire_client import RawClient, request_module
+
+    console = Console()
+    client = RawClient(args.bootstrap)
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    now_ms = int(time.time() * 1000)
+    if args.action == "list":
+        table = Table("transactional id", "producer id", "state")
+        for t in sorted(_txn_list(client), key=lambda t: t.transactional_id):
+            table.add_row(t.transactional_id, str(t.producer_id), t.transaction_state)
+        console.print(table)
+        return 0
+    if args.action == "describe":
+        for t in _txn_describe(client, [args.transactional_id]):
+            if t.error_code != 0:
+                print(f"oncelog transactions describe: {t.error_code.name}", file=sys.stderr)
+                return 1
+            started = t.transaction_start_time
+            console.print(f"[bold]{t.transactional_id}[/]: {t.transaction_state}, producer {t.producer_id} epoch "
+                          f"{t.producer_epoch}, timeout {t.transaction_timeout.total_seconds():g}s, started "
+                          f"{started.isoformat(sep=' ', timespec='seconds') if started else '-'}")
+            for topic in t.topics:
+                console.print(f"  {topic.topic}: partitions {list(topic.partitions)}")
+        return 0
+    if args.action == "hanging":
+        found = 0
+        ids = [t.transactional_id for t in _txn_list(client)]
+        by_pid = {}
+        for t in _txn_describe(client, ids) if ids else ():
+            by_pid[t.producer_id] = t
+            if t.transaction_state == "Ongoing" and t.transaction_start_time is not None:
+                age = now_ms - t.transaction_start_time.timestamp() * 1000
+                if age > t.transaction_timeout.total_seconds() * 1000:
+                    found += 1
+                    console.print(f"[red]hanging[/]: {t.transactional_id} open for {age / 1000:.1f}s, beyond its "
+                                  f"timeout of {t.transaction_timeout.total_seconds():g}s")
+        for topic, partition, pid, epoch, start, last in _open_producer_txns(client, admin):
+            t = by_pid.get(pid)
+            if t is None or t.transaction_state != "Ongoing":
+                found += 1
+                console.print(f"[red]hanging[/]: {topic}-{partition} has an open transaction of producer {pid} "
+                              f"(epoch {epoch}) from offset {start} that no coordinator knows as Ongoing; its LSO "
+                              f"is stuck. Abort with: oncelog transactions abort --topic {topic} --partition {partition}")
+        if not found:
+            console.print("no hanging transactions")
+        return 1 if found else 0
+    if args.action == "abort":
+        open_txns = [x for x in _open_producer_txns(client, admin) if (x[0], x[1]) == (args.topic, args.partition)]
+        if args.producer_id is not None:
+            open_txns = [x for x in open_txns if x[2] == args.producer_id]
+        if not open_txns:
+            print(f"oncelog transactions abort: no open transaction on {args.topic}-{args.partition}", file=sys.stderr)
+            return 1
+        m = request_module(27, 1)
+        for topic, partition, pid, epoch, start, _ in open_txns:
+            resp = client.request(m.WriteTxnMarkersRequest(markers=(m.WritableTxnMarker(
+                producer_id=pid, producer_epoch=epoch, transaction_result=False, coordinator_epoch=0,
+                topics=(m.WritableTxnMarkerTopic(name=topic, partition_indexes=(partition,)),)),)))
+            code = resp.markers[0].topics[0].partitions[0].error_code
+            console.print(f"abort marker for producer {pid} on {topic}-{partition} (open since offset {start}): "
+                          f"{code.name}")
+        return 0
+    return 2

@@ -95,6 +95,18 @@ def build_parser() -> argparse.ArgumentParser:
     prd = prsub.add_parser("describe")
     prd.add_argument("topic")
 
+    tx = sub.add_parser("transactions", help="list, describe, find hanging, or abort transactions (KIP-664)")
+    tx.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker address")
+    txsub = tx.add_subparsers(dest="action", required=True)
+    txsub.add_parser("list")
+    txd = txsub.add_parser("describe")
+    txd.add_argument("transactional_id")
+    txsub.add_parser("hanging", help="open transactions beyond their timeout, or partitions whose LSO is stuck")
+    txa = txsub.add_parser("abort", help="write an ABORT marker for a partition's open transaction")
+    txa.add_argument("--topic", required=True)
+    txa.add_argument("--partition", type=int, required=True)
+    txa.add_argument("--producer-id", type=int, default=None)
+
     demo = sub.add_parser("demo", help="the main job: start a broker, produce and consume a sample")
     demo.add_argument("--records", type=int, default=100_000)
     demo.add_argument("--data-dir", default=None, help="keep the broker's data here (default: a temp dir)")
@@ -118,6 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import admin
 
         return admin.producers_command(args)
+    if args.command == "transactions":
+        from . import admin
+
+        return admin.transactions_command(args)
     if args.command == "demo":
         from . import demo
 

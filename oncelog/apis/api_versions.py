@@ -28,8 +28,14 @@ def response_for(version: int, error_code: ErrorCode = ErrorCode.none):
         m.ApiVersion(api_key=key, min_version=mod.MIN_VERSION, max_version=mod.MAX_VERSION)
         for key, mod in sorted(HANDLERS.items())
     )
+    supported, finalized, epoch = (), (), -1
+    if hasattr(m, "SupportedFeatureKey"):
+        # transaction.version 2 = KIP-890 part 2 (EndTxn v5 epoch bumps, Produce v12 implicit adds)
+        supported = (m.SupportedFeatureKey(name="transaction.version", min_version=0, max_version=2),)
+        finalized = (m.FinalizedFeatureKey(name="transaction.version", max_version_level=2, min_version_level=2),)
+        epoch = 1
     return build(m.ApiVersionsResponse, error_code=error_code, api_keys=keys, throttle_time=NO_THROTTLE,
-                 supported_features=(), finalized_features_epoch=-1, finalized_features=(),
+                 supported_features=supported, finalized_features_epoch=epoch, finalized_features=finalized,
                  zk_migration_ready=False)
 
 

@@ -23,7 +23,7 @@ def handle(ctx, request):
                 producers = tuple(
                     build(m.ProducerState, producer_id=e.producer_id, producer_epoch=e.producer_epoch,
                           last_sequence=e.last_seq, last_timestamp=e.last_timestamp_ms, coordinator_epoch=-1,
-                          current_txn_start_offset=-1)
+                          current_txn_start_offset=e.current_txn_first_offset)
                     for e in sorted(plog.producers.producers.values(), key=lambda e: e.producer_id)
                 )
             except errors.KafkaError as exc:
