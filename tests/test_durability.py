@@ -8,6 +8,7 @@ import threading
 import time
 
 import confluent_kafka as ck
+import pytest
 
 from oncelog.protocol import records as rb
 
@@ -38,6 +39,7 @@ def produce_storm(bootstrap: str, topic: str, acked: dict, failed: list, stop: t
     p.flush(15)
 
 
+@pytest.mark.slow
 def test_sigkill_during_acks_all_storm_loses_no_acknowledged_record(broker_factory):
     broker = broker_factory(fsync="always")
     create_topic(broker.bootstrap, "storm", 3)

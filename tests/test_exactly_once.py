@@ -17,6 +17,7 @@ import sys
 import time
 
 import confluent_kafka as ck
+import pytest
 
 from .conftest import soak_scale
 from .helpers import consume_all, create_topic
@@ -33,6 +34,7 @@ def committed_offsets(bootstrap):
         c.close()
 
 
+@pytest.mark.slow
 def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker, tmp_path):
     n = soak_scale(100_000, 100_000)
     worker_kills_wanted = soak_scale(40, 20)

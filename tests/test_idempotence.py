@@ -112,6 +112,7 @@ def test_idempotent_producer_through_faulty_network(broker_factory, client):
         proxy.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("client", list(SENDERS))
 def test_idempotent_producer_across_broker_sigkills(broker_factory, client):
     n = 200_000
