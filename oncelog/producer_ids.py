@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 
-from .storage.partition_log import _atomic_write
+from .storage.files import atomic_write
 
 BLOCK_SIZE = 1000
 
@@ -31,7 +31,7 @@ class ProducerIdManager:
     def allocate(self) -> int:
         if self.next_id >= self.block_end:
             self.block_end = self.next_id + BLOCK_SIZE
-            _atomic_write(self.path, json.dumps({"next_block_start": self.block_end}))
+            atomic_write(self.path, json.dumps({"next_block_start": self.block_end}))
         pid = self.next_id
         self.next_id += 1
         return pid

@@ -268,10 +268,10 @@ class ProducerStateManager:
         return sorted(out)
 
     def write_snapshot(self, offset: int, keep: int = 2) -> None:
-        from .storage.partition_log import _atomic_write
+        from .storage.files import atomic_write
 
         path = os.path.join(self.directory, f"{offset:020d}.snapshot")
-        _atomic_write(path, self.to_json(offset))
+        atomic_write(path, self.to_json(offset))
         for _, old in self.snapshot_paths()[:-keep]:
             os.unlink(old)
 

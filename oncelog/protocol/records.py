@@ -195,7 +195,10 @@ def read_last_offset(buf, position: int) -> int:
 
 def _varint(value: int) -> bytes:
     # zig-zag encoding, as in the Kafka record format
-    value = (value << 1) ^ (value >> 63)
+    return encode_uvarint((value << 1) ^ (value >> 63))
+
+
+def encode_uvarint(value: int) -> bytes:
     out = bytearray()
     while True:
         byte = value & 0x7F

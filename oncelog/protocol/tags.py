@@ -19,17 +19,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+from .records import encode_uvarint
 
 
 @functools.cache
@@ -96,5 +86,5 @@ def strip_unknown_tags(cls: type, buf: bytes, pos: int, out: bytearray, *, is_he
             if tag in known:
                 kept += buf[start:pos]
                 kept_count += 1
-        out += _uvarint(kept_count) + kept
+        out += encode_uvarint(kept_count) + kept
     return pos

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 from .. import errors
 from .flusher import Flusher, FsyncPolicy, checkpoint_points
-from .partition_log import LogConfig, PartitionLog, RecoveryPoint, _atomic_write
+from .files import atomic_write
+from .partition_log import LogConfig, PartitionLog, RecoveryPoint
 
 log = logging.getLogger("oncelog.storage")
 
@@ -84,7 +85,7 @@ class LogManager:
                 meta = json.load(f)
         else:
             meta = {"format": 1, "cluster_id": _cluster_id(), "node_id": 1}
-            _atomic_write(meta_path, json.dumps(meta))
+            atomic_write(meta_path, json.dumps(meta))
         self.cluster_id, self.node_id = meta["cluster_id"], meta["node_id"]
         clean_marker = os.path.join(self.data_dir, ".clean-shutdown")
         clean = os.path.exists(clean_marker)
@@ -132,7 +133,7 @@ class LogManager:
         self.write_checkpoint()
         for plog in self.all_logs():
             plog.close()
-        _atomic_write(os.path.join(self.data_dir, ".clean-shutdown"), "")
+        atomic_write(os.path.join(self.data_dir, ".clean-shutdown"), "")
 
     # ------------------------------------------------------------------ persistence
 
@@ -146,7 +147,7 @@ class LogManager:
     def _write_topics(self) -> None:
         doc = {t.name: {"topic_id": str(t.topic_id), "partitions": t.partitions, "configs": t.overrides}
                for t in self.topics.values()}
-        _atomic_write(os.path.join(self.data_dir, "topics.json"), json.dumps(doc, indent=1, sort_keys=True))
+        atomic_write(os.path.join(self.data_dir, "topics.json"), json.dumps(doc, indent=1, sort_keys=True))
         _fsync_dir(self.data_dir)
 
     def _read_checkpoint(self) -> dict[str, RecoveryPoint]:
@@ -160,7 +161,7 @@ class LogManager:
     def write_checkpoint(self) -> None:
         points = checkpoint_points(self.all_logs())
         doc = {k: [p.segment_base, p.position, p.next_offset] for k, p in points.items()}
-        _atomic_write(os.path.join(self.data_dir, "recovery-checkpoint.json"), json.dumps(doc))
+        atomic_write(os.path.join(self.data_dir, "recovery-checkpoint.json"), json.dumps(doc))
 
     def _remove_leftovers(self) -> None:
         expected = {f"{t.name}-{p}" for t in self.topics.values() for p in range(t.partitions)}

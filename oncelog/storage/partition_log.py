@@ -27,12 +27,12 @@ import bisect
 import logging
 import os
 import struct
-import time
 from dataclasses import dataclass, field
 
 from ..producer_state import ProducerStateManager
 from ..protocol import records as rb
 from .cleaner import finish_interrupted_swaps
+from .files import atomic_write
 from .segment import Segment, recover_segment
 
 log = logging.getLogger("oncelog.storage")
@@ -278,7 +278,7 @@ class PartitionLog:
         path = os.path.join(self.directory, "aborted-txns")
         data = b"".join(ABORTED_ENTRY.pack(0, a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset)
                         for a in self.aborted)
-        _atomic_write_bytes(path, data)
+        atomic_write(path, data)
         if self._aborted_fd is not None:
             os.close(self._aborted_fd)
         self._aborted_fd = os.open(path, os.O_WRONLY | os.O_APPEND)
@@ -316,7 +316,7 @@ class PartitionLog:
             return 0
 
     def _write_log_start(self) -> None:
-        _atomic_write(os.path.join(self.directory, "log-start-offset"), f"{self.log_start_offset}\n")
+        atomic_write(os.path.join(self.directory, "log-start-offset"), f"{self.log_start_offset}\n")
 
     # ------------------------------------------------------------------ state
 
@@ -546,26 +546,3 @@ class PartitionLog:
             os.unlink(os.path.join(self.directory, name))
         os.rmdir(self.directory)
         self.wake()
-
-
-def _atomic_write(path: str, text: str) -> None:
-    """Write-then-rename so a crash leaves either the old or the new file, never half of one."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _atomic_write_bytes(path: str, data: bytes) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)

@@ -19,6 +19,7 @@ from ..groups.records import partition_for
 from ..groups.store import OFFSETS_TOPIC
 from ..protocol import records as rb
 from ..storage.flusher import when_durable
+from ..storage.internal_topic import InternalTopic
 from ..storage.log_manager import LogManager
 from .coordinator import TransactionCoordinator, decode_key, decode_value, encode_key
 
@@ -27,48 +28,31 @@ log = logging.getLogger("oncelog.txn")
 TXN_TOPIC = "__transaction_state"
 
 
-class TransactionStateTopic:
+class TransactionStateTopic(InternalTopic):
     def __init__(self, logs: LogManager, partitions: int, segment_bytes: int = 16 << 20) -> None:
-        self.logs = logs
-        topic = logs.topics.get(TXN_TOPIC)
-        if topic is None:
-            topic = logs.create_topic(TXN_TOPIC, partitions,
-                                      configs={"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)})
-        self.partitions = topic.partitions
+        super().__init__(logs, TXN_TOPIC, partitions, segment_bytes)
 
     def persist(self, txn_id: str, value: bytes | None, on_done) -> None:
-        plog = self.logs.get_log(TXN_TOPIC, partition_for(txn_id, self.partitions))
-        now = int(time.time() * 1000)
-        data = bytearray(rb.build_batch([(encode_key(txn_id), value)], timestamp_ms=now))
-        try:
-            plog.append(data, rb.scan_batches(bytes(data)), now)
-        except OSError as exc:
-            log.error("cannot write to %s: %r", TXN_TOPIC, exc)
-            on_done(ErrorCode.kafka_storage_error)
-            return
-
-        def durable(ok: bool) -> None:
-            if ok and faults.CRASH_POINT and value is not None:
+        def durable(err: ErrorCode) -> None:
+            if err == ErrorCode.none and faults.CRASH_POINT and value is not None:
                 faults.crash_if(f"txn-durable:{decode_value(txn_id, value).state.kafka_name}")
-            on_done(ErrorCode.none if ok else ErrorCode.kafka_storage_error)
+            on_done(err)
 
-        when_durable(self.logs.flusher, [plog], durable)
+        self.append(txn_id, [(encode_key(txn_id), value)], durable)
 
     def replay(self, coordinator: TransactionCoordinator) -> int:
         count = 0
         for p in range(self.partitions):
-            plog = self.logs.get_log(TXN_TOPIC, p)
-            for seg in plog.segments:
-                for position, header in seg.iter_headers(0):
-                    if header.is_control or header.last_offset < plog.log_start_offset:
-                        continue
-                    for _, _, key, value in rb.iter_records(seg.read(position, header.size)):
-                        count += 1
-                        try:
-                            txn_id = decode_key(key)
-                            coordinator.load(txn_id, decode_value(txn_id, value) if value is not None else None)
-                        except (ValueError, UnicodeDecodeError) as exc:
-                            log.warning("skipping unreadable %s record: %s", TXN_TOPIC, exc)
+            for header, batch in self.batches(p):
+                if header.is_control:
+                    continue
+                for _, _, key, value in rb.iter_records(batch):
+                    count += 1
+                    try:
+                        txn_id = decode_key(key)
+                        coordinator.load(txn_id, decode_value(txn_id, value) if value is not None else None)
+                    except (ValueError, UnicodeDecodeError) as exc:
+                        log.warning("skipping unreadable %s record: %s", TXN_TOPIC, exc)
         return count
 
 
