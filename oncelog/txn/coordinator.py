@@ -6,9 +6,9 @@ is being written the transaction is *pending*, and further requests for it wait 
 run, in order, once it is installed. (Kafka answers them CONCURRENT_TRANSACTIONS and the client
 retries after its backoff — 100 ms in librdkafka — which for a coordinator that writes its
 markers in-process costs far more than the wait.) CONCURRENT_TRANSACTIONS remains the answer
-while a transaction sits in Prepare* without a write in flight (markers being retried) and while
-an InitProducerId-triggered abort runs. Markers are written through the injected
-``write_markers``. Time comes from ``clock()``; :meth:`tick` aborts timed-out
+while a transaction sits in Prepare* without a write in flight (markers being retried), and for
+the InitProducerId that finds an Ongoing transaction and starts its abort (requests after it
+queue behind the abort's writes). Markers are written through the injected ``write_markers``. Time comes from ``clock()``; :meth:`tick` aborts timed-out
 transactions.
 
 States (Kafka's TransactionState)::
@@ -451,12 +451,17 @@ class TransactionCoordinator:
         def written(err: ErrorCode) -> None:
             m.pending = False
             if err != ErrorCode.none:
-                return  # stays Prepare*; retried by tick()
+                # Stays Prepare* and is retried by tick(); what queued behind it is answered now
+                # (CONCURRENT_TRANSACTIONS while nothing is in flight) rather than left waiting.
+                self._run_waiting(m)
+                return
             new = m.copy()
             new.state = T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT
             new.partitions = set()
             if m.next_producer_id >= 0:
-                new.last_producer_id, new.last_producer_epoch = m.producer_id, m.producer_epoch
+                # last_producer_epoch stays the epoch the client sent, so its retried EndTxn is
+                # recognised and answered with the new id.
+                new.last_producer_id = m.producer_id
                 new.producer_id, new.producer_epoch, new.next_producer_id = m.next_producer_id, 0, -1
             self._commit(m, new, lambda _err: None)
 
