@@ -108,7 +108,8 @@ def test_committed_offsets_and_group_state_survive_broker_sigkill(broker):
     before = admin.describe_consumer_groups(["keep"])["keep"].result(10)
     broker.kill()
     broker.restart()
-    after = admin.describe_consumer_groups(["keep"])["keep"].result(10)
+    admin = ck.admin.AdminClient({"bootstrap.servers": broker.bootstrap})  # fresh: no reconnect backoff
+    after = admin.describe_consumer_groups(["keep"])["keep"].result(30)
     assert [m.member_id for m in after.members] == [m.member_id for m in before.members]
     assert str(after.state).endswith("STABLE")
     got = c.committed([ck.TopicPartition("durable", 0), ck.TopicPartition("durable", 1)], timeout=20)
@@ -164,21 +165,37 @@ def test_other_clients_group_consumers(broker, library):
 
 
 def run_kafka_python_group(bootstrap, topic, group, n):
+    """Two kafka-python group members, each in its own thread: kafka-python joins a group
+    synchronously inside poll(), so two members polled from one thread would wait on each other."""
     from kafka import KafkaConsumer
 
-    consumers = [KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-                               enable_auto_commit=False, consumer_timeout_ms=100) for _ in range(2)]
-    values, deadline = [], time.monotonic() + 90
-    while len(values) < n and time.monotonic() < deadline:
-        for c in consumers:
+    values, lock, assigned = [], threading.Lock(), []
+    deadline = time.monotonic() + 90
+
+    def member():
+        c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                          enable_auto_commit=False)
+        had_partitions = False
+        while time.monotonic() < deadline:
+            with lock:
+                if len(values) >= n:
+                    break
             batch = c.poll(timeout_ms=100)
-            for records in batch.values():
-                values += [int(r.value) for r in records]
+            had_partitions |= bool(c.assignment())
+            with lock:
+                for records in batch.values():
+                    values.extend(int(r.value) for r in records)
             if batch:
                 c.commit()
-    for c in consumers:
-        assert len(c.assignment()) >= 1, "each member got partitions"
+        assigned.append(had_partitions)
         c.close()
+
+    threads = [threading.Thread(target=member) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert assigned == [True, True], "each member got partitions"
     return values
 
 
