@@ -163,21 +163,27 @@ class RunningBroker:
     def _admin(self) -> AdminClient:
         # Keep a reference to the client while its futures are pending: a collected AdminClient
         # fails them with _DESTROY. Its librdkafka log goes to a logger that keeps nothing.
+        # allow.auto.create.topics=false: librdkafka's admin handle is a producer handle, so by
+        # default its periodic metadata refresh (every 5 min) of the topics it knows asks the
+        # broker to auto-create them, and every topic the bench had deleted came back (seen).
         if self._admin_client is None:
-            self._admin_client = AdminClient({"bootstrap.servers": self.bootstrap, "logger": _QUIET})
+            self._admin_client = AdminClient({"bootstrap.servers": self.bootstrap, "logger": _QUIET,
+                                              "allow.auto.create.topics": False})
         return self._admin_client
 
-    def create_topic(self, name: str, timeout: float = 30.0) -> None:
-        """Create ``name`` with ``self.partitions`` partitions and wait until metadata shows a
-        leader for every one (Tansu and oncelog both need the topic to exist before a producer
-        uses it, or a producer would auto-create it with the broker's default partition count)."""
+    def create_topic(self, name: str, timeout: float = 30.0, partitions: int | None = None) -> None:
+        """Create ``name`` with ``partitions`` (default ``self.partitions``) partitions and wait
+        until metadata shows a leader for every one (Tansu and oncelog both need the topic to exist
+        before a producer uses it, or a producer would auto-create it with the broker's default
+        partition count)."""
+        partitions = partitions or self.partitions
         admin = self._admin()
-        fut = admin.create_topics([NewTopic(name, self.partitions, 1)], operation_timeout=timeout)[name]
+        fut = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=timeout)[name]
         fut.result(timeout=timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             md = admin.list_topics(name, timeout=5).topics.get(name)
-            if md is not None and md.error is None and len(md.partitions) == self.partitions \
+            if md is not None and md.error is None and len(md.partitions) == partitions \
                     and all(p.leader >= 0 for p in md.partitions.values()):
                 return
             time.sleep(0.1)

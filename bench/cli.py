@@ -9,18 +9,25 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 from rich.console import Console
 
 from .brokers import RunningBroker, scan_log, tansu_version
-from .modes import DEFAULT_MODES, DEFAULT_TARGETS, MODES, Target
-from .report import comparisons, machine, print_report, summarize, to_json
-from .runner import Options, Runner
+from .modes import DEFAULT_MODES, DEFAULT_TARGETS, EOS_SIZE, MODE_ALIASES, MODES, SUITE_MODES, SUITES, Target
+from .report import (comparisons, group_summary, machine, mode_ratios, print_report, summarize, support, to_json,
+                     txn_latency)
+from .runner import GroupOptions, Options, Runner, TxnProbeOptions
 
 # Defaults: 3 targets x 2 sizes x 2 modes = 12 cells a round; at ~7-8 s a cell (5 s produce,
 # read-back, topic create/delete) two rounds take ~3-4 minutes. --quick: one round of 1 s cells.
-FULL = {"duration": 5.0, "rounds": 2, "warmup": 2.0, "consume_seconds": 5.0}
-QUICK = {"duration": 1.0, "rounds": 1, "warmup": 0.5, "consume_seconds": 1.0}
+FULL = {"duration": 5.0, "rounds": 2, "warmup": 2.0, "consume_seconds": 5.0,
+        "rebalance_reps": 3, "commit_seconds": 3.0, "endtxn_count": 200}
+QUICK = {"duration": 1.0, "rounds": 1, "warmup": 0.5, "consume_seconds": 1.0,
+         "rebalance_reps": 1, "commit_seconds": 1.0, "endtxn_count": 30}
+# A run with the EOS suites has 3x-4x the cells of the produce suite: shorter cells keep
+# `--suite all` within ~10 minutes on the 2-core box (see BENCHMARKS-draft.md for the budget).
+FULL_MULTI = {**FULL, "duration": 3.0, "consume_seconds": 2.0}
 
 
 def _csv(text: str) -> list[str]:
@@ -44,6 +51,15 @@ def _kv(text: str) -> tuple[str, str]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--suite", default="produce",
+                   help="what to measure, comma-separated: produce (oncelog vs Tansu, --sizes x --modes), "
+                        "eos (issue 3: 1 KB at-most-once / at-least-once / idempotent), txn (issue 5: 1 KB "
+                        "transactional producers committing every 10 ms / 100 ms / 1 s, read_committed vs "
+                        "read_uncommitted, EndTxn latency), groups (issue 4: rebalance 1→4 members, "
+                        "OffsetCommit round trips), or all. Cells of every selected suite are interleaved in "
+                        "one matrix; the groups suite runs after them. With more than the produce suite, "
+                        f"cells default to {FULL_MULTI['duration']:g} s produce / {FULL_MULTI['consume_seconds']:g} s "
+                        "read-back")
     p.add_argument("--quick", action="store_true",
                    help=f"smoke run: {QUICK['duration']:g} s cells, {QUICK['rounds']} round (~30 s)")
     p.add_argument("--duration", type=float, help=f"seconds of producing per cell (default {FULL['duration']:g}, "
@@ -59,8 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--processes", "-p", type=int, default=2, help="producer client processes")
     p.add_argument("--consumer-processes", type=int, help="consumer client processes (default: --processes)")
     p.add_argument("--partitions", type=int, default=3, help="partitions of each benchmark topic")
-    p.add_argument("--sizes", default="100,1k", help="record value sizes in bytes (k = 1024)")
-    p.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"producer modes, of: {', '.join(MODES)}")
+    p.add_argument("--sizes", default="100,1k", help="record value sizes in bytes (k = 1024) of the produce suite "
+                                                     "(eos and txn use 1 KB)")
+    p.add_argument("--modes", default=",".join(DEFAULT_MODES),
+                   help=f"producer modes of the produce suite, of: {', '.join(MODES)} (eos and txn bring their own)")
     p.add_argument("--targets", default=",".join(DEFAULT_TARGETS),
                    help="brokers: tansu, oncelog-never, oncelog-always, oncelog-interval:MS")
     p.add_argument("--consume-split", choices=["all", "partitions"], default="all",
@@ -73,13 +91,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-data", action="store_true", help="keep oncelog's data directories after the run")
     p.add_argument("--keep-topics", action="store_true", help="do not delete each cell's topic after reading it")
     p.add_argument("--json", metavar="PATH", help="write every figure (per round and pooled) here")
+    g = p.add_argument_group("groups suite")
+    g.add_argument("--rebalance-reps", type=int, help="repetitions of the 1→4 growth per broker (median reported; "
+                                                      f"default {FULL['rebalance_reps']}, --quick {QUICK['rebalance_reps']})")
+    g.add_argument("--group-members", type=int, default=4, help="members the group grows to")
+    g.add_argument("--heartbeat-ms", type=int, default=100,
+                   help="heartbeat.interval.ms of the group members: existing members learn of a rebalance "
+                        "from a heartbeat, so this bounds how fast they rejoin (librdkafka's default is 3000)")
+    g.add_argument("--session-timeout-ms", type=int, default=6000,
+                   help="session.timeout.ms of the group members (6000 is Kafka's minimum; librdkafka's "
+                        "default is 45000; Tansu 0.6.0 holds every join for about half of it)")
+    g.add_argument("--fetch-wait-ms", type=int,
+                   help="fetch.wait.max.ms of the group members (default: librdkafka's, 500)")
+    g.add_argument("--commit-consumers", type=int, default=2,
+                   help="group members (one process each) committing offsets synchronously")
+    g.add_argument("--commit-seconds", type=float, help="seconds of committing per broker per round "
+                                                        f"(default {FULL['commit_seconds']:g}, --quick {QUICK['commit_seconds']:g})")
+    t = p.add_argument_group("txn suite")
+    t.add_argument("--endtxn-count", type=int, help="one-record transactions per broker per round in the idle EndTxn "
+                                                    f"probe (default {FULL['endtxn_count']}, --quick {QUICK['endtxn_count']}; 0 = skip)")
     return p
 
 
+def parse_suites(text: str) -> list[str]:
+    out = []
+    for name in _csv(text):
+        for s in (SUITES if name == "all" else [name]):
+            if s not in SUITES:
+                raise SystemExit(f"unknown suite {s!r}; known: {', '.join(SUITES)}, all")
+            if s not in out:
+                out.append(s)
+    return [s for s in SUITES if s in out]
+
+
 def options_from(args) -> Options:
-    base = QUICK if args.quick else FULL
+    suites = parse_suites(args.suite)
+    base = QUICK if args.quick else FULL_MULTI if suites != ["produce"] else FULL
     modes = []
     for name in _csv(args.modes):
+        name = MODE_ALIASES.get(name, name)
         if name not in MODES:
             raise SystemExit(f"unknown mode {name!r}; known: {', '.join(MODES)}")
         modes.append(MODES[name])
@@ -87,16 +137,34 @@ def options_from(args) -> Options:
         targets = [Target.parse(t) for t in _csv(args.targets)]
     except ValueError as exc:
         raise SystemExit(str(exc))
+    sizes = [_size(s) for s in _csv(args.sizes)]
+    matrix = [(size, mode) for size in sizes for mode in modes] if "produce" in suites else []
+    for suite in ("eos", "txn"):
+        if suite in suites:
+            matrix += [(EOS_SIZE, MODES[m]) for m in SUITE_MODES[suite]
+                       if (EOS_SIZE, MODES[m]) not in matrix]
+    groups = None
+    if "groups" in suites:
+        groups = GroupOptions(repetitions=_pick(args.rebalance_reps, base["rebalance_reps"]),
+                              members=args.group_members, heartbeat_ms=args.heartbeat_ms,
+                              session_timeout_ms=args.session_timeout_ms, fetch_wait_ms=args.fetch_wait_ms,
+                              commit_consumers=args.commit_consumers,
+                              commit_seconds=_pick(args.commit_seconds, base["commit_seconds"]))
+    endtxn = _pick(args.endtxn_count, base["endtxn_count"])
     return Options(
-        targets=targets, modes=modes, sizes=[_size(s) for s in _csv(args.sizes)],
-        duration=args.duration if args.duration is not None else base["duration"],
-        rounds=args.rounds if args.rounds is not None else base["rounds"],
-        warmup=args.warmup if args.warmup is not None else base["warmup"],
-        consume_seconds=args.consume_seconds if args.consume_seconds is not None else base["consume_seconds"],
+        targets=targets, modes=[m for _, m in matrix], sizes=sorted({s for s, _ in matrix}), matrix=matrix,
+        suites=suites, groups=groups,
+        txn_probe=TxnProbeOptions(count=endtxn) if "txn" in suites and endtxn > 0 else None,
+        duration=_pick(args.duration, base["duration"]), rounds=_pick(args.rounds, base["rounds"]),
+        warmup=_pick(args.warmup, base["warmup"]), consume_seconds=_pick(args.consume_seconds, base["consume_seconds"]),
         processes=args.processes, consumer_processes=args.consumer_processes or args.processes,
         partitions=args.partitions, consume_split=args.consume_split, rate=args.rate,
         producer_config=dict(args.producer_config), keep_topics=args.keep_topics,
     )
+
+
+def _pick(value, default):
+    return default if value is None else value
 
 
 def _json_safe(x):
@@ -119,10 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="oncelog-bench-")
     os.makedirs(work_dir, exist_ok=True)
     meta = machine()
+    meta["loadavg_start"] = _loadavg()
+    t_run = time.monotonic()
     if any(t.kind == "tansu" for t in opts.targets):
         meta["tansu"] = tansu_version()
     console.print(f"[bold]oncelog bench[/bold]: {meta.get('cpu', '?')} × {meta['nproc']}, "
-                  f"librdkafka {meta['librdkafka']}, {meta.get('tansu', '')}; work dir {work_dir}")
+                  f"librdkafka {meta['librdkafka']}{', ' + meta['tansu'] if meta.get('tansu') else ''}; "
+                  f"suites {', '.join(opts.suites)}; load average {meta['loadavg_start']}; work dir {work_dir}")
 
     brokers: dict[str, RunningBroker] = {}
     try:
@@ -137,17 +208,26 @@ def main(argv: list[str] | None = None) -> int:
             cells = runner.cells
         meta["broker_restarts"] = runner.restarts
         rss = {name: b.rss_mb() for name, b in brokers.items()}
+        meta["loadavg_end"] = _loadavg()
     finally:
         exits = {name: b.stop() for name, b in brokers.items()}
     meta["broker_exit_codes"] = exits
+    meta["run_seconds"] = time.monotonic() - t_run
     meta["broker_rss_mb_at_end"] = rss
     logs = {name: scan_log(b.log_path) for name, b in brokers.items()}
 
     rows = summarize(cells, opts)
     comps = comparisons(cells, opts)
-    print_report(console, opts, rows, comps, logs, cells)
+    ratios = mode_ratios(cells, opts)
+    txn_rows = txn_latency(cells, opts, runner.txn_probe_results) if "txn" in opts.suites else []
+    group_rows = group_summary(runner.group_results, opts)
+    supported = support(cells, opts, group_rows, runner.txn_probe_results)
+    print_report(console, opts, rows, comps, logs, cells, ratios, txn_rows, group_rows, supported)
+    console.print(f"load average (1/5/15 min): at start {meta['loadavg_start']}, at end {meta['loadavg_end']}; "
+                  f"run took {meta['run_seconds']:.0f} s")
     if args.json:
-        doc = _json_safe(to_json(opts, argv, meta, rows, comps, cells, logs))
+        doc = _json_safe(to_json(opts, argv, meta, rows, comps, cells, logs, ratios, txn_rows, group_rows,
+                                 runner.txn_probe_results, runner.group_results, supported))
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)
         console.print(f"figures written to {args.json}")
@@ -156,4 +236,12 @@ def main(argv: list[str] | None = None) -> int:
             if b.data_dir():
                 shutil.rmtree(b.data_dir(), ignore_errors=True)
     console.print(f"broker logs kept in {work_dir}")
-    return 0 if cells and not any(c.errors for c in cells) else 1
+    failed = any(c.errors for c in cells) or any(r["errors"] for r in runner.group_results + runner.txn_probe_results)
+    return 0 if (cells or runner.group_results) and not failed else 1
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        return "?"

@@ -28,11 +28,17 @@ class Mode:
     txn_commit_ms: int | None = None
     isolation: str = "read_uncommitted"
     description: str = ""
+    also_read_as: tuple[str, ...] = ()  # further isolation levels the cell is read back with
+
+    @property
+    def isolations(self) -> tuple[str, ...]:
+        """Every read-back pass of a cell of this mode; the first is what the results table shows."""
+        return (self.isolation, *self.also_read_as)
 
     def to_json(self) -> dict:
         return {"name": self.name, "label": self.label, "producer": dict(self.producer),
                 "txn_commit_ms": self.txn_commit_ms, "isolation": self.isolation,
-                "description": self.description}
+                "also_read_as": list(self.also_read_as), "description": self.description}
 
 
 # Every mode starts from this. librdkafka's default queue (100,000 messages) lets a saturating
@@ -58,10 +64,22 @@ MODES: dict[str, Mode] = {m.name: m for m in [
          description="acks=all, max.in.flight=1 (in order)"),
     Mode("idempotent", "idempotent", {"enable.idempotence": True},
          description="enable.idempotence=true (acks=all, max.in.flight=5)"),
-    Mode("transactional", "txn 100ms", {"enable.idempotence": True}, txn_commit_ms=100,
-         isolation="read_committed",
-         description="transactional producer committing every 100 ms, read_committed consumers"),
+    # Diagnostic: librdkafka 2.16's broker thread uses ~70% of a core with idempotence and 5
+    # requests in flight (~18% with 1), on any broker; on 2 cores that CPU is taken from the
+    # broker. With one in flight, the difference to at-least-once is the broker's own cost.
+    Mode("idempotent-mif1", "idempotent mif1", {"enable.idempotence": True,
+                                                "max.in.flight.requests.per.connection": 1},
+         description="diagnostic: enable.idempotence=true with max.in.flight=1 (the at-least-once pipelining)"),
+    # Transactional producers (a transactional.id per client process) committing every 10 ms,
+    # 100 ms and 1 s. Their cells are read back twice, read_committed and read_uncommitted, so
+    # the cost of read_committed is measured on the same data.
+    *(Mode(f"txn-{label}", f"txn {label}", {"enable.idempotence": True}, txn_commit_ms=ms,
+           isolation="read_committed", also_read_as=("read_uncommitted",),
+           description=f"transactional producer committing every {label}; read back read_committed "
+                       f"and read_uncommitted")
+      for ms, label in [(10, "10ms"), (100, "100ms"), (1000, "1s")]),
 ]}
+MODE_ALIASES = {"transactional": "txn-100ms"}  # the name this mode had before the txn suite
 DEFAULT_MODES = ["acks1", "acksall"]
 
 
@@ -94,21 +112,80 @@ DEFAULT_TARGETS = ["oncelog-never", "oncelog-always", "tansu"]
 
 @dataclass(frozen=True)
 class Comparison:
-    """A ratio row: ``metric`` of ``numerator`` over ``denominator`` for one record size (and,
-    for produce, one mode; consume pools every mode of that size). ``goal`` is the target ratio."""
+    """A ratio row between brokers: ``metric`` of ``numerator`` over ``denominator`` for one
+    record size and the cells of ``modes`` (pooled when several; every mode of that size when
+    empty). ``goal`` is the target ratio. A row is shown only if every mode it names was run."""
 
     label: str
     metric: str  # "produce" | "consume"
     size: int
     numerator: str
     denominator: str
-    mode: str | None = None
+    modes: tuple[str, ...] = ()
     goal: float | None = None
 
 
+PRODUCE_SUITE_MODES = ("acks1", "acksall")
 COMPARISONS = [
-    Comparison("produce 1 KB acks=all, fsync never", "produce", 1024, "oncelog-never", "tansu", "acksall", 1.0),
-    Comparison("produce 1 KB acks=all, fsync always", "produce", 1024, "oncelog-always", "tansu", "acksall", 0.8),
-    Comparison("consume 1 KB (fsync never broker)", "consume", 1024, "oncelog-never", "tansu", None, 1.0),
-    Comparison("consume 1 KB (fsync always broker)", "consume", 1024, "oncelog-always", "tansu", None, 1.0),
+    Comparison("produce 1 KB acks=all, fsync never", "produce", 1024, "oncelog-never", "tansu", ("acksall",), 1.0),
+    Comparison("produce 1 KB acks=all, fsync always", "produce", 1024, "oncelog-always", "tansu", ("acksall",), 0.8),
+    # the consume rows pool the acks=1 and acks=all topics (as before the EOS suites existed)
+    Comparison("consume 1 KB (fsync never broker)", "consume", 1024, "oncelog-never", "tansu", PRODUCE_SUITE_MODES, 1.0),
+    Comparison("consume 1 KB (fsync always broker)", "consume", 1024, "oncelog-always", "tansu", PRODUCE_SUITE_MODES, 1.0),
+    # for information: the EOS modes across brokers (no target)
+    *(Comparison(f"produce 1 KB {label}, fsync {fsync}", "produce", 1024, f"oncelog-{fsync}", "tansu", (mode,))
+      for mode, label in [("idempotent", "idempotent"), ("txn-100ms", "txn 100ms")]
+      for fsync in ("never", "always")),
+]
+
+
+# ------------------------------------------------------------------------------------- suites
+#
+# A suite is what one issue asks to measure. produce: the original broker-vs-broker run (sizes and
+# modes from --sizes/--modes). eos (issue 3) and txn (issue 5) add 1 KB cells of their modes to the
+# same interleaved matrix (at-least-once is shared); groups (issue 4) runs after the cells.
+
+SUITES = ["produce", "eos", "groups", "txn"]
+EOS_SIZE = 1024
+SUITE_MODES = {
+    "eos": ["at-most-once", "at-least-once", "idempotent", "idempotent-mif1"],
+    "txn": ["at-least-once", "txn-10ms", "txn-100ms", "txn-1s"],
+}
+
+
+@dataclass(frozen=True)
+class ModeRatio:
+    """A ratio row within one broker: ``numerator`` mode over ``denominator`` mode (1 KB
+    records/s). For ``metric="consume"`` both are read-back passes of the *same* cells (of mode
+    ``numerator``) with the isolation levels ``isolations = (numerator's, denominator's)``."""
+
+    suite: str
+    label: str
+    numerator: str
+    denominator: str
+    metric: str = "produce"
+    isolations: tuple[str, str] | None = None
+    goal: float | None = None
+    reference: str = ""
+
+
+_RC = ("read_committed", "read_uncommitted")
+MODE_RATIOS = [
+    ModeRatio("eos", "idempotent / at-least-once", "idempotent", "at-least-once", goal=0.97,
+              reference="Kafka 0.11 idempotent/txn: ~0.97"),
+    ModeRatio("eos", "idempotent / at-most-once", "idempotent", "at-most-once",
+              reference="Kafka 0.11 idempotent/txn: ~0.8"),
+    ModeRatio("eos", "at-least-once / at-most-once", "at-least-once", "at-most-once"),
+    ModeRatio("eos", "idempotent mif1 / at-least-once", "idempotent-mif1", "at-least-once",
+              reference="diagnostic: the broker's own idempotence cost"),
+    ModeRatio("txn", "txn 100ms / at-least-once", "txn-100ms", "at-least-once", goal=0.97,
+              reference="Kafka 0.11: ~0.97"),
+    ModeRatio("txn", "txn 10ms / at-least-once", "txn-10ms", "at-least-once"),
+    ModeRatio("txn", "txn 1s / at-least-once", "txn-1s", "at-least-once"),
+    ModeRatio("txn", "txn 100ms / at-most-once", "txn-100ms", "at-most-once", reference="Kafka 0.11: ~0.8"),
+    ModeRatio("txn", "txn 100ms / idempotent", "txn-100ms", "idempotent",
+              reference="the cost of transactions over idempotence"),
+    *(ModeRatio("txn", f"consume read_committed / read_uncommitted, txn {label} data", mode, mode,
+                metric="consume", isolations=_RC, goal=0.97, reference="Kafka 0.11: no measurable cost")
+      for mode, label in [("txn-10ms", "10ms"), ("txn-100ms", "100ms"), ("txn-1s", "1s")]),
 ]

@@ -1,9 +1,11 @@
-"""Run the cells: every broker up for the whole run, cells interleaved round by round.
+"""Run the cells: every broker up for the whole run, cells interleaved round by round; then the
+EndTxn probe (txn suite) and the group measurements (groups suite).
 
-Order within a round: for each record size, for each mode, every target in turn (the target
-order rotates each round), produce for ``duration`` seconds into a fresh topic, then consume
-that topic back, then delete it. Interleaving keeps slow drifts of a noisy 2-core machine
-(other tenants, thermal, page cache) from landing on one broker only; rounds give a spread.
+Order within a round: for each (record size, mode) pair of the matrix (in reverse order every
+other round), every target in turn (the target order rotates each round), produce for
+``duration`` seconds into a fresh topic, then consume that topic back (once per isolation level
+of the mode), then delete it. Interleaving keeps slow drifts of a noisy 2-core machine (other
+tenants, thermal, page cache) from landing on one broker or one mode only; rounds give a spread.
 """
 
 from __future__ import annotations
@@ -23,6 +25,32 @@ from .workers import WorkerPool
 
 
 @dataclass
+class GroupOptions:
+    """The groups suite (issue 4). Rebalance: a group grows 1 -> ``members`` consumers on a topic
+    of ``members`` partitions, ``repetitions`` times per broker. Commits: ``commit_consumers``
+    members (one process each) of one group commit synchronously for ``commit_seconds``, once per
+    round."""
+
+    repetitions: int = 3
+    members: int = 4
+    heartbeat_ms: int = 100
+    session_timeout_ms: int = 6000
+    fetch_wait_ms: int | None = None  # None: librdkafka's default
+    commit_consumers: int = 2
+    commit_seconds: float = 3.0
+    step_timeout: float = 60.0
+    step_pause: float = 1.0  # seconds the group stays Stable before the next member subscribes
+
+
+@dataclass
+class TxnProbeOptions:
+    """The EndTxn probe of the txn suite: ``count`` one-record transactions per broker per round."""
+
+    count: int = 200
+    warmup: int = 10
+
+
+@dataclass
 class Options:
     targets: list[Target]
     modes: list[Mode]
@@ -38,6 +66,15 @@ class Options:
     consume_seconds: float
     producer_config: dict = field(default_factory=dict)
     keep_topics: bool = False
+    # The produce/consume cells as (record size, mode) pairs, in table order; empty = sizes x modes.
+    matrix: list[tuple[int, Mode]] = field(default_factory=list)
+    suites: list[str] = field(default_factory=lambda: ["produce"])
+    groups: GroupOptions | None = None  # None: no groups suite
+    txn_probe: TxnProbeOptions | None = None  # None: no EndTxn probe
+
+    def __post_init__(self) -> None:
+        if not self.matrix:
+            self.matrix = [(size, mode) for size in self.sizes for mode in self.modes]
 
 
 @dataclass
@@ -48,7 +85,8 @@ class Cell:
     mode: str
     topic: str
     produce: dict | None = None
-    consume: dict | None = None
+    consume: dict | None = None  # the read-back with the mode's own isolation level
+    reads: dict[str, dict] = field(default_factory=dict)  # every read-back, by isolation level
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # oddities that do not invalidate the figures
     wall_seconds: float = 0.0
@@ -59,7 +97,9 @@ class Cell:
         if produce:
             produce.pop("latency_samples", None)
         return {"round": self.round, "target": self.target, "size": self.size, "mode": self.mode,
-                "topic": self.topic, "produce": produce, "consume": self.consume, "errors": self.errors,
+                "topic": self.topic, "produce": produce, "consume": self.consume,
+                "reads": {iso: f for iso, f in self.reads.items() if f is not self.consume} or None,
+                "errors": self.errors,
                 "notes": self.notes, "wall_seconds": self.wall_seconds,
                 "client_log": self.client_log}
 
@@ -80,6 +120,8 @@ class Runner:
         self.pool: WorkerPool | None = None
         self.cells: list[Cell] = []
         self.restarts: list[dict] = []
+        self.txn_probe_results: list[dict] = []
+        self.group_results: list[dict] = []
 
     # ------------------------------------------------------------------ one cell
 
@@ -90,7 +132,7 @@ class Runner:
                "txn_commit_ms": mode.txn_commit_ms}
         return [job] * self.opts.processes
 
-    def _consumer_jobs(self, broker: RunningBroker, topic: str, mode: Mode, timeout: float,
+    def _consumer_jobs(self, broker: RunningBroker, topic: str, isolation: str, timeout: float,
                        acked: dict[int, int]) -> list[dict]:
         parts = list(range(self.opts.partitions))
         if self.opts.consume_split == "all":
@@ -99,7 +141,7 @@ class Runner:
             n = min(self.opts.consumer_processes, len(parts))
             shares = [parts[i::n] for i in range(n)]
         return [{"kind": "consume", "bootstrap": broker.bootstrap, "topic": topic, "partitions": share,
-                 "isolation": mode.isolation, "timeout": timeout, "expected": acked,
+                 "isolation": isolation, "timeout": timeout, "expected": acked,
                  "max_seconds": self.opts.consume_seconds} for share in shares]
 
     def _run_jobs(self, jobs: list[dict], timeout: float):
@@ -108,8 +150,12 @@ class Runner:
         except TimeoutError:
             # a client hung: replace the pool so later cells start clean
             self.pool.terminate()
-            self.pool = WorkerPool(max(self.opts.processes, self.opts.consumer_processes)).start()
+            self.pool = WorkerPool(self._pool_size()).start()
             raise
+
+    def _pool_size(self) -> int:
+        g = self.opts.groups
+        return max(self.opts.processes, self.opts.consumer_processes, g.commit_consumers if g else 1)
 
     def run_cell(self, cell: Cell, mode: Mode, *, duration: float) -> Cell:
         t0 = time.monotonic()
@@ -118,20 +164,28 @@ class Runner:
         finally:
             cell.wall_seconds = time.monotonic() - t0
 
+    def _ensure_running(self, target: str, before: str, errors: list[str]) -> bool:
+        """If the broker is not running (a crash, or a signal from outside the bench), note it,
+        start it again on the same port and data, and go on: what follows is measured on the new
+        process. False if it could not be restarted."""
+        broker = self.brokers[target]
+        if broker.alive():
+            return True
+        note = f"broker {target} was not running (exit {broker.proc.returncode}); restarted"
+        errors.append(note)
+        self.restarts.append({"before": before, "exit": broker.proc.returncode})
+        self.console.print(f"[red]{escape(note)}; see {escape(broker.log_path)}")
+        try:
+            broker.start()
+            return True
+        except Exception as exc:
+            errors.append(f"restart failed: {exc}")
+            return False
+
     def _run_cell(self, cell: Cell, mode: Mode, duration: float) -> Cell:
         broker = self.brokers[cell.target]
-        if not broker.alive():
-            # Something stopped it (a crash, or a signal from outside the bench): note it, start it
-            # again on the same port and data, and go on; the cell is measured on the new process.
-            note = f"broker {cell.target} was not running (exit {broker.proc.returncode}); restarted"
-            cell.errors.append(note)
-            self.restarts.append({"before_cell": cell.topic, "exit": broker.proc.returncode})
-            self.console.print(f"[red]{escape(note)}; see {escape(broker.log_path)}")
-            try:
-                broker.start()
-            except Exception as exc:
-                cell.errors.append(f"restart failed: {exc}")
-                return cell
+        if not self._ensure_running(cell.target, cell.topic, cell.errors):
+            return cell
         try:
             broker.create_topic(cell.topic)
         except Exception as exc:
@@ -155,37 +209,46 @@ class Runner:
         if not cell.produce or not cell.produce["records"]:
             self._drop_topic(cell, broker)
             return cell
-        # consume it back
-        consume_timeout = max(60.0, 10 * duration)
-        cpu0 = broker.cpu_seconds()
-        try:
-            jobs = self._consumer_jobs(broker, cell.topic, mode, consume_timeout, cell.produce["acked_by_partition"])
-            results = self._run_jobs(jobs,
-                                     timeout=consume_timeout + 120)
-        except TimeoutError as exc:
-            cell.errors.append(f"consume: {exc}")
-            results = None
-        cpu = broker.cpu_seconds() - cpu0
-        reports = self._collect(cell, "consume", results) if results else None
-        if reports:
-            cell.consume = stats.consume_figures(reports, cpu)
-            c = cell.consume
-            if (c["records"] != c["expected"] and not c["capped"]) or c["errors"]:
-                cell.errors.append(f"consume: read {c['records']} of {c['expected']} acknowledged records, "
-                                   f"{c['errors']} errors{' (timed out)' if c['timed_out'] else ''}")
-            acked = cell.produce["acked_by_partition"]
-            seen = set()
-            # (transaction markers take offsets, so for transactional modes the two differ anyway)
-            for marks in (c["watermarks"] if not mode.txn_commit_ms else []):
-                for part, (low, high) in marks.items():
-                    if high - low != acked.get(int(part), 0) and part not in seen:
-                        seen.add(part)
-                        cell.notes.append(f"partition {part}: ListOffsets says [{low}, {high}) after the "
-                                           f"producers had {acked.get(int(part), 0)} records acknowledged")
+        # consume it back, once per isolation level of the mode; with two, the order alternates
+        # by round so neither pass is always the first to read the topic
+        isolations = list(mode.isolations)
+        if cell.round % 2:
+            isolations.reverse()
+        for isolation in isolations:
+            self._read_back(cell, mode, broker, isolation, duration)
+        cell.consume = cell.reads.get(mode.isolation)
         self._drop_topic(cell, broker)
         if not broker.alive():
             cell.errors.append(f"broker {cell.target} died (exit {broker.proc.returncode})")
         return cell
+
+    def _read_back(self, cell: Cell, mode: Mode, broker: RunningBroker, isolation: str, duration: float) -> None:
+        consume_timeout = max(60.0, 10 * duration)
+        phase = "consume" if len(mode.isolations) == 1 else f"consume {isolation}"
+        cpu0 = broker.cpu_seconds()
+        try:
+            jobs = self._consumer_jobs(broker, cell.topic, isolation, consume_timeout, cell.produce["acked_by_partition"])
+            results = self._run_jobs(jobs, timeout=consume_timeout + 120)
+        except TimeoutError as exc:
+            cell.errors.append(f"{phase}: {exc}")
+            results = None
+        cpu = broker.cpu_seconds() - cpu0
+        reports = self._collect(cell, phase, results) if results else None
+        if not reports:
+            return
+        c = cell.reads[isolation] = stats.consume_figures(reports, cpu)
+        if (c["records"] != c["expected"] and not c["capped"]) or c["errors"]:
+            cell.errors.append(f"{phase}: read {c['records']} of {c['expected']} acknowledged records, "
+                               f"{c['errors']} errors{' (timed out)' if c['timed_out'] else ''}")
+        acked = cell.produce["acked_by_partition"]
+        seen = {n.split(":")[0] for n in cell.notes}
+        # (transaction markers take offsets, so for transactional modes the two differ anyway)
+        for marks in (c["watermarks"] if not mode.txn_commit_ms else []):
+            for part, (low, high) in marks.items():
+                if high - low != acked.get(int(part), 0) and f"partition {part}" not in seen:
+                    seen.add(f"partition {part}")
+                    cell.notes.append(f"partition {part}: ListOffsets says [{low}, {high}) after the "
+                                      f"producers had {acked.get(int(part), 0)} records acknowledged")
 
     def _drop_topic(self, cell: Cell, broker: RunningBroker) -> None:
         if not self.opts.keep_topics and broker.alive():
@@ -210,33 +273,38 @@ class Runner:
     # ------------------------------------------------------------------ the run
 
     def plan(self) -> list[tuple[int, int, Mode, Target]]:
+        """Round by round: (size, mode) pairs in matrix order, reversed every other round (so a
+        steady drift of the machine does not favour the modes that come first: the EOS ratios
+        compare modes within one broker), and within each pair every target, rotated by round."""
         out = []
         targets = self.opts.targets
         for r in range(self.opts.rounds):
-            for size in self.opts.sizes:
-                for mode in self.opts.modes:
-                    shift = r % len(targets)
-                    for target in targets[shift:] + targets[:shift]:
-                        out.append((r, size, mode, target))
+            pairs = self.opts.matrix if r % 2 == 0 else self.opts.matrix[::-1]
+            for size, mode in pairs:
+                shift = r % len(targets)
+                for target in targets[shift:] + targets[:shift]:
+                    out.append((r, size, mode, target))
         return out
 
     def run(self) -> list[Cell]:
-        self.pool = WorkerPool(max(self.opts.processes, self.opts.consumer_processes)).start()
+        self.pool = WorkerPool(self._pool_size()).start()
         plan = self.plan()
         try:
             with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=self.console, transient=False) as progress:
-                if self.opts.warmup > 0:
+                if self.opts.warmup > 0 and plan:
                     task = progress.add_task("warm-up", total=len(self.opts.targets))
+                    size = max(s for s, _ in self.opts.matrix)
+                    mode = next(m for s, m in self.opts.matrix if s == size)
                     for t in self.opts.targets:
                         progress.update(task, description=f"warm-up {t.name}")
-                        cell = Cell(-1, t.name, self.opts.sizes[-1], self.opts.modes[0].name,
-                                    _topic_name("warmup", t.name))
-                        self.run_cell(cell, self.opts.modes[0], duration=self.opts.warmup)
+                        cell = Cell(-1, t.name, size, mode.name, _topic_name("warmup", t.name))
+                        self.run_cell(cell, mode, duration=self.opts.warmup)
                         if cell.errors:
-                            progress.console.print(f"[yellow]warm-up {t.name}: {cell.errors[0]}")
+                            progress.console.print(f"[yellow]warm-up {t.name}: {escape(cell.errors[0])}")
                         progress.advance(task)
-                task = progress.add_task("cells", total=len(plan))
+                if plan:
+                    task = progress.add_task("cells", total=len(plan))
                 for r, size, mode, target in plan:
                     progress.update(task, description=f"round {r + 1} {target.name} {size_label(size)} {mode.label}")
                     cell = Cell(r, target.name, size, mode.name, _topic_name(r, size, mode.name, target.name))
@@ -244,9 +312,145 @@ class Runner:
                     self.cells.append(cell)
                     progress.console.print(self._line(cell, mode))
                     progress.advance(task)
+                if self.opts.txn_probe:
+                    self.run_txn_probe(progress)
+                if self.opts.groups:
+                    self.run_groups(progress)
         finally:
             self.pool.close()
         return self.cells
+
+    # ------------------------------------------------------------------ txn suite: EndTxn probe
+
+    def _rotated(self, r: int) -> list[Target]:
+        shift = r % len(self.opts.targets)
+        return self.opts.targets[shift:] + self.opts.targets[:shift]
+
+    def run_txn_probe(self, progress: Progress) -> None:
+        """One-record transactions, flushed before commit_transaction() is timed: EndTxn latency
+        with the broker otherwise idle. Once per round per broker."""
+        probe = self.opts.txn_probe
+        task = progress.add_task("EndTxn probe", total=self.opts.rounds * len(self.opts.targets))
+        for r in range(self.opts.rounds):
+            for target in self._rotated(r):
+                progress.update(task, description=f"EndTxn probe round {r + 1} {target.name}")
+                row = {"round": r, "target": target.name, "errors": []}
+                self.txn_probe_results.append(row)
+                broker = self.brokers[target.name]
+                topic = _topic_name("endtxn", r, target.name)
+                if self._ensure_running(target.name, topic, row["errors"]):
+                    try:
+                        broker.create_topic(topic)
+                        job = {"kind": "endtxn", "bootstrap": broker.bootstrap, "topic": topic, "size": 1024,
+                               "partitions": self.opts.partitions, "count": probe.count, "warmup": probe.warmup}
+                        [(err, res)] = self._run_jobs([job], timeout=120 + probe.count)
+                        if err:
+                            row["errors"].append(err)
+                        else:
+                            row.update(stats.latency_figures(res["latencies"]))
+                            row["latencies_ms"] = [x * 1000 for x in res["latencies"]]
+                            row["errors"] += res["client_errors"]
+                    except Exception as exc:
+                        row["errors"].append(f"{type(exc).__name__}: {exc}")
+                    if not self.opts.keep_topics and broker.alive():
+                        broker.delete_topic(topic)
+                progress.console.print(f"EndTxn probe r{r + 1} {target.name:<15} "
+                                       + (f"{row['count']} txns p50 {row['p50_ms']:.2f} p99 {row['p99_ms']:.2f} ms"
+                                          if row.get("count") else "")
+                                       + (f" [red]{escape(row['errors'][0][:120])}[/red]" if row["errors"] else ""))
+                progress.advance(task)
+
+    # ------------------------------------------------------------------ groups suite
+
+    def run_groups(self, progress: Progress) -> None:
+        g = self.opts.groups
+        hb = {"heartbeat.interval.ms": g.heartbeat_ms, "session.timeout.ms": g.session_timeout_ms}
+        if g.fetch_wait_ms is not None:
+            hb["fetch.wait.max.ms"] = g.fetch_wait_ms
+        topics: dict[str, tuple[str, str]] = {}
+        for target in self.opts.targets:
+            errs: list[str] = []
+            rebal, commits = _topic_name("group-rebalance", target.name), _topic_name("group-commits", target.name)
+            try:
+                if self._ensure_running(target.name, rebal, errs):
+                    self.brokers[target.name].create_topic(rebal, partitions=g.members)
+                    self.brokers[target.name].create_topic(commits, partitions=g.commit_consumers ** 2)
+                    topics[target.name] = (rebal, commits)
+            except Exception as exc:
+                errs.append(f"create topic: {exc}")
+            if errs:
+                self.group_results.append({"kind": "setup", "target": target.name, "errors": errs})
+        task = progress.add_task("groups", total=(g.repetitions + self.opts.rounds) * len(self.opts.targets))
+        # Rebalance: a fresh group each repetition; brokers rotated by repetition.
+        for rep in range(g.repetitions):
+            for target in self._rotated(rep):
+                progress.update(task, description=f"rebalance 1→{g.members} rep {rep + 1} {target.name}")
+                row = {"kind": "rebalance", "target": target.name, "repetition": rep, "errors": [], "steps": []}
+                self.group_results.append(row)
+                if target.name in topics and self._ensure_running(target.name, "rebalance", row["errors"]):
+                    broker = self.brokers[target.name]
+                    job = {"kind": "rebalance", "bootstrap": broker.bootstrap, "topic": topics[target.name][0],
+                           "group": _topic_name("rebalance", rep, target.name), "members": g.members,
+                           "partitions": g.members, "consumer": hb, "step_timeout": g.step_timeout,
+                           "step_pause": g.step_pause}
+                    cpu0 = broker.cpu_seconds()
+                    try:
+                        [(err, res)] = self._run_jobs([job], timeout=g.members * (g.step_timeout + g.step_pause) + 90)
+                    except TimeoutError as exc:
+                        err, res = str(exc), None
+                    row["broker_cpu_s"] = broker.cpu_seconds() - cpu0
+                    if err:
+                        row["errors"].append(err)
+                    if res:
+                        row.update({k: res[k] for k in ("steps", "late_events", "events", "client_log")})
+                        row["errors"] += res["errors"] + res["client_errors"]
+                progress.console.print(self._group_line(row))
+                progress.advance(task)
+        # Commits: C members of one group, synchronous commits; once per round per broker.
+        for r in range(self.opts.rounds):
+            for target in self._rotated(r):
+                progress.update(task, description=f"offset commits round {r + 1} {target.name}")
+                row = {"kind": "commits", "target": target.name, "round": r, "errors": []}
+                self.group_results.append(row)
+                if target.name in topics and self._ensure_running(target.name, "commits", row["errors"]):
+                    broker = self.brokers[target.name]
+                    job = {"kind": "commits", "bootstrap": broker.bootstrap, "topic": topics[target.name][1],
+                           "group": _topic_name("commits", r, target.name), "share": g.commit_consumers,
+                           "consumer": hb, "duration": g.commit_seconds, "join_timeout": g.step_timeout}
+                    cpu0 = broker.cpu_seconds()
+                    try:
+                        results = self._run_jobs([job] * g.commit_consumers, timeout=g.step_timeout + g.commit_seconds + 90)
+                    except TimeoutError as exc:
+                        results = [(str(exc), None)]
+                    cpu = broker.cpu_seconds() - cpu0
+                    reports = []
+                    for i, (err, res) in enumerate(results):
+                        if err:
+                            row["errors"].append(f"member {i}: {err}")
+                        elif res:
+                            reports.append(res)
+                            row["errors"] += [f"member {i}: {e}" for e in res["commit_errors"] + res["client_errors"]]
+                    if reports and len(reports) == len(results):
+                        row.update(stats.commit_rate_figures(reports, cpu))
+                progress.console.print(self._group_line(row))
+                progress.advance(task)
+        for target, names in topics.items():
+            if not self.opts.keep_topics and self.brokers[target].alive():
+                for name in names:
+                    self.brokers[target].delete_topic(name)
+
+    @staticmethod
+    def _group_line(row: dict) -> str:
+        if row["kind"] == "rebalance":
+            head = f"rebalance rep {row['repetition'] + 1} {row['target']:<15}"
+            text = head + " " + "  ".join(f"→{s['members']}: {s['seconds'] * 1000:7.1f} ms" for s in row["steps"])
+        else:
+            head = f"offset commits r{row['round'] + 1} {row['target']:<15}"
+            text = head + (f" {row['commits_per_s']:>8,.0f} commits/s p50 {row['p50_ms']:.2f} p99 {row['p99_ms']:.2f} ms"
+                           f" broker CPU {row['broker_cpu_pct']:.0f}%" if "commits_per_s" in row else "")
+        if row["errors"]:
+            text += f" [red]{len(row['errors'])} error(s): {escape(row['errors'][0][:120])}[/red]"
+        return text
 
     @staticmethod
     def _line(cell: Cell, mode: Mode) -> str:
@@ -257,9 +461,15 @@ class Runner:
             text += (f" produce {p['records_per_s']:>9,.0f} rec/s {p['mb_per_s']:7.1f} MB/s"
                      f" p50 {p['latency_p50_ms']:6.1f} p99 {p['latency_p99_ms']:6.1f} ms"
                      f" in {p['seconds']:.1f} s, broker CPU {p['broker_cpu_pct']:.0f}%")
-        if c:
-            text += (f" | consume {c['records_per_s']:>9,.0f} rec/s {c['mb_per_s']:7.1f} MB/s"
+        for iso in mode.isolations:
+            c = cell.reads.get(iso)
+            if not c:
+                continue
+            tag = "consume" if len(mode.isolations) == 1 else {"read_committed": "rc", "read_uncommitted": "ru"}[iso]
+            text += (f" | {tag} {c['records_per_s']:>9,.0f} rec/s {c['mb_per_s']:7.1f} MB/s"
                      f" in {c['seconds']:.1f} s, broker CPU {c['broker_cpu_pct']:.0f}%")
+        if p and p.get("commits"):
+            text += f" | {p['commits']} txns, EndTxn p50 {p['endtxn_p50_ms']:.1f} ms"
         if cell.errors:
             text += f" [red]{len(cell.errors)} error(s): {escape(cell.errors[0][:100])}[/red]"
         return text

@@ -37,7 +37,36 @@ def produce_figures(reports: list[dict], size: int, cpu_s: float) -> dict:
         "transactions": sum(r["transactions"] for r in reports),
         "send_seconds": max(r["t_sent"] for r in reports) - start,
         "broker_cpu_s": cpu_s, "broker_cpu_pct": 100 * cpu_s / seconds,
+        **commit_figures(sorted(x for r in reports for x in r.get("commit_latencies", [])),
+                         sorted(x for r in reports for x in r.get("endtxn_latencies", []))),
     }
+
+
+def commit_figures(commit: list[float], endtxn: list[float]) -> dict:
+    """Transaction commits (seconds, sorted): flush + commit_transaction(), and its EndTxn part."""
+    if not commit:
+        return {}
+    return {"commit_latencies_ms": [x * 1000 for x in commit], "endtxn_latencies_ms": [x * 1000 for x in endtxn],
+            "commits": len(commit), "commit_p50_ms": percentile(commit, 50) * 1000,
+            "commit_p99_ms": percentile(commit, 99) * 1000, "endtxn_p50_ms": percentile(endtxn, 50) * 1000,
+            "endtxn_p99_ms": percentile(endtxn, 99) * 1000}
+
+
+def latency_figures(lats_s: list[float]) -> dict:
+    """count, mean, p50, p99, max in ms of a list of durations in seconds."""
+    lats = sorted(lats_s)
+    if not lats:
+        return {"count": 0}
+    return {"count": len(lats), "mean_ms": sum(lats) / len(lats) * 1000, "p50_ms": percentile(lats, 50) * 1000,
+            "p99_ms": percentile(lats, 99) * 1000, "max_ms": lats[-1] * 1000}
+
+
+def median(values: list[float]) -> float:
+    v = sorted(values)
+    if not v:
+        return float("nan")
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
 
 
 def _sum_by_partition(dicts) -> dict[int, int]:
@@ -83,6 +112,26 @@ def pool(figures: list[dict], *, latencies: bool) -> dict | None:
         out["latency_p99_ms"] = percentile(lats, 99) * 1000
         out["latency_samples"] = len(lats)
         out["failed"] = sum(f.get("failed", 0) for f in figures)
+        commits = sorted(x / 1000 for f in figures for x in f.get("commit_latencies_ms", []))
+        endtxn = sorted(x / 1000 for f in figures for x in f.get("endtxn_latencies_ms", []))
+        if commits:
+            out.update({k: v for k, v in commit_figures(commits, endtxn).items() if not k.endswith("latencies_ms")})
     else:
         out["errors"] = sum(f.get("errors", 0) for f in figures)
     return out
+
+
+def commit_rate_figures(reports: list[dict], cpu_s: float) -> dict:
+    """Synchronous OffsetCommit round trips of several group members measured together."""
+    start = min(r["t_start"] for r in reports)
+    end = max(r["t_end"] for r in reports)
+    seconds = max(end - start, 1e-9)
+    commits = sum(r["commits"] for r in reports)
+    lats = sorted(x for r in reports for x in r["latencies"])
+    return {"commits": commits, "failed": sum(r["failed"] for r in reports), "seconds": seconds,
+            "commits_per_s": commits / seconds, "members": len(reports),
+            "per_member_per_s": [r["commits"] / max(r["t_end"] - r["t_start"], 1e-9) for r in reports],
+            "committed_ok": all(r["committed"] == [r["last_offset"]] * len(r["partitions"]) for r in reports),
+            "committed_check": [{"last_committed": r["last_offset"], "offset_fetch": r["committed"]} for r in reports],
+            **{k: v for k, v in latency_figures(lats).items() if k != "count"},
+            "latencies_ms": [x * 1000 for x in lats], "broker_cpu_s": cpu_s, "broker_cpu_pct": 100 * cpu_s / seconds}
