@@ -118,26 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_format, args.log_level)
     if args.command == "serve":
         return cmd_serve(args)
-    if args.command == "topics":
-        from . import admin
-
-        return admin.topics_command(args)
-    if args.command == "groups":
-        from . import admin
-
-        return admin.groups_command(args)
-    if args.command == "producers":
-        from . import admin
-
-        return admin.producers_command(args)
-    if args.command == "transactions":
-        from . import admin
-
-        return admin.transactions_command(args)
     if args.command == "demo":
         from . import demo
 
         return demo.run(args)
+    # Admin commands talk to a broker over the protocol; imported lazily to keep serve light.
+    from . import admin
+
+    return getattr(admin, f"{args.command}_command")(args)
     return 2
 
 

@@ -35,3 +35,8 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, *, t
     finally:
         c.close()
     return out
+
+
+def first_difference(actual: list, expected: list) -> int:
+    """Index of the first element where two sequences differ (or the shorter length)."""
+    return next((i for i, (a, b) in enumerate(zip(actual, expected)) if a != b), min(len(actual), len(expected)))

@@ -20,7 +20,7 @@ import confluent_kafka as ck
 import pytest
 
 from .conftest import soak_scale
-from .helpers import consume_all, create_topic
+from .helpers import consume_all, create_topic, first_difference
 
 PARTITIONS = 3
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -97,6 +97,6 @@ def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker, t
         dupes = len(values) - len(set(values))
         assert dupes == 0, f"partition {q}: {dupes} duplicated output records"
         assert values == expected, f"partition {q}: {len(values)} records; first difference at " \
-            f"{next((i for i, (a, b) in enumerate(zip(values, expected)) if a != b), min(len(values), len(expected)))}"
+            f"{first_difference(values, expected)}"
         total += len(values)
     assert total == n

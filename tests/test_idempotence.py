@@ -10,7 +10,7 @@ import confluent_kafka as ck
 import pytest
 
 from .faultproxy import FaultProxy, free_port
-from .helpers import consume_all, create_topic
+from .helpers import consume_all, create_topic, first_difference
 
 PARTITIONS = 3
 
@@ -84,7 +84,7 @@ def assert_exactly_once_in_order(bootstrap: str, topic: str, n: int) -> None:
         dupes = len(seqs) - len(set(seqs))
         assert dupes == 0, f"partition {p}: {dupes} duplicates"
         assert seqs == expected, f"partition {p}: {len(seqs)} records, first difference at " \
-            f"{next((i for i, (a, b) in enumerate(zip(seqs, expected)) if a != b), min(len(seqs), len(expected)))}"
+            f"{first_difference(seqs, expected)}"
         total += len(seqs)
     assert total == n
 
