@@ -13,7 +13,6 @@ removed (:func:`_strip_unknown_tags`) – a slow path that real clients do not h
 from __future__ import annotations
 
 import functools
-import io
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -132,9 +131,3 @@ def encode_response(correlation_id: int, response: Any, *, header_v0: bool = Fal
     chunks = out.finish()
     total = sum(len(c) for c in chunks)
     return [_SIZE.pack(total), *chunks]
-
-
-def encode_to_bytes(obj: Any) -> bytes:
-    buf = io.BytesIO()
-    writer(type(obj))(buf, obj)
-    return buf.getvalue()

@@ -1,9 +1,10 @@
 """Size-prefixed framing of the Kafka wire protocol, sans-IO.
 
-Every request and response is ``int32 size`` followed by ``size`` bytes. :class:`FrameDecoder`
-takes bytes as they arrive from a socket and yields whole frames. It refuses a frame whose
-declared size exceeds ``max_frame_bytes`` (Kafka's ``socket.request.max.bytes``) as soon as the
-4-byte prefix is seen, before buffering or allocating anything for it.
+Every request and response is ``int32 size`` followed by ``size`` bytes.
+:class:`BufferedFrameReader` hands out the buffers the socket reads into and yields whole
+frames. It refuses a frame whose declared size exceeds ``max_frame_bytes`` (Kafka's
+``socket.request.max.bytes``) as soon as the 4-byte prefix is seen, before allocating anything
+for it.
 """
 
 from __future__ import annotations
@@ -22,66 +23,6 @@ class FrameTooLarge(ValueError):
 
 class InvalidFrame(ValueError):
     pass
-
-
-class FrameDecoder:
-    """Bytes in, frames out. Invariant: ``_buffer`` never holds more than one partial frame
-    plus one read's worth of bytes, and never more than ``max_frame_bytes + 4`` for one frame."""
-
-    __slots__ = ("_buffer", "_max", "_needed")
-
-    def __init__(self, max_frame_bytes: int) -> None:
-        self._buffer = bytearray()
-        self._max = max_frame_bytes
-        self._needed = -1  # size of the frame being collected, or -1 before its prefix
-
-    def feed(self, data: bytes) -> list[bytes]:
-        """Add received bytes; return the frames completed by them (each without its prefix)."""
-        buf = self._buffer
-        frames: list[bytes] = []
-        if not buf and self._needed < 0:
-            # Fast path: parse straight out of ``data`` while it holds whole frames.
-            pos, end = 0, len(data)
-            while end - pos >= 4:
-                size = _SIZE.unpack_from(data, pos)[0]
-                self._check(size)
-                if end - pos - 4 < size:
-                    break
-                frames.append(data[pos + 4 : pos + 4 + size])
-                pos += 4 + size
-            if pos == end:
-                return frames
-            buf += memoryview(data)[pos:]
-        else:
-            buf += data
-        while True:
-            if self._needed < 0:
-                if len(buf) < 4:
-                    return frames
-                size = _SIZE.unpack_from(buf, 0)[0]
-                self._check(size)
-                del buf[:4]
-                self._needed = size
-            if len(buf) < self._needed:
-                return frames
-            frames.append(bytes(buf[: self._needed]))
-            del buf[: self._needed]
-            self._needed = -1
-
-    def _check(self, size: int) -> None:
-        if size < 0:
-            raise InvalidFrame(f"negative frame size {size}")
-        if size > self._max:
-            raise FrameTooLarge(size, self._max)
-
-    @property
-    def buffered(self) -> int:
-        return len(self._buffer)
-
-
-def frame(payload_parts: list[bytes]) -> list[bytes]:
-    """Prefix a response made of parts with its total size."""
-    return [_SIZE.pack(sum(len(p) for p in payload_parts)), *payload_parts]
 
 
 class BufferedFrameReader:
