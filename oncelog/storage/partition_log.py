@@ -305,7 +305,7 @@ class PartitionLog:
 
     def aborted_between(self, start: int, end: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of aborted transactions overlapping [start, end)."""
-        i = bisect.bisect_left([a.last_offset for a in self.aborted], start)
+        i = bisect.bisect_left(self.aborted, start, key=lambda a: a.last_offset)  # entries are in marker order
         return [(a.producer_id, a.first_offset) for a in self.aborted[i:] if a.first_offset < end]
 
     def _read_log_start(self) -> int:
