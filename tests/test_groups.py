@@ -169,33 +169,35 @@ def run_kafka_python_group(bootstrap, topic, group, n):
     synchronously inside poll(), so two members polled from one thread would wait on each other."""
     from kafka import KafkaConsumer
 
-    values, lock, assigned = [], threading.Lock(), []
+    values, lock = [], threading.Lock()
+    had_partitions = [False, False]
     deadline = time.monotonic() + 90
 
-    def member():
+    def member(index):
         c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                           enable_auto_commit=False)
-        had_partitions = False
+        # Keep polling until everything is read AND both members have held partitions: the
+        # first member may read all records before the second one's join completes.
         while time.monotonic() < deadline:
             with lock:
-                if len(values) >= n:
+                if len(values) >= n and all(had_partitions):
                     break
             batch = c.poll(timeout_ms=100)
-            had_partitions |= bool(c.assignment())
+            if c.assignment():
+                had_partitions[index] = True
             with lock:
                 for records in batch.values():
                     values.extend(int(r.value) for r in records)
             if batch:
                 c.commit()
-        assigned.append(had_partitions)
         c.close()
 
-    threads = [threading.Thread(target=member) for _ in range(2)]
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(120)
-    assert assigned == [True, True], "each member got partitions"
+    assert had_partitions == [True, True], "each member got partitions"
     return values
 
 
