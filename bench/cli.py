@@ -84,7 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--consume-split", choices=["all", "partitions"], default="all",
                    help="all: every consumer process reads every partition (records/s counts all "
                         "deliveries); partitions: the partitions are shared out round-robin")
-    p.add_argument("--rate", type=int, default=0, help="records/s per producer process (0 = as fast as possible)")
+    p.add_argument("--rate", type=int, default=0, help="records/s per librdkafka producer process (0 = as fast as possible)")
+    p.add_argument("--wire-batch-records", type=int, default=960,
+                   help="records per partition batch of the protocol-level producer (the wire-* modes); "
+                        "960 x 1 KB is what librdkafka's batch.size of 1,000,000 bytes holds")
     p.add_argument("-X", "--producer-config", type=_kv, action="append", default=[], metavar="KEY=VALUE",
                    help="extra librdkafka producer setting for every mode (repeatable)")
     p.add_argument("--work-dir", help="broker data and logs (default: a new directory under $TMPDIR)")
@@ -160,6 +163,7 @@ def options_from(args) -> Options:
         processes=args.processes, consumer_processes=args.consumer_processes or args.processes,
         partitions=args.partitions, consume_split=args.consume_split, rate=args.rate,
         producer_config=dict(args.producer_config), keep_topics=args.keep_topics,
+        wire_batch_records=args.wire_batch_records,
     )
 
 

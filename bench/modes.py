@@ -29,6 +29,9 @@ class Mode:
     isolation: str = "read_uncommitted"
     description: str = ""
     also_read_as: tuple[str, ...] = ()  # further isolation levels the cell is read back with
+    # Set for modes driven by the protocol-level producer (bench/wireload.py) instead of
+    # librdkafka: {"acks": 1|-1, "max_in_flight": n, "idempotent": bool}; ``producer`` is unused.
+    wire: dict | None = None
 
     @property
     def isolations(self) -> tuple[str, ...]:
@@ -36,7 +39,7 @@ class Mode:
         return (self.isolation, *self.also_read_as)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "label": self.label, "producer": dict(self.producer),
+        return {"name": self.name, "label": self.label, "producer": dict(self.producer), "wire": self.wire,
                 "txn_commit_ms": self.txn_commit_ms, "isolation": self.isolation,
                 "also_read_as": list(self.also_read_as), "description": self.description}
 
@@ -79,6 +82,27 @@ MODES: dict[str, Mode] = {m.name: m for m in [
                        f"and read_uncommitted")
       for ms, label in [(10, "10ms"), (100, "100ms"), (1000, "1s")]),
 ]}
+# The same delivery modes sent by the protocol-level producer (bench/wireload.py): identical,
+# pre-encoded batches in every mode and up to 5 requests really in flight, so the ratios between
+# them are the broker's own cost of each mode. librdkafka's idempotent producer cannot show that:
+# it keeps one request in flight per partition and spins while a batch waits (see wireload.py).
+WIRE_MODES = [
+    Mode("wire-at-most-once", "at-most-once (wire)", wire={"acks": 1, "max_in_flight": 5},
+         description="protocol-level producer: acks=1, 5 requests in flight"),
+    Mode("wire-at-least-once", "at-least-once (wire)", wire={"acks": -1, "max_in_flight": 1},
+         description="protocol-level producer: acks=all, 1 request in flight (in order)"),
+    Mode("wire-acksall-mif5", "acks=all mif5 (wire)", wire={"acks": -1, "max_in_flight": 5},
+         description="protocol-level producer: acks=all, 5 in flight, no producer id (not ordered "
+                     "on retry): idempotent minus the idempotence"),
+    Mode("wire-idempotent", "idempotent (wire)", wire={"acks": -1, "max_in_flight": 5, "idempotent": True},
+         description="protocol-level producer: producer id and sequences, acks=all, 5 in flight"),
+    *(Mode(f"wire-txn-{label}", f"txn {label} (wire)", wire={"acks": -1, "max_in_flight": 5, "idempotent": True},
+           txn_commit_ms=ms, isolation="read_committed", also_read_as=("read_uncommitted",),
+           description=f"protocol-level transactional producer (transaction version 1) committing every "
+                       f"{label}; read back read_committed and read_uncommitted")
+      for ms, label in [(10, "10ms"), (100, "100ms"), (1000, "1s")]),
+]
+MODES.update({m.name: m for m in WIRE_MODES})
 MODE_ALIASES = {"transactional": "txn-100ms"}  # the name this mode had before the txn suite
 DEFAULT_MODES = ["acks1", "acksall"]
 
@@ -148,8 +172,10 @@ COMPARISONS = [
 SUITES = ["produce", "eos", "groups", "txn"]
 EOS_SIZE = 1024
 SUITE_MODES = {
-    "eos": ["at-most-once", "at-least-once", "idempotent", "idempotent-mif1"],
-    "txn": ["at-least-once", "txn-10ms", "txn-100ms", "txn-1s"],
+    "eos": ["at-most-once", "at-least-once", "idempotent", "idempotent-mif1",
+            "wire-at-most-once", "wire-at-least-once", "wire-acksall-mif5", "wire-idempotent"],
+    "txn": ["at-least-once", "txn-10ms", "txn-100ms", "txn-1s",
+            "wire-at-least-once", "wire-idempotent", "wire-txn-10ms", "wire-txn-100ms", "wire-txn-1s"],
 }
 
 
@@ -171,15 +197,32 @@ class ModeRatio:
 
 _RC = ("read_committed", "read_uncommitted")
 MODE_RATIOS = [
+    # The targets, with the protocol-level producer: the broker's own cost of each mode.
+    ModeRatio("eos", "idempotent / at-least-once (wire)", "wire-idempotent", "wire-at-least-once", goal=0.97,
+              reference="Kafka 0.11 (Java client): ~0.97"),
+    ModeRatio("eos", "idempotent / acks=all mif5 (wire)", "wire-idempotent", "wire-acksall-mif5",
+              reference="idempotence alone, same pipelining"),
+    ModeRatio("eos", "idempotent / at-most-once (wire)", "wire-idempotent", "wire-at-most-once",
+              reference="Kafka 0.11: ~0.8"),
+    ModeRatio("txn", "txn 100ms / at-least-once (wire)", "wire-txn-100ms", "wire-at-least-once", goal=0.97,
+              reference="Kafka 0.11 (Java client): ~0.97"),
+    ModeRatio("txn", "txn 10ms / at-least-once (wire)", "wire-txn-10ms", "wire-at-least-once"),
+    ModeRatio("txn", "txn 1s / at-least-once (wire)", "wire-txn-1s", "wire-at-least-once"),
+    ModeRatio("txn", "txn 100ms / idempotent (wire)", "wire-txn-100ms", "wire-idempotent",
+              reference="the cost of transactions over idempotence"),
+    *(ModeRatio("txn", f"consume read_committed / read_uncommitted, txn {label} data (wire)", mode, mode,
+                metric="consume", isolations=_RC, goal=0.97, reference="Kafka 0.11: no measurable cost")
+      for mode, label in [("wire-txn-100ms", "100ms")]),
+    # The same with librdkafka (confluent-kafka), the reference client.
     ModeRatio("eos", "idempotent / at-least-once", "idempotent", "at-least-once", goal=0.97,
-              reference="Kafka 0.11 idempotent/txn: ~0.97"),
+              reference="librdkafka: 1 request in flight per partition when idempotent"),
     ModeRatio("eos", "idempotent / at-most-once", "idempotent", "at-most-once",
               reference="Kafka 0.11 idempotent/txn: ~0.8"),
     ModeRatio("eos", "at-least-once / at-most-once", "at-least-once", "at-most-once"),
     ModeRatio("eos", "idempotent mif1 / at-least-once", "idempotent-mif1", "at-least-once",
               reference="diagnostic: the broker's own idempotence cost"),
     ModeRatio("txn", "txn 100ms / at-least-once", "txn-100ms", "at-least-once", goal=0.97,
-              reference="Kafka 0.11: ~0.97"),
+              reference="librdkafka: 1 request in flight per partition when idempotent"),
     ModeRatio("txn", "txn 10ms / at-least-once", "txn-10ms", "at-least-once"),
     ModeRatio("txn", "txn 1s / at-least-once", "txn-1s", "at-least-once"),
     ModeRatio("txn", "txn 100ms / at-most-once", "txn-100ms", "at-most-once", reference="Kafka 0.11: ~0.8"),

@@ -65,6 +65,7 @@ class Options:
     warmup: float
     consume_seconds: float
     producer_config: dict = field(default_factory=dict)
+    wire_batch_records: int = 960  # records per partition batch of the protocol-level producer
     keep_topics: bool = False
     # The produce/consume cells as (record size, mode) pairs, in table order; empty = sizes x modes.
     matrix: list[tuple[int, Mode]] = field(default_factory=list)
@@ -126,6 +127,11 @@ class Runner:
     # ------------------------------------------------------------------ one cell
 
     def _producer_jobs(self, broker: RunningBroker, topic: str, size: int, mode: Mode, duration: float) -> list[dict]:
+        if mode.wire is not None:
+            job = {"kind": "wire-produce", "bootstrap": broker.bootstrap, "topic": topic, "size": size,
+                   "duration": duration, "wire": mode.wire, "txn_commit_ms": mode.txn_commit_ms,
+                   "batch_records": self.opts.wire_batch_records}
+            return [job] * self.opts.processes
         producer = {**BASE_PRODUCER, **mode.producer, **self.opts.producer_config}
         job = {"kind": "produce", "bootstrap": broker.bootstrap, "topic": topic, "size": size,
                "duration": duration, "rate": self.opts.rate, "producer": producer,

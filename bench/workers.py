@@ -160,6 +160,40 @@ def run_produce(job: dict, barrier) -> dict:
             "client_errors": client_errors, "client_log": log_handler.lines, "client_log_count": log_handler.count}
 
 
+def run_wire_produce(job: dict, barrier) -> dict:
+    """The protocol-level producer (bench/wireload.py) in one of the ``wire`` modes; reports in
+    the shape of :func:`run_produce`."""
+    import asyncio
+
+    from .wireload import WireMode, WireProducer
+
+    topic = job["topic"]
+    mode = WireMode.from_dict({**job["wire"], "txn_commit_ms": job.get("txn_commit_ms")})
+
+    async def main() -> dict:
+        producer = await WireProducer.create(
+            job["bootstrap"], topic, mode, batch_records=job["batch_records"], value=os.urandom(job["size"]),
+            client_id=f"bench-w{job['worker']}", transactional_id=f"{topic}-w{job['worker']}")
+        try:
+            # connection, Metadata and InitProducerId are done: start together
+            await asyncio.get_running_loop().run_in_executor(None, barrier.wait, BARRIER_TIMEOUT)
+            t_start, t_sent, t_end = await producer.run(job["duration"])
+        finally:
+            await producer.conn.close()
+        per_request = producer.batch_records
+        step = max(1, len(producer.latencies) // LATENCY_SAMPLE)
+        return {"sent": producer.acked, "acked": producer.acked,
+                "acked_by_partition": {p: producer.requests_acked * per_request for p in producer.partitions},
+                "failed": 0, "unflushed": 0, "transactions": producer.transactions,
+                "t_start": t_start, "t_sent": t_sent, "t_end": t_end,
+                "latencies": producer.latencies[::step], "commit_latencies": producer.commit_latencies,
+                "endtxn_latencies": producer.endtxn_latencies, "delivery_errors": [], "client_errors": [],
+                "client_log": [f"wireload: {producer.requests} Produce requests of {len(producer.partitions)} "
+                               f"batches x {per_request} records"], "client_log_count": 1}
+
+    return asyncio.run(main())
+
+
 # ------------------------------------------------------------------------------------- consume
 
 def run_consume(job: dict, barrier) -> dict:
@@ -494,7 +528,7 @@ def run_endtxn(job: dict, barrier) -> dict:
 
 # ---------------------------------------------------------------------------------------- pool
 
-JOBS = {"produce": run_produce, "consume": run_consume, "rebalance": run_rebalance, "commits": run_commits,
+JOBS = {"produce": run_produce, "wire-produce": run_wire_produce, "consume": run_consume, "rebalance": run_rebalance, "commits": run_commits,
         "endtxn": run_endtxn}
 
 

@@ -1,0 +1,335 @@
+"""A protocol-level producer that measures the *broker's* cost of each delivery mode.
+
+Why it exists. The reference client cannot show the broker's idempotence cost: librdkafka's
+idempotent producer keeps at most one ProduceRequest in flight per partition whatever
+``max.in.flight`` says (``rd_kafka_toppar_producer_serve`` limits requests to
+``RD_KAFKA_IDEMP_MAX_INFLIGHT - rktp_msgs_inflight``, and that counter holds *messages*, so any
+batch of 5+ messages in flight stops the partition; open PR confluentinc/librdkafka#4989), and
+while a ready batch waits behind it the broker thread wakes up without sleeping (~10× the poll
+calls of an at-least-once producer, measured with ``strace -c``). On two cores that CPU is taken
+from the broker under test. Kafka's published 3% was measured with the Java client, which
+pipelines up to 5 requests per connection and costs little per batch.
+
+This generator plays that role. Every mode sends the *same* pre-encoded 1 KB records in the same
+batches, so the client's work is identical and small (one CRC-32C and one copy per batch); what
+changes is only what the mode asks of the broker:
+
+* ``acks`` (1 or all) and how many requests may be in flight on the connection;
+* ``idempotent``: a producer id from InitProducerId, epoch and per-partition base sequences;
+* ``txn_commit_ms``: a transactional id, AddPartitionsToTxn at the start of each transaction
+  (transaction version 1, as the Java client without KIP-890), transactional batches, and
+  EndTxn(commit) every that many milliseconds after draining the in-flight requests (what
+  ``commitTransaction`` does).
+
+One Produce request carries one batch per partition of the topic (the Java client's shape: one
+request per broker, all ready partitions). Responses are checked: any partition error stops the
+run with that error, so a figure is never taken from failed produces. The bench reads every
+cell back afterwards, which checks that what was acknowledged is there.
+
+Single-broker targets only (oncelog and Tansu here): the bootstrap broker is taken as leader
+and coordinator, and checked to be the only broker in Metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import io
+import struct
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import crc32c
+from kio.index import load_payload_module
+from kio.static.constants import EntityType
+
+from oncelog.protocol import codec
+from oncelog.protocol.records import build_batch
+
+API_PRODUCE, API_METADATA, API_VERSIONS = 0, 3, 18
+API_INIT_PRODUCER_ID, API_ADD_PARTITIONS, API_END_TXN = 22, 24, 26
+# The newest versions this generator speaks (classic, pre-KIP-890 clients' choices).
+WANTED = {API_PRODUCE: 9, API_METADATA: 7, API_INIT_PRODUCER_ID: 4, API_ADD_PARTITIONS: 3, API_END_TXN: 3}
+TXN_TIMEOUT_MS = 60_000
+_FRAME = struct.Struct(">i")
+_STAMP = struct.Struct(">hiqqqhi")  # attributes .. base sequence, at batch offset 21
+_CRC = struct.Struct(">I")
+TRANSACTIONAL_BIT = 0x10
+
+
+class WireLoadError(RuntimeError):
+    """A request failed: the broker's error code or a connection problem, named."""
+
+
+@dataclass(frozen=True)
+class WireMode:
+    acks: int  # 1 or -1
+    max_in_flight: int
+    idempotent: bool = False
+    txn_commit_ms: int | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "WireMode":
+        return cls(acks=int(d["acks"]), max_in_flight=int(d["max_in_flight"]),
+                   idempotent=bool(d.get("idempotent")), txn_commit_ms=d.get("txn_commit_ms"))
+
+
+class BatchTemplate:
+    """One partition's batch of ``count`` identical records, encoded once.
+
+    :meth:`stamp` returns a copy with the producer id, epoch, base sequence, transactional bit
+    and timestamps of this send, and its CRC recomputed: the per-batch client work, the same in
+    every mode (a non-idempotent batch carries producer id -1 and sequence -1)."""
+
+    def __init__(self, count: int, value: bytes) -> None:
+        self.count = count
+        self.buf = bytearray(build_batch([(None, value)] * count))
+
+    def stamp(self, producer_id: int, epoch: int, base_sequence: int, transactional: bool, now_ms: int) -> bytes:
+        buf = self.buf
+        _STAMP.pack_into(buf, 21, TRANSACTIONAL_BIT if transactional else 0, self.count - 1, now_ms, now_ms,
+                         producer_id, epoch, base_sequence)
+        _CRC.pack_into(buf, 17, crc32c.crc32c(memoryview(buf)[21:]))
+        return bytes(buf)
+
+
+class Connection:
+    """Pipelined request/response on one socket: responses arrive in request order (the
+    protocol's guarantee per connection), so pending requests are a FIFO of futures."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
+        self.reader, self.writer = reader, writer
+        self.client_id = client_id
+        self.correlation_id = 0
+        self.pending: deque[tuple[int, type, asyncio.Future]] = deque()
+        self.versions: dict[int, int] = {}
+        self._task = asyncio.get_running_loop().create_task(self._read_loop())
+
+    @classmethod
+    async def open(cls, bootstrap: str, client_id: str) -> "Connection":
+        host, port = bootstrap.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port), limit=1 << 20)
+        conn = cls(reader, writer, client_id)
+        m = load_payload_module(API_VERSIONS, 3, EntityType.request)
+        resp = await conn.request(m.ApiVersionsRequest(client_software_name="oncelog-bench-wireload",
+                                                       client_software_version="1"))
+        offered = {k.api_key: k.max_version for k in resp.api_keys}
+        for key, wanted in WANTED.items():
+            if key not in offered:
+                raise WireLoadError(f"broker does not offer API key {key}")
+            conn.versions[key] = min(wanted, offered[key])
+        return conn
+
+    def module(self, api_key: int):
+        return load_payload_module(api_key, self.versions[api_key], EntityType.request)
+
+    def send(self, request) -> asyncio.Future:
+        self.correlation_id += 1
+        cls = type(request)
+        header_cls = cls.__header_schema__
+        header = header_cls(request_api_key=cls.__api_key__, request_api_version=cls.__version__,
+                            correlation_id=self.correlation_id, client_id=self.client_id)
+        out = io.BytesIO()
+        out.write(b"\0\0\0\0")
+        codec.writer(header_cls)(out, header)
+        codec.writer(cls)(out, request)
+        frame = out.getbuffer()
+        _FRAME.pack_into(frame, 0, len(frame) - 4)
+        self.writer.write(frame)
+        del frame
+        fut = asyncio.get_running_loop().create_future()
+        self.pending.append((self.correlation_id, cls, fut))
+        return fut
+
+    async def request(self, request):
+        fut = self.send(request)
+        await self.writer.drain()
+        return await fut
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                size = _FRAME.unpack(await self.reader.readexactly(4))[0]
+                raw = await self.reader.readexactly(size)
+                correlation_id, cls, fut = self.pending.popleft()
+                got = _FRAME.unpack_from(raw)[0]
+                if got != correlation_id:
+                    raise WireLoadError(f"response for correlation id {got}, expected {correlation_id}")
+                resp_cls = codec.response_class(cls.__api_key__, cls.__version__)
+                offset = 4 if resp_cls.__header_schema__.__version__ == 0 else 5
+                if not fut.done():
+                    fut.set_result(codec.reader(resp_cls)(raw, offset)[0])
+        except Exception as exc:  # connection closed or broken: fail everything pending
+            err = exc if isinstance(exc, WireLoadError) else WireLoadError(f"connection: {exc!r}")
+            while self.pending:
+                _, _, fut = self.pending.popleft()
+                if not fut.done():
+                    fut.set_exception(err)
+
+    async def close(self) -> None:
+        self._task.cancel()
+        self.writer.close()
+        try:
+            await self.writer.wait_closed()
+        except Exception:
+            pass
+
+
+def _check(code: int, what: str) -> None:
+    if code:
+        raise WireLoadError(f"{what}: error code {code}")
+
+
+class WireProducer:
+    """Produces pre-encoded batches for ``duration`` seconds in one :class:`WireMode`."""
+
+    def __init__(self, conn: Connection, topic: str, partitions: list[int], mode: WireMode,
+                 batch_records: int, value: bytes, transactional_id: str | None) -> None:
+        self.conn, self.topic, self.partitions, self.mode = conn, topic, partitions, mode
+        self.templates = {p: BatchTemplate(batch_records, value) for p in partitions}
+        self.batch_records = batch_records
+        self.transactional_id = transactional_id if mode.txn_commit_ms else None
+        self.producer_id, self.epoch = -1, -1
+        self.sequence = dict.fromkeys(partitions, 0)
+        self.acked = self.requests = self.requests_acked = self.transactions = 0
+        self.max_in_flight_seen = 0  # most Produce requests outstanding at once
+        self.latencies: list[float] = []  # per Produce request, seconds
+        self.commit_latencies: list[float] = []  # drain + EndTxn, as a committing application waits
+        self.endtxn_latencies: list[float] = []  # the EndTxn round trip alone
+        self.error: BaseException | None = None
+
+    @classmethod
+    async def create(cls, bootstrap: str, topic: str, mode: WireMode, *, batch_records: int, value: bytes,
+                     client_id: str, transactional_id: str | None) -> "WireProducer":
+        conn = await Connection.open(bootstrap, client_id)
+        m = conn.module(API_METADATA)
+        meta = await conn.request(m.MetadataRequest(topics=(m.MetadataRequestTopic(name=topic),),
+                                                    allow_auto_topic_creation=False))
+        if len(meta.brokers) != 1:
+            raise WireLoadError(f"wireload drives single-broker targets; Metadata lists {len(meta.brokers)}")
+        (t,) = meta.topics
+        _check(t.error_code, f"Metadata {topic}")
+        partitions = sorted(p.partition_index for p in t.partitions)
+        producer = cls(conn, topic, partitions, mode, batch_records, value, transactional_id)
+        if mode.idempotent or mode.txn_commit_ms:
+            await producer._init_producer_id()
+        return producer
+
+    async def _init_producer_id(self) -> None:
+        m = self.conn.module(API_INIT_PRODUCER_ID)
+        kwargs = {}
+        if self.conn.versions[API_INIT_PRODUCER_ID] >= 3:
+            kwargs = {"producer_id": -1, "producer_epoch": -1}
+        for _ in range(50):  # CONCURRENT_TRANSACTIONS / COORDINATOR_LOAD_IN_PROGRESS: retry
+            resp = await self.conn.request(m.InitProducerIdRequest(
+                transactional_id=self.transactional_id, transaction_timeout=datetime.timedelta(milliseconds=TXN_TIMEOUT_MS),
+                **kwargs))
+            if resp.error_code in (14, 51):
+                await asyncio.sleep(0.1)
+                continue
+            _check(resp.error_code, "InitProducerId")
+            self.producer_id, self.epoch = resp.producer_id, resp.producer_epoch
+            return
+        raise WireLoadError("InitProducerId: coordinator kept answering retriable errors")
+
+    async def _add_partitions(self) -> None:
+        m = self.conn.module(API_ADD_PARTITIONS)
+        resp = await self.conn.request(m.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=self.transactional_id, v3_and_below_producer_id=self.producer_id,
+            v3_and_below_producer_epoch=self.epoch,
+            v3_and_below_topics=(m.AddPartitionsToTxnTopic(name=self.topic, partitions=tuple(self.partitions)),)))
+        for topic in resp.results_by_topic_v3_and_below:
+            for r in topic.results_by_partition:
+                _check(r.partition_error_code, f"AddPartitionsToTxn {topic.name}-{r.partition_index}")
+
+    async def _end_txn(self) -> float:
+        m = self.conn.module(API_END_TXN)
+        t0 = time.monotonic()
+        resp = await self.conn.request(m.EndTxnRequest(transactional_id=self.transactional_id,
+                                                       producer_id=self.producer_id, producer_epoch=self.epoch,
+                                                       committed=True))
+        _check(resp.error_code, "EndTxn")
+        return time.monotonic() - t0
+
+    def _produce_request(self):
+        m = self.conn.module(API_PRODUCE)
+        now_ms = int(time.time() * 1000)
+        transactional = self.transactional_id is not None
+        parts = []
+        for p in self.partitions:
+            seq = self.sequence[p] if self.producer_id >= 0 else -1
+            parts.append(m.PartitionProduceData(index=p, records=self.templates[p].stamp(
+                self.producer_id, self.epoch, seq, transactional, now_ms)))
+            if self.producer_id >= 0:
+                self.sequence[p] = (self.sequence[p] + self.batch_records) & 0x7FFFFFFF
+        return m.ProduceRequest(transactional_id=self.transactional_id, acks=self.mode.acks,
+                                timeout=datetime.timedelta(seconds=30),
+                                topic_data=(m.TopicProduceData(name=self.topic, partition_data=tuple(parts)),))
+
+    def _on_response(self, fut: asyncio.Future, sent_at: float, slots: asyncio.Semaphore) -> None:
+        slots.release()
+        if fut.cancelled():
+            return
+        if fut.exception() is not None:
+            self.error = self.error or fut.exception()
+            return
+        for topic in fut.result().responses:
+            for r in topic.partition_responses:
+                if r.error_code:
+                    self.error = self.error or WireLoadError(f"Produce {topic.name}-{r.index}: error code {r.error_code}")
+                    return
+        self.requests_acked += 1
+        self.acked += self.batch_records * len(self.partitions)
+        self.latencies.append(time.monotonic() - sent_at)
+
+    async def _drain(self, slots: asyncio.Semaphore) -> None:
+        for _ in range(self.mode.max_in_flight):
+            await slots.acquire()
+        for _ in range(self.mode.max_in_flight):
+            slots.release()
+
+    async def run(self, duration: float) -> tuple[float, float, float]:
+        """Produce until ``duration`` has passed, then wait for the last responses (and commit the
+        open transaction). Returns (t_start, t_sent, t_end) on CLOCK_MONOTONIC."""
+        slots = asyncio.Semaphore(self.mode.max_in_flight)
+        txn_ms = self.mode.txn_commit_ms
+        t_start = now = time.monotonic()
+        deadline = t_start + duration
+        txn_open = False
+        if txn_ms:
+            await self._add_partitions()
+            txn_open, next_commit = True, t_start + txn_ms / 1000
+        while now < deadline and self.error is None:
+            await slots.acquire()
+            sent_at = time.monotonic()
+            fut = self.conn.send(self._produce_request())
+            self.requests += 1
+            self.max_in_flight_seen = max(self.max_in_flight_seen, len(self.conn.pending))
+            fut.add_done_callback(lambda f, s=sent_at: self._on_response(f, s, slots))
+            await self.conn.writer.drain()
+            now = time.monotonic()
+            if txn_ms and now >= next_commit:
+                await self._commit(slots)
+                txn_open = False
+                now = time.monotonic()
+                if now < deadline:
+                    await self._add_partitions()
+                    txn_open, next_commit = True, now + txn_ms / 1000
+        t_sent = time.monotonic()
+        if txn_open:
+            await self._commit(slots)
+        await self._drain(slots)
+        if self.error is not None:
+            raise self.error
+        return t_start, t_sent, time.monotonic()
+
+    async def _commit(self, slots: asyncio.Semaphore) -> None:
+        """commitTransaction(): every produce of the transaction answered, then EndTxn."""
+        t0 = time.monotonic()
+        await self._drain(slots)
+        if self.error is not None:
+            raise self.error
+        self.endtxn_latencies.append(await self._end_txn())
+        self.commit_latencies.append(time.monotonic() - t0)
+        self.transactions += 1
