@@ -139,14 +139,16 @@ class Runner:
         return [job] * self.opts.processes
 
     def _consumer_jobs(self, broker: RunningBroker, topic: str, isolation: str, timeout: float,
-                       acked: dict[int, int]) -> list[dict]:
+                       acked: dict[int, int], mode: Mode | None = None) -> list[dict]:
         parts = list(range(self.opts.partitions))
         if self.opts.consume_split == "all":
             shares = [parts] * self.opts.consumer_processes
         else:  # partitions round-robin over the processes; a process with none is not used
             n = min(self.opts.consumer_processes, len(parts))
             shares = [parts[i::n] for i in range(n)]
-        return [{"kind": "consume", "bootstrap": broker.bootstrap, "topic": topic, "partitions": share,
+        # wire modes are read back by the protocol-level fetch loop, the others by librdkafka
+        kind = "wire-consume" if mode is not None and mode.wire is not None else "consume"
+        return [{"kind": kind, "bootstrap": broker.bootstrap, "topic": topic, "partitions": share,
                  "isolation": isolation, "timeout": timeout, "expected": acked,
                  "max_seconds": self.opts.consume_seconds} for share in shares]
 
@@ -233,7 +235,8 @@ class Runner:
         phase = "consume" if len(mode.isolations) == 1 else f"consume {isolation}"
         cpu0 = broker.cpu_seconds()
         try:
-            jobs = self._consumer_jobs(broker, cell.topic, isolation, consume_timeout, cell.produce["acked_by_partition"])
+            jobs = self._consumer_jobs(broker, cell.topic, isolation, consume_timeout, cell.produce["acked_by_partition"],
+                                       mode)
             results = self._run_jobs(jobs, timeout=consume_timeout + 120)
         except TimeoutError as exc:
             cell.errors.append(f"{phase}: {exc}")

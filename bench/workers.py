@@ -194,6 +194,32 @@ def run_wire_produce(job: dict, barrier) -> dict:
     return asyncio.run(main())
 
 
+def run_wire_consume(job: dict, barrier) -> dict:
+    """Read a cell back with the protocol-level fetch loop (bench/wireload.py); reports in the
+    shape of :func:`run_consume`. ``bytes`` counts whole batches here (headers included)."""
+    import asyncio
+
+    from .wireload import WireFetcher
+
+    expected = {int(p): n for p, n in job["expected"].items()}
+
+    async def main() -> dict:
+        f = await WireFetcher.create(job["bootstrap"], job["topic"], job["partitions"], job["isolation"],
+                                     client_id=f"bench-f{job['worker']}")
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, barrier.wait, BARRIER_TIMEOUT)
+            t_start, t_end, capped = await f.run(expected, job.get("max_seconds") or 0, job["timeout"])
+        finally:
+            await f.conn.close()
+        want = sum(expected.get(p, 0) for p in job["partitions"])
+        return {"expected": want, "watermarks": {}, "received": f.records, "bytes": f.bytes, "errors": 0,
+                "t_start": t_start, "t_end": t_end, "capped": capped,
+                "timed_out": f.records < want and not capped, "consume_errors": [], "client_errors": [],
+                "client_log": [f"wireload fetch: {f.fetches} Fetch requests"], "client_log_count": 1}
+
+    return asyncio.run(main())
+
+
 # ------------------------------------------------------------------------------------- consume
 
 def run_consume(job: dict, barrier) -> dict:
@@ -528,7 +554,8 @@ def run_endtxn(job: dict, barrier) -> dict:
 
 # ---------------------------------------------------------------------------------------- pool
 
-JOBS = {"produce": run_produce, "wire-produce": run_wire_produce, "consume": run_consume, "rebalance": run_rebalance, "commits": run_commits,
+JOBS = {"produce": run_produce, "wire-produce": run_wire_produce, "wire-consume": run_wire_consume,
+        "consume": run_consume, "rebalance": run_rebalance, "commits": run_commits,
         "endtxn": run_endtxn}
 
 

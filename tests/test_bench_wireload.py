@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from bench.wireload import WireLoadError, WireMode, WireProducer
+from bench.wireload import WireFetcher, WireLoadError, WireMode, WireProducer
 from oncelog.wire_client import RawClient, request_module
 from tests.helpers import consume_all, create_topic
 
@@ -85,3 +85,46 @@ def test_a_produce_error_stops_the_run_with_its_code(broker):
     create_topic(broker.bootstrap, "wl-small", PARTITIONS, {"max.message.bytes": "1000"})
     with pytest.raises(WireLoadError, match="error code"):
         _run(broker.bootstrap, "wl-small", WireMode(acks=-1, max_in_flight=1))
+
+
+def _fetch(bootstrap: str, topic: str, isolation: str, expected: dict[int, int], timeout: float = 30) -> WireFetcher:
+    async def main() -> WireFetcher:
+        f = await WireFetcher.create(bootstrap, topic, list(range(PARTITIONS)), isolation, client_id="test-fetch")
+        try:
+            await f.run(expected, max_seconds=0, timeout=timeout)
+        finally:
+            await f.conn.close()
+        return f
+
+    return asyncio.run(main())
+
+
+def test_fetch_loop_counts_what_each_isolation_level_may_see(broker):
+    """The read-back of the wire modes: read_uncommitted counts every data record, read_committed
+    skips an aborted transaction's records (from the response's aborted-transactions list) and
+    never counts markers. Data: committed wire transactions, then an aborted confluent-kafka
+    transaction, then more committed records."""
+    import confluent_kafka as ck
+
+    create_topic(broker.bootstrap, "wl-read", PARTITIONS)
+    first = _run(broker.bootstrap, "wl-read", WireMode(acks=-1, max_in_flight=5, idempotent=True, txn_commit_ms=100))
+    per_partition = first.requests_acked * BATCH
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "wl-read-abort"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(300):
+        p.produce("wl-read", b"aborted", partition=i % PARTITIONS)
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    for i in range(30):
+        p.produce("wl-read", b"kept", partition=i % PARTITIONS)
+    p.commit_transaction(30)
+    committed = dict.fromkeys(range(PARTITIONS), per_partition + 10)
+    everything = dict.fromkeys(range(PARTITIONS), per_partition + 110)
+
+    # asked for everything, read_committed must stop at the committed records (until the timeout)
+    rc = _fetch(broker.bootstrap, "wl-read", "read_committed", everything, timeout=2)
+    assert rc.by_partition == committed
+    ru = _fetch(broker.bootstrap, "wl-read", "read_uncommitted", everything)
+    assert ru.by_partition == everything
