@@ -147,8 +147,6 @@ def test_stale_commits_get_group_errors_and_store_nothing(broker):
     c.close()
 
 
-@pytest.mark.xfail(strict=False, reason="known flake, under investigation: late in a loaded CI run the second "
-                                        "kafka-python member sometimes gets no partitions within 90 s")
 def test_two_kafka_python_members_share_a_group(broker):
     n = 20_000
     create_topic(broker.bootstrap, "shared2", 4)
@@ -189,6 +187,15 @@ def run_kafka_python_group(bootstrap, topic, group, n, members=1):
     def member(index):
         c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                           enable_auto_commit=False)
+        # kafka-python 3.0.12 loses a rejoin that its own metadata update triggered if the join
+        # outlives a poll() timeout: a leader that assigned before it knew the topic's partitions
+        # (oncelog answers a new group's first JoinGroup at once; Kafka holds it for
+        # group.initial.rebalance.delay.ms, 3 s) rejoins when the metadata arrives, and if that
+        # JoinGroup/SyncGroup is still in flight when poll() returns, the next poll no longer sees
+        # need_rejoin() (the in-flight assignment already updated its snapshot) and never completes
+        # the join: the member keeps an empty assignment. Seen under load in CI, reproduced with
+        # debug logs. Knowing the partitions before the first poll avoids that second join.
+        assert c.partitions_for_topic(topic), f"kafka-python sees no partitions of {topic}"
         # Keep polling until everything is read AND both members have held partitions: the
         # first member may read all records before the second one's join completes.
         while time.monotonic() < deadline:
