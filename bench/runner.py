@@ -139,7 +139,7 @@ class Runner:
         return [job] * self.opts.processes
 
     def _consumer_jobs(self, broker: RunningBroker, topic: str, isolation: str, timeout: float,
-                       acked: dict[int, int], mode: Mode | None = None) -> list[dict]:
+                       acked: dict[int, int], mode: Mode) -> list[dict]:
         parts = list(range(self.opts.partitions))
         if self.opts.consume_split == "all":
             shares = [parts] * self.opts.consumer_processes
@@ -147,7 +147,7 @@ class Runner:
             n = min(self.opts.consumer_processes, len(parts))
             shares = [parts[i::n] for i in range(n)]
         # wire modes are read back by the protocol-level fetch loop, the others by librdkafka
-        kind = "wire-consume" if mode is not None and mode.wire is not None else "consume"
+        kind = "wire-consume" if mode.wire is not None else "consume"
         return [{"kind": kind, "bootstrap": broker.bootstrap, "topic": topic, "partitions": share,
                  "isolation": isolation, "timeout": timeout, "expected": acked,
                  "max_seconds": self.opts.consume_seconds} for share in shares]

@@ -42,11 +42,8 @@ from collections import deque
 from dataclasses import dataclass
 
 import crc32c
-from kio.index import load_payload_module
-from kio.static.constants import EntityType
-
-from oncelog.protocol import codec
 from oncelog.protocol.records import build_batch
+from oncelog.wire_client import decode_response, request_module, write_request
 
 API_PRODUCE, API_FETCH, API_METADATA, API_VERSIONS = 0, 1, 3, 18
 API_INIT_PRODUCER_ID, API_ADD_PARTITIONS, API_END_TXN = 22, 24, 26
@@ -118,7 +115,7 @@ class Connection:
         host, port = bootstrap.rsplit(":", 1)
         reader, writer = await asyncio.open_connection(host, int(port), limit=1 << 20)
         conn = cls(reader, writer, client_id)
-        m = load_payload_module(API_VERSIONS, 3, EntityType.request)
+        m = request_module(API_VERSIONS, 3)
         resp = await conn.request(m.ApiVersionsRequest(client_software_name="oncelog-bench-wireload",
                                                        client_software_version="1"))
         offered = {k.api_key: k.max_version for k in resp.api_keys}
@@ -129,24 +126,19 @@ class Connection:
         return conn
 
     def module(self, api_key: int):
-        return load_payload_module(api_key, self.versions[api_key], EntityType.request)
+        return request_module(api_key, self.versions[api_key])
 
     def send(self, request) -> asyncio.Future:
         self.correlation_id += 1
-        cls = type(request)
-        header_cls = cls.__header_schema__
-        header = header_cls(request_api_key=cls.__api_key__, request_api_version=cls.__version__,
-                            correlation_id=self.correlation_id, client_id=self.client_id)
         out = io.BytesIO()
-        out.write(b"\0\0\0\0")
-        codec.writer(header_cls)(out, header)
-        codec.writer(cls)(out, request)
+        out.write(b"\0\0\0\0")  # the size, patched below: no copy of a multi-MB frame
+        write_request(out, request, self.correlation_id, self.client_id)
         frame = out.getbuffer()
         _FRAME.pack_into(frame, 0, len(frame) - 4)
         self.writer.write(frame)
         del frame
         fut = asyncio.get_running_loop().create_future()
-        self.pending.append((self.correlation_id, cls, fut))
+        self.pending.append((self.correlation_id, type(request), fut))
         return fut
 
     async def request(self, request):
@@ -160,13 +152,11 @@ class Connection:
                 size = _FRAME.unpack(await self.reader.readexactly(4))[0]
                 raw = await self.reader.readexactly(size)
                 correlation_id, cls, fut = self.pending.popleft()
-                got = _FRAME.unpack_from(raw)[0]
+                got, resp = decode_response(raw, cls)
                 if got != correlation_id:
                     raise WireLoadError(f"response for correlation id {got}, expected {correlation_id}")
-                resp_cls = codec.response_class(cls.__api_key__, cls.__version__)
-                offset = 4 if resp_cls.__header_schema__.__version__ == 0 else 5
                 if not fut.done():
-                    fut.set_result(codec.reader(resp_cls)(raw, offset)[0])
+                    fut.set_result(resp)
         except Exception as exc:  # connection closed or broken: fail everything pending
             err = exc if isinstance(exc, WireLoadError) else WireLoadError(f"connection: {exc!r}")
             while self.pending:

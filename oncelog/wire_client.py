@@ -17,6 +17,25 @@ def request_module(api_key: int, version: int):
     return load_payload_module(api_key, version, EntityType.request)
 
 
+def write_request(out, request, correlation_id: int, client_id: str) -> None:
+    """Write header and body of a kio request (no size prefix) to the stream ``out``."""
+    cls = type(request)
+    header_cls = cls.__header_schema__
+    header = header_cls(request_api_key=cls.__api_key__, request_api_version=cls.__version__,
+                        correlation_id=correlation_id, client_id=client_id)
+    codec.writer(header_cls)(out, header)
+    codec.writer(cls)(out, request)
+
+
+def decode_response(raw: bytes, request_cls) -> tuple[int, object]:
+    """(correlation id, response) of a response frame (without its size prefix) to a request
+    of class ``request_cls``."""
+    resp_cls = codec.response_class(request_cls.__api_key__, request_cls.__version__)
+    correlation_id = struct.unpack_from(">i", raw)[0]
+    offset = 4 if resp_cls.__header_schema__.__version__ == 0 else 5
+    return correlation_id, codec.reader(resp_cls)(raw, offset)[0]
+
+
 class RawClient:
     def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
         host, port = bootstrap.rsplit(":", 1)
@@ -44,13 +63,8 @@ class RawClient:
 
     def encode(self, request) -> bytes:
         self.correlation_id += 1
-        cls = type(request)
-        header_cls = cls.__header_schema__
-        header = header_cls(request_api_key=cls.__api_key__, request_api_version=cls.__version__,
-                            correlation_id=self.correlation_id, client_id="rawclient")
         buf = io.BytesIO()
-        codec.writer(header_cls)(buf, header)
-        codec.writer(cls)(buf, request)
+        write_request(buf, request, self.correlation_id, "rawclient")
         return buf.getvalue()
 
     def request(self, request):
@@ -58,13 +72,9 @@ class RawClient:
         return self.read_response(type(request))
 
     def read_response(self, request_cls):
-        raw = self.recv_frame()
-        resp_cls = codec.response_class(request_cls.__api_key__, request_cls.__version__)
-        correlation_id = struct.unpack_from(">i", raw)[0]
+        correlation_id, resp = decode_response(self.recv_frame(), request_cls)
         if correlation_id != self.correlation_id:
             raise ConnectionError(f"response for correlation id {correlation_id}, expected {self.correlation_id}")
-        offset = 4 if (resp_cls.__header_schema__.__version__ == 0) else 5
-        resp, _ = codec.reader(resp_cls)(raw, offset)
         return resp
 
     def is_closed(self, timeout: float = 5.0) -> bool:
