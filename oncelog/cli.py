@@ -107,6 +107,19 @@ def build_parser() -> argparse.ArgumentParser:
     txa.add_argument("--partition", type=int, required=True)
     txa.add_argument("--producer-id", type=int, default=None)
 
+    au = sub.add_parser("audit", help="check a pipeline's outputs against its inputs (exactly-once auditor)",
+                        description="Match output records to input records by a source header "
+                                    "(topic:partition:offset). Exit 0 clean, 1 anomalies, 2 error.")
+    au.add_argument("--bootstrap", "--bootstrap-server", dest="bootstrap", default="127.0.0.1:9092",
+                    help="any Kafka-protocol cluster")
+    au.add_argument("--input", action="append", required=True, metavar="TOPIC", help="input topic (repeatable)")
+    au.add_argument("--output", action="append", required=True, metavar="TOPIC", help="output topic (repeatable)")
+    au.add_argument("--header", default="oncelog.source", help="header naming an output's input record")
+    au.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    au.add_argument("--timeout", type=float, default=30.0,
+                    help="seconds to wait for open transactions and for the cluster (default 30)")
+    au.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="extra client property")
+
     demo = sub.add_parser("demo", help="the main job: start a broker, produce and consume a sample")
     demo.add_argument("--records", type=int, default=100_000)
     demo.add_argument("--data-dir", default=None, help="keep the broker's data here (default: a temp dir)")
@@ -118,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_format, args.log_level)
     if args.command == "serve":
         return cmd_serve(args)
+    if args.command == "audit":
+        from .audit import audit_command
+
+        return audit_command(args)
     if args.command == "demo":
         from . import demo
 
