@@ -23,8 +23,9 @@ at read_uncommitted and once at read_committed:
 
 Records at or above an input partition's LSO belong to (or follow) a transaction still open when
 the audit took its snapshot: they are neither lost nor aborted yet. Outputs referring to them are
-counted as ``pending``, not as an anomaly. :func:`audit` first waits up to ``timeout`` seconds for
-every input and output partition to become stable (LSO == high watermark); partitions still open
+counted as ``pending``, not as an anomaly. :func:`audit` first waits up to ``wait_stable`` seconds
+(default: ``timeout``; 0 for a live pipeline that always has a transaction open) for every input
+and output partition to become stable (LSO == high watermark); partitions still open
 after that are listed in ``open_transactions`` and the result says what was not audited. On the
 output side, records past the LSO are invisible at read_committed, so inputs whose only output sits
 in an open transaction show up as lost: audit a drained pipeline, or read ``open_transactions``.
@@ -472,12 +473,14 @@ def _consumer_error(err, phase: str) -> None:
 
 def audit(bootstrap: str, inputs: str | Iterable[str], outputs: str | Iterable[str], header: str = DEFAULT_HEADER,
           *, config: Mapping[str, object] | None = None, timeout: float = 30.0,
-          progress: ProgressFn | None = None, max_examples: int = 5) -> AuditResult:
+          wait_stable: float | None = None, progress: ProgressFn | None = None,
+          max_examples: int = 5) -> AuditResult:
     """Audit a pipeline from ``inputs`` to ``outputs`` on any Kafka-protocol cluster.
 
     ``config``: extra client properties (``security.protocol``, ``sasl.*``, ...; a ``kafka.``
-    prefix is dropped). ``timeout``: seconds to wait for open transactions to finish before
-    auditing, and for any step of the reading to make progress. Raises :class:`AuditError` when
+    prefix is dropped). ``timeout``: seconds for the cluster to answer and for the reading to make
+    progress. ``wait_stable``: seconds to wait for open transactions (LSO < high watermark) to
+    finish before auditing; defaults to ``timeout``. Raises :class:`AuditError` when
     the audit cannot be done; anomalies are in the result, never raised.
     """
     from confluent_kafka.admin import AdminClient
@@ -487,11 +490,12 @@ def audit(bootstrap: str, inputs: str | Iterable[str], outputs: str | Iterable[s
     if not in_topics or not out_topics:
         raise AuditError("need at least one input topic and one output topic")
     conf = client_config(bootstrap, config)
-    admin = AdminClient({**conf, "socket.timeout.ms": int(max(timeout, 1) * 1000)})
+    admin = AdminClient(conf)
     in_parts = _partitions(admin, in_topics, timeout)
     out_parts = _partitions(admin, out_topics, timeout)
 
-    deadline = t0 + timeout
+    wait = timeout if wait_stable is None else wait_stable
+    deadline = t0 + wait
     while True:
         # Outputs first: see the module docstring (snapshot order on a live pipeline).
         out_off = _offsets(admin, out_parts, timeout)
@@ -501,11 +505,11 @@ def audit(bootstrap: str, inputs: str | Iterable[str], outputs: str | Iterable[s
         if not unstable or now >= deadline:
             break
         if progress:
-            progress(f"waiting for {len(unstable)} open transaction(s)", int(now - t0), int(timeout))
+            progress(f"waiting for {len(unstable)} open transaction(s)", int(now - t0), int(wait))
         time.sleep(min(0.5, deadline - now))
     if unstable:
         log.warning("open transactions after %.0fs in %s: records past their last stable offset are not audited",
-                    timeout, ", ".join(unstable[:10]))
+                    wait, ", ".join(unstable[:10]))
 
     matcher = SourceMatcher(max_examples)
     for (t, p), (lo, lso, hw) in in_off.items():
@@ -567,7 +571,7 @@ def audit_command(args: argparse.Namespace) -> int:
     try:
         with bar:
             result = audit(args.bootstrap, args.input, args.output, args.header, config=config,
-                           timeout=args.timeout, progress=progress)
+                           timeout=args.timeout, wait_stable=args.wait_stable, progress=progress)
     except AuditError as exc:
         print(f"oncelog audit: {exc}", file=sys.stderr)
         return 2

@@ -117,7 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--header", default="oncelog.source", help="header naming an output's input record")
     au.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     au.add_argument("--timeout", type=float, default=30.0,
-                    help="seconds to wait for open transactions and for the cluster (default 30)")
+                    help="seconds for the cluster to answer and the reading to progress (default 30)")
+    au.add_argument("--wait-stable", type=float, default=None, metavar="SECONDS",
+                    help="wait this long for open transactions to finish first (default: --timeout)")
     au.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="extra client property")
 
     demo = sub.add_parser("demo", help="the main job: start a broker, produce and consume a sample")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 
 import confluent_kafka as ck
 import pytest
@@ -318,7 +319,9 @@ def test_partition_of_only_aborted_records_and_several_topics(broker):
     assert (other.phantom, other.missing_header, other.lost) == (10, 10, 10)
 
 
-def test_open_input_transaction_is_reported_not_judged(broker):
+def test_open_transactions_are_reported_not_judged(broker):
+    """An input record in an open transaction is neither lost nor aborted, and an output naming it is
+    pending; an output in an open transaction is invisible at read_committed (not a duplicate)."""
     bs = broker.bootstrap
     inp, out, records = setup_pair(bs, "open", n=10)
     refs = [ref(*r) for r in records]
@@ -330,11 +333,38 @@ def test_open_input_transaction_is_reported_not_judged(broker):
     p.flush(30)  # left open while the audit runs
     refs.append(ref(inp, 0, got[0]))
     produce_outputs(bs, out, [(0, r) for r in refs], "open-out")
-    result = audit(bs, inp, out, timeout=1)
-    assert result.open_transactions == [f"{inp}:0"]
-    assert result.pending == 1 and result.ok
-    assert result.input_records == 10
+    q = ck.Producer({"bootstrap.servers": bs, "transactional.id": "open-out-hanger"})
+    q.init_transactions(30)
+    q.begin_transaction()
+    q.produce(out, value=b"dup", partition=1, headers=[("oncelog.source", refs[0])])
+    q.flush(30)
+    result = audit(bs, inp, out, timeout=10, wait_stable=1)
+    assert sorted(result.open_transactions) == [f"{inp}:0", f"{out}:1"]
+    assert result.pending == 1 and result.ok, result.to_dict()
+    assert (result.input_records, result.output_records) == (10, 11)
     p.abort_transaction(30)
+    q.abort_transaction(30)
+
+
+def test_audit_waits_for_open_transactions_to_finish(broker):
+    bs = broker.bootstrap
+    inp, out, records = setup_pair(bs, "wait", n=10)
+    p = ck.Producer({"bootstrap.servers": bs, "transactional.id": "wait-late"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    got: list = []
+    p.produce(inp, value=b"late", partition=1, on_delivery=lambda e, m: got.append(m.offset()))
+    p.flush(30)
+    produce_outputs(bs, out, [(0, ref(*r)) for r in records] + [(1, ref(inp, 1, got[0]))], "wait-out")
+    committer = threading.Timer(1.5, lambda: p.commit_transaction(30))
+    committer.start()
+    try:
+        result = audit(bs, inp, out, timeout=10, wait_stable=20)
+    finally:
+        committer.join()
+    assert result.open_transactions == [] and result.pending == 0
+    assert result.ok and (result.input_records, result.output_records) == (11, 11)
+    assert result.seconds >= 1.0  # it did wait
 
 
 def test_cli_errors_exit_2(broker):
