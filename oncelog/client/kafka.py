@@ -1,0 +1,606 @@
+"""A small blocking Kafka protocol client for the Spark connector: metadata, offsets, fetch,
+and the transaction requests that confluent-kafka does not expose (a producer id and epoch that
+another process can use to end a transaction).
+
+It speaks only the public Kafka protocol (on kio's message classes), so it works against oncelog
+and against any Kafka cluster of version 2.8 or later with PLAINTEXT listeners. Requests go to
+the partition's leader or the key's coordinator, found through Metadata and FindCoordinator and
+refreshed when a broker answers NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR.
+
+Versions: each API is sent at one version we build (see ``VERSIONS``), checked against the
+broker's ApiVersions answer; a broker that does not support it gets a clear error naming the
+API and both ranges. Transactions use the transaction-version-1 request versions (EndTxn v3,
+AddPartitionsToTxn v3): a Kafka 4 coordinator keeps the classic rules for them, which lets a
+process other than the producer end a transaction with its (producer id, epoch).
+
+Not thread-safe: one client per thread. Connections are blocking sockets with requests
+pipelined in order (responses come back in request order on a Kafka connection).
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import io
+import logging
+import socket
+import struct
+import time
+from dataclasses import dataclass, field
+
+from kio.index import load_payload_module
+from kio.schema.errors import ErrorCode
+from kio.static.constants import EntityType
+
+from ..wire_client import decode_response, write_request
+
+log = logging.getLogger("oncelog.client")
+
+# api key: (name, version we send)
+VERSIONS: dict[int, tuple[str, int]] = {
+    0: ("Produce", 8),
+    1: ("Fetch", 11),
+    2: ("ListOffsets", 5),
+    3: ("Metadata", 9),
+    10: ("FindCoordinator", 3),
+    18: ("ApiVersions", 3),
+    22: ("InitProducerId", 3),
+    24: ("AddPartitionsToTxn", 3),
+    26: ("EndTxn", 3),
+    65: ("DescribeTransactions", 0),
+    66: ("ListTransactions", 0),
+}
+
+EARLIEST = -2
+LATEST = -1
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+COORDINATOR_GROUP = 0
+COORDINATOR_TRANSACTION = 1
+
+# Errors after which the same request may succeed once metadata/coordinator are refreshed or
+# the broker has caught up (Kafka's RetriableException set, restricted to what we send).
+RETRIABLE = {
+    ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress,
+    ErrorCode.concurrent_transactions, ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
+    ErrorCode.request_timed_out, ErrorCode.network_exception, ErrorCode.unknown_topic_or_partition,
+    ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append, ErrorCode.kafka_storage_error,
+    ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch, ErrorCode.offset_not_available,
+}
+_REFRESH = {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, ErrorCode.not_leader_or_follower,
+            ErrorCode.leader_not_available, ErrorCode.unknown_topic_or_partition, ErrorCode.fenced_leader_epoch}
+
+
+class KafkaProtocolError(Exception):
+    """A request answered with an error code; ``code`` is the kio ErrorCode."""
+
+    def __init__(self, code: ErrorCode, what: str, message: str | None = None) -> None:
+        text = f"{what}: {code.name.upper()} ({int(code)})"
+        if message:
+            text += f": {message}"
+        super().__init__(text)
+        self.code = code
+        self.what = what
+
+
+class UnsupportedBroker(Exception):
+    """The broker does not offer an API version this client needs."""
+
+
+def _module(api_key: int, version: int, entity: EntityType):
+    return load_payload_module(api_key, version, entity)
+
+
+def request_module(api_key: int):
+    return _module(api_key, VERSIONS[api_key][1], EntityType.request)
+
+
+class Connection:
+    """One TCP connection to one broker; requests are pipelined and answered in order."""
+
+    def __init__(self, host: str, port: int, *, timeout: float, client_id: str) -> None:
+        self.address = f"{host}:{port}"
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.client_id = client_id
+        self.correlation_id = 0
+        self.pending: collections.deque = collections.deque()
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._negotiate()
+
+    def _negotiate(self) -> None:
+        m = _module(18, 3, EntityType.request)
+        try:
+            resp = self.request(m.ApiVersionsRequest(client_software_name="oncelog", client_software_version="1"))
+        except ConnectionError:
+            raise
+        if resp.error_code != ErrorCode.none:
+            raise UnsupportedBroker(f"{self.address}: ApiVersions v3 answered {resp.error_code.name}; "
+                                    "this client needs Kafka 2.8 or later")
+        self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    def check(self, api_key: int) -> None:
+        name, version = VERSIONS[api_key]
+        lo, hi = self.api_versions.get(api_key, (None, None))
+        if lo is None or not lo <= version <= hi:
+            offered = "not offered" if lo is None else f"{lo}-{hi}"
+            raise UnsupportedBroker(f"broker {self.address} offers {name} versions {offered}; "
+                                    f"this client sends v{version}")
+
+    def send(self, request) -> None:
+        self.correlation_id += 1
+        buf = io.BytesIO()
+        buf.write(b"\0\0\0\0")
+        write_request(buf, request, self.correlation_id, self.client_id)
+        frame = buf.getbuffer()
+        struct.pack_into(">i", frame, 0, len(frame) - 4)
+        self.sock.sendall(frame)
+        self.pending.append((self.correlation_id, type(request)))
+
+    def receive(self):
+        cid, request_cls = self.pending.popleft()
+        size = struct.unpack(">i", self._recv_exactly(4))[0]
+        raw = self._recv_exactly(size)
+        got, resp = decode_response(raw, request_cls)
+        if got != cid:
+            raise ConnectionError(f"{self.address}: response for correlation id {got}, expected {cid}")
+        return resp
+
+    def request(self, request):
+        self.send(request)
+        return self.receive()
+
+    def _recv_exactly(self, n: int) -> bytes:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.sock.recv_into(view[got:])
+            if not k:
+                raise ConnectionError(f"connection to {self.address} closed by the broker")
+            got += k
+        return bytes(buf)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+@dataclass
+class TopicMetadata:
+    name: str
+    error: ErrorCode
+    partitions: dict[int, int] = field(default_factory=dict)  # partition -> leader node id
+
+
+@dataclass
+class PartitionFetch:
+    """One partition of a Fetch response."""
+
+    error: ErrorCode
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted: list[tuple[int, int]] | None
+    records: bytes
+
+
+class KafkaClient:
+    """Blocking protocol client over a set of brokers found from ``bootstrap``.
+
+    ``config`` holds Kafka client settings (``kafka.`` prefix removed); this client honours
+    ``client.id`` and ``request.timeout.ms`` and refuses security settings it cannot honour.
+    """
+
+    def __init__(self, bootstrap: str, config: dict[str, str] | None = None, *, client_id: str = "oncelog-spark",
+                 timeout: float | None = None) -> None:
+        config = dict(config or {})
+        protocol = config.get("security.protocol", "PLAINTEXT").upper()
+        if protocol != "PLAINTEXT":
+            raise UnsupportedBroker(f"security.protocol={protocol} is not supported by oncelog's protocol client "
+                                    "(PLAINTEXT only for now)")
+        self.bootstrap = [tuple(h.strip().rsplit(":", 1)) for h in bootstrap.split(",") if h.strip()]
+        if not self.bootstrap:
+            raise ValueError("kafka.bootstrap.servers is empty")
+        self.client_id = config.get("client.id", client_id)
+        self.timeout = timeout or int(config.get("request.timeout.ms", 30000)) / 1000
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.conns: dict[int | str, Connection] = {}
+        self.topics: dict[str, TopicMetadata] = {}
+        self.coordinators: dict[tuple[int, str], int] = {}
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def _connect(self, key, host: str, port: int) -> Connection:
+        conn = self.conns.get(key)
+        if conn is None:
+            conn = Connection(host, int(port), timeout=self.timeout, client_id=self.client_id)
+            self.conns[key] = conn
+        return conn
+
+    def node(self, node_id: int) -> Connection:
+        if node_id not in self.brokers:
+            self.metadata([])
+        if node_id not in self.brokers:
+            raise KafkaProtocolError(ErrorCode.broker_not_available, f"broker {node_id}")
+        host, port = self.brokers[node_id]
+        return self._connect(node_id, host, port)
+
+    def any_connection(self) -> Connection:
+        for conn in self.conns.values():
+            return conn
+        errors = []
+        for host, port in self.bootstrap:
+            try:
+                return self._connect(f"bootstrap-{host}:{port}", host, int(port))
+            except OSError as exc:
+                errors.append(f"{host}:{port}: {exc}")
+        raise ConnectionError("no broker reachable: " + "; ".join(errors))
+
+    def drop(self, conn: Connection) -> None:
+        """Forget a connection after a network error (the next request reconnects)."""
+        for key, c in list(self.conns.items()):
+            if c is conn:
+                del self.conns[key]
+        conn.close()
+
+    def close(self) -> None:
+        for conn in self.conns.values():
+            conn.close()
+        self.conns.clear()
+
+    def call(self, conn: Connection, request):
+        conn.check(type(request).__api_key__)
+        try:
+            return conn.request(request)
+        except (OSError, ConnectionError):
+            self.drop(conn)
+            raise
+
+    # -- metadata ------------------------------------------------------------------------------
+
+    def metadata(self, topics: list[str] | None = None) -> dict[str, TopicMetadata]:
+        """Refresh broker and topic metadata; ``None`` asks for every topic. Never auto-creates."""
+        m = request_module(3)
+        req = m.MetadataRequest(
+            topics=None if topics is None else tuple(m.MetadataRequestTopic(name=t) for t in topics),
+            allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False)
+        conn = self.any_connection()
+        resp = self.call(conn, req)
+        self.brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+        out = {}
+        for t in resp.topics:
+            meta = TopicMetadata(t.name, t.error_code, {p.partition_index: p.leader_id for p in t.partitions})
+            out[t.name] = meta
+            if t.error_code == ErrorCode.none:
+                self.topics[t.name] = meta
+            else:
+                self.topics.pop(t.name, None)
+        return out
+
+    def leader(self, topic: str, partition: int) -> Connection:
+        meta = self.topics.get(topic)
+        if meta is None or partition not in meta.partitions:
+            meta = self.metadata([topic]).get(topic)
+            if meta is None or meta.error != ErrorCode.none or partition not in meta.partitions:
+                code = meta.error if meta is not None and meta.error != ErrorCode.none else ErrorCode.unknown_topic_or_partition
+                raise KafkaProtocolError(code, f"{topic}-{partition}")
+        return self.node(meta.partitions[partition])
+
+    def coordinator(self, key: str, key_type: int) -> Connection:
+        cached = self.coordinators.get((key_type, key))
+        if cached is not None:
+            return self.node(cached)
+        m = request_module(10)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            resp = self.call(self.any_connection(), m.FindCoordinatorRequest(key=key, key_type=key_type))
+            if resp.error_code == ErrorCode.none:
+                self.brokers[resp.node_id] = (resp.host, resp.port)
+                self.coordinators[(key_type, key)] = resp.node_id
+                return self.node(resp.node_id)
+            if resp.error_code not in RETRIABLE or time.monotonic() > deadline:
+                raise KafkaProtocolError(resp.error_code, f"FindCoordinator {key!r}", resp.error_message)
+            time.sleep(0.05)
+
+    def forget_coordinator(self, key: str, key_type: int) -> None:
+        self.coordinators.pop((key_type, key), None)
+
+    def forget_leaders(self) -> None:
+        self.topics.clear()
+
+    # -- offsets and fetch ---------------------------------------------------------------------
+
+    def list_offsets(self, specs: dict[tuple[str, int], int], isolation_level: int = READ_COMMITTED
+                     ) -> dict[tuple[str, int], tuple[int, int]]:
+        """{(topic, partition): (offset, timestamp)} for each spec (EARLIEST, LATEST or a
+        timestamp in ms). LATEST at READ_COMMITTED is the last stable offset; a timestamp past
+        the last record gives offset -1, as Kafka answers."""
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        todo = dict(specs)
+        deadline = time.monotonic() + self.timeout
+        m = request_module(2)
+        while todo:
+            by_leader: dict[int, list[tuple[str, int]]] = collections.defaultdict(list)
+            for (t, p) in todo:
+                self.leader(t, p)
+                by_leader[self.topics[t].partitions[p]].append((t, p))
+            retry: dict[tuple[str, int], int] = {}
+            last_error = None
+            for node_id, tps in by_leader.items():
+                topics: dict[str, list] = collections.defaultdict(list)
+                for t, p in tps:
+                    topics[t].append(m.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=todo[(t, p)]))
+                req = m.ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=tuple(
+                    m.ListOffsetsTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items()))
+                resp = self.call(self.node(node_id), req)
+                for rt in resp.topics:
+                    for rp in rt.partitions:
+                        key = (rt.name, rp.partition_index)
+                        if rp.error_code == ErrorCode.none:
+                            out[key] = (rp.offset, rp.timestamp)
+                        elif rp.error_code in RETRIABLE:
+                            retry[key] = todo[key]
+                            last_error = KafkaProtocolError(rp.error_code, f"ListOffsets {key[0]}-{key[1]}")
+                        else:
+                            raise KafkaProtocolError(rp.error_code, f"ListOffsets {key[0]}-{key[1]}")
+            todo = retry
+            if todo:
+                if time.monotonic() > deadline:
+                    raise last_error
+                self.forget_leaders()
+                time.sleep(0.1)
+        return out
+
+    def fetch(self, positions: dict[tuple[str, int], int], *, isolation_level: int = READ_COMMITTED,
+              max_wait_ms: int = 100, max_bytes: int = 50 * 1024 * 1024,
+              partition_max_bytes: int = 8 * 1024 * 1024) -> dict[tuple[str, int], PartitionFetch]:
+        """One Fetch round to each leader for the given positions."""
+        m = request_module(1)
+        by_leader: dict[int, list[tuple[str, int]]] = collections.defaultdict(list)
+        for (t, p) in positions:
+            self.leader(t, p)
+            by_leader[self.topics[t].partitions[p]].append((t, p))
+        sent = []
+        for node_id, tps in by_leader.items():
+            topics: dict[str, list] = collections.defaultdict(list)
+            for t, p in tps:
+                topics[t].append(m.FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=positions[(t, p)],
+                                                  log_start_offset=-1, partition_max_bytes=partition_max_bytes))
+            req = m.FetchRequest(replica_id=-1, max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1,
+                                 max_bytes=max_bytes, isolation_level=isolation_level, session_id=0, session_epoch=-1,
+                                 topics=tuple(m.FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in topics.items()),
+                                 forgotten_topics_data=(), rack_id="")
+            conn = self.node(node_id)
+            conn.check(1)
+            try:
+                conn.send(req)
+            except OSError:
+                self.drop(conn)
+                raise
+            sent.append(conn)
+        out: dict[tuple[str, int], PartitionFetch] = {}
+        for conn in sent:
+            try:
+                resp = conn.receive()
+            except (OSError, ConnectionError):
+                self.drop(conn)
+                raise
+            if resp.error_code != ErrorCode.none:
+                raise KafkaProtocolError(resp.error_code, f"Fetch from {conn.address}")
+            for rt in resp.responses:
+                for rp in rt.partitions:
+                    aborted = None
+                    if rp.aborted_transactions is not None:
+                        aborted = [(a.producer_id, a.first_offset) for a in rp.aborted_transactions]
+                    elif isolation_level == READ_COMMITTED:
+                        aborted = []
+                    out[(rt.topic, rp.partition_index)] = PartitionFetch(
+                        rp.error_code, rp.high_watermark, rp.last_stable_offset, rp.log_start_offset, aborted,
+                        rp.records or b"")
+                    if rp.error_code in _REFRESH:
+                        self.forget_leaders()
+        return out
+
+    # -- transactions --------------------------------------------------------------------------
+
+    def init_producer_id(self, transactional_id: str | None, transaction_timeout_ms: int) -> tuple[int, int]:
+        """(producer id, epoch). For a transactional id this fences earlier producers with it
+        and aborts (or completes) their open transaction, retrying while the coordinator is
+        busy doing so."""
+        m = request_module(22)
+        req = m.InitProducerIdRequest(transactional_id=transactional_id,
+                                      transaction_timeout=datetime.timedelta(milliseconds=transaction_timeout_ms),
+                                      producer_id=-1, producer_epoch=-1)
+        resp = self._txn_call(transactional_id, req, f"InitProducerId {transactional_id!r}")
+        return resp.producer_id, resp.producer_epoch
+
+    def add_partitions_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              partitions: list[tuple[str, int]]) -> None:
+        m = request_module(24)
+        topics: dict[str, list[int]] = collections.defaultdict(list)
+        for t, p in partitions:
+            topics[t].append(p)
+        req = m.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=producer_id,
+            v3_and_below_producer_epoch=producer_epoch,
+            v3_and_below_topics=tuple(m.AddPartitionsToTxnTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items()))
+        deadline = time.monotonic() + self.timeout
+        while True:
+            resp = self.call(self.coordinator(transactional_id, COORDINATOR_TRANSACTION), req)
+            errors = {(t.name, p.partition_index): p.partition_error_code
+                      for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition}
+            bad = {k: e for k, e in errors.items() if e != ErrorCode.none}
+            if not bad:
+                return
+            code = next(iter(bad.values()))
+            if code == ErrorCode.operation_not_attempted:
+                code = next((e for e in bad.values() if e != ErrorCode.operation_not_attempted), code)
+            if code not in RETRIABLE or time.monotonic() > deadline:
+                raise KafkaProtocolError(code, f"AddPartitionsToTxn {transactional_id!r} {sorted(bad)}")
+            if code in _REFRESH:
+                self.forget_coordinator(transactional_id, COORDINATOR_TRANSACTION)
+            time.sleep(0.02)
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+        """Send EndTxn and return the final error code (NONE on success). Retriable codes are
+        retried; others (PRODUCER_FENCED, INVALID_TXN_STATE, ...) are returned for the caller
+        to judge, because what they mean depends on what it knows about the transaction."""
+        return self.end_txns([(transactional_id, producer_id, producer_epoch)], commit)[transactional_id]
+
+    def end_txns(self, txns: list[tuple[str, int, int]], commit: bool) -> dict[str, ErrorCode]:
+        """EndTxn for many transactions, pipelined per coordinator."""
+        m = request_module(26)
+        todo = {t[0]: t for t in txns}
+        result: dict[str, ErrorCode] = {}
+        deadline = time.monotonic() + self.timeout
+        while todo:
+            by_conn: dict[int, tuple[Connection, list[str]]] = {}
+            for txn_id in todo:
+                conn = self.coordinator(txn_id, COORDINATOR_TRANSACTION)
+                by_conn.setdefault(id(conn), (conn, []))[1].append(txn_id)
+            retry = {}
+            for conn, ids in by_conn.values():
+                conn.check(26)
+                try:
+                    for txn_id in ids:
+                        _, pid, epoch = todo[txn_id]
+                        conn.send(m.EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
+                                                  committed=commit))
+                    for txn_id in ids:
+                        code = conn.receive().error_code
+                        if code in RETRIABLE and time.monotonic() < deadline:
+                            retry[txn_id] = todo[txn_id]
+                            if code in _REFRESH:
+                                self.forget_coordinator(txn_id, COORDINATOR_TRANSACTION)
+                        else:
+                            result[txn_id] = code
+                except (OSError, ConnectionError):
+                    self.drop(conn)
+                    if time.monotonic() > deadline:
+                        raise
+                    for txn_id in ids:
+                        if txn_id not in result:
+                            retry[txn_id] = todo[txn_id]
+                            self.forget_coordinator(txn_id, COORDINATOR_TRANSACTION)
+            todo = retry
+            if todo:
+                time.sleep(0.02)
+        return result
+
+    def list_transactions(self) -> list[tuple[str, int, str]]:
+        """(transactional id, producer id, state) of every transaction every broker
+        coordinates (KIP-664); empty when the cluster does not offer ListTransactions."""
+        m = request_module(66)
+        self.metadata([])
+        out = []
+        for node_id in list(self.brokers):
+            conn = self.node(node_id)
+            if 66 not in conn.api_versions:
+                return []
+            resp = self.call(conn, m.ListTransactionsRequest(state_filters=(), producer_id_filters=()))
+            if resp.error_code != ErrorCode.none:
+                raise KafkaProtocolError(resp.error_code, f"ListTransactions on {conn.address}")
+            out += [(s.transactional_id, s.producer_id, s.transaction_state) for s in resp.transaction_states]
+        return out
+
+    def _txn_call(self, transactional_id: str | None, req, what: str):
+        deadline = time.monotonic() + self.timeout
+        while True:
+            conn = (self.coordinator(transactional_id, COORDINATOR_TRANSACTION) if transactional_id
+                    else self.any_connection())
+            try:
+                resp = self.call(conn, req)
+            except (OSError, ConnectionError):
+                if time.monotonic() > deadline:
+                    raise
+                self.forget_coordinator(transactional_id or "", COORDINATOR_TRANSACTION)
+                time.sleep(0.1)
+                continue
+            if resp.error_code == ErrorCode.none:
+                return resp
+            if resp.error_code not in RETRIABLE or time.monotonic() > deadline:
+                raise KafkaProtocolError(resp.error_code, what)
+            if resp.error_code in _REFRESH and transactional_id:
+                self.forget_coordinator(transactional_id, COORDINATOR_TRANSACTION)
+            time.sleep(0.02)
+
+
+class TransactionalProducer:
+    """Writes pre-encoded record batches into one transaction and leaves it open.
+
+    The transaction is ended by whoever holds (transactional id, producer id, epoch): the Spark
+    driver's commit, or this object (:meth:`abort`). Batches are sent pipelined (up to
+    ``max_in_flight`` requests per leader, in order), each partition's sequence numbers start
+    at 0 for a fresh producer id. Any partition error fails the whole write: the task fails,
+    Spark retries it with a new attempt and a new transactional id, and the abandoned
+    transaction is aborted by the driver's orphan sweep (or the coordinator's timeout).
+    """
+
+    def __init__(self, client: KafkaClient, transactional_id: str, transaction_timeout_ms: int,
+                 *, acks: int = -1, max_in_flight: int = 5) -> None:
+        self.client = client
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.acks = acks
+        self.max_in_flight = max_in_flight
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.sequences: dict[tuple[str, int], int] = {}
+        self.partitions: set[tuple[str, int]] = set()
+        self.in_flight: dict[int, collections.deque] = {}
+        self.records_sent = 0
+
+    def init(self) -> None:
+        self.producer_id, self.producer_epoch = self.client.init_producer_id(self.transactional_id,
+                                                                            self.transaction_timeout_ms)
+
+    def next_sequence(self, topic: str, partition: int, count: int) -> int:
+        seq = self.sequences.get((topic, partition), 0)
+        self.sequences[(topic, partition)] = (seq + count) % 0x80000000
+        return seq
+
+    def add_partitions(self, partitions: list[tuple[str, int]]) -> None:
+        new = [tp for tp in partitions if tp not in self.partitions]
+        if new:
+            self.client.add_partitions_to_txn(self.transactional_id, self.producer_id, self.producer_epoch, new)
+            self.partitions.update(new)
+
+    def send(self, topic: str, partition: int, batch: bytes, count: int) -> None:
+        m = request_module(0)
+        conn = self.client.leader(topic, partition)
+        node = self.client.topics[topic].partitions[partition]
+        queue = self.in_flight.setdefault(node, collections.deque())
+        while len(queue) >= self.max_in_flight:
+            self._complete(conn, queue)
+        req = m.ProduceRequest(transactional_id=self.transactional_id or None, acks=self.acks,
+                               timeout=datetime.timedelta(milliseconds=int(self.client.timeout * 1000)),
+                               topic_data=(m.TopicProduceData(name=topic, partition_data=(
+                                   m.PartitionProduceData(index=partition, records=batch),)),))
+        conn.check(0)
+        conn.send(req)
+        queue.append((conn, topic, partition, count))
+        self.records_sent += count
+
+    def _complete(self, conn: Connection, queue: collections.deque) -> None:
+        conn, topic, partition, count = queue.popleft()
+        resp = conn.receive()
+        for rt in resp.responses:
+            for rp in rt.partition_responses:
+                if rp.error_code != ErrorCode.none:
+                    raise KafkaProtocolError(rp.error_code, f"Produce to {topic}-{partition} "
+                                             f"(transactional id {self.transactional_id!r})", rp.error_message)
+
+    def flush(self) -> None:
+        for queue in self.in_flight.values():
+            while queue:
+                self._complete(queue[0][0], queue)
+
+    def abort(self) -> None:
+        """Best effort: end our open transaction (used when the task fails)."""
+        if self.producer_id >= 0 and self.partitions:
+            self.client.end_txn(self.transactional_id, self.producer_id, self.producer_epoch, commit=False)

@@ -1,0 +1,296 @@
+"""The driver's side of the exactly-once sink: a two-phase commit over Kafka transactions.
+
+Phase one happens in the write tasks: each task writes its rows into a transaction of its own
+and leaves it open, returning (transactional id, producer id, epoch) in its commit message.
+Phase two is :meth:`CommitProtocol.commit`, run by Spark on the driver (in a commit-runner
+process that shares nothing with the tasks but those messages) once every task succeeded::
+
+    1. fence: InitProducerId of the query's decider id (``<prefix>.commits``) fences any other
+       run of the same query that is committing at the same time (a stale driver);
+    2. read the query's latest decision from the commit log (a compacted Kafka topic keyed by
+       the transactional-id prefix: durable where the commit process can reach it, on any
+       cluster, unlike the checkpoint directory);
+    3. if a decision for this batch exists, the batch was decided by an earlier run: roll its
+       transactions forward if it is still pending, abort this run's re-executed duplicates,
+       and stop;  if a later batch is decided, this run is stale: abort ours and fail;
+    4. write the decision ``{batchId, pending, transactions}`` in a transaction of the decider
+       (committing it is the commit point of the batch);
+    5. EndTxn(commit) every task transaction, pipelined per coordinator. Any answer but NONE
+       means the coordinator no longer holds that transaction open (it timed out and was
+       aborted): the batch's output is incomplete, so fail loudly, never report success;
+    6. write the decision ``{batchId, done}``;
+    7. sweep: abort every still-open transaction whose id carries the query's prefix (failed
+       attempts, crashed runs, zombies). An open transaction holds back the last stable offset
+       of its partitions and so stalls every read_committed reader.
+
+A restart re-executes the last batch without a Spark commit-log entry and calls ``commit``
+again with new messages; step 3 makes that idempotent. ``abort`` may follow a ``commit`` that
+took effect; it checks the decision first and never undoes a decided batch.
+
+Transactional ids carry a per-run and per-attempt part (``<prefix>-<run>-<task>-<attempt>``):
+re-initialising a reused id would abort a decided transaction before its roll-forward.
+
+All I/O goes through :class:`oncelog.client.kafka.KafkaClient` (public Kafka protocol only).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from ..client.kafka import READ_COMMITTED, KafkaClient, KafkaProtocolError, TransactionalProducer
+from ..client.recordcodec import decode_batches, encode_batch, encode_records
+
+log = logging.getLogger("oncelog.spark")
+
+PENDING = "pending"
+DONE = "done"
+
+
+class BatchLostError(RuntimeError):
+    """A decided batch could not be committed: its transactions were aborted (timed out)."""
+
+
+class StaleRunError(RuntimeError):
+    """Another run of the same query has moved past this batch: this run must stop."""
+
+
+def crash_point(name: str) -> None:
+    """Test hook: ``ONCELOG_SPARK_CRASH_POINT=<name>`` SIGKILLs this process's whole process
+    group (the Spark driver: JVM and Python) at that point of the commit protocol."""
+    if os.environ.get("ONCELOG_SPARK_CRASH_POINT") == name:
+        marker = os.environ.get("ONCELOG_SPARK_CRASH_ONCE")
+        if marker:  # crash only once across restarts
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                return
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class Txn:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+    def as_list(self) -> list:
+        return [self.transactional_id, self.producer_id, self.producer_epoch]
+
+
+@dataclass
+class Decision:
+    batch_id: int
+    state: str
+    txns: list[Txn]
+    run_id: str = ""
+    records: int = 0
+
+    def encode(self) -> bytes:
+        return json.dumps({"batchId": self.batch_id, "state": self.state, "runId": self.run_id,
+                           "records": self.records, "txns": [t.as_list() for t in self.txns]},
+                          sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> "Decision":
+        d = json.loads(raw)
+        return cls(d["batchId"], d["state"], [Txn(*t) for t in d["txns"]], d.get("runId", ""), d.get("records", 0))
+
+
+@dataclass
+class _LogCursor:
+    position: int = 0
+    latest: dict[str, Decision] = field(default_factory=dict)
+
+
+# Cursors over the commit log survive between commit() calls in a reused commit runner; a new
+# process re-reads the (compacted) log from its start.
+_CURSORS: dict[tuple[str, str], _LogCursor] = {}
+
+
+class CommitLog:
+    """The decisions of every query using ``topic``: one partition, keyed by prefix."""
+
+    def __init__(self, client: KafkaClient, bootstrap: str, topic: str) -> None:
+        self.client = client
+        self.topic = topic
+        self.cursor = _CURSORS.setdefault((bootstrap, topic), _LogCursor())
+
+    def ensure_topic(self) -> None:
+        meta = self.client.metadata([self.topic]).get(self.topic)
+        if meta is not None and meta.error == ErrorCode.none:
+            return
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": ",".join(f"{h}:{p}" for h, p in self.client.bootstrap)})
+        fut = admin.create_topics([NewTopic(self.topic, 1, -1, config={"cleanup.policy": "compact"})])[self.topic]
+        try:
+            fut.result(timeout=30)
+        except Exception as exc:  # created concurrently by another query: fine
+            if "TOPIC_ALREADY_EXISTS" not in str(exc).upper().replace(" ", "_"):
+                raise
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            meta = self.client.metadata([self.topic]).get(self.topic)
+            if meta is not None and meta.error == ErrorCode.none and meta.partitions:
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"commit log topic {self.topic!r} did not appear")
+
+    def latest(self, prefix: str) -> Decision | None:
+        """The last committed decision for ``prefix`` (reads the log up to its last stable offset)."""
+        tp = (self.topic, 0)
+        end = self.client.list_offsets({tp: -1}, READ_COMMITTED)[tp][0]
+        cur = self.cursor
+        if cur.position > end:  # the topic was recreated
+            cur.position, cur.latest = 0, {}
+        while cur.position < end:
+            pf = self.client.fetch({tp: cur.position}, isolation_level=READ_COMMITTED, max_wait_ms=100)[tp]
+            if pf.error.value == 1:  # compacted/deleted below us
+                cur.position = self.client.list_offsets({tp: -2}, READ_COMMITTED)[tp][0]
+                continue
+            if pf.error != ErrorCode.none:
+                raise KafkaProtocolError(pf.error, f"reading commit log {self.topic}")
+            decoded = decode_batches(pf.records, start_offset=cur.position, end_offset=end, aborted=pf.aborted or [])
+            for key, value in zip(decoded.keys.to_pylist(), decoded.values.to_pylist()):
+                if key is not None and value is not None:
+                    cur.latest[key.decode()] = Decision.decode(value)
+            if decoded.next_offset > cur.position:
+                cur.position = decoded.next_offset
+        return cur.latest.get(prefix)
+
+
+class CommitProtocol:
+    """Steps 1-7 above for one query (identified by its transactional-id prefix)."""
+
+    def __init__(self, client: KafkaClient, bootstrap: str, commit_log_topic: str, prefix: str,
+                 transaction_timeout_ms: int) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.log = CommitLog(client, bootstrap, commit_log_topic)
+        self.decider = TransactionalProducer(client, f"{prefix}.commits", transaction_timeout_ms)
+
+    def _write(self, decision: Decision) -> None:
+        d = self.decider
+        topic = self.log.topic
+        d.add_partitions([(topic, 0)])
+        import pyarrow as pa
+
+        records = encode_records(pa.array([self.prefix.encode()], pa.binary()), pa.array([decision.encode()], pa.binary()), None)
+        batch = encode_batch(records, 1, timestamp_ms=int(time.time() * 1000), producer_id=d.producer_id,
+                             producer_epoch=d.producer_epoch, base_sequence=d.next_sequence(topic, 0, 1),
+                             transactional=True)
+        d.send(topic, 0, batch, 1)
+        d.flush()
+        code = self.client.end_txn(d.transactional_id, d.producer_id, d.producer_epoch, commit=True)
+        d.partitions.clear()
+        if code != ErrorCode.none:
+            raise StaleRunError(f"writing the decision for batch {decision.batch_id} of {self.prefix!r} failed with "
+                                f"{code.name.upper()}: another run of this query fenced this one")
+        self.log.cursor.latest[self.prefix] = decision
+
+    def _roll_forward(self, decision: Decision) -> None:
+        if decision.txns:
+            codes = self.client.end_txns([(t.transactional_id, t.producer_id, t.producer_epoch) for t in decision.txns],
+                                         commit=True)
+            failed = {tid: c for tid, c in codes.items() if c != ErrorCode.none}
+            if failed:
+                detail = ", ".join(f"{tid}: {c.name.upper()}" for tid, c in sorted(failed.items()))
+                raise BatchLostError(
+                    f"batch {decision.batch_id} lost: {len(failed)} of its {len(decision.txns)} transactions could "
+                    f"not be committed ({detail}); the broker aborted them, most likely because the restart took "
+                    "longer than transaction.timeout.ms")
+        decision.state = DONE
+        self._write(decision)
+
+    def _abort(self, txns: list[Txn]) -> None:
+        if txns:
+            # NONE, or an error because it is already over / fenced: either way not committed.
+            self.client.end_txns([(t.transactional_id, t.producer_id, t.producer_epoch) for t in txns], commit=False)
+
+    def sweep(self, keep: set[str]) -> int:
+        """Abort open transactions of this query that no decision holds (step 7)."""
+        swept = 0
+        try:
+            listed = self.client.list_transactions()
+        except KafkaProtocolError as exc:
+            log.warning("could not list transactions to abort orphans: %s", exc)
+            return 0
+        for txn_id, _pid, state in listed:
+            if txn_id.startswith(self.prefix + "-") and txn_id not in keep and state in ("Ongoing",):
+                try:
+                    self.client.init_producer_id(txn_id, self.decider.transaction_timeout_ms)
+                    swept += 1
+                except KafkaProtocolError as exc:
+                    log.warning("could not abort orphaned transaction %s: %s", txn_id, exc)
+        if swept:
+            log.info("aborted %d orphaned transaction(s) of %s", swept, self.prefix)
+        return swept
+
+    def commit(self, batch_id: int, txns: list[Txn], run_id: str = "", records: int = 0) -> str:
+        """Make the batch's transactions visible exactly once. Returns what happened:
+        ``committed`` | ``already-committed`` | ``empty``."""
+        self.log.ensure_topic()
+        # Step 1.
+        self.decider.init()
+        # Step 2.
+        latest = self.log.latest(self.prefix)
+        # Step 3.
+        if latest is not None and latest.batch_id > batch_id:
+            self._abort(txns)
+            raise StaleRunError(f"batch {batch_id} of {self.prefix!r}: batch {latest.batch_id} is already decided "
+                                "by another run; this run is stale and its output was aborted")
+        if latest is not None and latest.batch_id == batch_id:
+            if latest.state == PENDING:
+                self._roll_forward(latest)
+            decided = {t.transactional_id for t in latest.txns}
+            self._abort([t for t in txns if t.transactional_id not in decided])
+            self.sweep(decided)
+            return "already-committed"
+        if latest is not None and latest.state == PENDING:
+            self._roll_forward(latest)
+        if not txns:
+            self.sweep(set())
+            return "empty"
+        # Step 4.
+        decision = Decision(batch_id, PENDING, txns, run_id, records)
+        self._write(decision)
+        crash_point("after-decision")
+        # Step 5.
+        self._roll_forward_stepwise(decision)
+        crash_point("after-commits")
+        # Step 7.
+        self.sweep({t.transactional_id for t in txns})
+        return "committed"
+
+    def _roll_forward_stepwise(self, decision: Decision) -> None:
+        if os.environ.get("ONCELOG_SPARK_CRASH_POINT") == "between-commits" and len(decision.txns) > 1:
+            first = decision.txns[0]
+            self.client.end_txn(first.transactional_id, first.producer_id, first.producer_epoch, commit=True)
+            crash_point("between-commits")
+        self._roll_forward(decision)  # step 5 and step 6
+
+    def abort(self, batch_id: int, txns: list[Txn]) -> str:
+        """Spark gave up on the batch. Never undo a decided batch: roll it forward instead."""
+        latest = self.log.latest(self.prefix) if self._log_exists() else None
+        if latest is not None and latest.batch_id == batch_id:
+            if latest.state == PENDING:
+                self.decider.init()
+                self._roll_forward(latest)
+            decided = {t.transactional_id for t in latest.txns}
+            self._abort([t for t in txns if t.transactional_id not in decided])
+            self.sweep(decided)
+            return "already-committed"
+        self._abort(txns)
+        self.sweep(set())
+        return "aborted"
+
+    def _log_exists(self) -> bool:
+        meta = self.client.metadata([self.log.topic]).get(self.log.topic)
+        return meta is not None and meta.error == ErrorCode.none

@@ -1,0 +1,291 @@
+"""The sink: write tasks that encode Arrow batches into Kafka record batches in bulk, and the
+driver-side commit (see :mod:`oncelog.spark.commit`).
+
+Input columns are those of Spark's Kafka sink: ``value`` (string or binary, required), ``key``
+(string or binary), ``topic`` (string; the ``topic`` option overrides it), ``partition`` (int)
+and ``headers`` (array<struct<key string, value binary>>). Rows without a partition go where
+Kafka's default partitioner puts them: murmur2 of the key, or a sticky partition per Arrow
+batch for null keys.
+
+``deliveryGuarantee=exactly-once`` (default): each task writes into one transaction that it
+leaves open and reports in its commit message; the driver commits all of them or none.
+``at-least-once``: plain acks=all produce, nothing to commit (what Spark's own Kafka sink does:
+a re-executed batch is written again).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..client.kafka import KafkaClient, TransactionalProducer
+from ..client.partitioner import partitions_for_keys
+from ..client.recordcodec import HEADER_TYPE, _Blobs, encode_batch, encode_records, record_sizes, split_rows
+from .commit import CommitProtocol, Txn
+from .options import SinkOptions
+from .source import cached_client
+
+log = logging.getLogger("oncelog.spark")
+
+
+class SinkSchemaError(ValueError):
+    """The DataFrame written to the sink lacks a column or has one of the wrong type."""
+
+
+def check_schema(schema, opts: SinkOptions) -> None:
+    """Fail at start, naming the column, as Spark's Kafka sink does."""
+    from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+
+    fields = {f.name.lower(): f.dataType for f in schema.fields}
+    if "value" not in fields:
+        raise SinkSchemaError("required attribute 'value' not found in the DataFrame written to oncelog "
+                              f"(columns: {', '.join(schema.fieldNames())})")
+    for name in ("value", "key"):
+        if name in fields and not isinstance(fields[name], (StringType, BinaryType)):
+            raise SinkSchemaError(f"{name} attribute type must be a string or binary, got {fields[name].simpleString()}")
+    if opts.topic is None:
+        if "topic" not in fields:
+            raise SinkSchemaError("topic option required when no 'topic' attribute is present "
+                                  "(set .option('topic', ...) or add a topic column)")
+    if "topic" in fields and not isinstance(fields["topic"], StringType):
+        raise SinkSchemaError(f"topic attribute type must be a string, got {fields['topic'].simpleString()}")
+    if "partition" in fields and not isinstance(fields["partition"], IntegerType):
+        raise SinkSchemaError(f"partition attribute type must be an int, got {fields['partition'].simpleString()}")
+    if "headers" in fields:
+        h = fields["headers"]
+        ok = (isinstance(h, ArrayType) and isinstance(h.elementType, StructType)
+              and [f.name for f in h.elementType.fields] == ["key", "value"]
+              and isinstance(h.elementType.fields[0].dataType, StringType)
+              and isinstance(h.elementType.fields[1].dataType, BinaryType))
+        if not ok:
+            raise SinkSchemaError("headers attribute type must be array<struct<key:string,value:binary>>, "
+                                  f"got {h.simpleString()}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Commit messages (pickled from the tasks to the driver)
+
+try:
+    from pyspark.sql.datasource import WriterCommitMessage
+except ImportError:  # pragma: no cover - the client layer works without pyspark
+    WriterCommitMessage = object  # type: ignore[misc,assignment]
+
+
+@dataclass(frozen=True)
+class SinkCommitMessage(WriterCommitMessage):
+    prefix: str
+    run_id: str
+    partition_id: int
+    attempt: int
+    txn: tuple[str, int, int] | None  # (transactional id, producer id, epoch); None: nothing written
+    records: int
+    partitions: tuple[tuple[str, int], ...] = ()
+
+
+# ---------------------------------------------------------------------------------------------
+# The task side
+
+
+class TaskWriter:
+    """Encodes and sends the rows of one write task."""
+
+    def __init__(self, client: KafkaClient, opts: SinkOptions, transactional_id: str | None) -> None:
+        self.client = client
+        self.opts = opts
+        self.transactional_id = transactional_id
+        self.producer: TransactionalProducer | None = None
+        self.sticky: dict[str, int] = {}
+        self.records = 0
+        self.sequences: dict[tuple[str, int], int] = {}
+        self.plain_in_flight = None
+
+    def _producer(self) -> TransactionalProducer:
+        if self.producer is None:
+            txn_id = self.transactional_id
+            self.producer = TransactionalProducer(self.client, txn_id or "", self.opts.transaction_timeout_ms)
+            if txn_id is not None:
+                self.producer.init()
+        return self.producer
+
+    def _num_partitions(self, topic: str) -> int:
+        meta = self.client.topics.get(topic)
+        if meta is None:
+            meta = self.client.metadata([topic]).get(topic)
+            if meta is None or meta.error.value != 0 or not meta.partitions:
+                raise ValueError(f"topic {topic!r} does not exist (create it first): "
+                                 f"{meta.error.name if meta is not None else 'no metadata'}")
+        return len(meta.partitions)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        n = batch.num_rows
+        if n == 0:
+            return
+        names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
+        col = lambda name: batch.column(names[name]) if name in names else None  # noqa: E731
+        values = col("value")
+        keys = col("key")
+        headers = col("headers")
+        if headers is not None and headers.type != HEADER_TYPE:
+            headers = headers.cast(HEADER_TYPE)
+        if self.opts.topic is not None:
+            groups = [(self.opts.topic, None)]
+        else:
+            topics = col("topic")
+            if topics.null_count:
+                raise ValueError("null topic in a row written to oncelog (and no topic option)")
+            uniq = pc.unique(topics).to_pylist()
+            groups = [(t, None) if len(uniq) == 1 else (t, pc.equal(topics, t)) for t in uniq]
+        for topic, mask in groups:
+            sub = batch if mask is None else batch.filter(mask)
+            self._write_topic(topic, sub, names)
+
+    def _write_topic(self, topic: str, batch: pa.RecordBatch, names: dict[str, int]) -> None:
+        n = batch.num_rows
+        col = lambda name: batch.column(names[name]) if name in names else None  # noqa: E731
+        num = self._num_partitions(topic)
+        part = np.full(n, -1, dtype=np.int64)
+        pcol = col("partition")
+        if pcol is not None:
+            given = pcol.to_numpy(zero_copy_only=False)
+            valid = ~pcol.is_null().to_numpy(zero_copy_only=False) if pcol.null_count else np.ones(n, bool)
+            part = np.where(valid, np.nan_to_num(given, nan=-1).astype(np.int64), -1)
+            bad = part[(part >= num) | ((part < 0) & valid)]
+            if len(bad):
+                raise ValueError(f"partition {int(bad[0])} does not exist in topic {topic!r} ({num} partitions)")
+        todo = part < 0
+        if todo.any():
+            keys = col("key")
+            kb = _Blobs.of(keys, n)
+            keyed = todo & (kb.lengths >= 0)
+            if keyed.any():
+                rows = np.nonzero(keyed)[0]
+                part[rows] = partitions_for_keys(kb.data, kb.starts[rows], kb.lengths[rows], num)
+            unkeyed = todo & (kb.lengths < 0)
+            if unkeyed.any():
+                # Kafka's sticky partitioner: one partition per batch, moving on each batch.
+                sticky = self.sticky.get(topic, -1) + 1
+                self.sticky[topic] = sticky
+                part[unkeyed] = sticky % num
+        order = np.argsort(part, kind="stable")
+        sorted_parts = part[order]
+        bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
+        starts = np.concatenate([[0], bounds])
+        ends = np.concatenate([bounds, [n]])
+        if len(starts) == 1:
+            groups = [(int(sorted_parts[0]), batch)]
+        else:
+            taken = batch.take(pa.array(order))
+            groups = [(int(sorted_parts[s]), taken.slice(s, e - s)) for s, e in zip(starts, ends)]
+        producer = self._producer()
+        if self.transactional_id is not None:
+            producer.add_partitions([(topic, p) for p, _ in groups])
+        now = int(time.time() * 1000)
+        for p, rows in groups:
+            rc = lambda name: rows.column(names[name]) if name in names else None  # noqa: E731
+            keys, values, headers = rc("key"), rc("value"), rc("headers")
+            if headers is not None and headers.type != HEADER_TYPE:
+                headers = headers.cast(HEADER_TYPE)
+            sizes = record_sizes(keys, values, headers)
+            for s, e in split_rows(sizes, self.opts.max_batch_bytes):
+                count = e - s
+                sl = (lambda a: None if a is None else a.slice(s, count))
+                records = encode_records(sl(keys), sl(values), sl(headers))
+                if self.transactional_id is not None:
+                    batch_bytes = encode_batch(records, count, timestamp_ms=now, producer_id=producer.producer_id,
+                                               producer_epoch=producer.producer_epoch,
+                                               base_sequence=producer.next_sequence(topic, p, count), transactional=True)
+                else:
+                    batch_bytes = encode_batch(records, count, timestamp_ms=now)
+                producer.send(topic, p, batch_bytes, count)
+                self.records += count
+
+    def flush(self) -> None:
+        if self.producer is not None:
+            self.producer.flush()
+
+    def abort(self) -> None:
+        if self.producer is not None and self.transactional_id is not None:
+            try:
+                self.producer.abort()
+            except Exception as exc:  # the driver's sweep or the timeout will end it
+                log.warning("could not abort %s: %s", self.transactional_id, exc)
+
+
+def run_write_task(opts: SinkOptions, batches, *, prefix: str | None, run_id: str) -> SinkCommitMessage:
+    """The body of ``write()``: all of this task's rows into one open transaction."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    partition_id = ctx.partitionId() if ctx else 0
+    attempt = ctx.attemptNumber() if ctx else 0
+    if prefix is None:
+        query_id = ctx.getLocalProperty("sql.streaming.queryId") if ctx else None
+        prefix = f"oncelog-{query_id}"
+    if not run_id and ctx is not None:
+        run_id = (ctx.getLocalProperty("spark.jobGroup.id") or "")[:8]
+    run_id = run_id or uuid.uuid4().hex[:8]
+    client = cached_client(opts.bootstrap, opts.kafka)
+    txn_id = f"{prefix}-{run_id}-{partition_id}-{attempt}" if opts.exactly_once else None
+    writer = TaskWriter(client, opts, txn_id)
+    try:
+        for batch in batches:
+            writer.write(batch)
+        writer.flush()
+    except BaseException:
+        writer.abort()
+        raise
+    txn = None
+    if writer.producer is not None and txn_id is not None:
+        p = writer.producer
+        txn = (txn_id, p.producer_id, p.producer_epoch)
+    parts = tuple(sorted(writer.producer.partitions)) if writer.producer is not None else ()
+    return SinkCommitMessage(prefix, run_id, partition_id, attempt, txn, writer.records, parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver side
+
+
+def _txns(messages) -> list[Txn]:
+    return [Txn(*m.txn) for m in messages if m is not None and m.txn is not None]
+
+
+def _prefix(opts: SinkOptions, messages) -> str | None:
+    if opts.transactional_id_prefix is not None:
+        return opts.transactional_id_prefix
+    for m in messages:
+        if m is not None:
+            return m.prefix
+    return None
+
+
+def driver_commit(opts: SinkOptions, messages, batch_id: int) -> str:
+    if not opts.exactly_once:
+        return "at-least-once"
+    prefix = _prefix(opts, messages)
+    if prefix is None:
+        return "empty"
+    client = cached_client(opts.bootstrap, opts.kafka)
+    protocol = CommitProtocol(client, opts.bootstrap, opts.commit_log_topic, prefix, opts.transaction_timeout_ms)
+    records = sum(m.records for m in messages if m is not None)
+    run_id = next((m.run_id for m in messages if m is not None), "")
+    outcome = protocol.commit(batch_id, _txns(messages), run_id, records)
+    log.info("batch %d of %s: %s (%d records)", batch_id, prefix, outcome, records)
+    return outcome
+
+
+def driver_abort(opts: SinkOptions, messages, batch_id: int) -> str:
+    if not opts.exactly_once:
+        return "at-least-once"
+    prefix = _prefix(opts, messages)
+    if prefix is None:
+        return "unknown-query"
+    client = cached_client(opts.bootstrap, opts.kafka)
+    protocol = CommitProtocol(client, opts.bootstrap, opts.commit_log_topic, prefix, opts.transaction_timeout_ms)
+    return protocol.abort(batch_id, _txns(messages))
