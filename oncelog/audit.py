@@ -201,8 +201,11 @@ class SourceMatcher:
     def declare_input(self, topic: str, partition: int, start: int, stable_end: int,
                       end: int | None = None) -> None:
         """Declare an input partition's decided range ``[start, stable_end)`` (log start offset to
-        LSO) and its high watermark ``end``; outputs referring to ``[stable_end, end)`` are pending."""
+        LSO) and its high watermark ``end``; outputs referring to ``[stable_end, end)`` are pending.
+        Declare before marking: a declaration allocates the partition's state afresh."""
         self._check_open()
+        if (topic, partition) in self._parts:
+            raise ValueError(f"{topic}:{partition} is already an input partition")
         self._parts[(topic, partition)] = _InputPartition(topic, partition, start, stable_end, end)
 
     def mark_inputs(self, topic: str, partition: int, offsets: Sequence[int], *, committed: bool) -> None:

@@ -130,6 +130,8 @@ def test_declared_range_refuses_marks_outside_it():
         m.mark_inputs("in", 0, [20], committed=True)
     with pytest.raises(ValueError):
         m.mark_inputs("in", 0, [9], committed=False)
+    with pytest.raises(ValueError):
+        m.declare_input("in", 0, 0, 5)  # would drop the state marked so far
 
 
 def test_outputs_past_the_last_stable_offset_are_pending():
