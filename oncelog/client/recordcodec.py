@@ -246,17 +246,18 @@ def _join(*columns: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise(*columns, _EMPTY, null_handling="replace", null_replacement="")
 
 
-def encode_records(keys: pa.Array, values: pa.Array, headers: pa.Array | None) -> bytes:
+def encode_records(keys: pa.Array | None, values: pa.Array, headers: pa.Array | None) -> bytes:
     """The records section of a batch: every row as a Kafka record, offset delta = row index,
-    timestamp delta 0. ``keys``/``values`` are binary (or string) Arrow arrays, ``headers`` a
+    timestamp delta 0. ``keys``/``values`` are binary (or string) Arrow arrays (``keys`` None:
+    all keys null, as for a DataFrame without a key column), ``headers`` a
     list<struct<key string, value binary>> array or None."""
     n = len(values)
     kb, vb = _Blobs.of(keys, n), _Blobs.of(values, n)
     # attributes (int8 0) and timestamp delta (varint 0) are two zero bytes in every record
     zeros = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(np.arange(0, 2 * n + 1, 2, dtype=np.int32)),
                                                    pa.py_buffer(np.zeros(2 * n, dtype=_U8))])
-    columns = [zeros, _varint_column(np.arange(n, dtype=_I64)), _varint_column(kb.lengths), _plain(keys),
-               _varint_column(vb.lengths), _plain(values)]
+    columns = [zeros, _varint_column(np.arange(n, dtype=_I64)), _varint_column(kb.lengths), _plain(keys, n),
+               _varint_column(vb.lengths), _plain(values, n)]
     if headers is None:
         columns.append(pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32)),
                                                                pa.py_buffer(np.zeros(n, dtype=_U8))]))
@@ -268,7 +269,9 @@ def encode_records(keys: pa.Array, values: pa.Array, headers: pa.Array | None) -
     return records.buffers()[2].to_pybytes()[: _data_end(records)]
 
 
-def _plain(array: pa.Array) -> pa.Array:
+def _plain(array: pa.Array | None, n: int = 0) -> pa.Array:
+    if array is None:  # no key column: every key is null (its -1 length is in the column before)
+        return pa.nulls(n, pa.binary())
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     if pa.types.is_string(array.type):
