@@ -262,12 +262,13 @@ class KafkaClient:
 
     # -- metadata ------------------------------------------------------------------------------
 
-    def metadata(self, topics: list[str] | None = None) -> dict[str, TopicMetadata]:
-        """Refresh broker and topic metadata; ``None`` asks for every topic. Never auto-creates."""
+    def metadata(self, topics: list[str] | None = None, *, auto_create: bool = False) -> dict[str, TopicMetadata]:
+        """Refresh broker and topic metadata; ``None`` asks for every topic. ``auto_create`` lets
+        a broker with auto.create.topics.enable create missing topics (as a producer does)."""
         m = request_module(3)
         req = m.MetadataRequest(
             topics=None if topics is None else tuple(m.MetadataRequestTopic(name=t) for t in topics),
-            allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+            allow_auto_topic_creation=auto_create, include_cluster_authorized_operations=False,
             include_topic_authorized_operations=False)
         conn = self.any_connection()
         resp = self.call(conn, req)

@@ -61,17 +61,48 @@ class StaleRunError(RuntimeError):
     """Another run of the same query has moved past this batch: this run must stop."""
 
 
-def crash_point(name: str) -> None:
-    """Test hook: ``ONCELOG_SPARK_CRASH_POINT=<name>`` SIGKILLs this process's whole process
-    group (the Spark driver: JVM and Python) at that point of the commit protocol."""
-    if os.environ.get("ONCELOG_SPARK_CRASH_POINT") == name:
-        marker = os.environ.get("ONCELOG_SPARK_CRASH_ONCE")
-        if marker:  # crash only once across restarts
-            try:
-                os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
-            except FileExistsError:
-                return
+def _once(marker: str | None) -> bool:
+    """True the first time across processes and restarts for a marker file (always if None)."""
+    if not marker:
+        return True
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+        return True
+    except FileExistsError:
+        return False
+
+
+def crash_point(name: str, batch_id: int | None = None) -> None:
+    """Test hook: ``ONCELOG_SPARK_CRASH_POINT=<name>[,<name>...]`` SIGKILLs the Spark driver's
+    whole process group (JVM and Python; ``ONCELOG_SPARK_CRASH_PGID``, else this process's
+    group) at that point. With ``ONCELOG_SPARK_CRASH_ONCE=<path>`` each point fires once across
+    restarts (marker ``<path>.<name>``), so a chain of restarts walks through the points.
+    ``ONCELOG_SPARK_CRASH_AFTER_BATCH=N``: only batches after N crash. Points: ``task-write``
+    (inside a write task, after its rows are sent), ``before-commit``, ``after-decision``,
+    ``between-commits``, ``after-commits`` (before Spark's commit log)."""
+    points = os.environ.get("ONCELOG_SPARK_CRASH_POINT")
+    if not points or name not in points.split(","):
+        return
+    after = os.environ.get("ONCELOG_SPARK_CRASH_AFTER_BATCH")
+    if after is not None and batch_id is not None and batch_id <= int(after):
+        return
+    once = os.environ.get("ONCELOG_SPARK_CRASH_ONCE")
+    if _once(f"{once}.{name}" if once else None):
+        # Spark's Python workers may sit in a process group of their own (the worker daemon's):
+        # kill the driver's group, then this worker's group, so nothing runs past the point.
+        os.killpg(int(os.environ.get("ONCELOG_SPARK_CRASH_PGID") or os.getpgid(0)), signal.SIGKILL)
         os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def task_fault() -> None:
+    """Test hook for task failures: ``ONCELOG_SPARK_TASK_FAULT=raise|exit`` fails the first write
+    task attempt (once, with ``ONCELOG_SPARK_TASK_FAULT_ONCE``) after it has sent its rows and
+    left its transaction open: ``raise`` as an exception, ``exit`` by killing the Python worker."""
+    mode = os.environ.get("ONCELOG_SPARK_TASK_FAULT")
+    if mode and _once(os.environ.get("ONCELOG_SPARK_TASK_FAULT_ONCE")):
+        if mode == "exit":
+            os._exit(17)
+        raise RuntimeError("injected task failure (ONCELOG_SPARK_TASK_FAULT)")
 
 
 @dataclass(frozen=True)
@@ -261,19 +292,19 @@ class CommitProtocol:
         # Step 4.
         decision = Decision(batch_id, PENDING, txns, run_id, records)
         self._write(decision)
-        crash_point("after-decision")
+        crash_point("after-decision", batch_id)
         # Step 5.
         self._roll_forward_stepwise(decision)
-        crash_point("after-commits")
+        crash_point("after-commits", batch_id)
         # Step 7.
         self.sweep({t.transactional_id for t in txns})
         return "committed"
 
     def _roll_forward_stepwise(self, decision: Decision) -> None:
-        if os.environ.get("ONCELOG_SPARK_CRASH_POINT") == "between-commits" and len(decision.txns) > 1:
+        if "between-commits" in os.environ.get("ONCELOG_SPARK_CRASH_POINT", "").split(",") and len(decision.txns) > 1:
             first = decision.txns[0]
             self.client.end_txn(first.transactional_id, first.producer_id, first.producer_epoch, commit=True)
-            crash_point("between-commits")
+            crash_point("between-commits", decision.batch_id)
         self._roll_forward(decision)  # step 5 and step 6
 
     def abort(self, batch_id: int, txns: list[Txn]) -> str:

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from ..client.kafka import KafkaClient, TransactionalProducer
 from ..client.partitioner import partitions_for_keys
 from ..client.recordcodec import HEADER_TYPE, _Blobs, encode_batch, encode_records, record_sizes, split_rows
-from .commit import CommitProtocol, Txn
+from .commit import CommitProtocol, Txn, crash_point, task_fault
 from .options import SinkOptions
 from .source import cached_client
 
@@ -115,11 +115,17 @@ class TaskWriter:
 
     def _num_partitions(self, topic: str) -> int:
         meta = self.client.topics.get(topic)
-        if meta is None:
-            meta = self.client.metadata([topic]).get(topic)
-            if meta is None or meta.error.value != 0 or not meta.partitions:
-                raise ValueError(f"topic {topic!r} does not exist (create it first): "
-                                 f"{meta.error.name if meta is not None else 'no metadata'}")
+        deadline = time.monotonic() + 10
+        while meta is None:
+            # As a Kafka producer does: a broker with auto.create.topics.enable creates it.
+            found = self.client.metadata([topic], auto_create=True).get(topic)
+            if found is not None and found.error.value == 0 and found.partitions:
+                meta = found
+            elif time.monotonic() > deadline:
+                raise ValueError(f"topic {topic!r} does not exist and the broker did not create it "
+                                 f"({found.error.name.upper() if found is not None else 'no metadata'}): create it first")
+            else:
+                time.sleep(0.1)
         return len(meta.partitions)
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -240,6 +246,9 @@ def run_write_task(opts: SinkOptions, batches, *, prefix: str | None, run_id: st
     except BaseException:
         writer.abort()
         raise
+    batch_id = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
+    crash_point("task-write", int(batch_id) if batch_id else None)
+    task_fault()  # leaves the transaction open, as a task that dies after writing would
     txn = None
     if writer.producer is not None and txn_id is not None:
         p = writer.producer
@@ -271,6 +280,7 @@ def driver_commit(opts: SinkOptions, messages, batch_id: int) -> str:
     prefix = _prefix(opts, messages)
     if prefix is None:
         return "empty"
+    crash_point("before-commit", batch_id)
     client = cached_client(opts.bootstrap, opts.kafka)
     protocol = CommitProtocol(client, opts.bootstrap, opts.commit_log_topic, prefix, opts.transaction_timeout_ms)
     records = sum(m.records for m in messages if m is not None)

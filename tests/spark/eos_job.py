@@ -1,0 +1,54 @@
+"""A Spark Structured Streaming job for the sink's crash tests, run in its own process group.
+
+Reads ``--input`` through the connector (read_committed, ``maxOffsetsPerTrigger``), upper-cases
+the value, tags each output with the ``oncelog.source`` header (``topic:partition:offset`` of its
+input) so the auditor can match outputs to inputs, and writes ``--output`` through the sink with
+``Trigger.AvailableNow``: the process exits 0 once every input available at start is written.
+Crash points (``ONCELOG_SPARK_CRASH_POINT``) SIGKILL the whole process group: JVM and Python.
+"""
+
+import argparse
+import os
+import sys
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--input", required=True)
+    ap.add_argument("--output", required=True)
+    ap.add_argument("--checkpoint", required=True)
+    ap.add_argument("--max-per-trigger", type=int, default=300)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--guarantee", default="exactly-once")
+    ap.add_argument("--timeout", type=float, default=240)
+    args = ap.parse_args()
+    os.environ.setdefault("ONCELOG_SPARK_CRASH_PGID", str(os.getpgid(0)))
+    from oncelog.spark.session import local_session
+
+    spark = local_session(args.master, app_name="oncelog-eos-job")
+    src = (spark.readStream.format("oncelog").option("kafka.bootstrap.servers", args.bootstrap)
+           .option("subscribe", args.input).option("startingOffsets", "earliest")
+           .option("maxOffsetsPerTrigger", args.max_per_trigger).load())
+    out = src.selectExpr(
+        "key", "upper(cast(value as string)) as value",
+        "array(named_struct('key', 'oncelog.source', 'value', "
+        "cast(concat(topic, ':', cast(partition as string), ':', cast(offset as string)) as binary))) as headers")
+    q = (out.writeStream.format("oncelog").option("kafka.bootstrap.servers", args.bootstrap)
+         .option("topic", args.output).option("deliveryGuarantee", args.guarantee)
+         .option("checkpointLocation", args.checkpoint).trigger(availableNow=True).start())
+    finished = q.awaitTermination(args.timeout)
+    if not finished:
+        print("eos_job: query did not finish in time", file=sys.stderr)
+        q.stop()
+        return 4
+    if q.exception() is not None:
+        print(f"eos_job: query failed: {q.exception()}", file=sys.stderr)
+        return 3
+    print(f"eos_job: done, batches={len(q.recentProgress)}", flush=True)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

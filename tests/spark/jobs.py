@@ -1,0 +1,85 @@
+"""Helpers for the sink's crash tests: input data, running the job in a process group, audit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import confluent_kafka as ck
+
+from oncelog.audit import audit
+
+from ..helpers import create_topic
+from .conftest import ROOT, spark_env
+
+
+def fill_input(bootstrap: str, topic: str, n: int, *, partitions: int = 3, abort_every: int = 4,
+               txn_size: int = 100) -> int:
+    """Write ``n`` records in transactions of ``txn_size``; every ``abort_every``-th transaction
+    is aborted on purpose. Returns the number of committed records."""
+    create_topic(bootstrap, topic, partitions)
+    create_topic(bootstrap, topic.replace("in-", "out-", 1), partitions)
+    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": f"fill-{topic}", "linger.ms": 5})
+    p.init_transactions(30)
+    committed = 0
+    for t, start in enumerate(range(0, n, txn_size)):
+        p.begin_transaction()
+        count = min(txn_size, n - start)
+        for i in range(start, start + count):
+            p.produce(topic, key=b"k%d" % i, value=b"order-%d" % i)
+        if abort_every and t % abort_every == abort_every - 1:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            committed += count
+    return committed
+
+
+def run_job(bootstrap: str, input_topic: str, output_topic: str, checkpoint: str, *, env: dict | None = None,
+            log_path: str, timeout: float = 300, max_per_trigger: int = 300, guarantee: str = "exactly-once",
+            master: str = "local[2]") -> int:
+    """Run tests/spark/eos_job.py in a new process group; returns its exit code (-9 after a
+    crash point's SIGKILL)."""
+    cmd = [sys.executable, "-m", "tests.spark.eos_job", "--bootstrap", bootstrap, "--input", input_topic,
+           "--output", output_topic, "--checkpoint", checkpoint, "--max-per-trigger", str(max_per_trigger),
+           "--guarantee", guarantee, "--master", master, "--timeout", str(timeout - 30)]
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env={**spark_env(), **(env or {})}, stdout=log, stderr=log,
+                                start_new_session=True)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+            raise AssertionError(f"the job did not finish in {timeout} s; see {log_path}")
+        finally:
+            _reap_group(proc.pid)
+
+
+def _reap_group(pgid: int) -> None:
+    """Kill what is left of the job's process group (Python workers outlive a killed JVM)."""
+    try:
+        os.killpg(pgid, 9)
+    except ProcessLookupError:
+        pass
+    time.sleep(0.2)
+
+
+def tail(path: str, lines: int = 40) -> str:
+    try:
+        with open(path, "rb") as f:
+            return b"\n".join(f.read().splitlines()[-lines:]).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def check_exactly_once(bootstrap: str, input_topic: str, output_topic: str, committed: int):
+    """Independent read_committed check (confluent-kafka, through the auditor)."""
+    result = audit(bootstrap, [input_topic], [output_topic], timeout=60)
+    d = result.to_dict()
+    assert d["input_records"] == committed, d
+    assert (d["lost"], d["duplicated"], d["aborted_reads"], d["phantom"]) == (0, 0, 0, 0), d
+    assert d["output_records"] == committed, d
+    return d
