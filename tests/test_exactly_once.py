@@ -26,10 +26,16 @@ PARTITIONS = 3
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def committed_offsets(bootstrap):
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "ctp"})
+def committed_offsets(bootstrap, *, stable=False):
+    """The group's committed offsets. Progress probes do not wait for in-flight transactions
+    (read_uncommitted: no require_stable). A worker that commits every few milliseconds keeps
+    offsets pending most of the time, and a require_stable OffsetFetch, retried with backoff,
+    can land on pending offsets until its timeout. Final checks ask for stable offsets."""
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "ctp",
+                     "isolation.level": "read_committed" if stable else "read_uncommitted"})
     try:
-        return [tp.offset for tp in c.committed([ck.TopicPartition("input", p) for p in range(PARTITIONS)], timeout=10)]
+        return [tp.offset for tp in c.committed([ck.TopicPartition("input", p) for p in range(PARTITIONS)],
+                                                timeout=30 if stable else 10)]
     finally:
         c.close()
 
@@ -87,7 +93,7 @@ def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker, t
     worker.kill()
     worker.wait()
     assert worker_kills >= 20 and broker_kills >= 5, (worker_kills, broker_kills)
-    offsets = committed_offsets(broker.bootstrap)
+    offsets = committed_offsets(broker.bootstrap, stable=True)
     assert offsets == [len(range(q, n, PARTITIONS)) for q in range(PARTITIONS)], f"group offsets {offsets}"
     out = consume_all(broker.bootstrap, "output", PARTITIONS, expected=n, timeout=120, isolation="read_committed")
     total = 0
