@@ -81,6 +81,8 @@ class OffsetPlanner:
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
         self._client: KafkaClient | None = None
+        # Offsets a spec resolved to, per (spec, default kind) and partition: see resolve().
+        self._resolved: dict[tuple[str, str], off.Offsets] = {}
 
     @property
     def client(self) -> KafkaClient:
@@ -123,7 +125,27 @@ class OffsetPlanner:
         return self.list(tps, LATEST)
 
     def resolve(self, spec, tps, *, default_kind: str) -> off.Offsets:
-        """Turn a startingOffsets/endingOffsets spec into concrete offsets for ``tps``."""
+        """Turn a startingOffsets/endingOffsets spec into concrete offsets for ``tps``.
+
+        A partition is resolved once per planner: asking again gives the same offset. Spark
+        calls ``initialOffset`` twice when a query starts, once to plan the first batch's end
+        and again for its start; with ``latest`` a second lookup lands past records that
+        arrived in between, and the first batch would skip them (its start after its end).
+        Spark's Kafka source stores its initial offsets in the checkpoint for the same reason."""
+        if spec.kind == "json":
+            subscribed = set(tps)
+            for topic, parts in spec.per_partition.items():
+                for p in parts:
+                    if (topic, int(p)) not in subscribed:
+                        raise ValueError(f"offsets given for {topic}-{p}, which is not subscribed or does not exist")
+        key = (repr(spec), default_kind)
+        known = self._resolved.setdefault(key, {})
+        missing = [tp for tp in tps if tp not in known]
+        if missing:
+            known.update(self._resolve(spec, missing, default_kind=default_kind))
+        return {tp: known[tp] for tp in tps}
+
+    def _resolve(self, spec, tps, *, default_kind: str) -> off.Offsets:
         kind = spec.kind
         if kind == "earliest":
             return self.list(tps, EARLIEST)
@@ -144,10 +166,6 @@ class OffsetPlanner:
                     out[tp] = latest[tp]
                 else:
                     out[tp] = given
-            for topic, parts in spec.per_partition.items():
-                for p in parts:
-                    if (topic, int(p)) not in set(tps):
-                        raise ValueError(f"offsets given for {topic}-{p}, which is not subscribed or does not exist")
             return out
         # timestamp
         out = {}
