@@ -3,40 +3,108 @@
 Reads ``input`` (read_committed, group ``ctp``, static member so a restart takes over at once),
 writes ``<value>-transformed@<partition>:<offset>`` to the same partition of ``output``, and
 every ~100 records commits output and input offsets in one transaction
-(send_offsets_to_transaction with the consumer's group metadata). On any error it exits; the
-test restarts it. A new instance fences the previous one through the shared transactional id.
+(send_offsets_to_transaction with the consumer's group metadata). A new instance fences the
+previous one through the shared transactional id.
+
+It behaves as a supervised worker must, so that the test's restart loop (its supervisor) takes
+over instead of the worker idling:
+
+* every consumer error is logged; a fatal one, or one that means this instance is no longer the
+  group member its transactions commit offsets for, ends the process (exit 3), as does any
+  exception from the producer (fenced, fatal, or a transaction that must be aborted);
+* a blocking client call that has not returned ``stall_s`` seconds after it started ends the
+  process (exit 1, with a traceback of where it hung), whatever the client's own timeouts say.
+
+A stall limit is needed because a client call can block past its own timeout: in the soak that
+stalled for its full 600 s (issue 11) the worker sat in send_offsets_to_transaction() after a
+broker restart, out of its group (max.poll.interval.ms), until the test gave up
+(confluentinc/librdkafka#5456).
+
+Usage: ``python -m tests.ctp_worker BOOTSTRAP [STALL_S]``.
 """
 
+from __future__ import annotations
+
+import contextlib
+import faulthandler
 import sys
+import time
 
 import confluent_kafka as ck
 
+API_TIMEOUT_S = 30
+STALL_S = API_TIMEOUT_S + 10  # a call may use its whole timeout; past that it is stuck
 
-def main(bootstrap: str) -> None:
+# Consumer errors after which this instance must not go on: it left the group or was replaced,
+# so the group metadata its transactions carry is stale (KIP-447 would fence them anyway).
+OUT_OF_GROUP = frozenset({ck.KafkaError._MAX_POLL_EXCEEDED, ck.KafkaError._FENCED, ck.KafkaError.FENCED_INSTANCE_ID,
+                          ck.KafkaError.UNKNOWN_MEMBER_ID, ck.KafkaError.ILLEGAL_GENERATION})
+
+
+class WorkerExit(Exception):
+    pass
+
+
+def log(what: str) -> None:
+    print(f"worker {time.time():.3f}: {what}", file=sys.stderr, flush=True)
+
+
+def check(err: ck.KafkaError, source: str) -> None:
+    """Log a client error; raise WorkerExit when the worker must not continue after it."""
+    log(f"{source} error: {err}")
+    # error_cb reports a fatal error as _FATAL without setting fatal() on it
+    if err.fatal() or err.code() == ck.KafkaError._FATAL or err.code() in OUT_OF_GROUP:
+        raise WorkerExit(f"{source}: {err}")
+
+
+@contextlib.contextmanager
+def returns_within(seconds: float):
+    """Exit the process (status 1, tracebacks on stderr) unless the block ends in ``seconds``.
+    A watchdog thread of faulthandler does it, so a call blocked in C code is covered too."""
+    faulthandler.dump_traceback_later(seconds, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def main(bootstrap: str, stall_s: float) -> None:
     consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "ctp", "group.instance.id": "ctp-worker",
                             "isolation.level": "read_committed", "enable.auto.commit": False,
                             "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                            "max.poll.interval.ms": 30000, "fetch.wait.max.ms": 50})
+                            "max.poll.interval.ms": 30000, "fetch.wait.max.ms": 50,
+                            "error_cb": lambda err: check(err, "consumer")})
     producer = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": "ctp-txn", "linger.ms": 5,
-                            "transaction.timeout.ms": 10000, "message.timeout.ms": 10000})
-    producer.init_transactions(30)
+                            "transaction.timeout.ms": 10000, "message.timeout.ms": 10000,
+                            "error_cb": lambda err: check(err, "producer")})
+    with returns_within(stall_s):
+        producer.init_transactions(API_TIMEOUT_S)
     consumer.subscribe(["input"])
     while True:
-        msgs = [m for m in consumer.consume(100, 0.5) if not m.error()]
+        msgs = []
+        with returns_within(stall_s):
+            for m in consumer.consume(100, 0.5):
+                if m.error():
+                    check(m.error(), "consumer")
+                else:
+                    msgs.append(m)
+        producer.poll(0)  # serves error_cb
         if not msgs:
             continue
         producer.begin_transaction()
         for m in msgs:
             producer.produce("output", value=m.value() + f"-transformed@{m.partition()}:{m.offset()}".encode(),
                              partition=m.partition())
-        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                             consumer.consumer_group_metadata(), 30)
-        producer.commit_transaction(30)
+        with returns_within(stall_s):
+            producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                 consumer.consumer_group_metadata(), API_TIMEOUT_S)
+        with returns_within(stall_s):
+            producer.commit_transaction(API_TIMEOUT_S)
 
 
 if __name__ == "__main__":
     try:
-        main(sys.argv[1])
+        main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else STALL_S)
     except Exception as exc:  # any failure: exit and be restarted, as a supervisor would
-        print(f"worker exiting: {exc!r}", file=sys.stderr)
+        log(f"exiting: {exc!r}")
         sys.exit(3)

@@ -6,24 +6,86 @@ SIGKILLed at random moments (at least 20 times) and restarted; separately the br
 SIGKILLed and restarted (at least 5 times). At the end read_committed output must hold exactly
 one transformed record per input record, in input order per partition, and the group's committed
 offsets must equal the input's end.
+
+The soak once stalled (issue 11): a worker blocked for ever in a client call after a broker
+restart, out of its group, and nothing restarted it. The focused tests below check the worker
+behaviour that keeps the restart loop in charge: a stuck client call or a fenced consumer ends
+the process instead of leaving it idle.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
 
 import confluent_kafka as ck
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from .conftest import soak_scale
 from .helpers import consume_all, create_topic, first_difference
 
 PARTITIONS = 3
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def start_worker(bootstrap, log, *args):
+    return subprocess.Popen([sys.executable, "-m", "tests.ctp_worker", bootstrap, *map(str, args)], cwd=ROOT,
+                            stdout=log, stderr=log)
+
+
+def fill_input(bootstrap, stop, start=0):
+    """Input records ``start`` .. ``stop - 1`` (record i: value ``in<i>``, partition i % 3); the
+    topics are created with the first records."""
+    if start == 0:
+        create_topic(bootstrap, "input", PARTITIONS)
+        create_topic(bootstrap, "output", PARTITIONS)
+    p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
+    for i in range(start, stop):
+        p.produce("input", key=str(i).encode(), value=f"in{i}".encode(), partition=i % PARTITIONS)
+        if i % 10000 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+
+
+def input_end(n):
+    return [len(range(q, n, PARTITIONS)) for q in range(PARTITIONS)]
+
+
+def check_output(bootstrap, n):
+    """read_committed output holds exactly one transformed record per input record, in order."""
+    out = consume_all(bootstrap, "output", PARTITIONS, expected=n, timeout=120, isolation="read_committed")
+    total = 0
+    for q, rows in out.items():
+        values = [v.decode() for _, _, v, _ in rows]
+        expected = [f"in{i}-transformed@{q}:{k}" for k, i in enumerate(range(q, n, PARTITIONS))]
+        dupes = len(values) - len(set(values))
+        assert dupes == 0, f"partition {q}: {dupes} duplicated output records"
+        assert values == expected, f"partition {q}: {len(values)} records; first difference at " \
+            f"{first_difference(values, expected)}"
+        total += len(values)
+    assert total == n
+
+
+def wait_for_offsets(bootstrap, done, timeout):
+    """Poll the group's committed offsets until ``done(offsets)``; returns the last offsets."""
+    deadline = time.monotonic() + timeout
+    offsets = committed_offsets(bootstrap)
+    while not done(offsets) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        offsets = committed_offsets(bootstrap)
+    return offsets
+
+
+def worker_messages(path, lines=20):
+    """The worker's own log lines (not librdkafka's), newest last: what a failure message needs."""
+    with open(path, errors="replace") as f:
+        return "".join([line for line in f if line.startswith(("worker ", "Timeout", "Thread", "Current thread",
+                                                                 "  File"))][-lines:])
 
 
 def committed_offsets(bootstrap, *, stable=False):
@@ -45,22 +107,10 @@ def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker, t
     n = soak_scale(100_000, 100_000)
     worker_kills_wanted = soak_scale(40, 20)
     broker_kills_wanted = soak_scale(10, 5)
-    create_topic(broker.bootstrap, "input", PARTITIONS)
-    create_topic(broker.bootstrap, "output", PARTITIONS)
-    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20, "enable.idempotence": True})
-    for i in range(n):
-        p.produce("input", key=str(i).encode(), value=f"in{i}".encode(), partition=i % PARTITIONS)
-        if i % 10000 == 0:
-            p.poll(0)
-    assert p.flush(60) == 0
+    fill_input(broker.bootstrap, n)
     rng = random.Random(2026)
     log = open(tmp_path / "worker.log", "ab")
-
-    def start_worker():
-        return subprocess.Popen([sys.executable, "-m", "tests.ctp_worker", broker.bootstrap], cwd=ROOT,
-                                stdout=log, stderr=log)
-
-    worker = start_worker()
+    worker = start_worker(broker.bootstrap, log)
     worker_kills = broker_kills = 0
     deadline = time.monotonic() + 600
     # Spread the broker kills among the worker kills.
@@ -70,7 +120,7 @@ def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker, t
         time.sleep(rng.uniform(0.3, 1.5))
         step += 1
         if worker.poll() is not None:  # it exited on an error (e.g. the broker went away): restart
-            worker = start_worker()
+            worker = start_worker(broker.bootstrap, log)
         if worker_kills < worker_kills_wanted:
             worker.kill()  # SIGKILL mid-transaction, or between transactions
             worker.wait()
@@ -80,7 +130,7 @@ def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker, t
                 broker_kills += 1
                 time.sleep(0.3)
                 broker.restart()
-            worker = start_worker()
+            worker = start_worker(broker.bootstrap, log)
             continue
         if broker_kills < broker_kills_wanted:
             broker.kill()
@@ -94,15 +144,70 @@ def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker, t
     worker.wait()
     assert worker_kills >= 20 and broker_kills >= 5, (worker_kills, broker_kills)
     offsets = committed_offsets(broker.bootstrap, stable=True)
-    assert offsets == [len(range(q, n, PARTITIONS)) for q in range(PARTITIONS)], f"group offsets {offsets}"
-    out = consume_all(broker.bootstrap, "output", PARTITIONS, expected=n, timeout=120, isolation="read_committed")
-    total = 0
-    for q, rows in out.items():
-        values = [v.decode() for _, _, v, _ in rows]
-        expected = [f"in{i}-transformed@{q}:{k}" for k, i in enumerate(range(q, n, PARTITIONS))]
-        dupes = len(values) - len(set(values))
-        assert dupes == 0, f"partition {q}: {dupes} duplicated output records"
-        assert values == expected, f"partition {q}: {len(values)} records; first difference at " \
-            f"{first_difference(values, expected)}"
-        total += len(values)
-    assert total == n
+    assert offsets == input_end(n), \
+        f"group offsets {offsets}; the workers' last messages:\n{worker_messages(tmp_path / 'worker.log')}"
+    check_output(broker.bootstrap, n)
+
+
+def test_worker_stuck_in_a_client_call_exits_and_a_restarted_worker_finishes(broker, tmp_path):
+    """A blocking client call that does not return ends the worker, so its supervisor restarts it
+    (in the stalled soak, send_offsets_to_transaction() never returned). The broker is frozen
+    (SIGSTOP) while the worker streams: its next transactional call cannot complete, and with a
+    stall limit of 3 s the worker must exit (faulthandler's status 1, with the traceback) long
+    before a client timeout (10 s and more) would end the call. Once the broker runs again a
+    restarted worker processes the rest exactly once."""
+    n = 15_000
+    fill_input(broker.bootstrap, n)
+    log = open(tmp_path / "worker.log", "ab")
+    worker = start_worker(broker.bootstrap, log, 3)
+    try:
+        offsets = wait_for_offsets(broker.bootstrap, lambda o: sum(max(x, 0) for x in o) > 0, 60)
+        assert sum(max(x, 0) for x in offsets) > 0, "the worker made no progress"
+        broker.proc.send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            rc = worker.wait(timeout=60)
+            stuck_for = time.monotonic() - started
+        finally:
+            broker.proc.send_signal(signal.SIGCONT)
+        assert rc == 1, f"worker exit status {rc}:\n{worker_messages(tmp_path / 'worker.log')}"
+        assert stuck_for < 8, stuck_for
+        assert "Timeout (0:00:03)!" in (tmp_path / "worker.log").read_text(errors="replace")
+        worker = start_worker(broker.bootstrap, log)
+        assert wait_for_offsets(broker.bootstrap, lambda o: o == input_end(n), 120) == input_end(n)
+    finally:
+        worker.kill()
+        worker.wait()
+    check_output(broker.bootstrap, n)
+
+
+def test_worker_whose_consumer_is_fenced_exits_instead_of_idling(broker, tmp_path):
+    """A second instance takes over the static member ``ctp-worker``: the first one's consumer is
+    fenced (a fatal consumer error) and the worker must exit (status 3). Before issue 11 the
+    worker dropped consumer errors, and a fenced instance with nothing to consume idled for ever
+    (its producer, fenced too, was never called again to notice)."""
+    create_topic(broker.bootstrap, "input", PARTITIONS)
+    create_topic(broker.bootstrap, "output", PARTITIONS)
+    log = open(tmp_path / "worker.log", "ab")
+    first = start_worker(broker.bootstrap, log)
+    second = None
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            group = admin.describe_consumer_groups(["ctp"])["ctp"].result(timeout=10)
+            if group.state == ck.ConsumerGroupState.STABLE and group.members:
+                break
+            time.sleep(0.2)
+        assert group.state == ck.ConsumerGroupState.STABLE and group.members, group.state
+        second = start_worker(broker.bootstrap, log)
+        rc = first.wait(timeout=30)
+        messages = worker_messages(tmp_path / "worker.log")
+        assert rc == 3, f"exit status {rc}:\n{messages}"
+        assert "Static consumer fenced" in messages, messages
+        assert second.poll() is None, "the new instance must keep running"
+    finally:
+        for w in (first, second):
+            if w is not None:
+                w.kill()
+                w.wait()
