@@ -15,10 +15,14 @@ over instead of the worker idling:
 * a blocking client call that has not returned ``stall_s`` seconds after it started ends the
   process (exit 1, with a traceback of where it hung), whatever the client's own timeouts say.
 
-A stall limit is needed because a client call can block past its own timeout: in the soak that
-stalled for its full 600 s (issue 11) the worker sat in send_offsets_to_transaction() after a
-broker restart, out of its group (max.poll.interval.ms), until the test gave up
-(confluentinc/librdkafka#5456).
+Issue 11 (the soak stalled for its full 600 s): librdkafka 2.16's send_offsets_to_transaction()
+waits for ever, past its own timeout, in the first transaction after our single broker
+restarted. With every broker down librdkafka re-bootstraps and decommissions the broker object
+it still caches as group coordinator; the TxnOffsetCommit then waits for that dead object to
+come up and is never retried (confluentinc/librdkafka#5456, #5511), while the consumer leaves
+the group (max.poll.interval.ms). Hence the producer does not re-bootstrap
+(``metadata.recovery.strategy=none``: one broker at a fixed address has nothing to
+re-discover), and the stall limit covers client hangs we do not know of.
 
 Usage: ``python -m tests.ctp_worker BOOTSTRAP [STALL_S]``.
 """
@@ -76,6 +80,7 @@ def main(bootstrap: str, stall_s: float) -> None:
                             "error_cb": lambda err: check(err, "consumer")})
     producer = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": "ctp-txn", "linger.ms": 5,
                             "transaction.timeout.ms": 10000, "message.timeout.ms": 10000,
+                            "metadata.recovery.strategy": "none",  # see the module docstring
                             "error_cb": lambda err: check(err, "producer")})
     with returns_within(stall_s):
         producer.init_transactions(API_TIMEOUT_S)

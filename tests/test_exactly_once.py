@@ -149,13 +149,40 @@ def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker, t
     check_output(broker.bootstrap, n)
 
 
+def test_worker_transaction_right_after_a_broker_restart_completes(broker, tmp_path):
+    """Issue 11's stall, made deterministic. The worker commits a first transaction (its producer
+    now caches the group coordinator), the broker is SIGKILLed and restarted while the worker has
+    nothing to do, and new input arrives once the clients have reconnected. With librdkafka's
+    default re-bootstrap the next send_offsets_to_transaction() never returns: the cached
+    coordinator was decommissioned when every broker was down (confluentinc/librdkafka#5456,
+    #5511). The worker must process the new input itself, without needing a restart."""
+    first, n = 300, 600
+    fill_input(broker.bootstrap, first)
+    log = open(tmp_path / "worker.log", "ab")
+    worker = start_worker(broker.bootstrap, log)
+    try:
+        assert wait_for_offsets(broker.bootstrap, lambda o: o == input_end(first), 60) == input_end(first)
+        broker.kill()
+        broker.restart()
+        time.sleep(3)  # the clients reconnect and go quiet
+        fill_input(broker.bootstrap, n, start=first)
+        offsets = wait_for_offsets(broker.bootstrap, lambda o: o == input_end(n), 40)
+        assert offsets == input_end(n), \
+            f"group offsets {offsets}; the worker's messages:\n{worker_messages(tmp_path / 'worker.log')}"
+        assert worker.poll() is None, f"the worker exited ({worker.returncode}) instead of carrying on"
+    finally:
+        worker.kill()
+        worker.wait()
+    check_output(broker.bootstrap, n)
+
+
 def test_worker_stuck_in_a_client_call_exits_and_a_restarted_worker_finishes(broker, tmp_path):
     """A blocking client call that does not return ends the worker, so its supervisor restarts it
-    (in the stalled soak, send_offsets_to_transaction() never returned). The broker is frozen
-    (SIGSTOP) while the worker streams: its next transactional call cannot complete, and with a
-    stall limit of 3 s the worker must exit (faulthandler's status 1, with the traceback) long
-    before a client timeout (10 s and more) would end the call. Once the broker runs again a
-    restarted worker processes the rest exactly once."""
+    (the backstop for client hangs like the one above). The broker is frozen (SIGSTOP) while the
+    worker streams: its next transactional call cannot complete, and with a stall limit of 3 s
+    the worker must exit (faulthandler's status 1, with the traceback) long before a client
+    timeout (10 s and more) would end the call. Once the broker runs again a restarted worker
+    processes the rest exactly once."""
     n = 15_000
     fill_input(broker.bootstrap, n)
     log = open(tmp_path / "worker.log", "ab")
