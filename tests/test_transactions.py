@@ -212,6 +212,48 @@ def test_transactional_offsets_are_pending_until_commit(broker):
     consumer.close()
 
 
+def test_init_producer_id_right_after_a_restart_aborts_the_open_transaction_at_once(broker):
+    """Issue 11 suspected the coordinator of answering CONCURRENT_TRANSACTIONS for 22 s across
+    broker restarts (it was twelve worker instances, each answered once). Right after a SIGKILL
+    and restart, a new instance's InitProducerId finds the replayed Ongoing transaction (data on
+    two partitions and a pending transactional offset commit): the first answer is
+    CONCURRENT_TRANSACTIONS while the abort runs, the next one (queued behind the abort's writes)
+    carries the bumped epoch, within well under a second even on a loaded machine. The abort
+    settles the pending offsets (require_stable no longer sees UNSTABLE_OFFSET_COMMIT) and the
+    last stable offset moves past the aborted data."""
+    create_topic(broker.bootstrap, "src", 1)
+    create_topic(broker.bootstrap, "dst", 2)
+    p = txn_producer(broker.bootstrap, "tx-restart")
+    consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g-restart"})
+    p.begin_transaction()
+    p.produce("dst", value=b"x", partition=0)
+    p.produce("dst", value=b"y", partition=1)
+    p.send_offsets_to_transaction([ck.TopicPartition("src", 0, 7)], consumer.consumer_group_metadata(), 20)
+    p.flush(10)
+    consumer.close()
+    broker.kill()
+    broker.restart()
+    raw = RawClient(broker.bootstrap)
+    init = request_module(22, 4)
+    answers = []
+    started = time.monotonic()
+    while not answers or answers[-1].error_code == 51:  # CONCURRENT_TRANSACTIONS
+        answers.append(raw.request(init.InitProducerIdRequest(
+            transactional_id="tx-restart", transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
+            producer_epoch=-1)))
+    took = time.monotonic() - started
+    assert [a.error_code for a in answers] == [51, 0], [a.error_code for a in answers]
+    assert answers[-1].producer_epoch == 2  # 0 for the old instance, 1 for the fence, 2 for this one
+    assert took < 1.0, f"InitProducerId took {took:.3f} s after the restart"
+    fetch = request_module(9, 7)
+    r = raw.request(fetch.OffsetFetchRequest(group_id="g-restart", require_stable=True, topics=(
+        fetch.OffsetFetchRequestTopic(name="src", partition_indexes=(0,)),)))
+    part = r.topics[0].partitions[0]
+    assert (part.committed_offset, part.error_code) == (-1, 0)  # aborted: no offset, nothing pending
+    assert (lso(broker.bootstrap, "dst", 0), lso(broker.bootstrap, "dst", 1)) == (2, 2)  # record + ABORT marker
+    assert read_values(broker.bootstrap, [("dst", 0), ("dst", 1)], "read_committed") == {("dst", 0): [], ("dst", 1): []}
+
+
 def tv2_produce(client, pid, epoch, seq, value, version=12):
     batch = rb.build_batch([(None, value)], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
                            attributes=rb.ATTR_TRANSACTIONAL)
