@@ -554,6 +554,7 @@ class TransactionalProducer:
         self.sequences: dict[tuple[str, int], int] = {}
         self.partitions: set[tuple[str, int]] = set()
         self.in_flight: dict[int, collections.deque] = {}
+        self.conns: dict[int, Connection] = {}
         self.records_sent = 0
 
     def init(self) -> None:
@@ -571,23 +572,35 @@ class TransactionalProducer:
             self.client.add_partitions_to_txn(self.transactional_id, self.producer_id, self.producer_epoch, new)
             self.partitions.update(new)
 
+    def _produce_connection(self, topic: str, partition: int) -> Connection:
+        # Produce requests are pipelined on connections of their own, so the client's
+        # request/response calls (metadata, AddPartitionsToTxn, EndTxn) never read a
+        # ProduceResponse meant for us.
+        self.client.leader(topic, partition)
+        node = self.client.topics[topic].partitions[partition]
+        conn = self.conns.get(node)
+        if conn is None:
+            host, port = self.client.brokers[node]
+            conn = self.conns[node] = Connection(host, int(port), timeout=self.client.timeout,
+                                                 client_id=self.client.client_id)
+            conn.check(0)
+        return conn
+
     def send(self, topic: str, partition: int, batch: bytes, count: int) -> None:
         m = request_module(0)
-        conn = self.client.leader(topic, partition)
-        node = self.client.topics[topic].partitions[partition]
-        queue = self.in_flight.setdefault(node, collections.deque())
+        conn = self._produce_connection(topic, partition)
+        queue = self.in_flight.setdefault(id(conn), collections.deque())
         while len(queue) >= self.max_in_flight:
-            self._complete(conn, queue)
+            self._complete(queue)
         req = m.ProduceRequest(transactional_id=self.transactional_id or None, acks=self.acks,
                                timeout=datetime.timedelta(milliseconds=int(self.client.timeout * 1000)),
                                topic_data=(m.TopicProduceData(name=topic, partition_data=(
                                    m.PartitionProduceData(index=partition, records=batch),)),))
-        conn.check(0)
         conn.send(req)
         queue.append((conn, topic, partition, count))
         self.records_sent += count
 
-    def _complete(self, conn: Connection, queue: collections.deque) -> None:
+    def _complete(self, queue: collections.deque) -> None:
         conn, topic, partition, count = queue.popleft()
         resp = conn.receive()
         for rt in resp.responses:
@@ -599,7 +612,13 @@ class TransactionalProducer:
     def flush(self) -> None:
         for queue in self.in_flight.values():
             while queue:
-                self._complete(queue[0][0], queue)
+                self._complete(queue)
+
+    def close(self) -> None:
+        for conn in self.conns.values():
+            conn.close()
+        self.conns.clear()
+        self.in_flight.clear()
 
     def abort(self) -> None:
         """Best effort: end our open transaction (used when the task fails)."""

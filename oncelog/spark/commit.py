@@ -207,6 +207,9 @@ class CommitProtocol:
         self.log = CommitLog(client, bootstrap, commit_log_topic)
         self.decider = TransactionalProducer(client, f"{prefix}.commits", transaction_timeout_ms)
 
+    def close(self) -> None:
+        self.decider.close()
+
     def _write(self, decision: Decision) -> None:
         d = self.decider
         topic = self.log.topic
@@ -306,6 +309,28 @@ class CommitProtocol:
             self.client.end_txn(first.transactional_id, first.producer_id, first.producer_epoch, commit=True)
             crash_point("between-commits", decision.batch_id)
         self._roll_forward(decision)  # step 5 and step 6
+
+    def recover(self) -> str | None:
+        """Run on the driver before a batch's tasks (from ``streamWriter()``): fence stale
+        deciders, check ``transaction.timeout.ms`` against the broker's maximum, and roll a
+        pending decision forward so its transactions stop holding back the last stable offset.
+        Returns the outcome, or None when the query has decided nothing yet."""
+        try:
+            self.decider.init()
+        except KafkaProtocolError as exc:
+            if exc.code == ErrorCode.invalid_transaction_timeout:
+                raise ValueError(f"transaction.timeout.ms={self.decider.transaction_timeout_ms} is larger than the "
+                                 "broker allows (transaction.max.timeout.ms, 15 minutes by default)") from None
+            raise
+        if not self._log_exists():
+            return None
+        latest = self.log.latest(self.prefix)
+        if latest is None:
+            return None
+        if latest.state == PENDING:
+            self._roll_forward(latest)
+            return f"rolled forward batch {latest.batch_id}"
+        return f"batch {latest.batch_id} done"
 
     def abort(self, batch_id: int, txns: list[Txn]) -> str:
         """Spark gave up on the batch. Never undo a decided batch: roll it forward instead."""

@@ -40,7 +40,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 from . import offsets as off
 from .options import SinkOptions, SourceOptions, sink_options, source_options
 from .source import SCHEMA, SCHEMA_WITH_HEADERS, OffsetPlanner, handle_data_loss, read_range
-from .sink import check_schema, driver_abort, driver_commit, run_write_task
+from .sink import check_schema, driver_abort, driver_commit, driver_recover, run_write_task
 
 log = logging.getLogger("oncelog.spark")
 
@@ -241,6 +241,12 @@ class OncelogDataSource(DataSource):
             query_id = _query_id_from_checkpoint(opts)
             if query_id is not None:
                 opts = _with_prefix(opts, f"oncelog-{query_id}")
+        if opts.exactly_once and opts.transactional_id_prefix is not None:
+            # On the driver, before this micro-batch's tasks: finish what a crashed run decided
+            # (not a Spark contract, so commit() and abort() recover too).
+            outcome = driver_recover(opts)
+            if outcome and outcome.startswith("rolled"):
+                log.warning("%s: %s", opts.transactional_id_prefix, outcome)
         return OncelogStreamWriter(opts)
 
     def writer(self, schema, overwrite: bool):

@@ -214,8 +214,11 @@ class TaskWriter:
     def flush(self) -> None:
         if self.producer is not None:
             self.producer.flush()
+            self.producer.close()
 
     def abort(self) -> None:
+        if self.producer is not None:
+            self.producer.close()
         if self.producer is not None and self.transactional_id is not None:
             try:
                 self.producer.abort()
@@ -285,7 +288,10 @@ def driver_commit(opts: SinkOptions, messages, batch_id: int) -> str:
     protocol = CommitProtocol(client, opts.bootstrap, opts.commit_log_topic, prefix, opts.transaction_timeout_ms)
     records = sum(m.records for m in messages if m is not None)
     run_id = next((m.run_id for m in messages if m is not None), "")
-    outcome = protocol.commit(batch_id, _txns(messages), run_id, records)
+    try:
+        outcome = protocol.commit(batch_id, _txns(messages), run_id, records)
+    finally:
+        protocol.close()
     log.info("batch %d of %s: %s (%d records)", batch_id, prefix, outcome, records)
     return outcome
 
@@ -298,4 +304,17 @@ def driver_abort(opts: SinkOptions, messages, batch_id: int) -> str:
         return "unknown-query"
     client = cached_client(opts.bootstrap, opts.kafka)
     protocol = CommitProtocol(client, opts.bootstrap, opts.commit_log_topic, prefix, opts.transaction_timeout_ms)
-    return protocol.abort(batch_id, _txns(messages))
+    try:
+        return protocol.abort(batch_id, _txns(messages))
+    finally:
+        protocol.close()
+
+
+def driver_recover(opts: SinkOptions) -> str | None:
+    client = cached_client(opts.bootstrap, opts.kafka)
+    protocol = CommitProtocol(client, opts.bootstrap, opts.commit_log_topic, opts.transactional_id_prefix,
+                              opts.transaction_timeout_ms)
+    try:
+        return protocol.recover()
+    finally:
+        protocol.close()
