@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from kio.schema.errors import ErrorCode
+
 from ..client.kafka import EARLIEST, LATEST, KafkaClient, KafkaProtocolError
 from ..client.recordcodec import HEADER_TYPE, decode_batches
 from . import offsets as off
@@ -194,6 +196,15 @@ class OffsetPlanner:
 # Executor side: read one range
 
 
+_HW_GRACE_S = 3.0
+
+
+def _gone(client: KafkaClient, tp: tuple[str, int]) -> bool:
+    """Whether fresh metadata lacks the partition (its topic or the partition was deleted)."""
+    meta = client.metadata([tp[0]]).get(tp[0])
+    return meta is None or meta.error != ErrorCode.none or tp[1] not in meta.partitions
+
+
 @dataclass(frozen=True)
 class RangePartition:
     """What a read task needs (pickled into the task): the range, and the source options."""
@@ -212,10 +223,18 @@ def read_range(opts: SourceOptions, r: off.OffsetRange):
     schema = arrow_schema(opts.include_headers)
     topic_bytes = r.topic.encode()
     poll_deadline = time.monotonic() + opts.poll_timeout_ms / 1000
+    below_since: float | None = None  # since when the log has ended before the planned end
     while position < r.end:
         try:
             fetched = client.fetch({tp: position}, isolation_level=opts.isolation_level, max_wait_ms=500,
                                    partition_max_bytes=opts.partition_max_bytes)
+        except KafkaProtocolError as exc:
+            # leader(): the metadata no longer has the partition (deleted topic or partition)
+            if exc.code != ErrorCode.unknown_topic_or_partition or not _gone(client, tp):
+                raise
+            handle_data_loss(opts, f"{r.topic}-{r.partition}: offsets {position} to {r.end - 1} are gone "
+                                   "(the topic or partition was deleted)")
+            return
         except (OSError, ConnectionError) as exc:
             if time.monotonic() > poll_deadline:
                 raise TimeoutError(f"{r.topic}-{r.partition}: no progress reading offset {position} "
@@ -234,8 +253,14 @@ def read_range(opts: SourceOptions, r: off.OffsetRange):
                                        + (" (a partition added after the query started)" if r.start == 0 and position == 0 else ""))
                 position = min(earliest, r.end)
                 continue
-            raise DataLossError(f"{r.topic}-{r.partition}: offset {position} is out of range (log start {earliest}); "
-                                f"the batch was planned up to {r.end}: the log was truncated under the reader")
+            handle_data_loss(opts, f"{r.topic}-{r.partition}: offsets {position} to {r.end - 1} are gone (offset "
+                                   f"{position} is past the end of the log, which starts at {earliest}: the log was "
+                                   "truncated or the topic recreated under the reader)")
+            return
+        if code == int(ErrorCode.unknown_topic_or_partition) and _gone(client, tp):
+            handle_data_loss(opts, f"{r.topic}-{r.partition}: offsets {position} to {r.end - 1} are gone "
+                                   "(the topic or partition was deleted)")
+            return
         if code != 0:
             if time.monotonic() > poll_deadline:
                 raise KafkaProtocolError(pf.error, f"Fetch {r.topic}-{r.partition} at offset {position}")
@@ -249,6 +274,20 @@ def read_range(opts: SourceOptions, r: off.OffsetRange):
             # restart): wait, bounded by the poll timeout.
             if pf.log_start_offset > position:
                 continue  # the OFFSET_OUT_OF_RANGE path will see it
+            if 0 <= pf.high_watermark <= position:
+                # The batch was planned up to r.end <= the high watermark then; the high
+                # watermark moves back only when the log lost records (topic recreated,
+                # truncated), or for a moment after a leader change in a cluster: give it a
+                # few seconds, then what was planned is not coming back; do not wait for it.
+                below_since = below_since or time.monotonic()
+                if time.monotonic() - below_since >= _HW_GRACE_S:
+                    handle_data_loss(opts, f"{r.topic}-{r.partition}: offsets {position} to {r.end - 1} are gone "
+                                           f"(the log now ends at {pf.high_watermark}: the topic was recreated or "
+                                           "truncated under the reader)")
+                    return
+                time.sleep(0.1)
+                continue
+            below_since = None
             if time.monotonic() > poll_deadline:
                 raise TimeoutError(f"{r.topic}-{r.partition}: no progress at offset {position} for "
                                    f"{opts.poll_timeout_ms} ms (high watermark {pf.high_watermark}, last stable "
