@@ -120,7 +120,8 @@ class SourceOptions:
         return topic in (self.assign or {})
 
 
-def _offset_spec(options: Mapping[str, str], name: str, default: str, *, batch_end: bool = False) -> OffsetSpec:
+def _offset_spec(options: Mapping[str, str], name: str, default: str, *, batch_end: bool = False,
+                 batch_start: bool = False) -> OffsetSpec:
     raw = _get(options, name, default).strip()
     low = raw.lower()
     if low in ("earliest", "latest"):
@@ -138,8 +139,13 @@ def _offset_spec(options: Mapping[str, str], name: str, default: str, *, batch_e
     for topic, parts in parsed.items():
         spec[topic] = {}
         for p, off in parts.items():
-            if not str(p).lstrip("-").isdigit() or not isinstance(off, int):
+            if not str(p).lstrip("-").isdigit() or not isinstance(off, int) or isinstance(off, bool):
                 raise OptionError(f"option {name}: partition {p!r} of topic {topic!r} must map to an integer offset")
+            # As Spark's Kafka source: a batch may not start at latest (-1) nor end at earliest (-2).
+            if batch_start and off == -1:
+                raise OptionError(f"option {name}: -1 (latest) for {topic}-{p} is not allowed for a batch query's start")
+            if batch_end and off == -2:
+                raise OptionError(f"option {name}: -2 (earliest) for {topic}-{p} is not allowed for a batch query's end")
             spec[topic][str(int(p))] = off
     return OffsetSpec("json", spec)
 
@@ -181,7 +187,7 @@ def source_options(options: Mapping[str, str], *, batch: bool = False) -> Source
         spec = _offset_spec(options, "startingOffsetsByTimestamp", "{}")
         starting = OffsetSpec("timestamp", spec.per_partition)
     else:
-        starting = _offset_spec(options, "startingOffsets", "earliest" if batch else "latest")
+        starting = _offset_spec(options, "startingOffsets", "earliest" if batch else "latest", batch_start=batch)
         if batch and starting.kind == "latest":
             raise OptionError("option startingOffsets=latest is not allowed for a batch query")
     ending = OffsetSpec("latest")
@@ -210,7 +216,7 @@ def source_options(options: Mapping[str, str], *, batch: bool = False) -> Source
         include_headers=_bool(options, "includeHeaders", False),
         isolation_level=1 if isolation == "read_committed" else 0,
         poll_timeout_ms=_int(options, "kafkaConsumer.pollTimeoutMs", 120_000, minimum=1),
-        partition_max_bytes=int(kconf.get("max.partition.fetch.bytes", 8 * 1024 * 1024)),
+        partition_max_bytes=_int(options, "kafka.max.partition.fetch.bytes", 8 * 1024 * 1024, minimum=1),
     )
 
 

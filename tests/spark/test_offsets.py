@@ -199,6 +199,9 @@ def test_options_defaults_and_names():
     assert (o.starting.kind, o.starting.timestamp) == ("timestamp", 1_700_000_000_000)
     o = source_options(opts(subscribe="t", startingOffsetsByTimestamp='{"t": {"0": 5}}'))
     assert (o.starting.kind, o.starting.per_partition) == ("timestamp", {"t": {"0": 5}})
+    assert source_options(opts(subscribe="t", kafka__max__partition__fetch__bytes="4096")).partition_max_bytes == 4096
+    # in a streaming query -1 (latest) is a fine start
+    assert source_options(opts(subscribe="t", startingOffsets='{"t": {"0": -1}}')).starting.per_partition == {"t": {"0": -1}}
     o = source_options(opts(subscribe="t", endingOffsets='{"t": {"0": 9, "1": -1}}'), batch=True)
     assert (o.ending.kind, o.ending.per_partition) == ("json", {"t": {"0": 9, "1": -1}})
 
@@ -217,6 +220,10 @@ def test_options_defaults_and_names():
     ({"subscribe": "a", "startingOffsets": "latest"}, True, ["startingOffsets"]),
     ({"subscribe": "a", "endingOffsets": "latest"}, False, ["endingOffsets"]),
     ({"subscribe": "a", "endingOffsets": "earliest"}, True, ["endingOffsets"]),
+    ({"subscribe": "a", "endingOffsets": '{"a": {"0": -2}}'}, True, ["endingOffsets", "a-0"]),
+    ({"subscribe": "a", "startingOffsets": '{"a": {"0": -1}}'}, True, ["startingOffsets", "a-0"]),
+    ({"subscribe": "a", "startingOffsets": '{"a": {"0": true}}'}, False, ["startingOffsets"]),
+    ({"subscribe": "a", "kafka.max.partition.fetch.bytes": "1MB"}, False, ["kafka.max.partition.fetch.bytes"]),
     ({"subscribe": "a", "startingOffsets": "earliest", "startingTimestamp": "5"}, False,
      ["startingOffsets", "startingTimestamp"]),
     ({"subscribe": "a", "startingTimestamp": "yesterday"}, False, ["startingTimestamp"]),
