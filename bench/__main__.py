@@ -4,4 +4,8 @@ from .cli import main
 
 # Client processes are spawned: they re-import this module as __mp_main__, so guard the run.
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "spark":
+        from .spark import main as spark_main
+
+        sys.exit(spark_main(sys.argv[2:]))
     sys.exit(main())

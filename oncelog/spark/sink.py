@@ -278,12 +278,12 @@ def _prefix(opts: SinkOptions, messages) -> str | None:
 
 
 def driver_commit(opts: SinkOptions, messages, batch_id: int) -> str:
+    crash_point("before-commit", batch_id)
     if not opts.exactly_once:
         return "at-least-once"
     prefix = _prefix(opts, messages)
     if prefix is None:
         return "empty"
-    crash_point("before-commit", batch_id)
     client = cached_client(opts.bootstrap, opts.kafka)
     protocol = CommitProtocol(client, opts.bootstrap, opts.commit_log_topic, prefix, opts.transaction_timeout_ms)
     records = sum(m.records for m in messages if m is not None)
