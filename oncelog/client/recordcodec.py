@@ -157,6 +157,33 @@ class _Blobs:
         return cls(data, offsets[:-1], lengths)
 
 
+def _sliced_binary(arr: np.ndarray, buffer: pa.Buffer, starts: np.ndarray, lengths: np.ndarray,
+                   typ: pa.DataType = pa.binary()) -> pa.Array:
+    """An Arrow binary (or string) array of ``buffer[starts[i]:starts[i]+lengths[i]]`` (-1 = null).
+
+    Built as a binary_view array over the buffer (16 bytes of view per element, nothing copied
+    per byte in Python) and cast to the plain type by Arrow's C++ kernel. ``arr`` is the buffer
+    as numpy, padded by at least 12 bytes so the inline-prefix gather stays in bounds."""
+    n = len(lengths)
+    lens = np.maximum(lengths, 0).astype(np.int32)
+    views = np.zeros((n, 16), dtype=_U8)
+    views[:, 0:4] = lens.view(_U8).reshape(n, 4)
+    head = arr[starts[:, None] + np.arange(12)]
+    head = np.where(np.arange(12)[None, :] < lens[:, None], head, 0).astype(_U8)
+    inline = lens <= 12
+    views[:, 4:16] = np.where(inline[:, None], head, 0)
+    big = ~inline
+    if big.any():
+        views[big, 4:8] = head[big, :4]
+        views[big, 12:16] = starts[big].astype(np.int32).view(_U8).reshape(-1, 4)
+    valid = lengths >= 0
+    null_count = int(n - valid.sum())
+    validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if null_count else None
+    view_type = pa.string_view() if typ == pa.string() else pa.binary_view()
+    out = pa.Array.from_buffers(view_type, n, [validity, pa.py_buffer(views), buffer], null_count)
+    return out.cast(typ)
+
+
 def _binary_array(data: np.ndarray, lengths: np.ndarray, typ: pa.DataType = pa.binary()) -> pa.Array:
     """An Arrow binary (or string) array from concatenated data and lengths (-1 = null)."""
     n = len(lengths)
@@ -466,32 +493,42 @@ def _decode_records(parts, counts, meta, start_offset, end_offset, include_heade
         empty = pa.array([], pa.binary())
         return DecodedRecords(empty, empty, np.empty(0, _I64), np.empty(0, _I64), np.empty(0, np.int32),
                               pa.array([], HEADER_TYPE) if include_headers else None, next_offset)
-    buf = b"".join(parts) + bytes(10)  # padding for the column-wise varint reads
+    buf = b"".join(parts) + bytes(16)  # padding for the column-wise varint and prefix reads
     arr = np.frombuffer(buf, dtype=_U8)
-    starts = np.empty(n, dtype=_I64)
+    buffer = pa.py_buffer(buf)
     batch_of = np.repeat(np.arange(len(counts), dtype=_I64), counts)
-    i = 0
+    positions: list[int] = []
+    append = positions.append
     pos = 0
     for part, count in zip(parts, counts):
         part_end = pos + len(part)
         for _ in range(count):
-            # length varint (usually 1-2 bytes), zig-zag
+            # The record's length varint: one byte below 64, two below 8192 (zig-zag).
             b = buf[pos]
-            shift = 0
-            value = 0
-            while True:
-                value |= (b & 0x7F) << shift
+            if b < 0x80:
                 pos += 1
-                if not b & 0x80:
-                    break
-                shift += 7
-                b = buf[pos]
-            starts[i] = pos
+                value = b
+            else:
+                b2 = buf[pos + 1]
+                if b2 < 0x80:
+                    pos += 2
+                    value = (b & 0x7F) | (b2 << 7)
+                else:
+                    shift = 0
+                    value = 0
+                    while True:
+                        value |= (b & 0x7F) << shift
+                        pos += 1
+                        if not b & 0x80:
+                            break
+                        shift += 7
+                        b = buf[pos]
+            append(pos)
             pos += (value >> 1) ^ -(value & 1)
-            i += 1
         if pos != part_end:
             raise CorruptRecords(f"record lengths of a batch add up to {pos - (part_end - len(part))} bytes, "
                                  f"the batch holds {len(part)}")
+    starts = np.array(positions, dtype=_I64)
     p = starts + 1  # attributes
     ts_delta, p = _read_varints(arr, p)
     off_delta, p = _read_varints(arr, p)
@@ -512,16 +549,17 @@ def _decode_records(parts, counts, meta, start_offset, end_offset, include_heade
     def sel(a):
         return a if all_kept else a[keep]
 
-    keys = _binary_array(_gather(arr, sel(kstart), sel(klen)), sel(klen))
-    values = _binary_array(_gather(arr, sel(vstart), sel(vlen)), sel(vlen))
+    keys = _sliced_binary(arr, buffer, sel(kstart), sel(klen))
+    values = _sliced_binary(arr, buffer, sel(vstart), sel(vlen))
     headers = None
     if include_headers:
         hcount, p = _read_varints(arr, p)
-        headers = _decode_headers(arr, p, hcount, keep if not all_kept else None)
+        headers = _decode_headers(arr, buffer, p, hcount, keep if not all_kept else None)
     return DecodedRecords(keys, values, sel(offsets), sel(timestamps), sel(ts_types), headers, next_offset)
 
 
-def _decode_headers(arr: np.ndarray, pos: np.ndarray, counts: np.ndarray, keep: np.ndarray | None) -> pa.Array:
+def _decode_headers(arr: np.ndarray, buffer: pa.Buffer, pos: np.ndarray, counts: np.ndarray,
+                    keep: np.ndarray | None) -> pa.Array:
     n = len(counts)
     if (counts < 0).any():
         raise CorruptRecords("negative header count")
@@ -545,8 +583,8 @@ def _decode_headers(arr: np.ndarray, pos: np.ndarray, counts: np.ndarray, keep: 
         entry_keep = np.repeat(keep, counts)
         ks, kl, vs, vl = ks[entry_keep], kl[entry_keep], vs[entry_keep], vl[entry_keep]
         counts = counts[keep]
-    hkeys = _binary_array(_gather(arr, ks, kl), kl, pa.string())
-    hvalues = _binary_array(_gather(arr, vs, vl), vl)
+    hkeys = _sliced_binary(arr, buffer, ks, kl, pa.string())
+    hvalues = _sliced_binary(arr, buffer, vs, vl)
     entries = pa.StructArray.from_arrays([hkeys, hvalues], fields=list(HEADER_TYPE.value_type))
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), entries, type=HEADER_TYPE)
