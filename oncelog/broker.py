@@ -1,7 +1,9 @@
 """The broker: configuration, state, and request dispatch — no sockets.
 
 :meth:`Broker.handle_frame` takes one request frame and returns what to send back: encoded
-response chunks, an awaitable of them, or None (no response, as for Produce with acks=0).
+response chunks, an awaitable of them, an :class:`~oncelog.apis._base.Applied` wrapping such an
+awaitable (the request's effects are applied; only its response waits), or None (no response,
+as for Produce with acks=0).
 It raises :class:`ProtocolViolation` for a frame that cannot be answered; the server then
 closes that connection (and only that one).
 
@@ -23,7 +25,7 @@ from kio.schema.errors import ErrorCode
 
 from . import apis
 from .apis import api_versions
-from .apis._base import RequestContext
+from .apis._base import Applied, RequestContext
 from .groups.coordinator import GroupConfig, GroupCoordinator
 from .groups.store import OffsetsTopic
 from .txn.coordinator import TransactionCoordinator, TxnConfig
@@ -181,6 +183,8 @@ class Broker:
         result = module.handle(ctx, request)
         if result is None:
             return None
+        if isinstance(result, Applied):
+            return Applied(self._finish(correlation_id, result.awaitable))
         if inspect.isawaitable(result):
             return self._finish(correlation_id, result)
         return codec.encode_response(correlation_id, result)

@@ -1,9 +1,14 @@
 """The only module that touches sockets: an asyncio transport in front of :class:`Broker`.
 
-Per connection, requests are pipelined: each frame is dispatched as soon as it arrives, and
-responses are written strictly in request order — a slow request (a long-polling Fetch, an
-acks=all Produce waiting for fsync) holds back the responses behind it, as Kafka's network
-layer does. Bad input only ever closes the connection it came on:
+Per connection, requests are processed one at a time, in order, as Kafka's network layer does
+(it mutes a connection while one of its requests is being processed): a request is dispatched
+only once every earlier request on the connection has finished, so it sees all their effects (a
+ListOffsets pipelined right after a DeleteRecords answers the new log start). Clients may still
+pipeline; the frames wait here. One exception keeps pipelined producers fast: an acks=all
+Produce whose records are appended and that only waits for its fsync (``Applied``) lets the
+next *Produce* on the connection start, so consecutive produces share one group-commit fsync;
+any other request waits until those produces are answered. Responses are written strictly in
+request order. Bad input only ever closes the connection it came on:
 
 * a frame whose size prefix exceeds ``socket.request.max.bytes`` is refused before any buffer
   for it is allocated;
@@ -18,6 +23,7 @@ import collections
 import logging
 import signal
 
+from .apis._base import Applied
 from .broker import Broker, ProtocolViolation
 from .protocol import codec
 from .protocol.framing import BufferedFrameReader, FrameTooLarge, InvalidFrame
@@ -25,6 +31,7 @@ from .protocol.framing import BufferedFrameReader, FrameTooLarge, InvalidFrame
 log = logging.getLogger("oncelog.server")
 
 MAX_IN_FLIGHT = 1000  # pipelined requests per connection before we stop reading
+PRODUCE = 0
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -36,6 +43,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer = "?"
         # Responses in request order: each slot is chunks (ready) or a Task (pending).
         self.slots: collections.deque = collections.deque()
+        # Frames received but not yet dispatched (an earlier request is still being processed).
+        self.queued: collections.deque = collections.deque()
+        self.busy: asyncio.Future | None = None  # the request being processed, if it is async
+        self.applied_waits = 0  # Produces appended and waiting for durability only
         self.paused = False
         self.closed = False
 
@@ -52,6 +63,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if isinstance(slot, asyncio.Future):
                 slot.cancel()
         self.slots.clear()
+        self.queued.clear()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.reader.get_buffer()
@@ -65,13 +77,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.warning("closing connection from %s: %s", self.peer, exc)
             self.abort()
             return
-        for frame in frames:
-            if self.closed:
-                return
-            self._dispatch(frame)
-        if len(self.slots) > MAX_IN_FLIGHT and not self.paused:
+        self.queued.extend(frames)
+        self._pump()
+        if len(self.slots) + len(self.queued) > MAX_IN_FLIGHT and not self.paused and not self.closed:
             self.paused = True
             self.transport.pause_reading()
+
+    def _pump(self) -> None:
+        """Dispatch queued frames while nothing earlier on this connection is in progress."""
+        queued = self.queued
+        while queued and not self.closed and self.busy is None:
+            frame = queued[0]
+            if self.applied_waits and (len(frame) < 2 or frame[0] != 0 or frame[1] != PRODUCE):
+                break  # only another Produce may start while produces wait for their fsync
+            queued.popleft()
+            self._dispatch(frame)
 
     def _dispatch(self, frame: bytes) -> None:
         try:
@@ -91,9 +111,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             self.slots.append(result)
             return
-        task = asyncio.ensure_future(result)
+        if isinstance(result, Applied):
+            task = asyncio.ensure_future(result.awaitable)
+            self.applied_waits += 1
+            task.add_done_callback(self._on_applied_done)
+        else:
+            task = asyncio.ensure_future(result)
+            self.busy = task
+            task.add_done_callback(self._on_busy_done)
         self.slots.append(task)
-        task.add_done_callback(self._on_done)
+
+    def _on_applied_done(self, task: asyncio.Future) -> None:
+        self.applied_waits -= 1
+        self._on_done(task)
+
+    def _on_busy_done(self, task: asyncio.Future) -> None:
+        self.busy = None
+        self._on_done(task)
 
     def _on_done(self, task: asyncio.Future) -> None:
         if self.closed or task.cancelled():
@@ -117,7 +151,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 chunks = head
             slots.popleft()
             self.transport.writelines(chunks)
-        if self.paused and len(slots) < MAX_IN_FLIGHT // 2:
+        self._pump()
+        if self.paused and not self.closed and len(slots) + len(self.queued) < MAX_IN_FLIGHT // 2:
             self.paused = False
             self.transport.resume_reading()
 

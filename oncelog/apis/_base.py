@@ -48,3 +48,15 @@ def build(cls: type, **values: Any):
     and each version's class keeps the fields it has."""
     names = _field_names(cls)
     return cls(**{k: v for k, v in values.items() if k in names})
+
+
+class Applied:
+    """A response still to come for a request whose effects are already applied: all that is
+    left is waiting (an acks=all Produce waiting for its fsync). The server lets the next
+    Produce on the same connection start during that wait, so pipelined produces share one
+    group-commit fsync; any other request waits for it (see :mod:`oncelog.server`)."""
+
+    __slots__ = ("awaitable",)
+
+    def __init__(self, awaitable) -> None:
+        self.awaitable = awaitable

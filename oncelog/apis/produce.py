@@ -23,7 +23,7 @@ import time
 from .. import errors
 from ..protocol import records as rb
 from ..storage.flusher import StorageError
-from ._base import NO_THROTTLE, OK, build, response_module
+from ._base import NO_THROTTLE, OK, Applied, build, response_module
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -110,7 +110,7 @@ async def _add_then_append(ctx, request, missing):
                                       lambda err, fut=fut: fut.done() or fut.set_result(err), tv2=True)
         await fut  # on an error the append below is refused by verification, with its code
     result = _append_all(ctx, request)
-    return (await result) if asyncio.iscoroutine(result) else result
+    return (await result.awaitable) if isinstance(result, Applied) else result
 
 
 def _append_all(ctx, request):
@@ -141,7 +141,8 @@ def _append_all(ctx, request):
         return None
     if not pending:
         return _response(ctx, outcome)
-    return _respond_when_durable(ctx, outcome, pending, request.timeout.total_seconds())
+    # Appended: only the wait for durability is left.
+    return Applied(_respond_when_durable(ctx, outcome, pending, request.timeout.total_seconds()))
 
 
 async def _respond_when_durable(ctx, outcome, pending, timeout_s):
