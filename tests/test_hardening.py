@@ -62,3 +62,43 @@ def test_pipelined_list_offsets_sees_the_delete_records_before_it(broker):
     finally:
         c.close()
 
+
+# ---------------------------------------------------------------- 2. fetch.max.bytes (KIP-74)
+
+
+def test_fetch_max_bytes_is_honoured_across_partitions(broker):
+    """A consumer with a small fetch.max.bytes (and receive.message.max.bytes just above it, so
+    librdkafka rejects any larger response with "Invalid response size") reads several
+    partitions of ~60 KB batches: every record arrives, with no error."""
+    topic, partitions, per_partition = "fetch-max-bytes", 6, 400
+    create_topic(broker.bootstrap, topic, partitions)
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 200, "batch.size": 60_000,
+                     "compression.type": "none", "acks": "all"})
+    value = bytes(1000)
+    for part in range(partitions):
+        for i in range(per_partition):
+            p.produce(topic, key=b"%d-%d" % (part, i), value=value, partition=part)
+    assert p.flush(30) == 0
+    fetch_max = 100_000
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "fetch-max-bytes-reader",
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                     "fetch.max.bytes": fetch_max, "message.max.bytes": 70_000,
+                     "receive.message.max.bytes": fetch_max + 2048,
+                     "fetch.wait.max.ms": 100})
+    errors_seen = []
+    c.assign([ck.TopicPartition(topic, part, 0) for part in range(partitions)])
+    got: dict[int, list[int]] = {part: [] for part in range(partitions)}
+    total = partitions * per_partition
+    deadline = time.monotonic() + 60
+    try:
+        while sum(map(len, got.values())) < total and time.monotonic() < deadline and not errors_seen:
+            for m in c.consume(1000, 0.5):
+                if m.error():
+                    errors_seen.append(str(m.error()))
+                    continue
+                got[m.partition()].append(m.offset())
+    finally:
+        c.close()
+    assert not errors_seen, errors_seen[:3]
+    for part in range(partitions):
+        assert got[part] == list(range(per_partition)), (part, len(got[part]))

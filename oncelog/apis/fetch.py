@@ -2,7 +2,10 @@
 
 Reads whole batches as stored (never re-encoded): per partition up to ``partition_max_bytes``,
 for the response up to ``max_bytes``, except that the first batch of the first partition with
-data is returned even when larger (KIP-74), so a consumer always makes progress. Reads stop at
+data is returned even when larger (KIP-74), so a consumer always makes progress; a later
+partition whose next batch does not fit in what is left gets no data (as Kafka's
+``minOneMessage`` = false), so a response never exceeds ``fetch.max.bytes`` by more than that
+one batch. Reads stop at
 the high watermark (read_uncommitted) or the last stable offset (read_committed; equal to the
 HW until transactions exist). Long poll: when fewer than ``min_bytes`` are ready the request
 waits on the partitions it names until data arrives or ``max_wait`` passes.
@@ -105,7 +108,9 @@ def _collect(ctx, request):
                 upper = lso if read_committed else hw
                 limit = min(p.partition_max_bytes, budget - total)
                 if limit > 0 or total == 0:
-                    data = plog.read(p.fetch_offset, max(limit, 1), upper)
+                    # KIP-74: only the first partition with data may exceed the limits (with
+                    # its first batch); later ones stop before a batch that does not fit.
+                    data = plog.read(p.fetch_offset, max(limit, 1), upper, min_one=total == 0)
                     if read_committed and data:
                         entry[5] = broker.aborted_transactions(plog, p.fetch_offset, upper)
                     entry[6] = data

@@ -428,9 +428,10 @@ class PartitionLog:
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
 
-    def read(self, offset: int, max_bytes: int, upper: int) -> bytes:
+    def read(self, offset: int, max_bytes: int, upper: int, *, min_one: bool = True) -> bytes:
         """Whole batches holding offsets from ``offset`` up to (not including) ``upper``, at most
-        ``max_bytes`` of them unless the first batch alone is larger (KIP-74: then that batch).
+        ``max_bytes`` of them unless the first batch alone is larger: then that batch with
+        ``min_one`` (KIP-74: the first non-empty partition of a fetch), else nothing.
         Data comes from a single segment; the caller fetches again for more."""
         self.check_fetch_offset(offset)
         if offset >= upper:
@@ -440,13 +441,15 @@ class PartitionLog:
             seg = self.segments[i]
             pos = seg.find_batch(offset)
             if pos is not None:
-                return self._read_range(seg, pos, max_bytes, upper)
+                return self._read_range(seg, pos, max_bytes, upper, min_one)
             i += 1
         return b""
 
-    def _read_range(self, seg: Segment, pos: int, max_bytes: int, upper: int) -> bytes:
+    def _read_range(self, seg: Segment, pos: int, max_bytes: int, upper: int, min_one: bool = True) -> bytes:
         first = seg.read(pos, 12)
         first_size = rb.read_offset_and_size(first, 0)[1]
+        if first_size > max_bytes and not min_one:
+            return b""
         want = min(max(first_size, max_bytes), seg.size - pos)
         data = seg.read(pos, want)
         # Cut at a batch boundary: not past max_bytes (after the first batch) nor past upper.
