@@ -314,7 +314,12 @@ class CommitProtocol:
         """Run on the driver before a batch's tasks (from ``streamWriter()``): fence stale
         deciders, check ``transaction.timeout.ms`` against the broker's maximum, and roll a
         pending decision forward so its transactions stop holding back the last stable offset.
-        Returns the outcome, or None when the query has decided nothing yet."""
+        Returns the outcome, or None when the query has decided nothing yet.
+
+        No orphan sweep here: Spark also calls ``streamWriter()`` in the commit runner, after
+        the tasks wrote and before ``commit()``, when the batch's own transactions are open
+        and undecided; a sweep then would abort them. Orphans are swept by ``commit()`` and
+        ``abort()``, after the decision."""
         try:
             self.decider.init()
         except KafkaProtocolError as exc:

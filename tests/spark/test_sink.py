@@ -90,6 +90,7 @@ def test_bad_columns_and_options_fail_at_start_naming_them(spark, broker, tmp_pa
         (base.selectExpr("value"), {"topic": "x", "deliveryGuarantee": "twice"}, "deliveryGuarantee"),
         (base.selectExpr("value"), {"topic": "x", "atomicity": "partition"}, "atomicity"),
         (base.selectExpr("value"), {"topic": "x", "kafka.transactional.id": "t"}, "kafka.transactional.id"),
+        (base.selectExpr("value"), {"topic": "x", "transaction.timeout.ms": "3600000"}, "transaction.max.timeout.ms"),
     ]
     for i, (df, opts, needle) in enumerate(cases):
         w = (df.writeStream.format("oncelog").option("kafka.bootstrap.servers", broker.bootstrap)
