@@ -15,6 +15,7 @@ import threading
 import time
 
 import confluent_kafka as ck
+import pyarrow as pa
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.errors import StreamingQueryException
@@ -283,6 +284,49 @@ def test_option_errors_reach_the_user(spark, broker, tmp_path):
         q.awaitTermination(TIMEOUT)
     if q is not None:
         q.stop()
+
+
+def test_readers_pickle_without_clients_and_read_yields_arrow_batches(broker, uniq):
+    # Spark cloudpickles the reader built in a planner worker and calls read() on a fresh copy
+    # in every task: nothing unpicklable may exist before read(), and read() yields Arrow
+    # batches in exactly the schema Spark checks (timestamp[us, tz=UTC], int32, nullable).
+    from pyspark import cloudpickle
+    from pyspark.sql.datasource import CaseInsensitiveDict
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    import oncelog.spark.source as source_module
+    from oncelog.spark.datasource import OncelogBatchReader, OncelogDataSource
+
+    topic = f"pickle-{uniq}"
+    create_topic(broker.bootstrap, topic, 2)
+    produced = produce(broker.bootstrap, topic, 40, partitions=[0, 1], headers=True)
+    for with_headers in (False, True):
+        options = source_options_for(broker, subscribe=topic, startingOffsets="earliest",
+                                     includeHeaders=str(with_headers).lower())
+        ds = OncelogDataSource(CaseInsensitiveDict(options))  # as Spark builds it
+        schema = KAFKA_SCHEMA_WITH_HEADERS if with_headers else KAFKA_SCHEMA
+        source_module._CLIENTS.clear()
+        stream_reader = cloudpickle.loads(cloudpickle.dumps(ds.streamReader(schema)))
+        batch_reader = cloudpickle.loads(cloudpickle.dumps(ds.reader(schema)))
+        assert isinstance(batch_reader, OncelogBatchReader)
+        assert source_module._CLIENTS == {}  # no client was made by building or pickling
+        start = stream_reader.initialOffset()
+        end = stream_reader.latestOffset(start, ReadMaxRows(1000))
+        parts = stream_reader.partitions(start, end)
+        assert parts == stream_reader.partitions(start, end)
+        stream_reader.stop()
+        task_copy = cloudpickle.loads(cloudpickle.dumps(stream_reader))  # as shipped to a task
+        rows = []
+        for part in cloudpickle.loads(cloudpickle.dumps(parts)):
+            for batch in task_copy.read(part):
+                assert isinstance(batch, pa.RecordBatch)
+                assert batch.schema.equals(to_arrow_schema(schema, timezone="UTC"))
+                rows += batch.to_pylist()
+        got = [(r["topic"], r["partition"], r["offset"], r["key"], r["value"],
+                round(r["timestamp"].timestamp() * 1000), r["timestampType"])
+               + (([(h["key"], h["value"]) for h in r["headers"]],) if with_headers else ()) for r in rows]
+        assert by_offset(got) == produced.rows(with_headers=with_headers)
+        assert [p for p in parts] == [p for p in batch_reader.partitions()]
 
 
 # ---------------------------------------------------------------------------------------------
