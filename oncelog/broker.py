@@ -39,6 +39,11 @@ from .storage.partition_log import LogConfig, PartitionLog
 log = logging.getLogger("oncelog.broker")
 
 
+# OffsetCommit, JoinGroup, Heartbeat, LeaveGroup, SyncGroup, TxnOffsetCommit, DeleteGroups:
+# requests that may set or move a group membership deadline.
+GROUP_APIS = frozenset({8, 11, 12, 13, 14, 28, 42})
+
+
 class ProtocolViolation(Exception):
     pass
 
@@ -82,6 +87,7 @@ class BrokerConfig:
             "default.replication.factor": "1",
             "offsets.topic.replication.factor": "1",
             "producer.id.expiration.ms": str(self.producer_id_expiration_ms),
+            "group.initial.rebalance.delay.ms": str(self.group.initial_rebalance_delay_ms),
         }
 
 
@@ -103,6 +109,8 @@ class Broker:
         self.markers: MarkerWriter | None = None
         # FindCoordinator key types served: 0 = groups, 1 = transactions.
         self.coordinator_key_types = {0, 1}
+        self._group_timer: asyncio.TimerHandle | None = None
+        self._group_timer_at = 0
 
     def open(self) -> None:
         self.logs.open()
@@ -124,12 +132,41 @@ class Broker:
         self.txn.recover()
         log.info("transaction coordinator loaded %d record(s): %d transactional id(s)", loaded, len(self.txn.txns))
 
+    def schedule_group_timer(self) -> None:
+        """Arm one loop timer (``loop.call_at``) for the group coordinator's next deadline, so
+        session, rebalance and initial-delay deadlines fire on time rather than on a poll."""
+        deadline = self.groups.next_deadline_ms()
+        if deadline is None:
+            return
+        if self._group_timer is not None:
+            if self._group_timer_at <= deadline:
+                return  # an earlier (or the same) wake-up is armed; it re-arms after ticking
+            self._group_timer.cancel()
+        loop = asyncio.get_running_loop()
+        delay_s = max(deadline - int(time.time() * 1000) + 1, 0) / 1000
+        self._group_timer_at = deadline
+        self._group_timer = loop.call_at(loop.time() + delay_s, self._on_group_timer)
+
+    def _on_group_timer(self) -> None:
+        self._group_timer = None
+        try:
+            self.groups.tick()
+        except Exception:
+            log.exception("group coordinator timer failed")
+        self.schedule_group_timer()
+
     async def tick_task(self, interval_s: float = 0.1) -> None:
-        """Drives the coordinators' timers (session and rebalance timeouts)."""
+        """Drives the transaction coordinator's timeouts, and the group coordinator's offset
+        expiry (its membership deadlines have a timer of their own: schedule_group_timer)."""
+        group_every = max(int(1.0 / interval_s), 1)
+        n = 0
         while True:
             await asyncio.sleep(interval_s)
+            n += 1
             try:
-                self.groups.tick()
+                if n % group_every == 0:
+                    self.groups.tick()
+                    self.schedule_group_timer()
                 for txn_id in self.txn.tick():
                     log.info("transaction %s timed out: aborting it and fencing its producer", txn_id)
             except Exception:
@@ -181,6 +218,8 @@ class Broker:
             raise ProtocolViolation(str(exc)) from None
         ctx = RequestContext(self, version, correlation_id, header.client_id, peer)
         result = module.handle(ctx, request)
+        if api_key in GROUP_APIS:
+            self.schedule_group_timer()
         if result is None:
             return None
         if isinstance(result, Applied):

@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--offsets-topic-segment-bytes", type=_size, default=16 << 20,
                    help="segment size of __consumer_offsets (compaction works on closed segments)")
     s.add_argument("--log-cleaner-interval-ms", type=int, default=30_000, help="how often compaction runs")
+    s.add_argument("--group-initial-rebalance-delay-ms", type=int, default=3000,
+                   help="group.initial.rebalance.delay.ms: how long the first rebalance of an empty group "
+                        "waits for more members (default 3000, as Kafka; 0 = none)")
 
     t = sub.add_parser("topics", help="create, list, describe or delete topics (over the Kafka protocol)")
     t.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker address")
@@ -150,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def cmd_serve(args) -> int:
     from .broker import Broker, BrokerConfig
+    from .groups.coordinator import GroupConfig
     from .server import serve
 
     try:
@@ -167,7 +171,8 @@ def cmd_serve(args) -> int:
                           log=log_config, retention_check_interval_s=args.retention_check_ms / 1000,
                           offsets_topic_partitions=args.offsets_topic_partitions,
                           offsets_topic_segment_bytes=args.offsets_topic_segment_bytes,
-                          log_cleaner_interval_s=args.log_cleaner_interval_ms / 1000)
+                          log_cleaner_interval_s=args.log_cleaner_interval_ms / 1000,
+                          group=GroupConfig(initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms))
     _install_uvloop()
     asyncio.run(serve(Broker(config)))
     return 0

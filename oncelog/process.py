@@ -20,11 +20,16 @@ _LISTENING = re.compile(r"oncelog listening on ([\d.]+):(\d+)")
 
 class BrokerProcess:
     def __init__(self, data_dir: str, *, fsync: str = "always", port: int = 0, extra_args: list[str] = (),
-                 log_path: str | None = None, env: dict[str, str] | None = None) -> None:
+                 log_path: str | None = None, env: dict[str, str] | None = None,
+                 group_initial_rebalance_delay_ms: int = 0) -> None:
         self.data_dir = data_dir
         self.fsync = fsync
         self.port = port
         self.extra_args = list(extra_args)
+        # The broker's default is Kafka's 3000 ms; child brokers (tests, demo, benchmarks) form
+        # groups at once unless told otherwise, here or by --group-initial-rebalance-delay-ms
+        # in extra_args (which wins: it comes later on the command line).
+        self.group_initial_rebalance_delay_ms = group_initial_rebalance_delay_ms
         self.log_path = log_path or os.path.join(data_dir + ".log")
         self.proc: subprocess.Popen | None = None
         self.host = "127.0.0.1"
@@ -37,7 +42,8 @@ class BrokerProcess:
     def start(self, timeout: float = 30.0) -> "BrokerProcess":
         os.makedirs(self.data_dir, exist_ok=True)
         cmd = [sys.executable, "-m", "oncelog", "serve", "--data-dir", self.data_dir, "--port", str(self.port),
-               "--fsync", self.fsync, *self.extra_args]
+               "--fsync", self.fsync,
+               "--group-initial-rebalance-delay-ms", str(self.group_initial_rebalance_delay_ms), *self.extra_args]
         log_file = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, env={**os.environ, **self.env})
         log_file.close()

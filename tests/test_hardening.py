@@ -102,3 +102,117 @@ def test_fetch_max_bytes_is_honoured_across_partitions(broker):
     assert not errors_seen, errors_seen[:3]
     for part in range(partitions):
         assert got[part] == list(range(per_partition)), (part, len(got[part]))
+
+
+# ---------------------------------------------------------------- 3. group.initial.rebalance.delay.ms
+
+
+def test_initial_rebalance_delay_forms_one_generation_for_members_joining_together(broker_factory):
+    """With group.initial.rebalance.delay.ms, consumers that join an empty group within the
+    delay of each other are all in its first generation: each one's first assignment is its
+    final share (no consumer first gets every partition and then gives some back)."""
+    delay_ms = 2000
+    b = broker_factory(group_initial_rebalance_delay_ms=delay_ms)
+    topic, partitions, members = "initial-delay", 6, 3
+    create_topic(b.bootstrap, topic, partitions)
+    events: dict[int, list] = {i: [] for i in range(members)}
+    consumers = []
+    started = time.monotonic()
+    try:
+        for i in range(members):
+            c = ck.Consumer({"bootstrap.servers": b.bootstrap, "group.id": "initial-delay-group",
+                             "session.timeout.ms": 10_000, "heartbeat.interval.ms": 500,
+                             "enable.auto.commit": False, "partition.assignment.strategy": "range"})
+            c.subscribe([topic],
+                        on_assign=lambda _c, ps, i=i: events[i].append(("assign", time.monotonic(), len(ps))),
+                        on_revoke=lambda _c, ps, i=i: events[i].append(("revoke", time.monotonic(), len(ps))))
+            consumers.append(c)
+            # Members arrive 500 ms apart (each within the delay of the one before).
+            until = time.monotonic() + 0.5
+            while time.monotonic() < until:
+                for other in consumers:
+                    other.poll(0.05)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all(events[i] for i in range(members)):
+            for c in consumers:
+                c.poll(0.05)
+        for c in consumers:  # a little longer: any second rebalance would show up here
+            c.poll(0.5)
+    finally:
+        for c in consumers:
+            c.close()
+    firsts = [events[i][0] for i in range(members)]
+    assert all(kind == "assign" for kind, _, _ in firsts), events
+    assert [n for _, _, n in firsts] == [partitions // members] * members, events
+    # The first generation was formed no earlier than the delay after the first join.
+    assert min(t for _, t, _ in firsts) - started >= delay_ms / 1000 - 0.1, (started, events)
+
+
+def _raw_join(client: RawClient, group: str, member_id: str = ""):
+    m = request_module(11, 5)
+    req = m.JoinGroupRequest(group_id=group, session_timeout=datetime.timedelta(seconds=10),
+                             rebalance_timeout=datetime.timedelta(seconds=10),
+                             member_id=member_id, group_instance_id=None, protocol_type="consumer",
+                             protocols=(m.JoinGroupRequestProtocol(name="range", metadata=b""),))
+    return client.request(req)
+
+
+def test_initial_delay_expires_on_time_not_on_a_poll(broker_factory):
+    """The coordinator's deadlines are loop timers: a lone member's first JoinGroup is answered
+    right at the end of the initial delay (a 100 ms poll would add 50 ms on average)."""
+    delay_ms = 300
+    b = broker_factory(group_initial_rebalance_delay_ms=delay_ms)
+    late = []
+    for i in range(8):
+        c = RawClient(b.bootstrap)
+        try:
+            first = _raw_join(c, f"timer-group-{i}")  # KIP-394: MEMBER_ID_REQUIRED, with an id
+            assert first.error_code.value == 79, first
+            t0 = time.monotonic()
+            resp = _raw_join(c, f"timer-group-{i}", first.member_id)
+            elapsed_ms = (time.monotonic() - t0) * 1000
+        finally:
+            c.close()
+        assert resp.error_code.value == 0 and resp.generation_id == 1, resp
+        assert elapsed_ms >= delay_ms - 5, elapsed_ms
+        late.append(elapsed_ms - delay_ms)
+    late.sort()
+    assert late[len(late) // 2] < 30, late
+
+
+def test_initial_delay_extends_while_members_join_and_is_capped_by_the_rebalance_timeout():
+    """The coordinator's InitialDelayedJoin arithmetic, on a fake clock (as Kafka: each expiry
+    with a new member meanwhile waits min(delay, remaining) more; never past the rebalance
+    timeout)."""
+    from kio.schema.errors import ErrorCode
+
+    from oncelog.groups.coordinator import GroupConfig, GroupCoordinator
+
+    now = [0]
+    coord = GroupCoordinator(lambda: now[0], lambda _g, _r, on_done: on_done(ErrorCode.none),
+                             GroupConfig(initial_rebalance_delay_ms=3000))
+    answers = {}
+
+    def join(name):
+        coord.join(group_id="g", member_id="", group_instance_id=None, client_id=name, client_host="h",
+                   session_timeout_ms=10_000, rebalance_timeout_ms=7000, protocol_type="consumer",
+                   protocols=[("range", b"")], require_known_member_id=False,
+                   respond=lambda r, name=name: answers.__setitem__(name, (now[0], r)))
+
+    def advance_to(t):
+        while now[0] < t:
+            now[0] += 100
+            coord.tick()
+
+    join("a")
+    advance_to(2000)
+    join("b")               # joined during the first delay: extended at 3000 to 6000
+    advance_to(5000)
+    join("c")               # joined again: extended at 6000 by min(3000, 7000 - 6000) = 1000
+    advance_to(6900)
+    assert answers == {}
+    advance_to(7000)
+    assert sorted(answers) == ["a", "b", "c"]
+    assert {t for t, _ in answers.values()} == {7000}
+    assert {r.generation for _, r in answers.values()} == {1}
+    assert all(r.error == ErrorCode.none for _, r in answers.values())

@@ -2,7 +2,11 @@
 Sans-IO: no sockets, no asyncio, no clock of its own.
 
 * Time comes from an injected ``clock()`` (milliseconds); timers fire when :meth:`tick` is
-  called, so tests drive session and rebalance timeouts with a fake clock.
+  called, so tests drive session and rebalance timeouts with a fake clock. The broker calls
+  :meth:`tick` at :meth:`next_deadline_ms` (a loop timer), so deadlines fire on time.
+* ``group.initial.rebalance.delay.ms`` (Kafka's InitialDelayedJoin): the first rebalance of an
+  Empty group waits that long for more members, again (up to the same delay) each time one
+  joined meanwhile, never beyond the rebalance timeout; only then is the first generation formed.
 * JoinGroup and SyncGroup answers may be delayed until the rebalance completes: callers pass a
   ``respond`` callback, called exactly once per request.
 * Durable effects go through the injected ``persist(group_id, records, on_done)``: records for
@@ -74,6 +78,9 @@ class GroupConfig:
     max_session_timeout_ms: int = 1_800_000
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     max_size: int = 1_000_000
+    # group.initial.rebalance.delay.ms; `oncelog serve` defaults to Kafka's 3000, this sans-IO
+    # default (also for an in-process Broker) is none.
+    initial_rebalance_delay_ms: int = 0
 
 
 @dataclass
@@ -133,6 +140,10 @@ class Group:
     rebalance_deadline_ms: int = 0
     sync_deadline_ms: int = 0
     state_timestamp_ms: int = 0
+    # InitialDelayedJoin: while set, the join completes only at rebalance_deadline_ms.
+    initial_delay: bool = False
+    initial_delay_remaining_ms: int = 0
+    new_member_added: bool = False
 
     def transition(self, new: GroupState, now_ms: int) -> None:
         if new not in TRANSITIONS[self.state]:
@@ -314,6 +325,7 @@ class GroupCoordinator:
             self._prepare_rebalance(group, now)
 
     def _add_member(self, group: Group, member_id: str, args: dict, respond, now: int) -> None:
+        group.new_member_added = True
         member = Member(member_id=member_id, **args)
         member.join_respond = respond
         member.deadline_ms = now + member.session_timeout_ms
@@ -336,18 +348,39 @@ class GroupCoordinator:
                 if m.sync_respond:
                     m.sync_respond(SyncResult(ErrorCode.rebalance_in_progress))
                     m.sync_respond = None
+        was_empty = group.state is S.EMPTY
         if group.state is not S.PREPARING_REBALANCE:
             group.transition(S.PREPARING_REBALANCE, now)
         timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+        delay = self.config.initial_rebalance_delay_ms
+        if was_empty and delay > 0:
+            # Kafka's InitialDelayedJoin: wait for more members before the first generation.
+            group.initial_delay = True
+            group.new_member_added = False
+            group.initial_delay_remaining_ms = max(timeout - delay, 0)
+            group.rebalance_deadline_ms = now + min(delay, timeout)
+            return
         group.rebalance_deadline_ms = now + timeout
         self._check_join_complete(group)
 
     def _check_join_complete(self, group: Group) -> None:
-        if group.state is S.PREPARING_REBALANCE and group.all_joined():
+        if group.state is S.PREPARING_REBALANCE and not group.initial_delay and group.all_joined():
             self._complete_join(group)
+
+    def _initial_delay_expired(self, group: Group, now: int) -> None:
+        delay = self.config.initial_rebalance_delay_ms
+        if group.new_member_added and group.initial_delay_remaining_ms > 0 and group.members:
+            step = min(delay, group.initial_delay_remaining_ms)
+            group.initial_delay_remaining_ms = max(group.initial_delay_remaining_ms - delay, 0)
+            group.new_member_added = False
+            group.rebalance_deadline_ms = now + step
+            return
+        group.initial_delay = False
+        self._complete_join(group)
 
     def _complete_join(self, group: Group) -> None:
         now = self.clock()
+        group.initial_delay = False
         # Dynamic members that did not rejoin in time are gone; static members stay until their
         # session times out (KIP-345).
         for mid in [mid for mid, m in group.members.items() if m.join_respond is None and m.group_instance_id is None]:
@@ -517,7 +550,10 @@ class GroupCoordinator:
                 if mid in group.members:
                     self._remove_member_and_rebalance(group, mid)
             if group.state is S.PREPARING_REBALANCE and now >= group.rebalance_deadline_ms:
-                self._complete_join(group)
+                if group.initial_delay:
+                    self._initial_delay_expired(group, now)
+                else:
+                    self._complete_join(group)
             if group.state is S.COMPLETING_REBALANCE and now >= group.sync_deadline_ms:
                 missing = [mid for mid, m in group.members.items() if m.sync_respond is None]
                 for mid in missing:
@@ -526,6 +562,28 @@ class GroupCoordinator:
                     self._prepare_rebalance(group, now)
             if group.state is S.EMPTY:
                 self._expire_offsets(group, now)
+
+    def next_deadline_ms(self) -> int | None:
+        """When :meth:`tick` next has something to do for a membership timer (session,
+        pending member, rebalance, sync), or None. Offset expiry is not included: it is
+        coarse and the broker ticks periodically for it."""
+        best = None
+        for group in self.groups.values():
+            for deadline in group.pending_members.values():
+                if best is None or deadline < best:
+                    best = deadline
+            for m in group.members.values():
+                if m.join_respond is None and m.sync_respond is None and (best is None or m.deadline_ms < best):
+                    best = m.deadline_ms
+            if group.state is S.PREPARING_REBALANCE:
+                d = group.rebalance_deadline_ms
+            elif group.state is S.COMPLETING_REBALANCE:
+                d = group.sync_deadline_ms
+            else:
+                continue
+            if best is None or d < best:
+                best = d
+        return best
 
     def _expire_offsets(self, group: Group, now: int) -> None:
         # KIP-211: an Empty group's offsets expire retention after the later of their commit
