@@ -222,12 +222,14 @@ class ProducerStateManager:
             del self.producers[pid]
         return len(gone)
 
-    def on_log_start_advanced(self, log_start_offset: int) -> None:
-        """DeleteRecords/retention: forget producers whose every batch is below the new start
-        (as Kafka does); their next retry gets UNKNOWN_PRODUCER_ID and the client recovers."""
-        for pid in [pid for pid, e in self.producers.items()
-                    if e.last_offset < log_start_offset and e.current_txn_first_offset < 0]:
-            del self.producers[pid]
+    def on_log_start_advanced(self, log_start_offset: int) -> bool:
+        """DeleteRecords/retention moved the log start. As in current Kafka (since KIP-360), a
+        producer whose every batch is now below it keeps its entry — epoch, sequence and the
+        cached batch metadata — so its next batch continues the sequence instead of being
+        answered UNKNOWN_PRODUCER_ID; entries go only by ``producer.id.expiration.ms``
+        (:meth:`expire`). Returns True when some entry is held only here (no batch of its is
+        left in the log), so the caller snapshots the state to keep it across a restart."""
+        return any(0 <= e.last_offset < log_start_offset for e in self.producers.values())
 
     # ------------------------------------------------------------------ snapshots
 

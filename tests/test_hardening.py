@@ -216,3 +216,80 @@ def test_initial_delay_extends_while_members_join_and_is_capped_by_the_rebalance
     assert {t for t, _ in answers.values()} == {7000}
     assert {r.generation for _, r in answers.values()} == {1}
     assert all(r.error == ErrorCode.none for _, r in answers.values())
+
+
+# ---------------------------------------------------------------- 4. producer state outlives DeleteRecords
+
+
+def test_idempotent_producer_keeps_its_sequence_after_delete_records_to_the_end(broker):
+    """Produce with an idempotent confluent-kafka producer, DeleteRecords up to the end (every
+    batch of the producer gone), produce again with the same producer: no error (no
+    UNKNOWN_PRODUCER_ID), nothing duplicated; and the state survives a broker SIGKILL."""
+    topic = "delete-records-producer"
+    create_topic(broker.bootstrap, topic, 1)
+    errors_seen = []
+
+    def on_error(e):  # the broker SIGKILL below is expected to show as transport errors
+        if e.code() not in (ck.KafkaError._TRANSPORT, ck.KafkaError._ALL_BROKERS_DOWN):
+            errors_seen.append(str(e))
+
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 5,
+                     "error_cb": on_error})
+    delivered = []
+
+    def on_delivery(err, msg):
+        if err is not None:
+            errors_seen.append(str(err))
+        else:
+            delivered.append(msg.offset())
+
+    def produce(start, n):
+        for i in range(start, start + n):
+            p.produce(topic, value=b"%d" % i, partition=0, on_delivery=on_delivery)
+        assert p.flush(30) == 0
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def delete_to_end():
+        fut = admin.delete_records([ck.TopicPartition(topic, 0, ck.OFFSET_END)])
+        return next(iter(fut.values())).result(30).low_watermark
+
+    def producer_on_partition():
+        m = request_module(61, 0)
+        c = RawClient(broker.bootstrap)
+        try:
+            resp = c.request(m.DescribeProducersRequest(topics=(m.TopicRequest(name=topic, partition_indexes=(0,)),)))
+        finally:
+            c.close()
+        return [(x.producer_id, x.producer_epoch, x.last_sequence) for x in resp.topics[0].partitions[0].active_producers]
+
+    produce(0, 100)
+    (pid, epoch, last_seq), = producer_on_partition()
+    assert last_seq == 99
+    assert delete_to_end() == 100
+    produce(100, 100)
+    # Same producer id and epoch, the sequence continued: the broker did not answer
+    # UNKNOWN_PRODUCER_ID (librdkafka would have recovered by bumping its epoch, KIP-360).
+    assert producer_on_partition() == [(pid, epoch, 199)]
+    assert delete_to_end() == 200
+    broker.kill()
+    broker.restart()
+    produce(200, 100)
+    p.flush(10)
+    assert not errors_seen, errors_seen[:3]
+    assert delivered == list(range(300))
+    assert producer_on_partition() == [(pid, epoch, 299)]
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dr-reader", "enable.auto.commit": False})
+    c.assign([ck.TopicPartition(topic, 0, 200)])
+    values = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(values) < 100 and time.monotonic() < deadline:
+            for m in c.consume(100, 0.5):
+                assert not m.error(), m.error()
+                values.append((m.offset(), m.value()))
+        for m in c.consume(100, 1.0):  # nothing more (no duplicate)
+            values.append((m.offset(), m.value()))
+    finally:
+        c.close()
+    assert values == [(200 + i, b"%d" % (200 + i)) for i in range(100)]

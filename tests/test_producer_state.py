@@ -122,7 +122,10 @@ def test_snapshot_round_trip_and_expiry_and_log_start():
     other = ProducerStateManager()
     assert other.load_json(text) == 6
     assert other.producers[1].find_duplicate(0, 0, 2).first_offset == 0
-    other.on_log_start_advanced(3)  # producer 1's batches are all below the new start
-    assert list(other.producers) == [2]
-    assert other.expire(now_ms=1000 + 10, expiration_ms=5) == 1
+    # Producer 1's batches are all below the new start: it keeps its state (as Kafka since
+    # KIP-360), and the caller is told to snapshot it; only expiry removes producers.
+    assert other.on_log_start_advanced(3) is True
+    assert sorted(other.producers) == [1, 2]
+    assert other.on_log_start_advanced(0) is False
+    assert other.expire(now_ms=1000 + 10, expiration_ms=5) == 2
     assert other.producers == {}

@@ -254,7 +254,6 @@ class PartitionLog:
                                                         self.producers.first_unstable_offset() or header.base_offset))
                 else:
                     self.producers.replay(header)
-        self.producers.on_log_start_advanced(self.log_start_offset)
 
     # ------------------------------------------------------------------ transactions
 
@@ -486,9 +485,17 @@ class PartitionLog:
             self.log_start_offset = offset
             self._write_log_start()
             self._drop_segments_below(offset)
-            self.producers.on_log_start_advanced(offset)
+            self._on_log_start_advanced()
             self._trim_aborted()
         return self.log_start_offset
+
+    def _on_log_start_advanced(self) -> None:
+        """Producer state outlives the batches it came from (as in Kafka): the replay at
+        start-up begins at the log start, so a producer whose batches are all gone is kept
+        across a restart by a snapshot at the log end."""
+        if self.producers.on_log_start_advanced(self.log_start_offset) and self.producers.directory:
+            os.fsync(self._aborted_fd)  # as at a roll: replay will not recreate aborted entries
+            self.producers.write_snapshot(self.log_end_offset)
 
     def _drop_segments_below(self, offset: int) -> None:
         while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
@@ -520,7 +527,7 @@ class PartitionLog:
             if self.bases[0] > self.log_start_offset:
                 self.log_start_offset = self.bases[0]
                 self._write_log_start()
-                self.producers.on_log_start_advanced(self.log_start_offset)
+                self._on_log_start_advanced()
                 self._trim_aborted()
         return removed
 
