@@ -113,7 +113,8 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         min_rows = self.opts.min_offsets_per_trigger
         if min_rows is not None and self._target is None:
             waited_ms = (time.monotonic() - self._last_batch) * 1000
-            if off.total_lag(start_o, end, new_start) < min_rows and waited_ms < self.opts.max_trigger_delay_ms:
+            # Spark's delayBatch: decide on everything available, not on the rate-limited end.
+            if off.total_lag(start_o, available, new_start) < min_rows and waited_ms < self.opts.max_trigger_delay_ms:
                 return off.canonical(start_o)
         result = {**start_o, **end}
         if result != start_o:
