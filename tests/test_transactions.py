@@ -94,6 +94,11 @@ def test_read_committed_stops_at_open_transaction_and_continues_after_commit(bro
     assert read_values(broker.bootstrap, [("lso", 0)], "read_committed")[("lso", 0)] == [f"before-{i}".encode() for i in range(5)]
     assert len(read_values(broker.bootstrap, [("lso", 0)], "read_uncommitted")[("lso", 0)]) == 9
     p.commit_transaction(30)
+    # EndTxn is answered once the commit is decided; the markers (and so the LSO) follow, in
+    # Kafka as here: wait for them rather than read the LSO once.
+    deadline = time.monotonic() + 10
+    while lso(broker.bootstrap, "lso", 0) != 10 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert lso(broker.bootstrap, "lso", 0) == 10  # 5 + txn record + 3 + commit marker
     assert read_values(broker.bootstrap, [("lso", 0)], "read_committed")[("lso", 0)] == (
         [f"before-{i}".encode() for i in range(5)] + [b"in-txn"] + [f"after-{i}".encode() for i in range(3)])
