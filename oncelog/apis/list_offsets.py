@@ -1,10 +1,12 @@
 """ListOffsets (key 2), v1-9.
 
 Timestamps: -1 latest (the HW, or the last stable offset at read_committed), -2 earliest
-(log start offset), -3 max timestamp (v7+), -4 earliest local (v8+; no tiered storage, so the
-log start offset), -5 latest tiered (v9+; likewise the latest), >= 0 the first offset whose
-timestamp is at least the given one (batch granularity for compressed batches), or -1/-1 when
-there is none.
+(log start offset), -3 max timestamp (v7+: the first record with the largest timestamp),
+-4 earliest local (v8+; no tiered storage, so the log start offset), -5 latest tiered (v9+;
+likewise the latest), >= 0 the first record in offset order whose timestamp is at least the given
+one (exact to the record, compressed batches too: the one batch holding it is decompressed), or
+-1/-1 when there is none. As in Kafka's Partition.fetchOffsetForTimestamp, the timestamp lookups
+only answer fetchable offsets: below the HW, or the last stable offset at read_committed.
 """
 
 from __future__ import annotations
@@ -26,18 +28,13 @@ def lookup(broker, plog, timestamp: int, read_committed: bool) -> tuple[int, int
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return plog.log_start_offset, -1
     if timestamp == MAX_TIMESTAMP:
-        best = None
-        for seg in plog.segments:
-            for _, header in seg.iter_headers(0):
-                if header.last_offset < plog.log_start_offset:
-                    continue
-                if best is None or header.max_timestamp > best[1]:
-                    best = (max(header.base_offset, plog.log_start_offset), header.max_timestamp)
-        return best if best else (-1, -1)
-    if timestamp < 0:
+        found = plog.offset_of_max_timestamp()
+    elif timestamp < 0:
         raise errors.InvalidRequest(f"unknown special timestamp {timestamp}")
-    found = plog.offset_for_timestamp(timestamp)
-    if found is None or found[0] >= plog.high_watermark:
+    else:
+        found = plog.offset_for_timestamp(timestamp)
+    fetchable = broker.last_stable_offset(plog) if read_committed else plog.high_watermark
+    if found is None or found[0] >= fetchable:
         return -1, -1
     return found
 

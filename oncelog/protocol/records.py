@@ -288,6 +288,62 @@ def iter_records(batch: bytes | memoryview):
         yield header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value
 
 
+COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD = 0, 1, 2, 3, 4
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+def decompress_records(codec: int, data) -> bytes:
+    """The records section of a compressed batch, decompressed. Only ListOffsets by timestamp
+    needs this (one batch per lookup), so cramjam is imported on first use."""
+    import cramjam
+
+    data = bytes(data)
+    if codec == COMPRESSION_GZIP:
+        return bytes(cramjam.gzip.decompress(data))
+    if codec == COMPRESSION_SNAPPY:
+        # The Java client and librdkafka write xerial-framed snappy: a 16-byte header, then
+        # (int32 length, raw snappy block) chunks.
+        if data[:8] == _XERIAL_MAGIC:
+            out = bytearray()
+            pos = 16
+            while pos + 4 <= len(data):
+                (size,) = struct.unpack_from(">i", data, pos)
+                pos += 4
+                out += bytes(cramjam.snappy.decompress_raw(data[pos : pos + size]))
+                pos += size
+            return bytes(out)
+        return bytes(cramjam.snappy.decompress_raw(data))
+    if codec == COMPRESSION_LZ4:
+        return bytes(cramjam.lz4.decompress(data))
+    if codec == COMPRESSION_ZSTD:
+        return bytes(cramjam.zstd.decompress(data))
+    raise InvalidBatch(f"unknown compression codec {codec}", corrupt=False)
+
+
+def iter_offsets_and_timestamps(batch: bytes | memoryview):
+    """Yield (offset, timestamp) of every record of one batch, compressed or not, in offset
+    order. LogAppendTime batches: every record has the batch's max timestamp (as Kafka's
+    DefaultRecord.timestamp() answers). Reads only each record's length, timestamp delta and
+    offset delta."""
+    header = parse_header(batch, 0)
+    log_append = bool(header.attributes & ATTR_TIMESTAMP_TYPE)
+    if header.compression:
+        body = decompress_records(header.compression, memoryview(batch)[HEADER_SIZE : header.size])
+        pos = 0
+    else:
+        body = batch
+        pos = HEADER_SIZE
+    for _ in range(header.record_count):
+        length, pos = _read_varint(body, pos)
+        end = pos + length
+        pos += 1  # attributes
+        ts_delta, pos = _read_varint(body, pos)
+        off_delta, pos = _read_varint(body, pos)
+        ts = header.max_timestamp if log_append else header.base_timestamp + ts_delta
+        yield header.base_offset + off_delta, ts
+        pos = end
+
+
 # ---------------------------------------------------------------------------------------------
 # Control records (transaction markers). Key: int16 version (0), int16 type (0 abort, 1 commit).
 # Value (EndTxnMarker): int16 version (0), int32 coordinator_epoch. kio's schemas lack the

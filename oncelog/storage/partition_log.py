@@ -4,7 +4,8 @@ Interface (everything the rest of the broker may do to a partition's data)::
 
     append(data, batches)              -> (base_offset, last_offset)
     read(offset, max_bytes, upper)     -> bytes of whole batches
-    offset_for_timestamp(ts)           -> offset | None
+    offset_for_timestamp(ts)           -> (offset, ts) | None   (first record with ts >= target)
+    offset_of_max_timestamp()          -> (offset, ts) | None
     truncate_tail / delete_records / apply_retention
     log_start_offset, log_end_offset, high_watermark  (and later last_stable_offset)
 
@@ -461,19 +462,42 @@ class PartitionLog:
         return data[:p] if p < end else data
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first batch with a max timestamp >= ``timestamp``; for an
-        uncompressed batch, of the first record in it with a timestamp >= the target."""
+        """(offset, timestamp) of the first record, in offset order, whose timestamp is >=
+        ``timestamp`` (Kafka's LogSegment.findOffsetByTimestamp): batch headers are scanned from
+        the time index's floor, and only the batch that holds the answer is read (and
+        decompressed) record by record. Records below the log start offset do not count."""
+        start = self.log_start_offset
         for seg in self.segments:
             if seg.size == 0:
                 continue
             pos = seg.floor_position_for_timestamp(timestamp)
             for position, header in seg.iter_headers(pos):
-                if header.base_offset < self.log_start_offset and header.last_offset < self.log_start_offset:
+                if header.last_offset < start or header.max_timestamp < timestamp:
                     continue
-                if header.max_timestamp >= timestamp:
-                    offset = max(header.base_offset, self.log_start_offset)
-                    return offset, header.max_timestamp
+                for offset, ts in rb.iter_offsets_and_timestamps(seg.read(position, header.size)):
+                    if offset >= start and ts >= timestamp:
+                        return offset, ts
         return None
+
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with the largest timestamp (KIP-734, exact
+        to the record as Kafka 3.8+ answers): the first batch with the largest max timestamp is
+        read, and the first of its records carrying that timestamp is the answer."""
+        start = self.log_start_offset
+        best = None
+        for seg in self.segments:
+            for position, header in seg.iter_headers(0):
+                if header.last_offset < start:
+                    continue
+                if best is None or header.max_timestamp > best[0]:
+                    best = (header.max_timestamp, seg, position, header)
+        if best is None:
+            return None
+        max_ts, seg, position, header = best
+        for offset, ts in rb.iter_offsets_and_timestamps(seg.read(position, header.size)):
+            if offset >= start and ts == max_ts:
+                return offset, max_ts
+        return max(header.base_offset, start), max_ts
 
     # ------------------------------------------------------------------ deletion
 

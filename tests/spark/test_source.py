@@ -558,9 +558,6 @@ def test_starting_timestamp(spark, broker, uniq, tmp_path):
     assert by_offset(collector.rows()) == from_ts(0, cut) + from_ts(1, cut)
 
 
-@pytest.mark.xfail(strict=True, reason="oncelog's ListOffsets by timestamp answers the base offset of the first "
-                   "batch whose max timestamp is >= the target, not the first record in it (Kafka's rule); "
-                   "PartitionLog.offset_for_timestamp, see the report")
 def test_starting_timestamp_inside_a_batch(spark, broker, uniq):
     topic = f"tsbatch-{uniq}"
     create_topic(broker.bootstrap, topic, 1)

@@ -1,0 +1,101 @@
+"""Kafka behaviours checked with real clients against a real broker process (issue 11, part 2):
+ListOffsets by timestamp exact to the record, authorized operations, admin tool operability."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from .helpers import create_topic
+
+
+# ---------------------------------------------------------------- 1. ListOffsets by timestamp
+
+
+def _produce_one_batch(bootstrap: str, topic: str, timestamps: list[int], compression: str) -> list[int]:
+    """Produce one record per timestamp to partition 0 in a single batch (long linger, one
+    flush); returns the offsets the broker assigned, in produce order."""
+    p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 2000, "batch.num.messages": 10_000,
+                     "compression.type": compression, "acks": "all"})
+    offsets: list[int] = [None] * len(timestamps)
+
+    def report(i):
+        def cb(err, msg):
+            assert err is None, err
+            offsets[i] = msg.offset()
+        return cb
+
+    for i, ts in enumerate(timestamps):
+        p.produce(topic, key=b"k%d" % i, value=b"value-%d-" % i + bytes(100), partition=0, timestamp=ts,
+                  on_delivery=report(i))
+    assert p.flush(60) == 0
+    return offsets
+
+
+def _list_offsets(admin: AdminClient, topic: str, spec) -> tuple[int, int]:
+    tp = ck.TopicPartition(topic, 0)
+    info = admin.list_offsets({tp: spec}, request_timeout=30)[tp].result(timeout=30)
+    return info.offset, info.timestamp
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_list_offsets_by_timestamp_is_exact_to_the_record(broker, compression):
+    """Fifty records in one batch (compressed with each codec), CreateTime timestamps out of
+    order inside it: for every target, ListOffsets answers the first record in offset order
+    whose timestamp is >= the target, with that record's timestamp; MAX_TIMESTAMP answers the
+    first record carrying the largest timestamp."""
+    topic = f"ts-exact-{compression}"
+    create_topic(broker.bootstrap, topic, 1)
+    base = int(time.time() * 1000) - 3_600_000
+    rng = random.Random(11)
+    timestamps = [base + 10 * i for i in range(50)]
+    rng.shuffle(timestamps)
+    timestamps[37] = timestamps[12] = base + 10_000  # the largest, twice: the first one counts
+    offsets = _produce_one_batch(broker.bootstrap, topic, timestamps, compression)
+    assert offsets == list(range(50))
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for target in [base - 1, base, base + 5, base + 205, base + 250, base + 489, base + 490, base + 491,
+                   base + 9_999, base + 10_000]:
+        i = next(i for i, ts in enumerate(timestamps) if ts >= target)
+        assert _list_offsets(admin, topic, OffsetSpec.for_timestamp(target)) == (i, timestamps[i]), target
+    assert _list_offsets(admin, topic, OffsetSpec.for_timestamp(base + 10_001))[0] == -1
+    assert _list_offsets(admin, topic, OffsetSpec.max_timestamp()) == (12, base + 10_000)
+
+
+def test_list_offsets_by_timestamp_across_batches_and_after_delete_records(broker):
+    """Three batches; a target inside the second answers a record inside it; after DeleteRecords
+    cuts into the batch holding the answer, the answer is the first remaining record that
+    qualifies, and MAX_TIMESTAMP never answers a deleted offset."""
+    topic = "ts-exact-batches"
+    create_topic(broker.bootstrap, topic, 1)
+    base = int(time.time() * 1000) - 3_600_000
+    all_ts = []
+    for b in range(3):
+        ts = [base + 1000 * b + 10 * i for i in range(20)]
+        _produce_one_batch(broker.bootstrap, topic, ts, "lz4")
+        all_ts += ts
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert _list_offsets(admin, topic, OffsetSpec.for_timestamp(base + 1055)) == (26, base + 1060)
+    assert _list_offsets(admin, topic, OffsetSpec.max_timestamp()) == (59, base + 2190)
+    tp = ck.TopicPartition(topic, 0, 30)
+    admin.delete_records([tp])[tp].result(timeout=30)
+    assert _list_offsets(admin, topic, OffsetSpec.for_timestamp(base + 1055)) == (30, base + 1100)
+    assert _list_offsets(admin, topic, OffsetSpec.for_timestamp(base)) == (30, base + 1100)
+    assert _list_offsets(admin, topic, OffsetSpec.earliest()) == (30, -1)
+
+
+def test_list_offsets_by_timestamp_log_append_time(broker):
+    """LogAppendTime: every record of a batch has the batch's append time, so a target at or
+    before it answers the batch's first record, with that time."""
+    topic = "ts-exact-append-time"
+    create_topic(broker.bootstrap, topic, 1, config={"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    _produce_one_batch(broker.bootstrap, topic, [1000 + i for i in range(10)], "gzip")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    offset, ts = _list_offsets(admin, topic, OffsetSpec.for_timestamp(before - 1))
+    assert offset == 0 and ts >= before
+    assert _list_offsets(admin, topic, OffsetSpec.max_timestamp()) == (0, ts)
