@@ -8,7 +8,10 @@ import time
 
 import confluent_kafka as ck
 import pytest
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AclOperation, AdminClient, OffsetSpec
+
+from oncelog.wire_client import RawClient, request_module
 
 from .helpers import create_topic
 
@@ -99,3 +102,72 @@ def test_list_offsets_by_timestamp_log_append_time(broker):
     offset, ts = _list_offsets(admin, topic, OffsetSpec.for_timestamp(before - 1))
     assert offset == 0 and ts >= before
     assert _list_offsets(admin, topic, OffsetSpec.max_timestamp()) == (0, ts)
+
+
+# ---------------------------------------------------------------- 2. authorized operations (KIP-430)
+
+TOPIC_OPS = {AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DELETE, AclOperation.ALTER,
+             AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS}
+CLUSTER_OPS = {AclOperation.CREATE, AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.CLUSTER_ACTION,
+               AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE}
+GROUP_OPS = {AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE}
+
+
+def test_authorized_operations_with_admin_client(broker):
+    """describe_topics / describe_cluster / describe_consumer_groups with
+    include_authorized_operations=True list every operation Kafka supports on the resource (no
+    ACLs, so all allowed); without it, none are reported (the omitted sentinel)."""
+    topic, group = "authz-ops", "authz-ops-group"
+    create_topic(broker.bootstrap, topic, 2)
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    deadline = time.monotonic() + 30
+    while not c.assignment() and time.monotonic() < deadline:
+        c.poll(0.2)
+    assert c.assignment()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    try:
+        for asked in (True, False):
+            td = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=asked)[topic] \
+                .result(timeout=30)
+            cd = admin.describe_cluster(include_authorized_operations=asked).result(timeout=30)
+            gd = admin.describe_consumer_groups([group], include_authorized_operations=asked)[group] \
+                .result(timeout=30)
+            assert len(td.partitions) == 2 and len(gd.members) == 1
+            if asked:
+                assert set(td.authorized_operations) == TOPIC_OPS
+                assert set(cd.authorized_operations) == CLUSTER_OPS
+                assert set(gd.authorized_operations) == GROUP_OPS
+            else:
+                assert td.authorized_operations is None
+                assert cd.authorized_operations is None
+                assert gd.authorized_operations is None
+    finally:
+        c.close()
+
+
+def _metadata_v9(topic: str, *, cluster: bool, topics: bool):
+    m = request_module(3, 9)
+    return m.MetadataRequest(topics=(m.MetadataRequestTopic(name=topic),), allow_auto_topic_creation=False,
+                             include_cluster_authorized_operations=cluster, include_topic_authorized_operations=topics)
+
+
+def test_metadata_v9_cluster_and_topic_operations_bits(broker):
+    """The exact bit fields, at Metadata v9 (the last version carrying the cluster's): bit n for
+    AclOperation code n; an unknown topic's stays omitted."""
+    create_topic(broker.bootstrap, "authz-bits", 1)
+    topic_bits = sum(1 << op.value for op in TOPIC_OPS)
+    cluster_bits = sum(1 << op.value for op in CLUSTER_OPS)
+    assert (topic_bits, cluster_bits) == (3576, 8096)
+    c = RawClient(broker.bootstrap)
+    try:
+        r = c.request(_metadata_v9("authz-bits", cluster=True, topics=True))
+        assert r.cluster_authorized_operations == cluster_bits
+        assert r.topics[0].topic_authorized_operations == topic_bits
+        r = c.request(_metadata_v9("authz-bits", cluster=False, topics=False))
+        assert r.cluster_authorized_operations == r.topics[0].topic_authorized_operations == -2147483648
+        r = c.request(_metadata_v9("authz-missing", cluster=True, topics=True))
+        assert r.topics[0].error_code.value == 3
+        assert r.topics[0].topic_authorized_operations == -2147483648
+    finally:
+        c.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._acl import CLUSTER_OPERATIONS, authorized
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 60
@@ -16,4 +17,5 @@ def handle(ctx, request):
     broker = build(m.DescribeClusterBroker, broker_id=b.node_id, host=host, port=port, rack=None)
     return build(m.DescribeClusterResponse, throttle_time=NO_THROTTLE, error_code=OK, error_message=None,
                  endpoint_type=1, cluster_id=b.logs.cluster_id, controller_id=b.node_id, brokers=(broker,),
-                 cluster_authorized_operations=-2147483648)
+                 cluster_authorized_operations=authorized(
+                     CLUSTER_OPERATIONS, getattr(request, "include_cluster_authorized_operations", False)))

@@ -3,6 +3,7 @@ as Kafka does."""
 
 from __future__ import annotations
 
+from ._acl import GROUP_OPERATIONS, authorized
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 15
@@ -12,12 +13,13 @@ MAX_VERSION = 5
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
+    ops = authorized(GROUP_OPERATIONS, getattr(request, "include_authorized_operations", False))
     out = []
     for gid in request.groups:
         group = ctx.broker.groups.describe(gid)
         if group is None:
             out.append(build(m.DescribedGroup, error_code=OK, group_id=gid, group_state="Dead", protocol_type="",
-                             protocol_data="", members=(), authorized_operations=-2147483648))
+                             protocol_data="", members=(), authorized_operations=ops))
             continue
         members = tuple(
             build(m.DescribedGroupMember, member_id=mem.member_id, group_instance_id=mem.group_instance_id,
@@ -27,5 +29,5 @@ def handle(ctx, request):
         )
         out.append(build(m.DescribedGroup, error_code=OK, group_id=gid, group_state=group.state.value,
                          protocol_type=group.protocol_type or "", protocol_data=group.protocol_name or "",
-                         members=members, authorized_operations=-2147483648))
+                         members=members, authorized_operations=ops))
     return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(out))

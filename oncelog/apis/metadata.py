@@ -5,7 +5,7 @@ One broker leads every partition. Topics a client names that do not exist are cr
 setting both allow it; otherwise UNKNOWN_TOPIC_OR_PARTITION. An illegal name gets
 INVALID_TOPIC_EXCEPTION. A null topic list means all topics (v1+; v0 uses an empty list).
 Topic names are never null in a response (librdkafka crashes on that). Topic ids (v10+) may be
-requested instead of names (v12+).
+requested instead of names (v12+). Authorized operations (v8+) when asked: see ``_acl``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 
 from .. import errors
+from ._acl import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 3
@@ -32,6 +33,8 @@ def handle(ctx, request):
         wanted = [(t.name, None) for t in logs.topics.values()]
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
+    topic_ops = authorized(TOPIC_OPERATIONS, getattr(request, "include_topic_authorized_operations", False))
+    cluster_ops = authorized(CLUSTER_OPERATIONS, getattr(request, "include_cluster_authorized_operations", False))
     auto_create = broker.config.auto_create_topics and (v < 4 or request.allow_auto_topic_creation)
     for name, topic_id in wanted:
         if name is None and topic_id not in (None, ZERO_UUID):
@@ -55,13 +58,13 @@ def handle(ctx, request):
             for p in range(topic.partitions)
         )
         results.append(build(m.MetadataResponseTopic, error_code=OK, name=topic.name, topic_id=topic.topic_id,
-                             is_internal=topic.internal, partitions=partitions, topic_authorized_operations=-2147483648))
+                             is_internal=topic.internal, partitions=partitions, topic_authorized_operations=topic_ops))
     host, port = broker.advertised
     brokers = (build(m.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),)
     return build(m.MetadataResponse, throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=logs.cluster_id,
-                 controller_id=broker.node_id, topics=tuple(results), cluster_authorized_operations=-2147483648)
+                 controller_id=broker.node_id, topics=tuple(results), cluster_authorized_operations=cluster_ops)
 
 
 def _topic_error(m, name, topic_id, exc):
     return build(m.MetadataResponseTopic, error_code=errors.error_code_for(exc), name=name, topic_id=topic_id,
-                 is_internal=False, partitions=(), topic_authorized_operations=-2147483648)
+                 is_internal=False, partitions=(), topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
