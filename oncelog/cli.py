@@ -41,6 +41,17 @@ def _size(text: str) -> int:
     return int(t)
 
 
+def _bootstrap_option(command: argparse.ArgumentParser, verbs: list[argparse.ArgumentParser]) -> None:
+    """``--bootstrap-server`` (Kafka's tools' name; ``--bootstrap`` kept as an alias), accepted
+    before the verb and after it: ``topics --bootstrap-server X list`` = ``topics list
+    --bootstrap-server X``. After the verb it has no default, so it never hides one given before."""
+    command.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", default="127.0.0.1:9092",
+                         metavar="HOST:PORT", help="broker address (default 127.0.0.1:9092)")
+    for verb in verbs:
+        verb.add_argument("--bootstrap-server", "--bootstrap", dest="bootstrap", default=argparse.SUPPRESS,
+                          metavar="HOST:PORT", help="broker address (default 127.0.0.1:9092)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="oncelog", description="An exactly-once log that speaks the Kafka protocol.")
     p.add_argument("--log-format", choices=["text", "json"], default="text", help="log line format (stderr)")
@@ -71,44 +82,44 @@ def build_parser() -> argparse.ArgumentParser:
                         "waits for more members (default 3000, as Kafka; 0 = none)")
 
     t = sub.add_parser("topics", help="create, list, describe or delete topics (over the Kafka protocol)")
-    t.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker address")
     tsub = t.add_subparsers(dest="action", required=True)
     c = tsub.add_parser("create")
     c.add_argument("name")
     c.add_argument("--partitions", type=int, default=1)
     c.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
-    tsub.add_parser("list")
+    tl = tsub.add_parser("list")
     d = tsub.add_parser("describe")
     d.add_argument("name")
     x = tsub.add_parser("delete")
     x.add_argument("name")
+    _bootstrap_option(t, [c, tl, d, x])
 
     g = sub.add_parser("groups", help="list, describe (with lag) or delete consumer groups")
-    g.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker address")
     gsub = g.add_subparsers(dest="action", required=True)
-    gsub.add_parser("list")
+    gl = gsub.add_parser("list")
     gd = gsub.add_parser("describe")
     gd.add_argument("group")
     gx = gsub.add_parser("delete")
     gx.add_argument("group")
+    _bootstrap_option(g, [gl, gd, gx])
 
     pr = sub.add_parser("producers", help="describe a topic's active idempotent producers")
-    pr.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker address")
     prsub = pr.add_subparsers(dest="action", required=True)
     prd = prsub.add_parser("describe")
     prd.add_argument("topic")
+    _bootstrap_option(pr, [prd])
 
     tx = sub.add_parser("transactions", help="list, describe, find hanging, or abort transactions (KIP-664)")
-    tx.add_argument("--bootstrap", default="127.0.0.1:9092", help="broker address")
     txsub = tx.add_subparsers(dest="action", required=True)
-    txsub.add_parser("list")
+    txl = txsub.add_parser("list")
     txd = txsub.add_parser("describe")
     txd.add_argument("transactional_id")
-    txsub.add_parser("hanging", help="open transactions beyond their timeout, or partitions whose LSO is stuck")
+    txh = txsub.add_parser("hanging", help="open transactions beyond their timeout, or partitions whose LSO is stuck")
     txa = txsub.add_parser("abort", help="write an ABORT marker for a partition's open transaction")
     txa.add_argument("--topic", required=True)
     txa.add_argument("--partition", type=int, required=True)
     txa.add_argument("--producer-id", type=int, default=None)
+    _bootstrap_option(tx, [txl, txd, txh, txa])
 
     au = sub.add_parser("audit", help="check a pipeline's outputs against its inputs (exactly-once auditor)",
                         description="Match output records to input records by a source header "

@@ -4,6 +4,8 @@ ListOffsets by timestamp exact to the record, authorized operations, admin tool 
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import time
 
 import confluent_kafka as ck
@@ -171,3 +173,30 @@ def test_metadata_v9_cluster_and_topic_operations_bits(broker):
         assert r.topics[0].topic_authorized_operations == -2147483648
     finally:
         c.close()
+
+
+# ---------------------------------------------------------------- 3. operability
+
+
+def _oncelog(*args):
+    proc = subprocess.run([sys.executable, "-m", "oncelog", *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_admin_commands_take_bootstrap_server_before_or_after_the_verb(broker):
+    """Kafka's tools' ``--bootstrap-server``, before the verb or after it, and the old
+    ``--bootstrap``: each form reaches the broker (the default 127.0.0.1:9092 has none)."""
+    b = broker.bootstrap
+    _oncelog("topics", "create", "cli-after", "--partitions", "2", "--bootstrap-server", b)
+    _oncelog("topics", "--bootstrap-server", b, "create", "cli-before")
+    _oncelog("topics", "--bootstrap", b, "create", "cli-alias")
+    for listing in (_oncelog("topics", "--bootstrap-server", b, "list"), _oncelog("topics", "list", "--bootstrap-server", b),
+                    _oncelog("topics", "list", "--bootstrap", b)):
+        assert {"cli-after", "cli-before", "cli-alias"} <= set(listing.split()), listing
+    assert "cli-after" in _oncelog("topics", "describe", "cli-after", "--bootstrap-server", b)
+    _oncelog("groups", "list", "--bootstrap-server", b)
+    _oncelog("transactions", "list", "--bootstrap-server", b)
+    _oncelog("producers", "describe", "cli-after", "--bootstrap-server", b)
+    _oncelog("topics", "delete", "cli-alias", "--bootstrap-server", b)
+    assert "cli-alias" not in _oncelog("topics", "--bootstrap-server", b, "list").split()
