@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.errors import StreamingQueryException
+from pyspark.sql.datasource import CaseInsensitiveDict
 from pyspark.sql.streaming.datasource import ReadMaxRows
 from pyspark.sql.types import (
     ArrayType,
@@ -291,7 +292,6 @@ def test_readers_pickle_without_clients_and_read_yields_arrow_batches(broker, un
     # in every task: nothing unpicklable may exist before read(), and read() yields Arrow
     # batches in exactly the schema Spark checks (timestamp[us, tz=UTC], int32, nullable).
     from pyspark import cloudpickle
-    from pyspark.sql.datasource import CaseInsensitiveDict
     from pyspark.sql.pandas.types import to_arrow_schema
 
     import oncelog.spark.source as source_module
@@ -469,8 +469,6 @@ def test_min_offsets_per_trigger_waits_for_max_trigger_delay(spark, broker, uniq
         q.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="datasource.py latestOffset compares minOffsetsPerTrigger with the "
-                   "rate-limited end instead of all available offsets (Spark's delayBatch); see the report")
 def test_min_offsets_per_trigger_counts_available_offsets_not_the_rate_limited_batch(broker, uniq):
     # Spark's delayBatch decides on what is available (here 300 >= 10): the batch runs, rate
     # limited to 3 x floor(10/3) = 9 offsets. Comparing the 9 with the minimum instead would
@@ -478,11 +476,12 @@ def test_min_offsets_per_trigger_counts_available_offsets_not_the_rate_limited_b
     topic = f"minmax-{uniq}"
     create_topic(broker.bootstrap, topic, 3)
     produce(broker.bootstrap, topic, 300, partitions=[0, 1, 2])
-    reader = OncelogStreamReader(source_options(source_options_for(
+    reader = OncelogStreamReader(source_options(CaseInsensitiveDict(source_options_for(
         broker, subscribe=topic, startingOffsets="earliest", minOffsetsPerTrigger=10, maxOffsetsPerTrigger=10,
-        maxTriggerDelay="1h")))
+        maxTriggerDelay="1h"))))
     try:
         start = reader.initialOffset()
+        assert off.from_json(start) == {(topic, p): 0 for p in range(3)}
         end = reader.latestOffset(start, ReadMaxRows(10))
         assert off.total_lag(off.from_json(start), off.from_json(end)) == 9
     finally:
@@ -500,7 +499,7 @@ def test_initial_offset_is_resolved_once(broker, uniq):
     topic = f"initial-{uniq}"
     create_topic(broker.bootstrap, topic, 2)
     produce(broker.bootstrap, topic, 10, partitions=[0, 1])
-    reader = OncelogStreamReader(source_options(source_options_for(broker, subscribe=topic)))
+    reader = OncelogStreamReader(source_options(CaseInsensitiveDict(source_options_for(broker, subscribe=topic))))
     try:
         first = reader.initialOffset()
         assert off.from_json(first) == list_offsets(broker, [(topic, 0), (topic, 1)], LATEST)
