@@ -26,6 +26,7 @@ from kio.schema.errors import ErrorCode
 from . import apis
 from .apis import api_versions
 from .apis._base import Applied, RequestContext
+from .notices import log_rejections
 from .groups.coordinator import GroupConfig, GroupCoordinator
 from .groups.store import OffsetsTopic
 from .txn.coordinator import TransactionCoordinator, TxnConfig
@@ -222,12 +223,25 @@ class Broker:
             self.schedule_group_timer()
         if result is None:
             return None
+        # Produce logs its own rejections (with the reason); Fetch is the hot path.
+        check = ctx if api_key not in (0, 1) else None
         if isinstance(result, Applied):
-            return Applied(self._finish(correlation_id, result.awaitable))
+            return Applied(self._finish(correlation_id, result.awaitable, check, request))
         if inspect.isawaitable(result):
-            return self._finish(correlation_id, result)
+            return self._finish(correlation_id, result, check, request)
+        if check is not None:
+            self._log_rejections(ctx, result, request)
         return codec.encode_response(correlation_id, result)
 
-    async def _finish(self, correlation_id: int, awaitable):
+    async def _finish(self, correlation_id: int, awaitable, ctx=None, request=None):
         response = await awaitable
+        if ctx is not None:
+            self._log_rejections(ctx, response, request)
         return codec.encode_response(correlation_id, response)
+
+    @staticmethod
+    def _log_rejections(ctx, response, request) -> None:
+        try:
+            log_rejections(log, type(response).__name__.removesuffix("Response"), ctx, response, request)
+        except Exception:  # logging must never fail a request
+            log.debug("could not inspect a %s response for rejections", type(response).__name__, exc_info=True)

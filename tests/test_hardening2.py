@@ -200,3 +200,134 @@ def test_admin_commands_take_bootstrap_server_before_or_after_the_verb(broker):
     _oncelog("producers", "describe", "cli-after", "--bootstrap-server", b)
     _oncelog("topics", "delete", "cli-alias", "--bootstrap-server", b)
     assert "cli-alias" not in _oncelog("topics", "--bootstrap-server", b, "list").split()
+
+
+def _log(broker) -> str:
+    with open(broker.log_path, errors="replace") as f:
+        return f.read()
+
+
+def _wait_for_log(broker, needle: str, timeout: float = 20.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = _log(broker)
+        if needle in text:
+            return text
+        time.sleep(0.1)
+    raise AssertionError(f"{needle!r} not in the broker log:\n{_log(broker)[-4000:]}")
+
+
+def _lines(text: str, *needles: str) -> list[str]:
+    return [line for line in text.splitlines() if all(n in line for n in needles)]
+
+
+def test_new_data_dir_is_not_an_unclean_shutdown(broker_factory):
+    b = broker_factory("fresh")
+    text = _wait_for_log(b, "opened 0 topic(s)")
+    assert "new data directory" in text and "unclean" not in text
+    assert b.stop() == 0
+    b.start()
+    text = _wait_for_log(b, "(clean shutdown)")
+    assert "unclean" not in text
+    b.kill()
+    b.start()
+    _wait_for_log(b, "(unclean shutdown)")
+
+
+def test_broker_logs_rejections_once_with_the_client_id(broker):
+    """INVALID_CONFIG, NON_EMPTY_GROUP, UNKNOWN_PRODUCER_ID and transactional fencing each give
+    one INFO line naming the client and the reason; five identical rejections give one line."""
+    from confluent_kafka.admin import NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "client.id": "ops-admin"})
+    for _ in range(5):
+        fut = admin.create_topics([NewTopic("bad-config", 1, 1, config={"retention.ms": "soon"})])["bad-config"]
+        with pytest.raises(ck.KafkaException):
+            fut.result(timeout=30)
+    text = _wait_for_log(broker, "INVALID_CONFIG")
+    lines = _lines(text, "INFO", "ops-admin", "INVALID_CONFIG", "bad-config")
+    assert len(lines) == 1, lines
+    assert "retention.ms" in lines[0]
+
+    # NON_EMPTY_GROUP: deleting a group with a live member.
+    topic, group = "ops-topic", "ops-group"
+    create_topic(broker.bootstrap, topic, 1)
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "client.id": "ops-consumer"})
+    c.subscribe([topic])
+    deadline = time.monotonic() + 30
+    while not c.assignment() and time.monotonic() < deadline:
+        c.poll(0.2)
+    with pytest.raises(ck.KafkaException):
+        admin.delete_consumer_groups([group], request_timeout=30)[group].result(timeout=30)
+    text = _wait_for_log(broker, "NON_EMPTY_GROUP")
+    assert len(_lines(text, "INFO", "ops-admin", "NON_EMPTY_GROUP", group)) == 1
+    # The group's life is logged: the join and the stabilized generation.
+    assert _lines(text, "INFO", f"group {group}: member ops-consumer", "joins")
+    assert _lines(text, "INFO", f"group {group}: stabilized generation 1 with 1 member(s)")
+    c.close()
+    text = _wait_for_log(broker, f"group {group} with generation 2 is now empty")
+    assert _lines(text, "INFO", f"group {group}: member ops-consumer", "left")
+
+    # UNKNOWN_PRODUCER_ID: a producer id the partition has no state for, at sequence 5.
+    from oncelog.protocol import records as rb
+    from oncelog.wire_client import produce_request
+
+    raw = RawClient(broker.bootstrap)
+    try:
+        batch = rb.build_batch([(None, b"x")], timestamp_ms=int(time.time() * 1000), producer_id=424242,
+                               producer_epoch=0, base_sequence=5)
+        for _ in range(3):
+            resp = raw.request(produce_request(topic, 0, batch))
+            assert resp.responses[0].partition_responses[0].error_code.value == 59
+    finally:
+        raw.close()
+    text = _wait_for_log(broker, "UNKNOWN_PRODUCER_ID")
+    lines = _lines(text, "INFO", "rawclient", "UNKNOWN_PRODUCER_ID")
+    assert len(lines) == 1 and "424242" in lines[0], lines
+
+    # Fencing: a second producer with the same transactional id fences the first.
+    p1 = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "ops-txn", "client.id": "ops-zombie"})
+    p1.init_transactions(30)
+    p1.begin_transaction()
+    p1.produce(topic, value=b"z")
+    p1.flush(30)
+    p2 = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "ops-txn", "client.id": "ops-new"})
+    p2.init_transactions(30)
+    with pytest.raises(ck.KafkaException):
+        p1.commit_transaction(30)
+    text = _wait_for_log(broker, "ops-zombie")
+    fenced = [line for line in _lines(text, "INFO", "ops-zombie")
+              if "PRODUCER_FENCED" in line or "INVALID_PRODUCER_EPOCH" in line]
+    assert fenced and "transactional_id=ops-txn" in fenced[0], _lines(text, "ops-zombie")
+    assert _lines(text, "INFO", "transactional id ops-txn: InitProducerId from client ops-new", "fenced")
+
+
+def test_broker_logs_a_member_expiry(broker, tmp_path):
+    """A consumer SIGKILLed mid-group: the broker logs the member's expiry after its session
+    timeout, with its client id, and the rebalance that follows."""
+    import signal
+
+    topic, group = "ops-expiry", "ops-expiry-group"
+    create_topic(broker.bootstrap, topic, 1)
+    script = (
+        "import confluent_kafka as ck, sys, time\n"
+        f"c = ck.Consumer({{'bootstrap.servers': '{broker.bootstrap}', 'group.id': '{group}', "
+        "'client.id': 'doomed', 'session.timeout.ms': 6000})\n"
+        f"c.subscribe(['{topic}'])\n"
+        "while not c.assignment():\n    c.poll(0.2)\n"
+        "print('assigned', flush=True)\n"
+        "while True:\n    c.poll(0.2)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "assigned"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        text = _wait_for_log(broker, "expired: no heartbeat", timeout=30)
+        lines = _lines(text, "INFO", f"group {group}: member doomed", "session.timeout.ms=6000")
+        assert len(lines) == 1, lines
+        text = _wait_for_log(broker, f"group {group} with generation 2 is now empty")
+        assert _lines(text, f"group {group}: preparing to rebalance", "expired (session timeout)")
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -11,10 +11,16 @@ instance; CONCURRENT_TRANSACTIONS while its open transaction is aborted or compl
 
 from __future__ import annotations
 
+import logging
+
 from kio.schema.errors import ErrorCode
+
+from ..notices import notice
 
 from ._base import NO_THROTTLE, OK, build, response_module
 from ._txn import future, resolve
+
+log = logging.getLogger("oncelog.txn")
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -31,6 +37,10 @@ def handle(ctx, request):
         fut = future()
 
         def respond(err, pid, epoch):
+            if err == OK and epoch > 0:
+                notice(log, "transactional id %s: InitProducerId from client %s (%s) moved producer id %d to epoch "
+                       "%d: any earlier instance is fenced", request.transactional_id, ctx.client_id, ctx.peer, pid,
+                       epoch)
             resolve(fut, build(m.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=err,
                                producer_id=pid, producer_epoch=epoch))
 

@@ -21,6 +21,7 @@ import logging
 import time
 
 from .. import errors
+from ..notices import notice
 from ..protocol import records as rb
 from ..storage.flusher import StorageError
 from ._base import NO_THROTTLE, OK, Applied, build, response_module
@@ -176,7 +177,11 @@ def _response(ctx, outcome):
 
 
 def log_rejection(ctx, exc, code) -> None:
-    # Sequence errors are a normal part of idempotent retries: not worth an info line each.
-    level = logging.DEBUG if isinstance(exc, (errors.UnknownTopicOrPartition, errors.OutOfOrderSequence,
-                                             errors.UnknownProducerId)) else logging.INFO
-    log.log(level, "produce from %s rejected: %s (%s)", ctx.client_id, exc, code.name)
+    # Out-of-order sequences and unknown partitions are a normal part of retries and metadata
+    # refreshes: debug. Everything else (fencing, UNKNOWN_PRODUCER_ID, too large, corrupt...)
+    # is worth an operator's line, once per client and reason within the notice window.
+    if isinstance(exc, (errors.UnknownTopicOrPartition, errors.OutOfOrderSequence)):
+        log.debug("produce from %s rejected: %s (%s)", ctx.client_id, exc, code.name)
+        return
+    notice(log, "produce from client %s (%s) rejected: %s (%s)", ctx.client_id, ctx.peer, exc, code.name.upper(),
+           key=("produce", ctx.client_id, code, type(exc)))

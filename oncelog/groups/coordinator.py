@@ -32,11 +32,14 @@ Group states (Kafka's classic protocol)::
 from __future__ import annotations
 
 import enum
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
 from kio.schema.errors import ErrorCode
+
+from ..notices import notice
 
 from .records import (
     GroupKey,
@@ -48,6 +51,9 @@ from .records import (
     encode_key,
     encode_offset_value,
 )
+
+
+log = logging.getLogger("oncelog.groups")
 
 
 class GroupState(enum.Enum):
@@ -286,7 +292,8 @@ class GroupCoordinator:
         elif group.state in (S.COMPLETING_REBALANCE, S.STABLE):
             if changed or (group.state is S.STABLE and member_id == group.leader_id):
                 member.join_respond = respond
-                self._prepare_rebalance(group, now)
+                self._prepare_rebalance(group, now, f"member {member_id} (client {member.client_id}) rejoined"
+                                        + (" with new metadata" if changed else " (leader)"))
             else:
                 # A rejoin without changes (e.g. the join response was lost): current generation.
                 respond(self._join_result(group, member))
@@ -299,6 +306,8 @@ class GroupCoordinator:
         fenced. In Stable with unchanged protocols there is no rebalance: the new member gets the
         current generation and, at SyncGroup, the old assignment."""
         old = group.members.pop(old_id)
+        notice(log, "group %s: static member %s (client %s) replaced by %s; the old member id %s is fenced",
+               group.group_id, old.group_instance_id, args.get("client_id"), new_id, old_id)
         if old.join_respond:
             old.join_respond(JoinResult(ErrorCode.fenced_instance_id, member_id=old_id))
         if old.sync_respond:
@@ -322,7 +331,7 @@ class GroupCoordinator:
         if group.state is S.PREPARING_REBALANCE:
             self._check_join_complete(group)
         else:
-            self._prepare_rebalance(group, now)
+            self._prepare_rebalance(group, now, f"static member {member.group_instance_id} rejoined with new metadata")
 
     def _add_member(self, group: Group, member_id: str, args: dict, respond, now: int) -> None:
         group.new_member_added = True
@@ -336,12 +345,16 @@ class GroupCoordinator:
             group.static_members[member.group_instance_id] = member_id
         if group.leader_id is None or group.leader_id not in group.members:
             group.leader_id = member_id
+        notice(log, "group %s: member %s (client %s, host %s%s) joins in state %s", group.group_id, member_id,
+               member.client_id, member.client_host,
+               f", instance {member.group_instance_id}" if member.group_instance_id is not None else "",
+               group.state.value)
         if group.state is S.PREPARING_REBALANCE:
             self._check_join_complete(group)
         else:
-            self._prepare_rebalance(group, now)
+            self._prepare_rebalance(group, now, f"member {member_id} (client {member.client_id}) joined")
 
-    def _prepare_rebalance(self, group: Group, now: int) -> None:
+    def _prepare_rebalance(self, group: Group, now: int, reason: str = "") -> None:
         if group.state is S.COMPLETING_REBALANCE:
             for m in group.members.values():
                 m.assignment = b""
@@ -350,6 +363,8 @@ class GroupCoordinator:
                     m.sync_respond = None
         was_empty = group.state is S.EMPTY
         if group.state is not S.PREPARING_REBALANCE:
+            notice(log, "group %s: preparing to rebalance in state %s with old generation %d (reason: %s)",
+                   group.group_id, group.state.value, group.generation, reason or "unspecified")
             group.transition(S.PREPARING_REBALANCE, now)
         timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
         delay = self.config.initial_rebalance_delay_ms
@@ -391,11 +406,14 @@ class GroupCoordinator:
             group.protocol_name = None
             group.leader_id = None
             group.transition(S.EMPTY, now)
+            notice(log, "group %s with generation %d is now empty", group.group_id, group.generation)
             self._store_group(group, lambda _err: None)
             return
         group.protocol_name = group.select_protocol()
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members))
+        notice(log, "group %s: stabilized generation %d with %d member(s), protocol %s, leader %s",
+               group.group_id, group.generation, len(group.members), group.protocol_name, group.leader_id)
         group.transition(S.COMPLETING_REBALANCE, now)
         # Members that do not send SyncGroup within the rebalance timeout are removed.
         group.sync_deadline_ms = now + max(m.rebalance_timeout_ms for m in group.members.values())
@@ -447,7 +465,7 @@ class GroupCoordinator:
             if group.state is not S.COMPLETING_REBALANCE or group.generation != this_generation:
                 return  # a new rebalance started meanwhile; its members were told already
             if err != ErrorCode.none:
-                self._prepare_rebalance(group, self.clock())
+                self._prepare_rebalance(group, self.clock(), f"storing the group's assignment failed ({err.name})")
                 return
             group.transition(S.STABLE, self.clock())
             for m in group.members.values():
@@ -510,7 +528,9 @@ class GroupCoordinator:
             if member_id not in group.members:
                 results.append(ErrorCode.unknown_member_id)
                 continue
-            self._remove_member_and_rebalance(group, member_id)
+            notice(log, "group %s: member %s (client %s) left", group_id, member_id,
+                   group.members[member_id].client_id)
+            self._remove_member_and_rebalance(group, member_id, f"member {member_id} left")
             results.append(ErrorCode.none)
         return results
 
@@ -525,11 +545,11 @@ class GroupCoordinator:
         if member.sync_respond:
             member.sync_respond(SyncResult(ErrorCode.unknown_member_id))
 
-    def _remove_member_and_rebalance(self, group: Group, member_id: str) -> None:
+    def _remove_member_and_rebalance(self, group: Group, member_id: str, reason: str = "") -> None:
         self._drop_member(group, member_id)
         now = self.clock()
         if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, now)
+            self._prepare_rebalance(group, now, reason or f"member {member_id} removed")
         elif group.state is S.PREPARING_REBALANCE:
             self._check_join_complete(group)
 
@@ -548,7 +568,10 @@ class GroupCoordinator:
             for mid in [mid for mid, m in group.members.items()
                         if m.deadline_ms <= now and m.join_respond is None and m.sync_respond is None]:
                 if mid in group.members:
-                    self._remove_member_and_rebalance(group, mid)
+                    m = group.members[mid]
+                    notice(log, "group %s: member %s (client %s) expired: no heartbeat within its "
+                           "session.timeout.ms=%d; removing it", group.group_id, mid, m.client_id, m.session_timeout_ms)
+                    self._remove_member_and_rebalance(group, mid, f"member {mid} expired (session timeout)")
             if group.state is S.PREPARING_REBALANCE and now >= group.rebalance_deadline_ms:
                 if group.initial_delay:
                     self._initial_delay_expired(group, now)
@@ -557,9 +580,11 @@ class GroupCoordinator:
             if group.state is S.COMPLETING_REBALANCE and now >= group.sync_deadline_ms:
                 missing = [mid for mid, m in group.members.items() if m.sync_respond is None]
                 for mid in missing:
+                    notice(log, "group %s: member %s (client %s) expired: no SyncGroup within the rebalance "
+                           "timeout; removing it", group.group_id, mid, group.members[mid].client_id)
                     self._drop_member(group, mid)
                 if missing:
-                    self._prepare_rebalance(group, now)
+                    self._prepare_rebalance(group, now, "members missed SyncGroup")
             if group.state is S.EMPTY:
                 self._expire_offsets(group, now)
 
@@ -601,6 +626,8 @@ class GroupCoordinator:
             records.append((encode_key(GroupKey(group.group_id)), None))
             group.transition(S.DEAD, now)
             del self.groups[group.group_id]
+        notice(log, "group %s: %d committed offset(s) expired (offsets.retention.ms=%d)%s", group.group_id,
+               len(expired), retention, "; group metadata removed" if group.state is S.DEAD else "")
         self.persist(group.group_id, records, lambda _err: None)
 
     # ------------------------------------------------------------------ describe / list / delete

@@ -80,7 +80,8 @@ class LogManager:
     def open(self) -> None:
         os.makedirs(self.data_dir, exist_ok=True)
         meta_path = os.path.join(self.data_dir, "meta.json")
-        if os.path.exists(meta_path):
+        fresh = not os.path.exists(meta_path)
+        if not fresh:
             with open(meta_path) as f:
                 meta = json.load(f)
         else:
@@ -102,8 +103,10 @@ class LogManager:
         if clean:
             os.unlink(clean_marker)
         logs = self.all_logs()
-        log.info("opened %d topic(s) in %s (%s shutdown) in %.3fs: validated %d of %d bytes", len(self.topics),
-                 self.data_dir, "clean" if clean else "unclean", time.monotonic() - started,
+        # A data directory this start created has no previous shutdown to report on.
+        state = "new data directory" if fresh else ("clean shutdown" if clean else "unclean shutdown")
+        log.info("opened %d topic(s) in %s (%s) in %.3fs: validated %d of %d bytes", len(self.topics),
+                 self.data_dir, state, time.monotonic() - started,
                  sum(p.recovery_scanned_bytes for p in logs), sum(p.size_bytes for p in logs))
 
     def _open_log(self, topic: Topic, partition: int, point: RecoveryPoint | None, clean: bool) -> PartitionLog:
