@@ -69,10 +69,13 @@ class BrokerConfig:
     offsets_topic_segment_bytes: int = 16 << 20
     log_cleaner_interval_s: float = 30.0
     group: GroupConfig = field(default_factory=GroupConfig)
+    node_id: int = 1  # Kafka's node.id: Metadata, FindCoordinator, replica assignments; kept in meta.json
 
     def describe(self) -> dict[str, str]:
         c = self.log
         return {
+            "node.id": str(self.node_id),
+            "broker.id": str(self.node_id),
             "auto.create.topics.enable": str(self.auto_create_topics).lower(),
             "num.partitions": str(self.num_partitions),
             "socket.request.max.bytes": str(self.socket_request_max_bytes),
@@ -95,10 +98,11 @@ class BrokerConfig:
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.node_id = 1
+        self.node_id = config.node_id
         self.logs = LogManager(config.data_dir, config.fsync, config.log,
                                checkpoint_interval_s=config.checkpoint_interval_s,
                                retention_check_interval_s=config.retention_check_interval_s)
+        self.logs.node_id = config.node_id
         self.logs.default_partitions = config.num_partitions
         self.logs.producer_id_expiration_ms = config.producer_id_expiration_ms
         self.logs.compaction_interval_s = config.log_cleaner_interval_s

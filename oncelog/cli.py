@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--data-dir", required=True, help="directory for logs and metadata")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback)")
     s.add_argument("--port", type=int, default=9092, help="port (0 picks a free one)")
+    s.add_argument("--node-id", type=int, default=1,
+                   help="Kafka's node.id: this broker's id in Metadata and replica assignments (default 1; "
+                        "recorded in the data dir, which then refuses another id)")
     s.add_argument("--advertise", metavar="HOST:PORT", help="address handed to clients in Metadata")
     s.add_argument("--fsync", default="always", help="always | interval:MS | never (default always)")
     s.add_argument("--no-auto-create-topics", action="store_true", help="refuse Metadata for unknown topics")
@@ -166,6 +169,7 @@ def cmd_serve(args) -> int:
     from .broker import Broker, BrokerConfig
     from .groups.coordinator import GroupConfig
     from .server import serve
+    from .storage.log_manager import DataDirMismatch
 
     try:
         fsync = FsyncPolicy.parse(args.fsync)
@@ -173,6 +177,8 @@ def cmd_serve(args) -> int:
                                retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
                                max_message_bytes=args.max_message_bytes)
         log_config.validate()
+        if args.node_id < 0:
+            raise ValueError(f"--node-id must be >= 0, not {args.node_id}")
     except ValueError as exc:
         print(f"oncelog serve: {exc}", file=sys.stderr)
         return 2
@@ -183,9 +189,14 @@ def cmd_serve(args) -> int:
                           offsets_topic_partitions=args.offsets_topic_partitions,
                           offsets_topic_segment_bytes=args.offsets_topic_segment_bytes,
                           log_cleaner_interval_s=args.log_cleaner_interval_ms / 1000,
-                          group=GroupConfig(initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms))
+                          group=GroupConfig(initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms),
+                          node_id=args.node_id)
     _install_uvloop()
-    asyncio.run(serve(Broker(config)))
+    try:
+        asyncio.run(serve(Broker(config)))
+    except DataDirMismatch as exc:
+        print(f"oncelog serve: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

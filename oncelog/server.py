@@ -196,8 +196,8 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
         except (NotImplementedError, RuntimeError):
             pass
     host, port = broker.advertised
-    log.info("listening on %s:%d (advertised as %s:%d), data in %s, fsync %s", sock[0], sock[1], host, port,
-             broker.logs.data_dir, broker.config.fsync)
+    log.info("node %d listening on %s:%d (advertised as %s:%d), data in %s, fsync %s", broker.node_id, sock[0],
+             sock[1], host, port, broker.logs.data_dir, broker.config.fsync)
     print(f"oncelog listening on {sock[0]}:{sock[1]} (advertised {host}:{port})", flush=True)
     if ready is not None:
         ready.set()

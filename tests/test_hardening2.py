@@ -331,3 +331,58 @@ def test_broker_logs_a_member_expiry(broker, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+# ---------------------------------------------------------------- 4. node.id, replica assignments
+
+
+def test_node_id_is_configurable_and_kept_with_the_data(broker_factory):
+    """serve --node-id 7: Metadata, DescribeCluster and FindCoordinator name node 7 and clients
+    work through it; the data dir then refuses another node id, as Kafka's meta.properties."""
+    b = broker_factory("node7", extra_args=["--node-id", "7"])
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    cluster = admin.describe_cluster().result(timeout=30)
+    assert [n.id for n in cluster.nodes] == [7] and cluster.controller.id == 7
+    create_topic(b.bootstrap, "on-node-7", 2)
+    md = admin.list_topics("on-node-7", timeout=30)
+    assert {p.leader for p in md.topics["on-node-7"].partitions.values()} == {7}
+    assert list(md.brokers) == [7]
+    p = ck.Producer({"bootstrap.servers": b.bootstrap})
+    p.produce("on-node-7", value=b"x", partition=1)
+    assert p.flush(30) == 0
+    c = ck.Consumer({"bootstrap.servers": b.bootstrap, "group.id": "node7-group", "auto.offset.reset": "earliest"})
+    c.subscribe(["on-node-7"])
+    msg = None
+    deadline = time.monotonic() + 30
+    while msg is None and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            msg = m
+    c.commit(msg, asynchronous=False)  # through the group coordinator on node 7
+    c.close()
+    assert msg.value() == b"x"
+    assert b.stop() == 0
+    proc = subprocess.run([sys.executable, "-m", "oncelog", "serve", "--data-dir", b.data_dir, "--port", "0",
+                           "--node-id", "8"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "node.id 7" in proc.stderr and "node.id 8" in proc.stderr, proc.stderr
+
+
+def test_create_topics_with_an_unknown_broker_is_invalid_replica_assignment(broker):
+    """Explicit assignments naming a broker that is not registered (or one broker twice, or an
+    empty list) are INVALID_REPLICA_ASSIGNMENT (39), as Kafka; naming this broker works."""
+    from confluent_kafka.admin import NewPartitions, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for assignment in ([[1], [2]], [[1, 1]], [[1, 2]]):
+        fut = admin.create_topics([NewTopic("assigned", len(assignment), replica_assignment=assignment)])["assigned"]
+        with pytest.raises(ck.KafkaException) as info:
+            fut.result(timeout=30)
+        assert info.value.args[0].code() == ck.KafkaError.INVALID_REPLICA_ASSIGNMENT == 39, (assignment, info.value)
+    admin.create_topics([NewTopic("assigned", 2, replica_assignment=[[1], [1]])])["assigned"].result(timeout=30)
+    assert len(admin.list_topics("assigned", timeout=30).topics["assigned"].partitions) == 2
+    fut = admin.create_partitions([NewPartitions("assigned", 3, replica_assignment=[[5]])])["assigned"]
+    with pytest.raises(ck.KafkaException) as info:
+        fut.result(timeout=30)
+    assert info.value.args[0].code() == 39
+    admin.create_partitions([NewPartitions("assigned", 3, replica_assignment=[[1]])])["assigned"].result(timeout=30)
+    assert len(admin.list_topics("assigned", timeout=30).topics["assigned"].partitions) == 3

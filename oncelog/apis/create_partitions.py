@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import errors
 from ._base import NO_THROTTLE, OK, build, response_module
+from .create_topics import check_assignments
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -17,9 +18,7 @@ def handle(ctx, request):
         code, message = OK, None
         try:
             if t.assignments:
-                for a in t.assignments:
-                    if tuple(a.broker_ids) != (ctx.broker.node_id,):
-                        raise errors.InvalidReplicationFactor(f"assignment {list(a.broker_ids)} names unknown brokers")
+                check_assignments([list(a.broker_ids) for a in t.assignments], ctx.broker.node_id)
             ctx.broker.logs.create_partitions(t.name, t.count, validate_only=request.validate_only)
         except errors.KafkaError as exc:
             code, message = errors.error_code_for(exc), str(exc)

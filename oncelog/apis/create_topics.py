@@ -1,7 +1,9 @@
 """CreateTopics (key 19), v2-7.
 
-Replication factor must be 1 or -1 (one broker); explicit replica assignments must name only
-this broker. ``validate_only`` checks everything and creates nothing. Configs use Kafka's names
+Replication factor must be 1 or -1 (one broker). Explicit replica assignments are checked as
+Kafka's ReplicationControlManager does (INVALID_REPLICA_ASSIGNMENT): partition indexes 0..n-1, no
+empty list, no broker twice, every broker registered (here: only this broker's node.id), the
+same number of replicas for every partition. ``validate_only`` checks everything and creates nothing. Configs use Kafka's names
 (see :data:`oncelog.storage.partition_log.CONFIG_NAMES`); an unknown one is INVALID_CONFIG.
 v5+ answers with the topic's partitions, replication factor and effective configs.
 """
@@ -31,9 +33,9 @@ def handle(ctx, request):
             if t.assignments:
                 if partitions != -1 or t.replication_factor != -1:
                     raise errors.InvalidRequest("give either assignments or partition count and replication factor")
-                for a in t.assignments:
-                    if tuple(a.broker_ids) != (ctx.broker.node_id,):
-                        raise errors.InvalidReplicationFactor(f"assignment {list(a.broker_ids)} names brokers other than {ctx.broker.node_id}")
+                if sorted(a.partition_index for a in t.assignments) != list(range(len(t.assignments))):
+                    raise errors.InvalidReplicaAssignment("partitions should be a consecutive 0-based integer sequence")
+                check_assignments([list(a.broker_ids) for a in t.assignments], ctx.broker.node_id)
                 partitions = len(t.assignments)
             elif partitions == -1:
                 partitions = ctx.broker.config.num_partitions
@@ -54,6 +56,28 @@ def handle(ctx, request):
                              num_partitions=topic.partitions if topic else -1,
                              replication_factor=1 if topic else -1, configs=configs))
     return build(m.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+def check_assignments(assignments: list[list[int]], node_id: int) -> None:
+    """Kafka's validateManualPartitionAssignment, for a cluster of one broker."""
+    replicas = None
+    for brokers in assignments:
+        if not brokers:
+            raise errors.InvalidReplicaAssignment("The manual partition assignment includes an empty replica list.")
+        seen = set()
+        for b in brokers:
+            if b in seen:
+                raise errors.InvalidReplicaAssignment(
+                    f"The manual partition assignment includes the broker {b} more than once.")
+            seen.add(b)
+            if b != node_id:
+                raise errors.InvalidReplicaAssignment(
+                    f"The manual partition assignment includes broker {b}, but no such broker is registered.")
+        if replicas is not None and len(brokers) != replicas:
+            raise errors.InvalidReplicaAssignment(
+                f"The manual partition assignment includes a partition with {len(brokers)} replica(s), but this is "
+                f"not consistent with previous partitions, which have {replicas} replica(s).")
+        replicas = len(brokers)
 
 
 def _zero():

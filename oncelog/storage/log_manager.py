@@ -2,7 +2,7 @@
 
 Layout of ``--data-dir``::
 
-    meta.json                  {"format": 1, "cluster_id": ..., "node_id": 1}
+    meta.json                  {"format": 1, "cluster_id": ..., "node_id": N}  (serve --node-id, default 1)
     topics.json                {name: {"topic_id": uuid, "partitions": n, "configs": {..}}}
     recovery-checkpoint.json   {"topic/partition": [segment_base, position, next_offset]}
     .clean-shutdown            present only between a clean stop and the next start
@@ -60,6 +60,10 @@ class Topic:
     logs: list[PartitionLog] = field(default_factory=list)
 
 
+class DataDirMismatch(RuntimeError):
+    """The data directory belongs to another node (Kafka refuses to start likewise)."""
+
+
 class LogManager:
     def __init__(self, data_dir: str, policy: FsyncPolicy, default_config: LogConfig,
                  checkpoint_interval_s: float = 10.0, retention_check_interval_s: float = 300.0) -> None:
@@ -84,8 +88,11 @@ class LogManager:
         if not fresh:
             with open(meta_path) as f:
                 meta = json.load(f)
+            if meta["node_id"] != self.node_id:
+                raise DataDirMismatch(f"{meta_path} says node.id {meta['node_id']}, but this broker is configured "
+                                      f"with node.id {self.node_id}: refusing to serve another node's data")
         else:
-            meta = {"format": 1, "cluster_id": _cluster_id(), "node_id": 1}
+            meta = {"format": 1, "cluster_id": _cluster_id(), "node_id": self.node_id}
             atomic_write(meta_path, json.dumps(meta))
         self.cluster_id, self.node_id = meta["cluster_id"], meta["node_id"]
         clean_marker = os.path.join(self.data_dir, ".clean-shutdown")
