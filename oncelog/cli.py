@@ -139,9 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="wait this long for open transactions to finish first (default: --timeout)")
     au.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="extra client property")
 
-    demo = sub.add_parser("demo", help="the main job: start a broker, produce and consume a sample")
-    demo.add_argument("--records", type=int, default=100_000)
-    demo.add_argument("--data-dir", default=None, help="keep the broker's data here (default: a temp dir)")
+    demo = sub.add_parser("demo", help="the main job: an exactly-once Spark pipeline through crashes, audited",
+                          description="Start a broker, write an orders stream (some transactions aborted), run "
+                                      "a Spark streaming job (enrichment + stateful aggregates) through the "
+                                      "connector while SIGKILLing the driver and the broker, then prove "
+                                      "exactly-once. Exit 0 only if it held.")
+    from .demo import add_arguments as _demo_arguments
+
+    _demo_arguments(demo)
     return p
 
 

@@ -1,0 +1,15 @@
+"""The exactly-once pipeline behind ``oncelog demo`` and ``python -m bench pipeline``.
+
+* :mod:`.events`: the "orders" event stream: a seeded generator (customers, amounts, event
+  times, invalid events, late and out-of-order events) written with a transactional
+  confluent-kafka producer, some transactions aborted on purpose; and the rules the job
+  applies (validation, amount classes, windows, watermark), in plain Python for the ground truth.
+* :mod:`.job`: the PySpark Structured Streaming job (a driver process of its own): per-event
+  enrichment written through ``format("oncelog")``, and two stateful aggregations on the
+  RocksDB state store written from ``foreachBatch`` with ``txnAppId``/``txnVersion``.
+* :mod:`.procs`: the Spark driver as a killable process group.
+* :mod:`.observe`: a read_committed reader that counts (and times) outputs as they appear.
+* :mod:`.verify`: the end-of-run proof: the auditor on the per-event output, and the aggregates
+  against a ground truth recomputed from the committed input.
+* :mod:`.run`: the orchestration (broker, generator, driver, chaos, drain, verify).
+"""

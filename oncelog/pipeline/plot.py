@@ -1,0 +1,61 @@
+"""The demo's picture: rows/s over time, with the crashes marked (matplotlib, PNG)."""
+
+from __future__ import annotations
+
+
+def rates(samples: list[tuple[float, int, int]], t0: float, window: float = 2.0):
+    """(t, produced/s, output rows/s) from cumulative samples, each rate over the last ``window`` s."""
+    out = []
+    j = 0
+    for i, (t, produced, rows) in enumerate(samples):
+        while j < i and t - samples[j][0] > window:
+            j += 1
+        if j == i:
+            continue
+        dt = t - samples[j][0]
+        if dt <= 0:
+            continue
+        out.append((t - t0, (produced - samples[j][1]) / dt, (rows - samples[j][2]) / dt))
+    return out
+
+
+MARKS = {
+    "driver-kill": ("tab:red", "-", "driver SIGKILL"),
+    "broker-kill": ("tab:purple", "--", "broker SIGKILL"),
+    "task-fault": ("tab:orange", ":", "task failure (retried)"),
+    "driver-exit": ("tab:brown", "-.", "driver exited"),
+    "recovered": ("tab:green", ":", "progress again"),
+}
+
+
+def plot(path: str, samples, t0: float, timeline: list[dict], *, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = rates(samples, t0)
+    fig, ax = plt.subplots(figsize=(11, 4.8), dpi=110)
+    if series:
+        ts = [s[0] for s in series]
+        ax.plot(ts, [s[2] for s in series], color="tab:blue", lw=1.6, label="output rows/s (read_committed)")
+        ax.plot(ts, [s[1] for s in series], color="tab:gray", lw=1.0, alpha=0.7,
+                label="input events/s (committed)")
+    labelled = set()
+    for ev in timeline:
+        mark = MARKS.get(ev["kind"])
+        if mark is None:
+            continue
+        color, style, label = mark
+        ax.axvline(ev["t"], color=color, ls=style, lw=1.4 if ev["kind"] != "recovered" else 1.0,
+                   label=None if label in labelled else label)
+        labelled.add(label)
+    ax.set_xlabel("seconds since start")
+    ax.set_ylabel("rows per second")
+    ax.set_title(title, fontsize=10)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8, framealpha=0.85)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

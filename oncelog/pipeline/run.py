@@ -1,0 +1,397 @@
+"""The whole pipeline run: broker, generator, Spark driver, chaos, drain, proof.
+
+:class:`Pipeline` is used by ``oncelog demo`` (with chaos) and by ``python -m bench pipeline``
+(without). It runs in the calling thread; the caller sees what happens through ``on_event``
+(one call per thing that happened, for a log line) and ``on_tick`` (about four times a second,
+for progress bars); :attr:`Pipeline.state` holds the live counts.
+
+Chaos, when asked for: ``driver_kills`` SIGKILLs of the Spark driver's process group and
+``broker_kills`` SIGKILLs of the broker (restarted on the same data directory and port), in a
+seeded random order, each at a random moment (0.5-3 s) after the driver has made progress in its
+current run (a micro-batch of the enrichment query committed, so output became visible), so
+every run moves the pipeline forward and every kill has work in flight to recover.
+After a driver kill the driver is started again at once from its checkpoints; a driver that exits
+by itself (its queries failed more often than it restarts them) is started again too. One write
+task fails on purpose (``ONCELOG_SPARK_TASK_FAULT=exit``: its Python worker dies after sending its
+rows, its transaction left open) in the second run; Spark retries it (``local[N,3]``).
+
+When the generator is done and the chaos is over, the driver is asked to drain (a marker file):
+it processes all available input and exits. Then :mod:`.verify` proves the result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ..process import BrokerProcess
+from .events import Generator, GeneratorConfig, WindowRule, create_topics, max_offsets_per_trigger, STEP_MS
+from .observe import OutputObserver
+from .procs import SparkDriver
+
+INPUT, ENRICHED, TOTALS = "orders", "orders-enriched", "customer-window-totals"
+PARTITIONS = {INPUT: 4, ENRICHED: 4, TOTALS: 2}
+
+
+def with_task_retries(master: str, attempts: int = 3) -> str:
+    """``local[N]`` allows one attempt per task: make it ``local[N,attempts]`` so a failed task is
+    retried (a cluster master already retries 4 times)."""
+    m = re.fullmatch(r"local(?:\[(\d+|\*)\])?", master.strip())
+    if m:
+        return f"local[{m.group(1) or 1},{attempts}]"
+    return master
+
+
+@dataclass
+class PipelineConfig:
+    records: int = 200_000
+    master: str = "local[2]"
+    guarantee: str = "exactly-once"
+    driver_kills: int = 3
+    broker_kills: int = 1
+    task_fault: bool = True
+    seed: int = 1
+    data_dir: str | None = None
+    trigger_ms: int = 1000
+    produce_seconds: float = 90.0  # pace the generator over this long (0: as fast as it goes)
+    txn_size: int = 500
+    drain_timeout: float = 300.0
+    keep_data: bool = False
+
+
+@dataclass
+class State:
+    phase: str = "starting"
+    t0: float = field(default_factory=time.time)
+    generator: object = None  # GeneratorStats
+    output_rows: int = 0
+    driver_kills: int = 0
+    broker_kills: int = 0
+    driver_exits: int = 0  # driver runs that ended by themselves (not killed by us)
+    task_failures: int = 0
+    query_restarts: int = 0  # in-driver restarts of failed queries
+    runs: int = 0
+    recovered: int = 0  # restarts (driver or broker) after which the pipeline made progress again
+    timeline: list[dict] = field(default_factory=list)
+    restarts: list[dict] = field(default_factory=list)  # per driver run: start-up timings
+    batches: list[dict] = field(default_factory=list)
+    samples: list[tuple[float, int, int]] = field(default_factory=list)  # (t, produced committed, output rows)
+
+
+class Pipeline:
+    def __init__(self, cfg: PipelineConfig, *, on_event=None, on_tick=None) -> None:
+        self.cfg = cfg
+        self.on_event = on_event or (lambda kind, text, **kw: None)
+        self.on_tick = on_tick or (lambda state: None)
+        self.state = State()
+        self.master = with_task_retries(cfg.master)
+        self.rng = random.Random(cfg.seed * 7919 + 17)
+        self.own_dir = cfg.data_dir is None
+        self.dir = cfg.data_dir or tempfile.mkdtemp(prefix="oncelog-demo-")
+        self.broker: BrokerProcess | None = None
+        self.driver: SparkDriver | None = None
+        self.generator: Generator | None = None
+        self.observer: OutputObserver | None = None
+        self._progress_pos = 0
+        self._run_progress = False  # the current driver run completed a batch with input
+        self._run_started_at = 0.0
+        self._run_first_batch: float | None = None
+        self._pending_recovery: dict | None = None
+        self.max_per_trigger = max_offsets_per_trigger(cfg.records)
+        self.rule = WindowRule(self.max_per_trigger * STEP_MS)
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.dir, *parts)
+
+    def now(self) -> float:
+        return time.time() - self.state.t0
+
+    def event(self, kind: str, text: str, **info) -> None:
+        rec = {"t": round(self.now(), 2), "kind": kind, "text": text, **info}
+        self.state.timeline.append(rec)
+        self.on_event(kind, text, **info)
+
+    def tick(self) -> None:
+        st = self.state
+        if self.observer is not None:
+            st.output_rows = self.observer.count
+        if self.generator is not None:
+            st.generator = self.generator.stats
+        self._read_progress()
+        if self.cfg.task_fault and not st.task_failures and os.path.exists(self.path("task-fault.once")):
+            st.task_failures = 1
+            self.event("task-fault", "a write task's Python worker died (injected); Spark retries the task")
+        now = time.time()
+        if not st.samples or now - st.samples[-1][0] >= 0.5:
+            committed = self.generator.stats.committed if self.generator else 0
+            st.samples.append((now, committed, st.output_rows))
+        self.on_tick(st)
+
+    def _read_progress(self) -> None:
+        path = self.path("progress.jsonl")
+        try:
+            with open(path) as f:
+                f.seek(self._progress_pos)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        end = data.rfind("\n")
+        if end < 0:
+            return
+        self._progress_pos += len(data[:end + 1].encode())
+        for line in data[:end].splitlines():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if self.driver is None or ev.get("run") != self.driver.runs:
+                continue  # a line from a run killed before we read it
+            kind = ev.get("event")
+            if kind == "batch":
+                self.state.batches.append({**ev, "t": ev["t"] - self.state.t0})
+                if ev.get("rows", 0) > 0 and ev.get("query") == "enrich" and not self._run_progress:
+                    self._run_progress = True
+                    self._run_first_batch = time.time()
+                    took = self._run_first_batch - self._run_started_at
+                    if self.state.restarts:
+                        self.state.restarts[-1]["first_batch_s"] = round(took, 2)
+                    self.event("driver-progress", f"driver run {self.driver.runs}: first micro-batch with input done "
+                                                  f"{took:.1f}s after launch ({ev['query']}, batch {ev['batch']}, "
+                                                  f"{ev['rows']:,} rows)")
+                if self._pending_recovery is not None and ev.get("rows", 0) > 0:
+                    rec = self._pending_recovery
+                    self._pending_recovery = None
+                    self.state.recovered += 1
+                    self.event("recovered", f"recovered from the {rec['what']} in {time.time() - rec['at']:.1f}s",
+                               what=rec["what"], seconds=round(time.time() - rec["at"], 2))
+            elif kind == "session":
+                if self.state.restarts:
+                    self.state.restarts[-1]["session_s"] = ev.get("seconds")
+            elif kind == "query-failed":
+                self.state.query_restarts += 1
+                self.event("query-failed", f"query {ev['query']} failed, restarting it from its checkpoint: "
+                                           f"{ev.get('error', '')[:160]}")
+
+    def sleep(self, seconds: float) -> None:
+        end = time.time() + seconds
+        while True:
+            self.tick()
+            self._watch_driver()
+            left = end - time.time()
+            if left <= 0:
+                return
+            time.sleep(min(0.25, left))
+
+    # -- processes --------------------------------------------------------------------------------
+    def _start_driver(self) -> None:
+        extra = {}
+        if self.cfg.task_fault and (self.driver.runs >= 1 or self.cfg.driver_kills == 0):
+            extra = {"ONCELOG_SPARK_TASK_FAULT": "exit", "ONCELOG_SPARK_TASK_FAULT_ONCE": self.path("task-fault.once")}
+        self._run_progress = False
+        self._run_first_batch = None
+        self._run_started_at = time.time()
+        pid = self.driver.start(extra_env=extra)
+        self.state.runs = self.driver.runs
+        self.state.restarts.append({"run": self.driver.runs, "launched_at": round(self.now(), 2)})
+        self.event("driver-start", f"driver run {self.driver.runs} launched (pid {pid}, its own process group)")
+
+    def _watch_driver(self) -> None:
+        """Start the driver again if it exited by itself (not during the final drain's exit)."""
+        d = self.driver
+        if d is None or d.proc is None or d.alive():
+            return
+        rc = d.poll()
+        if self.state.phase == "draining" and rc == 0:
+            return
+        self.state.driver_exits += 1
+        self.event("driver-exit", f"driver run {d.runs} exited by itself (code {rc}); starting it again",
+                   code=rc)
+        d.wait(1)
+        self._pending_recovery = self._pending_recovery or {"what": "driver exit", "at": time.time()}
+        self._start_driver()
+
+    def _kill_driver(self) -> None:
+        n = self.driver.kill()
+        self.state.driver_kills += 1
+        self.event("driver-kill", f"SIGKILL to the driver's process group (run {self.driver.runs}, {n} processes)",
+                   run=self.driver.runs)
+        self._pending_recovery = {"what": "driver SIGKILL", "at": time.time()}
+        self._start_driver()
+
+    def _kill_broker(self) -> None:
+        self.broker.kill()
+        self.state.broker_kills += 1
+        self.event("broker-kill", f"SIGKILL to the broker (pid {self.broker.proc.pid})")
+        self.sleep(self.rng.uniform(0.5, 2.0))
+        t = time.time()
+        self.broker.restart()
+        self.event("broker-up", f"broker restarted on the same data and port {self.broker.port} "
+                                f"in {time.time() - t:.1f}s")
+        self._pending_recovery = {"what": "broker SIGKILL", "at": time.time()}
+
+    def _wait_for_progress(self, timeout: float = 240.0) -> bool:
+        """Until the current driver run completed a micro-batch with input (or, with nothing left
+        to read, has been up a while)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            self.sleep(0.25)
+            if self._run_progress:
+                return True
+            gen = self.generator.stats if self.generator else None
+            idle = gen is not None and gen.done and self.state.output_rows >= gen.committed
+            if idle and time.time() - self._run_started_at > 20:
+                return True
+        return False
+
+    # -- the run ----------------------------------------------------------------------------------
+    def setup(self) -> None:
+        cfg = self.cfg
+        if not self.own_dir and os.path.exists(self.dir) and os.listdir(self.dir):
+            raise ValueError(f"--data-dir {self.dir} is not empty: give a new or empty directory")
+        os.makedirs(self.dir, exist_ok=True)
+        self.state.phase = "broker"
+        self.broker = BrokerProcess(self.path("broker"), fsync="always", log_path=self.path("broker.log"))
+        self.broker.start()
+        self.event("broker-up", f"broker listening on {self.broker.bootstrap} (data in {self.broker.data_dir})")
+        create_topics(self.broker.bootstrap, PARTITIONS)
+        self.driver = SparkDriver(
+            ["--bootstrap", self.broker.bootstrap, "--input", INPUT, "--enriched", ENRICHED, "--totals", TOTALS,
+             "--checkpoint", self.path("checkpoints"), "--app-id", "oncelog-demo",
+             "--master", self.master, "--guarantee", cfg.guarantee, "--trigger-ms", str(cfg.trigger_ms),
+             "--max-per-trigger", str(self.max_per_trigger), "--progress", self.path("progress.jsonl"),
+             "--drain", self.path("drain")],
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
+            log_path=self.path("driver.log"))
+        # PYSPARK_PYTHON: Spark's Python workers must run this interpreter (pyarrow, oncelog), not
+        # whatever python3 is on the PATH.
+
+    def start_generator(self, rate: float | None) -> threading.Thread:
+        cfg = self.cfg
+        gcfg = GeneratorConfig(records=cfg.records, partitions=PARTITIONS[INPUT], txn_size=cfg.txn_size, rate=rate,
+                               seed=cfg.seed)
+        self.generator = Generator(self.broker.bootstrap, INPUT, gcfg)
+        thread = threading.Thread(target=self._generate, daemon=True, name="generator")
+        thread.start()
+        return thread
+
+    def _generate(self) -> None:
+        try:
+            self.generator.run()
+        except Exception:  # recorded in stats.error
+            pass
+
+    def run_chaos(self) -> None:
+        cfg = self.cfg
+        plan = ["driver"] * cfg.driver_kills + ["broker"] * cfg.broker_kills
+        self.rng.shuffle(plan)
+        self.state.phase = "chaos"
+        for what in plan:
+            if not self._wait_for_progress():
+                self.event("warning", "the driver made no progress for 240s; injecting the fault anyway")
+            self.sleep(self.rng.uniform(0.5, 3.0))
+            if what == "driver":
+                self._kill_driver()
+            else:
+                self._kill_broker()
+
+    def drain(self) -> None:
+        self.state.phase = "producing"
+        while self.generator is not None and not self.generator.stats.done:
+            self.sleep(0.25)
+        if self.generator is not None and self.generator.stats.error:
+            raise RuntimeError(f"the generator failed: {self.generator.stats.error}")
+        self.state.phase = "draining"
+        self.event("drain", "input complete: asking the driver to process everything available and stop")
+        open(self.path("drain"), "w").close()
+        deadline = time.time() + self.cfg.drain_timeout
+        while time.time() < deadline:
+            self.sleep(0.25)
+            if self.driver.poll() == 0:
+                self.driver.wait(5)
+                self.event("drained", f"driver run {self.driver.runs} processed all input and stopped")
+                return
+        raise RuntimeError(f"the driver did not finish draining in {self.cfg.drain_timeout:.0f}s; "
+                           f"see {self.path('driver.log')}")
+
+    def close(self, *, remove: bool) -> None:
+        if self.observer is not None:
+            self.observer.stop()
+        if self.driver is not None and self.driver.alive():
+            self.driver.kill()
+        if self.broker is not None:
+            self.broker.stop()
+        if remove and self.own_dir and not self.cfg.keep_data:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def verify(self) -> dict:
+        from ..audit import audit
+        from .verify import check_aggregate, ground_truth, totals_key
+
+        self.state.phase = "verifying"
+        bootstrap = self.broker.bootstrap
+        t = time.time()
+        aud = audit(bootstrap, [INPUT], [ENRICHED], timeout=60)
+        self.event("audit", f"auditor: {aud.input_records:,} committed inputs, {aud.output_records:,} outputs, "
+                            f"lost {aud.lost}, duplicated {aud.duplicated}, aborted reads {aud.aborted_reads}, "
+                            f"phantom {aud.phantom} ({time.time() - t:.1f}s)")
+        t = time.time()
+        truth = ground_truth(bootstrap, INPUT, self.rule)
+        totals = check_aggregate(bootstrap, TOTALS, truth.totals,
+                                 lambda d: totals_key(d["customer"], int(d["window_start_ms"])))
+        match = totals.ok and truth.ambiguous == 0
+        self.event("aggregates", f"aggregates vs ground truth: {totals.matching:,} of {totals.expected_keys:,} "
+                                 f"(customer, window) totals equal "
+                                 f"({'match' if match else 'MISMATCH'}; {time.time() - t:.1f}s)")
+        st = self.state
+        gen = self.generator.stats if self.generator else None
+        return {
+            "exactly_once": aud.ok and match,
+            "delivery_guarantee": self.cfg.guarantee,
+            "input_records": aud.input_records,
+            "output_records": aud.output_records,
+            "lost": aud.lost, "duplicated": aud.duplicated, "aborted_reads": aud.aborted_reads, "phantom": aud.phantom,
+            "aborted_input_records": aud.aborted_inputs,
+            "open_transactions": aud.open_transactions,
+            "audit_examples": aud.examples,
+            "aggregates_match": match,
+            "aggregates": totals.to_dict(),
+            "aggregate_duplicate_writes": totals.duplicate_writes,
+            "ground_truth": {"committed": truth.committed, "valid": truth.valid, "invalid": truth.invalid,
+                             "customers": truth.customers, "windows": truth.windows, "keys": len(truth.totals),
+                             "late_kept": truth.late_kept, "late_dropped_by_watermark": truth.late_dropped,
+                             "ambiguous": truth.ambiguous},
+            "driver_kills": st.driver_kills, "broker_kills": st.broker_kills, "task_failures": st.task_failures,
+            "driver_exits": st.driver_exits, "query_restarts": st.query_restarts, "driver_runs": st.runs,
+            "recoveries": st.recovered,
+            "master": self.master, "master_requested": self.cfg.master,
+            "records_requested": self.cfg.records, "seed": self.cfg.seed,
+            "generator": None if gen is None else {
+                "produced": gen.produced, "committed": gen.committed, "aborted_on_purpose": gen.aborted,
+                "aborted_after_errors": gen.failed, "transactions": gen.transactions,
+                "aborted_transactions": gen.aborted_transactions, "retried_transactions": gen.retried_transactions,
+                "invalid": gen.invalid, "late_within_watermark": gen.late_ok, "late_beyond_watermark": gen.too_late},
+            "driver_restarts": st.restarts,
+            "timeline": st.timeline,
+        }
+
+    def execute(self) -> dict:
+        """Set up, run with chaos, drain and verify; returns the report (without ``seconds``)."""
+        cfg = self.cfg
+        self.setup()
+        self.observer = OutputObserver(self.broker.bootstrap, ENRICHED, PARTITIONS[ENRICHED])
+        self.observer.start()
+        self._start_driver()
+        self.state.phase = "producing"
+        self.start_generator(cfg.records / cfg.produce_seconds if cfg.produce_seconds else None)
+        self.run_chaos()
+        self.drain()
+        return self.verify()
