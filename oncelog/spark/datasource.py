@@ -80,6 +80,12 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         tps = self.planner.partitions()
+        if self.opts.starting.kind == "latest":
+            # "latest" is a moment, not a position: Spark does not checkpoint a source's start,
+            # and calls initialOffset() again when a restart replays batch 0. So the start is
+            # LATEST (-1) and the first latestOffset() turns it into positions, which Spark
+            # does checkpoint as batch 0's end; batch 0 itself reads nothing.
+            return off.canonical({tp: off.LATEST for tp in tps})
         return off.canonical(self.planner.resolve(self.opts.starting, tps, default_kind="latest"))
 
     def getDefaultReadLimit(self):
@@ -99,6 +105,11 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                         f"{start_o[tp]} on can no longer be read")
             del start_o[tp]
         available = self.planner.available(tps)
+        if self._target is not None:
+            available = {tp: min(e, self._target.get(tp, e)) for tp, e in available.items()}
+        unresolved = {tp for tp, o in start_o.items() if o == off.LATEST}
+        if unresolved:  # the first batch of a query started at "latest": fix its positions
+            return off.canonical({**start_o, **{tp: available[tp] for tp in unresolved if tp in available}})
         for tp, end in list(available.items()):
             if tp in start_o and end < start_o[tp]:
                 handle_data_loss(self.opts, f"{tp[0]}-{tp[1]}: the log now ends at {end}, before the query's position "

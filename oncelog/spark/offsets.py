@@ -22,6 +22,9 @@ from dataclasses import dataclass
 
 Offsets = dict[tuple[str, int], int]
 
+# A start position not yet resolved: the end of the partition when the first batch is planned.
+LATEST = -1
+
 
 def to_json(offsets: Offsets) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
@@ -96,6 +99,8 @@ def ranges(start: Offsets, end: Offsets) -> list[OffsetRange]:
     for (topic, partition) in sorted(end):
         s = start.get((topic, partition), 0)
         e = end[(topic, partition)]
+        if s == LATEST:
+            s = e
         if e > s:
             out.append(OffsetRange(topic, partition, s, e))
     return out
