@@ -104,7 +104,8 @@ class Pipeline:
         self._run_progress = False  # the current driver run completed a batch with input
         self._run_started_at = 0.0
         self._run_first_batch: float | None = None
-        self._pending_recovery: dict | None = None
+        self._pending_recovery: list[dict] = []  # crashes not yet followed by progress
+        self._progress_after = 0.0  # only batches completed after this (time.time()) count as progress
         self.max_per_trigger = max_offsets_per_trigger(cfg.records)
         self.rule = WindowRule(self.max_per_trigger * STEP_MS)
 
@@ -158,21 +159,25 @@ class Pipeline:
             kind = ev.get("event")
             if kind == "batch":
                 self.state.batches.append({**ev, "t": ev["t"] - self.state.t0})
-                if ev.get("rows", 0) > 0 and ev.get("query") == "enrich" and not self._run_progress:
-                    self._run_progress = True
+                # Progress: the enrichment query committed a batch with input (output became
+                # visible), completed after the last restart of the driver or the broker.
+                if ev.get("rows", 0) <= 0 or ev.get("query") != "enrich" or ev["t"] <= self._progress_after:
+                    continue
+                if not self._run_first_batch:
                     self._run_first_batch = time.time()
                     took = self._run_first_batch - self._run_started_at
                     if self.state.restarts:
                         self.state.restarts[-1]["first_batch_s"] = round(took, 2)
-                    self.event("driver-progress", f"driver run {self.driver.runs}: first micro-batch with input done "
-                                                  f"{took:.1f}s after launch ({ev['query']}, batch {ev['batch']}, "
+                    self.event("driver-progress", f"driver run {self.driver.runs}: first micro-batch with input "
+                                                  f"committed {took:.1f}s after launch (batch {ev['batch']}, "
                                                   f"{ev['rows']:,} rows)")
-                if self._pending_recovery is not None and ev.get("rows", 0) > 0:
-                    rec = self._pending_recovery
-                    self._pending_recovery = None
+                self._run_progress = True
+                for rec in self._pending_recovery:
                     self.state.recovered += 1
-                    self.event("recovered", f"recovered from the {rec['what']} in {time.time() - rec['at']:.1f}s",
+                    self.event("recovered", f"recovered from the {rec['what']}: output again "
+                                            f"{time.time() - rec['at']:.1f}s after it",
                                what=rec["what"], seconds=round(time.time() - rec["at"], 2))
+                self._pending_recovery = []
             elif kind == "session":
                 if self.state.restarts:
                     self.state.restarts[-1]["session_s"] = ev.get("seconds")
@@ -216,7 +221,7 @@ class Pipeline:
         self.event("driver-exit", f"driver run {d.runs} exited by itself (code {rc}); starting it again",
                    code=rc)
         d.wait(1)
-        self._pending_recovery = self._pending_recovery or {"what": "driver exit", "at": time.time()}
+        self._pending_recovery.append({"what": "driver exit", "at": time.time()})
         self._start_driver()
 
     def _kill_driver(self) -> None:
@@ -224,10 +229,11 @@ class Pipeline:
         self.state.driver_kills += 1
         self.event("driver-kill", f"SIGKILL to the driver's process group (run {self.driver.runs}, {n} processes)",
                    run=self.driver.runs)
-        self._pending_recovery = {"what": "driver SIGKILL", "at": time.time()}
+        self._pending_recovery.append({"what": "driver SIGKILL", "at": time.time()})
         self._start_driver()
 
     def _kill_broker(self) -> None:
+        killed_at = time.time()
         self.broker.kill()
         self.state.broker_kills += 1
         self.event("broker-kill", f"SIGKILL to the broker (pid {self.broker.proc.pid})")
@@ -236,7 +242,9 @@ class Pipeline:
         self.broker.restart()
         self.event("broker-up", f"broker restarted on the same data and port {self.broker.port} "
                                 f"in {time.time() - t:.1f}s")
-        self._pending_recovery = {"what": "broker SIGKILL", "at": time.time()}
+        self._pending_recovery.append({"what": "broker SIGKILL", "at": killed_at})
+        self._progress_after = time.time()
+        self._run_progress = False  # the next crash waits until the pipeline moved on again
 
     def _wait_for_progress(self, timeout: float = 240.0) -> bool:
         """Until the current driver run completed a micro-batch with input (or, with nothing left
