@@ -8,4 +8,8 @@ if __name__ == "__main__":
         from .spark import main as spark_main
 
         sys.exit(spark_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "pipeline":
+        from .pipeline import main as pipeline_main
+
+        sys.exit(pipeline_main(sys.argv[2:]))
     sys.exit(main())

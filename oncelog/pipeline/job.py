@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 import traceback
+from datetime import datetime
 
 from .events import WATERMARK_DELAY_MS, WINDOW_MS
 
@@ -183,7 +184,11 @@ def main(argv=None) -> int:
                 ms = (p.get("durationMs") or {}).get("triggerExecution")
                 if ms is None:
                     continue
-                plog.write("batch", query=name, batch=p["batchId"], rows=rows, ms=ms,
+                try:  # when the batch ended: its trigger's start plus its duration
+                    end = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() + ms / 1000
+                except (KeyError, ValueError):
+                    end = time.time()
+                plog.write("batch", query=name, batch=p["batchId"], rows=rows, ms=ms, end=round(end, 3),
                            watermark=(p.get("eventTime") or {}).get("watermark"),
                            durations={k: v for k, v in (p.get("durationMs") or {}).items() if k != "triggerExecution"})
 

@@ -1,0 +1,208 @@
+"""``python -m bench pipeline``: the demo's pipeline end to end, exactly-once against at-least-once.
+
+The job is ``oncelog demo``'s (:mod:`oncelog.pipeline.job`: enrichment through the streaming
+sink, per-customer/per-window totals on RocksDB through ``foreachBatch``), the same trigger and
+``maxOffsetsPerTrigger`` for both guarantees, one broker (``--fsync always``, as the demo), no
+chaos. Per guarantee, a fresh driver process and fresh topics:
+
+1. warm-up: a few thousand events, until their output is visible (JVM, Python workers, first
+   micro-batches: not measured);
+2. throughput: ``--records`` events written as fast as the transactional producer goes; input
+   rows/s = committed events / (last micro-batch of both queries done - first event sent). Both
+   queries must have read everything: the slower one decides;
+3. latency: events at a steady ``--rate`` for ``--latency-seconds``; for each enriched output,
+   the time from its input's produce call (the record's CreateTime, carried in the output as
+   ``in_ts_ms``) to the moment a read_committed consumer got it; p50 and p99.
+
+Rounds alternate the order of the two guarantees; medians across rounds are reported. Target:
+exactly-once throughput at least 0.85x at-least-once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+GUARANTEES = ("exactly-once", "at-least-once")
+
+
+def _progress(path: str) -> list[dict]:
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def _rows_done(events: list[dict], query: str) -> tuple[int, float]:
+    """Rows read by ``query`` so far and when its last batch with input finished."""
+    rows, last = 0, 0.0
+    for e in events:
+        if e.get("event") == "batch" and e.get("query") == query:
+            rows += e.get("rows", 0)
+            if e.get("rows", 0):
+                last = max(last, e.get("end", e["t"]))
+    return rows, last
+
+
+class Cell:
+    """One guarantee: a driver, its topics, an observer of its enriched output."""
+
+    def __init__(self, root: str, bootstrap: str, guarantee: str, args) -> None:
+        from oncelog.pipeline.events import create_topics
+        from oncelog.pipeline.observe import OutputObserver
+        from oncelog.pipeline.procs import SparkDriver
+        from oncelog.pipeline.run import with_task_retries
+
+        self.guarantee = guarantee
+        self.bootstrap = bootstrap
+        tag = "eos" if guarantee == "exactly-once" else "alo"
+        self.dir = os.path.join(root, f"{tag}-{int(time.time() * 1000)}")
+        os.makedirs(self.dir)
+        self.input, self.enriched, self.totals = f"orders-{tag}", f"enriched-{tag}", f"totals-{tag}"
+        create_topics(bootstrap, {self.input: 4, self.enriched: 4, self.totals: 2})
+        self.progress = os.path.join(self.dir, "progress.jsonl")
+        self.drain = os.path.join(self.dir, "drain")
+        self.driver = SparkDriver(
+            ["--bootstrap", bootstrap, "--input", self.input, "--enriched", self.enriched, "--totals", self.totals,
+             "--checkpoint", os.path.join(self.dir, "ck"), "--app-id", f"bench-{tag}", "--master",
+             with_task_retries(args.master), "--guarantee", guarantee, "--trigger-ms", str(args.trigger_ms),
+             "--max-per-trigger", str(args.per_trigger), "--progress", self.progress, "--drain", self.drain],
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
+            log_path=os.path.join(self.dir, "driver.log"))
+        self.observer = OutputObserver(bootstrap, self.enriched, 4, latency=True)
+        self.committed = 0
+
+    def produce(self, records: int, rate: float | None, txn_size: int, seed: int) -> float:
+        """Write events; returns when the first was sent (time.time())."""
+        from oncelog.pipeline.events import Generator, GeneratorConfig
+
+        gen = Generator(self.bootstrap, self.input,
+                        GeneratorConfig(records=records, txn_size=txn_size, rate=rate, seed=seed,
+                                        transactional_id=f"bench-gen-{self.input}"))
+        t0 = time.time()
+        stats = gen.run()
+        self.committed += stats.committed
+        return t0
+
+    def wait_caught_up(self, timeout: float) -> float:
+        """Until both queries read every committed input; returns when the later one finished."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.driver.poll() is not None:
+                raise RuntimeError(f"{self.guarantee}: the driver exited ({self.driver.poll()}); see {self.dir}/driver.log")
+            events = _progress(self.progress)
+            done = [_rows_done(events, q) for q in ("enrich", "totals")]
+            if all(rows >= self.committed for rows, _t in done) and self.observer.count >= self.committed:
+                return max(t for _rows, t in done)
+            time.sleep(0.2)
+        raise RuntimeError(f"{self.guarantee}: the pipeline did not catch up in {timeout:.0f}s; see {self.dir}")
+
+    def run(self, args, console) -> dict:
+        from oncelog.pipeline.observe import percentiles
+
+        self.observer.start()
+        self.driver.start()
+        try:
+            t = time.time()
+            self.produce(args.warmup, None, 500, args.seed)
+            self.wait_caught_up(300)
+            console.print(f"  {self.guarantee}: warm after {time.time() - t:.0f}s (driver start, first batches)")
+            # Throughput: a burst, read at the pipeline's own pace.
+            before = self.committed
+            start = self.produce(args.records, None, 1000, args.seed + 1)
+            end = self.wait_caught_up(900)
+            rows = self.committed - before
+            seconds = end - start
+            console.print(f"  {self.guarantee}: {rows:,} rows in {seconds:.1f}s")
+            # Latency: a steady stream below capacity, small transactions (10 per second).
+            lat_from = time.time()
+            self.produce(int(args.rate * args.latency_seconds), args.rate, max(1, int(args.rate / 10)),
+                         args.seed + 2)
+            self.wait_caught_up(300)
+            lats = [ms for ms, at in zip(self.observer.latencies_ms, self.observer.latency_times) if at >= lat_from]
+            pct = percentiles(lats)
+            return {"guarantee": self.guarantee, "rows": rows, "seconds": round(seconds, 2),
+                    "rows_per_s": rows / seconds if seconds > 0 else 0.0,
+                    "latency_p50_ms": pct["p50"], "latency_p99_ms": pct["p99"], "latency_samples": len(lats)}
+        finally:
+            open(self.drain, "w").close()
+            if self.driver.wait(90) is None:
+                self.driver.kill()
+            self.observer.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench pipeline", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=200_000, help="events of the throughput burst")
+    ap.add_argument("--warmup", type=int, default=5_000, help="events before measuring")
+    ap.add_argument("--rate", type=float, default=2_000, help="events/s of the latency phase")
+    ap.add_argument("--latency-seconds", type=float, default=20)
+    ap.add_argument("--trigger-ms", type=int, default=1000, help="micro-batch trigger, both guarantees")
+    ap.add_argument("--per-trigger", type=int, default=20_000, help="maxOffsetsPerTrigger, both guarantees")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds (the order of the guarantees alternates)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", help="write the figures here")
+    args = ap.parse_args(argv)
+
+    from oncelog.process import BrokerProcess
+
+    console = Console()
+    root = tempfile.mkdtemp(prefix="oncelog-bench-pipeline-")
+    broker = BrokerProcess(os.path.join(root, "broker"), fsync="always", log_path=os.path.join(root, "broker.log"))
+    broker.start()
+    results: dict[str, list[dict]] = {g: [] for g in GUARANTEES}
+    t0 = time.time()
+    ok = False
+    try:
+        for rnd in range(args.rounds):
+            order = GUARANTEES if rnd % 2 == 0 else tuple(reversed(GUARANTEES))
+            for g in order:
+                console.print(f"round {rnd + 1}, {g}")
+                results[g].append(Cell(root, broker.bootstrap, g, args).run(args, console))
+        ok = True
+    finally:
+        broker.stop()
+        if ok:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            console.print(f"[red]failed[/]: logs kept in {root}")
+
+    def med(g: str, key: str) -> float:
+        return statistics.median(r[key] for r in results[g])
+
+    summary = {g: {k: med(g, k) for k in ("rows_per_s", "latency_p50_ms", "latency_p99_ms")} for g in GUARANTEES}
+    eos, alo = summary["exactly-once"], summary["at-least-once"]
+    ratio = eos["rows_per_s"] / alo["rows_per_s"] if alo["rows_per_s"] else float("nan")
+    table = Table(title=f"pipeline end to end ({args.records:,}-event burst; latency at {args.rate:,.0f} events/s), "
+                        f"{args.master}, trigger {args.trigger_ms} ms, fsync always, {args.rounds} round(s)")
+    table.add_column("sinks")
+    table.add_column("input rows/s", justify="right")
+    table.add_column("latency p50", justify="right")
+    table.add_column("latency p99", justify="right")
+    for g in GUARANTEES:
+        s = summary[g]
+        table.add_row(g, f"{s['rows_per_s']:,.0f}", f"{s['latency_p50_ms']:,.0f} ms", f"{s['latency_p99_ms']:,.0f} ms")
+    table.add_row("exactly-once / at-least-once", f"{ratio:.2f}x",
+                  f"{eos['latency_p50_ms'] / alo['latency_p50_ms']:.2f}x" if alo["latency_p50_ms"] else "",
+                  f"{eos['latency_p99_ms'] / alo['latency_p99_ms']:.2f}x" if alo["latency_p99_ms"] else "")
+    console.print(table)
+    verdict = "[green]meets[/]" if ratio >= 0.85 else "[red]misses[/]"
+    console.print(f"exactly-once throughput is {ratio:.2f}x at-least-once: {verdict} the 0.85x target "
+                  f"({time.time() - t0:.0f}s in all)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"config": vars(args), "summary": summary, "throughput_ratio": ratio, "runs": results}, f,
+                      indent=2)
+    return 0
