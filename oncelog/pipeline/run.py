@@ -87,6 +87,8 @@ class State:
 
 
 class Pipeline:
+    MAX_DRIVER_EXITS = 5  # a driver that keeps failing on its own is a bug, not chaos
+
     def __init__(self, cfg: PipelineConfig, *, on_event=None, on_tick=None) -> None:
         self.cfg = cfg
         self.on_event = on_event or (lambda kind, text, **kw: None)
@@ -218,6 +220,9 @@ class Pipeline:
         if self.state.phase == "draining" and rc == 0:
             return
         self.state.driver_exits += 1
+        if self.state.driver_exits > self.MAX_DRIVER_EXITS:
+            raise RuntimeError(f"the driver exited by itself {self.state.driver_exits} times (last code {rc}); "
+                               f"see {self.path('driver.log')}")
         self.event("driver-exit", f"driver run {d.runs} exited by itself (code {rc}); starting it again",
                    code=rc)
         d.wait(1)
@@ -389,6 +394,8 @@ class Pipeline:
                 "invalid": gen.invalid, "late_within_watermark": gen.late_ok, "late_beyond_watermark": gen.too_late},
             "driver_restarts": st.restarts,
             "timeline": st.timeline,
+            # every ~0.5 s: seconds since start, input events committed, output rows visible
+            "samples": [[round(t - st.t0, 2), p, r] for t, p, r in st.samples],
         }
 
     def execute(self) -> dict:
