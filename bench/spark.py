@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         t0 = time.monotonic()
         fill(broker.bootstrap, "bench-in", args.records, args.partitions, 100)
-        small = min(args.small_rows * args.small_batches, args.records)
+        small = args.small_rows * args.small_batches
+        fill(broker.bootstrap, "bench-small", small, args.partitions, 100)
         console.print(f"filled {args.records:,} records in {time.monotonic() - t0:.1f} s; starting Spark")
         spark = local_session("local[2]", app_name="oncelog-bench")
         spark.dataSource.register(synthetic_source())
@@ -190,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         lat: dict[str, list[float]] = {"exactly-once": [], "at-least-once": []}
         for rnd in range(args.rounds):
             for kind in lat:
-                r = run_cell(spark, kind, broker.bootstrap, "bench-in", small, args.small_rows, work, f"small-{kind}-{rnd}")
+                r = run_cell(spark, kind, broker.bootstrap, "bench-small", small, args.small_rows, work,
+                             f"small-{kind}-{rnd}")
                 lat[kind] += r["batch_ms"][: args.small_batches]
         spark.stop()
     finally:
