@@ -13,8 +13,8 @@ and a slow machine. Around that clock:
   watermark). They appear only once the stream is well under way (see :func:`window_rule`).
 
 The generator writes transactions of ``txn_size`` events with a transactional confluent-kafka
-producer; about one transaction in eight is aborted on purpose: records no read_committed reader
-may ever see. A transaction that fails because the broker went away is aborted and written again
+producer; one transaction in eight (the 2nd, the 10th, ...) is aborted on purpose: records no
+read_committed reader may ever see. A transaction that fails because the broker went away is aborted and written again
 (its first attempt is aborted input too).
 
 The plain-Python rules below (:func:`parse_order`, :func:`amount_class`, :func:`window_start`,
@@ -329,12 +329,16 @@ class Generator:
         try:
             self._new_producer()
             batch = []
+            every = max(2, round(1 / cfg.abort_fraction)) if cfg.abort_fraction > 0 else 0
+            txn = 0
             for ev in self.events():
                 batch.append(ev)
                 if len(batch) == cfg.txn_size or ev[0] == cfg.records - 1:
                     if self.stop.is_set():
                         break
-                    abort = self._rng.random() < cfg.abort_fraction
+                    # One transaction in `every` is aborted, from the second on: even a short run has some.
+                    abort = bool(every) and txn % every == 1
+                    txn += 1
                     self._write_txn(batch, abort)
                     batch = []
                     if self.on_progress:
