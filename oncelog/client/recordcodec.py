@@ -111,17 +111,6 @@ def _read_varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndar
     return signed, pos + size
 
 
-def _gather(src: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenate ``src[starts[i]:starts[i]+lengths[i]]`` for all i, in one vectorised step."""
-    lengths = np.maximum(lengths, 0)
-    total = int(lengths.sum())
-    if total == 0:
-        return np.empty(0, dtype=_U8)
-    out_starts = np.cumsum(lengths) - lengths
-    index = np.repeat(starts - out_starts, lengths) + np.arange(total, dtype=_I64)
-    return src[index]
-
-
 # ---------------------------------------------------------------------------------------------
 # Arrow column access
 
@@ -182,17 +171,6 @@ def _sliced_binary(arr: np.ndarray, buffer: pa.Buffer, starts: np.ndarray, lengt
     view_type = pa.string_view() if typ == pa.string() else pa.binary_view()
     out = pa.Array.from_buffers(view_type, n, [validity, pa.py_buffer(views), buffer], null_count)
     return out.cast(typ)
-
-
-def _binary_array(data: np.ndarray, lengths: np.ndarray, typ: pa.DataType = pa.binary()) -> pa.Array:
-    """An Arrow binary (or string) array from concatenated data and lengths (-1 = null)."""
-    n = len(lengths)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.maximum(lengths, 0), out=offsets[1:])
-    valid = lengths >= 0
-    null_count = int(n - valid.sum())
-    validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if null_count else None
-    return pa.Array.from_buffers(typ, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], null_count)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -102,7 +102,6 @@ class TaskWriter:
         self.producer: TransactionalProducer | None = None
         self.sticky: dict[str, int] = {}
         self.records = 0
-        self.sequences: dict[tuple[str, int], int] = {}
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
         self._pending_bytes = 0
