@@ -48,6 +48,8 @@ from ..protocol.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
+    InvalidBatch,
+    decompress_records,
 )
 
 # Kafka's compression codec ids (attributes bits 0-2).
@@ -344,27 +346,10 @@ def split_rows(sizes: np.ndarray, max_batch_bytes: int) -> list[tuple[int, int]]
 
 
 def _decompress(codec: int, data: bytes) -> bytes:
-    import cramjam
-
-    if codec == COMPRESSION_GZIP:
-        return bytes(cramjam.gzip.decompress(data))
-    if codec == COMPRESSION_SNAPPY:
-        # The Java client writes xerial-framed snappy; librdkafka writes the same framing.
-        if data[:8] == b"\x82SNAPPY\x00":
-            out = bytearray()
-            pos = 16
-            while pos < len(data):
-                (size,) = struct.unpack_from(">i", data, pos)
-                pos += 4
-                out += bytes(cramjam.snappy.decompress_raw(data[pos : pos + size]))
-                pos += size
-            return bytes(out)
-        return bytes(cramjam.snappy.decompress_raw(data))
-    if codec == COMPRESSION_LZ4:
-        return bytes(cramjam.lz4.decompress(data))
-    if codec == COMPRESSION_ZSTD:
-        return bytes(cramjam.zstd.decompress(data))
-    raise CorruptRecords(f"unknown compression codec {codec}")
+    try:
+        return decompress_records(codec, data)
+    except InvalidBatch as exc:
+        raise CorruptRecords(str(exc)) from None
 
 
 @dataclass
