@@ -302,6 +302,16 @@ def _prefix(opts: SinkOptions, messages) -> str | None:
     return None
 
 
+def _run_protocol(opts: SinkOptions, prefix: str, step):
+    """Run ``step(protocol)`` with a CommitProtocol for ``prefix``, closing its connections."""
+    protocol = CommitProtocol(cached_client(opts.bootstrap, opts.kafka), opts.bootstrap, opts.commit_log_topic,
+                              prefix, opts.transaction_timeout_ms)
+    try:
+        return step(protocol)
+    finally:
+        protocol.close()
+
+
 def driver_commit(opts: SinkOptions, messages, batch_id: int) -> str:
     crash_point("before-commit", batch_id)
     if not opts.exactly_once:
@@ -309,14 +319,9 @@ def driver_commit(opts: SinkOptions, messages, batch_id: int) -> str:
     prefix = _prefix(opts, messages)
     if prefix is None:
         return "empty"
-    client = cached_client(opts.bootstrap, opts.kafka)
-    protocol = CommitProtocol(client, opts.bootstrap, opts.commit_log_topic, prefix, opts.transaction_timeout_ms)
     records = sum(m.records for m in messages if m is not None)
     run_id = next((m.run_id for m in messages if m is not None), "")
-    try:
-        outcome = protocol.commit(batch_id, _txns(messages), run_id, records)
-    finally:
-        protocol.close()
+    outcome = _run_protocol(opts, prefix, lambda p: p.commit(batch_id, _txns(messages), run_id, records))
     log.info("batch %d of %s: %s (%d records)", batch_id, prefix, outcome, records)
     return outcome
 
@@ -327,19 +332,8 @@ def driver_abort(opts: SinkOptions, messages, batch_id: int) -> str:
     prefix = _prefix(opts, messages)
     if prefix is None:
         return "unknown-query"
-    client = cached_client(opts.bootstrap, opts.kafka)
-    protocol = CommitProtocol(client, opts.bootstrap, opts.commit_log_topic, prefix, opts.transaction_timeout_ms)
-    try:
-        return protocol.abort(batch_id, _txns(messages))
-    finally:
-        protocol.close()
+    return _run_protocol(opts, prefix, lambda p: p.abort(batch_id, _txns(messages)))
 
 
 def driver_recover(opts: SinkOptions) -> str | None:
-    client = cached_client(opts.bootstrap, opts.kafka)
-    protocol = CommitProtocol(client, opts.bootstrap, opts.commit_log_topic, opts.transactional_id_prefix,
-                              opts.transaction_timeout_ms)
-    try:
-        return protocol.recover()
-    finally:
-        protocol.close()
+    return _run_protocol(opts, opts.transactional_id_prefix, lambda p: p.recover())
