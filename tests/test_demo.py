@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -26,11 +27,42 @@ def run_demo(tmp_path, *args: str, timeout: float) -> tuple[int, str, dict]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK")}
     cmd = [sys.executable, "-m", "oncelog", "demo", "--data-dir", str(tmp_path / "data"), "--report", str(report),
            *args]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=timeout)
-    out = proc.stdout
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_demo(proc, tmp_path)
+        raise AssertionError(f"the demo did not finish in {timeout}s\n{driver_log(tmp_path)}") from None
     assert report.exists(), f"no report (exit {proc.returncode}):\n{out[-3000:]}\n{driver_log(tmp_path)}"
     return proc.returncode, out, json.loads(report.read_text())
+
+
+def stop_demo(proc: subprocess.Popen, tmp_path) -> None:
+    """SIGTERM (the demo then stops its driver and broker), then SIGKILL whatever of this test's
+    processes is left: the demo's group, and processes naming this test's directory (the broker,
+    the Spark driver, which leads a session of its own)."""
+    proc.terminate()
+    try:
+        proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for pid in [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if str(tmp_path).encode() in cmdline:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    proc.wait()
 
 
 def driver_log(tmp_path, lines: int = 40) -> str:

@@ -38,6 +38,7 @@ from .events import WATERMARK_DELAY_MS, WINDOW_MS
 
 ORDER_SCHEMA = "order_id string, customer string, amount decimal(12,2), ts long, items int"
 HEADER = "oncelog.source"
+JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"  # local_session's own, kept when adding more
 
 
 class ProgressLog:
@@ -71,6 +72,7 @@ def parse_args(argv=None):
     ap.add_argument("--run", type=int, default=0, help="run number, for the progress log")
     ap.add_argument("--queries", default="enrich,totals")
     ap.add_argument("--max-restarts", type=int, default=30)
+    ap.add_argument("--java-options", default="", help="more JVM options for the driver (--java-options=-XX:...)")
     return ap.parse_args(argv)
 
 
@@ -158,8 +160,15 @@ def main(argv=None) -> int:
     plog.write("launch", pid=os.getpid(), pgid=os.getpgid(0))
     from ..spark.session import local_session
 
-    spark = local_session(a.master, app_name=f"oncelog-pipeline-{a.run}", rocksdb=True)
-    plog.write("session", seconds=round(time.time() - t0, 2))
+    extra = {}
+    if a.java_options:
+        extra["spark.driver.extraJavaOptions"] = f"{JAVA_OPTIONS} {a.java_options}"
+    spark = local_session(a.master, app_name=f"oncelog-pipeline-{a.run}", rocksdb=True, extra=extra)
+    try:
+        jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    except Exception:  # noqa: BLE001 - only used to make the JVM class-data archive (jvmcache)
+        jvm_pid = None
+    plog.write("session", seconds=round(time.time() - t0, 2), jvm_pid=jvm_pid)
     starters = build(spark, a)
     queries = {}
     for name, start in starters.items():

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from ..process import BrokerProcess
 from .events import Generator, GeneratorConfig, WindowRule, create_topics, max_offsets_per_trigger, STEP_MS
+from .jvmcache import JvmCache
 from .observe import OutputObserver
 from .procs import SparkDriver
 
@@ -65,6 +66,7 @@ class PipelineConfig:
     txn_size: int = 500
     drain_timeout: float = 300.0
     keep_data: bool = False
+    jvm_cache: bool = True  # a class-data archive of the driver's JVM (see jvmcache)
 
 
 @dataclass
@@ -108,6 +110,10 @@ class Pipeline:
         self._run_first_batch: float | None = None
         self._pending_recovery: list[dict] = []  # crashes not yet followed by progress
         self._progress_after = 0.0  # only batches completed after this (time.time()) count as progress
+        self.jvm_cache = JvmCache.locate(cfg.jvm_cache)
+        self.jvm_cache_state = "used" if self.jvm_cache.ready() else (self.jvm_cache.reason or "to be created")
+        self._jvm_pid: int | None = None  # of the current run's driver JVM
+        self._jvm_options = ""  # what the current run was started with
         self.max_per_trigger = max_offsets_per_trigger(cfg.records)
         self.rule = WindowRule(self.max_per_trigger * STEP_MS)
 
@@ -181,6 +187,7 @@ class Pipeline:
                                what=rec["what"], seconds=round(time.time() - rec["at"], 2))
                 self._pending_recovery = []
             elif kind == "session":
+                self._jvm_pid = ev.get("jvm_pid")
                 if self.state.restarts:
                     self.state.restarts[-1]["session_s"] = ev.get("seconds")
             elif kind == "query-failed":
@@ -206,7 +213,10 @@ class Pipeline:
         self._run_progress = False
         self._run_first_batch = None
         self._run_started_at = time.time()
-        pid = self.driver.start(extra_env=extra)
+        self._jvm_pid = None
+        self._jvm_options = self.jvm_cache.java_options()
+        args = [f"--java-options={self._jvm_options}"] if self._jvm_options else []
+        pid = self.driver.start(extra_env=extra, extra_args=args)
         self.state.runs = self.driver.runs
         self.state.restarts.append({"run": self.driver.runs, "launched_at": round(self.now(), 2)})
         self.event("driver-start", f"driver run {self.driver.runs} launched (pid {pid}, its own process group)")
@@ -250,6 +260,22 @@ class Pipeline:
         self._pending_recovery.append({"what": "broker SIGKILL", "at": killed_at})
         self._progress_after = time.time()
         self._run_progress = False  # the next crash waits until the pipeline moved on again
+
+    def maybe_save_jvm_cache(self) -> None:
+        """Once, when no archive exists yet: dump the classes of the running driver's JVM (its
+        first micro-batch is done, so Spark's classes are loaded) for the restarts to come."""
+        cache = self.jvm_cache
+        if not cache.enabled or cache.ready() or "RecordDynamicDumpInfo" not in self._jvm_options:
+            return
+        if not self._jvm_pid or not self.driver.alive():
+            return
+        ok, detail = cache.dump(self._jvm_pid)
+        self.jvm_cache_state = "created" if ok else f"not created: {detail}"
+        if ok:
+            self.event("jvm-cache", f"saved the driver JVM's classes for faster Spark start-ups: {cache.path} ({detail})")
+        else:
+            self.event("warning", f"could not save the driver JVM's classes ({detail}); restarts will not use them")
+            cache.path = None
 
     def _wait_for_progress(self, timeout: float = 240.0) -> bool:
         """Until the current driver run completed a micro-batch with input (or, with nothing left
@@ -310,6 +336,7 @@ class Pipeline:
         for what in plan:
             if not self._wait_for_progress():
                 self.event("warning", "the driver made no progress for 240s; injecting the fault anyway")
+            self.maybe_save_jvm_cache()
             self.sleep(self.rng.uniform(0.5, 3.0))
             if what == "driver":
                 self._kill_driver()
@@ -386,6 +413,7 @@ class Pipeline:
             "driver_exits": st.driver_exits, "query_restarts": st.query_restarts, "driver_runs": st.runs,
             "recoveries": st.recovered,
             "master": self.master, "master_requested": self.cfg.master,
+            "jvm_class_cache": {"path": self.jvm_cache.path, "state": self.jvm_cache_state},
             "records_requested": self.cfg.records, "seed": self.cfg.seed,
             "generator": None if gen is None else {
                 "produced": gen.produced, "committed": gen.committed, "aborted_on_purpose": gen.aborted,
