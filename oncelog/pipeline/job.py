@@ -161,6 +161,11 @@ def main(argv=None) -> int:
     from ..spark.session import local_session
 
     extra = {}
+    # The sink's test hook is read in the Python workers: on a cluster they run under executors,
+    # which do not inherit this process's environment.
+    for name in ("ONCELOG_SPARK_TASK_FAULT", "ONCELOG_SPARK_TASK_FAULT_ONCE"):
+        if os.environ.get(name):
+            extra[f"spark.executorEnv.{name}"] = os.environ[name]
     if a.java_options:
         extra["spark.driver.extraJavaOptions"] = f"{JAVA_OPTIONS} {a.java_options}"
     spark = local_session(a.master, app_name=f"oncelog-pipeline-{a.run}", rocksdb=True, extra=extra)
