@@ -9,13 +9,15 @@ and a slow machine. Around that clock:
 * ~1% of events are invalid (malformed JSON, no customer, an amount <= 0): the job flags them;
 * ~2% arrive late but within the watermark delay (``LATE_OK_MAX_MS`` behind): counted;
 * ~0.5% arrive far beyond it (``TOO_LATE_MIN_MS`` behind and more): Spark's watermark drops
-  them from the event-time windows (they still count in the per-customer totals, which have no
-  watermark). They appear only once the stream is well under way (see :func:`window_rule`).
+  them from the event-time windows. They appear only once the stream is well under way (see
+  :class:`WindowRule`).
 
 The generator writes transactions of ``txn_size`` events with a transactional confluent-kafka
 producer; one transaction in eight (the 2nd, the 10th, ...) is aborted on purpose: records no
-read_committed reader may ever see. A transaction that fails because the broker went away is aborted and written again
-(its first attempt is aborted input too).
+read_committed reader may ever see. A transaction that fails because the broker went away is
+aborted and written again (its first attempt is aborted input too). It can write in ``waves``:
+the demo releases the next wave after each crash, so every restarted driver has fresh input to
+work on while the next crash comes, and the last run has some too.
 
 The plain-Python rules below (:func:`parse_order`, :func:`amount_class`, :func:`window_start`,
 :class:`WindowRule`) are the ground truth's copy of what the Spark job computes; they are applied
@@ -152,6 +154,7 @@ class GeneratorConfig:
     late_ok_fraction: float = 0.02
     too_late_fraction: float = 0.005
     rate: float | None = None  # events/s; None: as fast as the producer goes
+    waves: int = 1  # write in this many waves; wave k > 0 starts when Generator.release() is called
     seed: int = 1
     transactional_id: str = "oncelog-demo-generator"
 
@@ -189,6 +192,19 @@ class Generator:
         self._cum = list(_accumulate(self._weights))
         self._rng = rng
         self._producer = None
+        self._gate = threading.Semaphore(0)
+        self.wave = 0  # the wave being written (or waited for)
+
+    def release(self, n: int = 1) -> None:
+        """Let the next wave (or ``n`` waves) start."""
+        for _ in range(n):
+            self._gate.release()
+
+    def wave_starts(self) -> list[int]:
+        """Event index where each wave after the first starts (on a transaction boundary)."""
+        cfg = self.cfg
+        per_wave = math.ceil(cfg.records / max(1, cfg.waves) / cfg.txn_size) * cfg.txn_size
+        return [k * per_wave for k in range(1, cfg.waves) if k * per_wave < cfg.records]
 
     # -- events ---------------------------------------------------------------------------------
     def events(self):
@@ -325,13 +341,21 @@ class Generator:
 
     def run(self) -> GeneratorStats:
         cfg = self.cfg
-        t0 = time.monotonic()
+        starts = self.wave_starts()
+        wave_t0, wave_produced = time.monotonic(), 0
         try:
             self._new_producer()
             batch = []
             every = max(2, round(1 / cfg.abort_fraction)) if cfg.abort_fraction > 0 else 0
             txn = 0
             for ev in self.events():
+                if starts and ev[0] == starts[0] and not batch:
+                    starts.pop(0)
+                    self.wave += 1
+                    while not self._gate.acquire(timeout=0.25):
+                        if self.stop.is_set():
+                            return self.stats
+                    wave_t0, wave_produced = time.monotonic(), self.stats.produced
                 batch.append(ev)
                 if len(batch) == cfg.txn_size or ev[0] == cfg.records - 1:
                     if self.stop.is_set():
@@ -344,7 +368,7 @@ class Generator:
                     if self.on_progress:
                         self.on_progress(self.stats)
                     if cfg.rate:
-                        ahead = t0 + self.stats.produced / cfg.rate - time.monotonic()
+                        ahead = wave_t0 + (self.stats.produced - wave_produced) / cfg.rate - time.monotonic()
                         if ahead > 0:
                             self.stop.wait(ahead)
         except Exception as exc:

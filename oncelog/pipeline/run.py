@@ -15,8 +15,11 @@ by itself (its queries failed more often than it restarts them) is started again
 task fails on purpose (``ONCELOG_SPARK_TASK_FAULT=exit``: its Python worker dies after sending its
 rows, its transaction left open) in the second run; Spark retries it (``local[N,3]``).
 
-When the generator is done and the chaos is over, the driver is asked to drain (a marker file):
-it processes all available input and exits. Then :mod:`.verify` proves the result.
+The generator writes its input in waves, one more after each driver SIGKILL (and one just before
+the broker SIGKILL, so that the broker dies under the producer too): each run of the driver has
+fresh input to work on, the last one included. When the generator is done and the chaos is over,
+the driver is asked to drain (a marker file): it processes all available input and exits. Then
+:mod:`.verify` proves the result.
 """
 
 from __future__ import annotations
@@ -316,7 +319,7 @@ class Pipeline:
     def start_generator(self, rate: float | None) -> threading.Thread:
         cfg = self.cfg
         gcfg = GeneratorConfig(records=cfg.records, partitions=PARTITIONS[INPUT], txn_size=cfg.txn_size, rate=rate,
-                               seed=cfg.seed)
+                               seed=cfg.seed, waves=cfg.driver_kills + cfg.broker_kills + 1)
         self.generator = Generator(self.broker.bootstrap, INPUT, gcfg)
         thread = threading.Thread(target=self._generate, daemon=True, name="generator")
         thread.start()
@@ -333,18 +336,30 @@ class Pipeline:
         plan = ["driver"] * cfg.driver_kills + ["broker"] * cfg.broker_kills
         self.rng.shuffle(plan)
         self.state.phase = "chaos"
+        gen = self.generator
         for what in plan:
             if not self._wait_for_progress():
                 self.event("warning", "the driver made no progress for 240s; injecting the fault anyway")
             self.maybe_save_jvm_cache()
+            if what == "broker" and gen is not None:
+                # The next wave of input first, so that the broker dies under the producer too.
+                produced = gen.stats.produced
+                gen.release()
+                deadline = time.time() + 5
+                while gen.stats.produced == produced and not gen.stats.done and time.time() < deadline:
+                    self.sleep(0.1)
             self.sleep(self.rng.uniform(0.5, 3.0))
             if what == "driver":
                 self._kill_driver()
+                if gen is not None:
+                    gen.release()  # fresh input for the restarted driver
             else:
                 self._kill_broker()
 
     def drain(self) -> None:
         self.state.phase = "producing"
+        if self.generator is not None:
+            self.generator.release(self.generator.cfg.waves)  # whatever the chaos did not release yet
         while self.generator is not None and not self.generator.stats.done:
             self.sleep(0.25)
         if self.generator is not None and self.generator.stats.error:
@@ -363,6 +378,8 @@ class Pipeline:
                            f"see {self.path('driver.log')}")
 
     def close(self, *, remove: bool) -> None:
+        if self.generator is not None:
+            self.generator.stop.set()
         if self.observer is not None:
             self.observer.stop()
         if self.driver is not None and self.driver.alive():
