@@ -67,15 +67,18 @@ class Cell:
         self.guarantee = guarantee
         self.bootstrap = bootstrap
         tag = "eos" if guarantee == "exactly-once" else "alo"
-        self.dir = os.path.join(root, f"{tag}-{int(time.time() * 1000)}")
+        stamp = int(time.time() * 1000)
+        self.dir = os.path.join(root, f"{tag}-{stamp}")
         os.makedirs(self.dir)
-        self.input, self.enriched, self.totals = f"orders-{tag}", f"enriched-{tag}", f"totals-{tag}"
+        # Fresh topics and a fresh txnAppId per cell: a new checkpoint's batch ids start at 0 again,
+        # and the commit log would rightly call batch 0 of a reused txnAppId stale.
+        self.input, self.enriched, self.totals = f"orders-{tag}-{stamp}", f"enriched-{tag}-{stamp}", f"totals-{tag}-{stamp}"
         create_topics(bootstrap, {self.input: 4, self.enriched: 4, self.totals: 2})
         self.progress = os.path.join(self.dir, "progress.jsonl")
         self.drain = os.path.join(self.dir, "drain")
         self.driver = SparkDriver(
             ["--bootstrap", bootstrap, "--input", self.input, "--enriched", self.enriched, "--totals", self.totals,
-             "--checkpoint", os.path.join(self.dir, "ck"), "--app-id", f"bench-{tag}", "--master",
+             "--checkpoint", os.path.join(self.dir, "ck"), "--app-id", f"bench-{tag}-{stamp}", "--master",
              with_task_retries(args.master), "--guarantee", guarantee, "--trigger-ms", str(args.trigger_ms),
              "--max-per-trigger", str(args.per_trigger), "--progress", self.progress, "--drain", self.drain],
             env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},

@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from ..process import BrokerProcess
@@ -117,6 +118,9 @@ class Pipeline:
         self.jvm_cache_state = "used" if self.jvm_cache.ready() else (self.jvm_cache.reason or "to be created")
         self._jvm_pid: int | None = None  # of the current run's driver JVM
         self._jvm_options = ""  # what the current run was started with
+        # txnAppId of the foreachBatch writes: one per pipeline (its checkpoints), the same for all
+        # its driver runs; a new checkpoint under an old txnAppId would be fenced as a stale run.
+        self.app_id = f"oncelog-demo-{uuid.uuid4().hex[:8]}"
         self.max_per_trigger = max_offsets_per_trigger(cfg.records)
         self.rule = WindowRule(self.max_per_trigger * STEP_MS)
 
@@ -307,7 +311,7 @@ class Pipeline:
         create_topics(self.broker.bootstrap, PARTITIONS)
         self.driver = SparkDriver(
             ["--bootstrap", self.broker.bootstrap, "--input", INPUT, "--enriched", ENRICHED, "--totals", TOTALS,
-             "--checkpoint", self.path("checkpoints"), "--app-id", "oncelog-demo",
+             "--checkpoint", self.path("checkpoints"), "--app-id", self.app_id,
              "--master", self.master, "--guarantee", cfg.guarantee, "--trigger-ms", str(cfg.trigger_ms),
              "--max-per-trigger", str(self.max_per_trigger), "--progress", self.path("progress.jsonl"),
              "--drain", self.path("drain")],
