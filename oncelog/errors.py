@@ -1,8 +1,10 @@
 """Domain errors, and the one table that maps them to Kafka wire error codes.
 
 Code inside the broker raises these; only API handlers (at the protocol edge) turn them into
-``ErrorCode`` values with :func:`error_code_for`. Each carries a message naming what was wrong,
-which handlers put into ``error_message`` fields where the protocol version has them.
+``ErrorCode`` values with :func:`error_code_for`, passing their API key and request version: the
+one choice that depends on the version (PRODUCER_FENCED or INVALID_PRODUCER_EPOCH) is made there,
+from :data:`PRODUCER_FENCED_SINCE`. Each error carries a message naming what was wrong, which
+handlers put into ``error_message`` fields where the protocol version has them.
 """
 
 from __future__ import annotations
@@ -63,6 +65,18 @@ ERROR_CODES: dict[type[KafkaError], ErrorCode] = {
     InvalidReplicaAssignment: ErrorCode.invalid_replica_assignment,
 }
 
+# PRODUCER_FENCED (KIP-588) is newer than the first versions of the transactional APIs: a request
+# of an older version gets INVALID_PRODUCER_EPOCH for the same condition, as Kafka answers it.
+# API key -> first version that may be answered PRODUCER_FENCED; None: no version is (a Produce
+# response always says INVALID_PRODUCER_EPOCH, KAFKA-10687). Other APIs: as ERROR_CODES says.
+PRODUCER_FENCED_SINCE: dict[int, int | None] = {
+    0: None,  # Produce
+    24: 2,  # AddPartitionsToTxn
+    25: 2,  # AddOffsetsToTxn
+    26: 2,  # EndTxn
+    28: 2,  # TxnOffsetCommit
+}
+
 _BY_CODE = {code: cls for cls, code in ERROR_CODES.items()}
 
 
@@ -71,9 +85,16 @@ def error_for_code(code: ErrorCode, message: str) -> KafkaError:
     return _BY_CODE.get(code, KafkaError)(message)
 
 
-def error_code_for(exc: BaseException) -> ErrorCode:
+def error_code_for(exc: BaseException, api_key: int | None = None, api_version: int = 0) -> ErrorCode:
+    """The wire code for ``exc`` in a response to ``api_key`` at ``api_version``."""
     for cls in type(exc).__mro__:
         code = ERROR_CODES.get(cls)
         if code is not None:
-            return code
-    return ErrorCode.unknown_server_error
+            break
+    else:
+        return ErrorCode.unknown_server_error
+    if code is ErrorCode.producer_fenced and api_key in PRODUCER_FENCED_SINCE:
+        since = PRODUCER_FENCED_SINCE[api_key]
+        if since is None or api_version < since:
+            return ErrorCode.invalid_producer_epoch
+    return code
