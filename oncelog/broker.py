@@ -29,13 +29,14 @@ from .apis._base import Applied, RequestContext
 from .notices import log_rejections
 from .groups.coordinator import GroupConfig, GroupCoordinator
 from .groups.store import OffsetsTopic
+from .partition import PartitionManager
 from .txn.coordinator import TransactionCoordinator, TxnConfig
 from .txn.store import MarkerWriter, TransactionStateTopic
 from .producer_ids import ProducerIdManager
 from .protocol import codec
 from .storage.flusher import FsyncPolicy
 from .storage.log_manager import LogManager
-from .storage.partition_log import LogConfig, PartitionLog
+from .storage.partition_log import LogConfig
 
 log = logging.getLogger("oncelog.broker")
 
@@ -100,12 +101,13 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.logs = LogManager(config.data_dir, config.fsync, config.log,
-                               checkpoint_interval_s=config.checkpoint_interval_s,
-                               retention_check_interval_s=config.retention_check_interval_s)
+                               checkpoint_interval_s=config.checkpoint_interval_s)
         self.logs.node_id = config.node_id
         self.logs.default_partitions = config.num_partitions
-        self.logs.producer_id_expiration_ms = config.producer_id_expiration_ms
         self.logs.compaction_interval_s = config.log_cleaner_interval_s
+        # Every partition's log with its producer state and aborted transactions: what handlers use.
+        self.partitions = PartitionManager(self.logs, retention_check_interval_s=config.retention_check_interval_s,
+                                           producer_id_expiration_ms=config.producer_id_expiration_ms)
         self.advertised: tuple[str, int] = (config.host, config.port)
         self.producer_ids: ProducerIdManager | None = None
         self.groups: GroupCoordinator | None = None
@@ -119,15 +121,16 @@ class Broker:
 
     def open(self) -> None:
         self.logs.open()
+        self.partitions.open()
         self.node_id = self.logs.node_id
         self.producer_ids = ProducerIdManager(self.logs.data_dir)
-        self.offsets_topic = OffsetsTopic(self.logs, self.config.offsets_topic_partitions,
+        self.offsets_topic = OffsetsTopic(self.partitions, self.config.offsets_topic_partitions,
                                           self.config.offsets_topic_segment_bytes)
         self.groups = GroupCoordinator(lambda: int(time.time() * 1000), self.offsets_topic.persist, self.config.group)
         loaded = self.offsets_topic.replay(self.groups)
         log.info("group coordinator loaded %d record(s): %d group(s)", loaded, len(self.groups.groups))
-        self.markers = MarkerWriter(self.logs, self.groups)
-        txn_topic = TransactionStateTopic(self.logs, self.config.transaction_topic_partitions,
+        self.markers = MarkerWriter(self.partitions, self.groups)
+        txn_topic = TransactionStateTopic(self.partitions, self.config.transaction_topic_partitions,
                                           self.config.offsets_topic_segment_bytes)
         self.txn = TransactionCoordinator(
             lambda: int(time.time() * 1000), self.producer_ids.allocate, txn_topic.persist,
@@ -197,12 +200,6 @@ class Broker:
 
     def describe_config(self) -> dict[str, str]:
         return self.config.describe()
-
-    def last_stable_offset(self, plog: PartitionLog) -> int:
-        return plog.last_stable_offset()
-
-    def aborted_transactions(self, plog: PartitionLog, start: int, end: int):
-        return plog.aborted_between(start, end)
 
     # ------------------------------------------------------------------ dispatch
 

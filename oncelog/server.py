@@ -187,7 +187,7 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
                                       broker.config.host, broker.config.port, reuse_address=True, backlog=1024)
     sock = server.sockets[0].getsockname()
     broker.set_listening(sock[0], sock[1])
-    broker.logs.start_background()
+    broker.partitions.start_background()
     ticker = loop.create_task(broker.tick_task())
     stop = stop or asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -208,5 +208,5 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
     for conn in list(connections):
         conn.abort()
     await server.wait_closed()
-    await broker.logs.close()
+    await broker.partitions.close()
     log.info("stopped cleanly")

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from oncelog.errors import InvalidProducerEpoch, OutOfOrderSequence, UnknownProducerId
-from oncelog.producer_state import INT32_MAX, ProducerStateManager
+from oncelog.partition.producer_state import INT32_MAX, ProducerStateManager
 
 
 def batch(pid=7, epoch=0, seq=0, count=1):

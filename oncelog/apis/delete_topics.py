@@ -35,7 +35,7 @@ async def handle(ctx, request):
                 topic_id = topic.topic_id
                 if topic.internal:
                     raise errors.InvalidTopic(f"internal topic {name} cannot be deleted")
-            await logs.delete_topic(name)
+            await ctx.broker.partitions.delete_topic(name)
         except errors.KafkaError as exc:
             code, message = errors.error_code_for(exc), str(exc)
         results.append(build(m.DeletableTopicResult, name=name, topic_id=topic_id, error_code=code,

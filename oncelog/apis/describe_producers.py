@@ -19,12 +19,12 @@ def handle(ctx, request):
         for index in t.partition_indexes:
             code, message, producers = OK, None, ()
             try:
-                plog = ctx.broker.logs.get_log(t.name, index)
+                partition = ctx.broker.partitions.get(t.name, index)
                 producers = tuple(
                     build(m.ProducerState, producer_id=e.producer_id, producer_epoch=e.producer_epoch,
                           last_sequence=e.last_seq, last_timestamp=e.last_timestamp_ms, coordinator_epoch=-1,
                           current_txn_start_offset=e.current_txn_first_offset)
-                    for e in sorted(plog.producers.producers.values(), key=lambda e: e.producer_id)
+                    for e in sorted(partition.producers.producers.values(), key=lambda e: e.producer_id)
                 )
             except errors.KafkaError as exc:
                 code, message = errors.error_code_for(exc), str(exc)

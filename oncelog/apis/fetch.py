@@ -24,7 +24,6 @@ import time
 from kio.schema.errors import ErrorCode
 
 from .. import errors
-from ..storage.partition_log import OffsetOutOfRange
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 1
@@ -80,7 +79,7 @@ def _logs_named(ctx, request):
         name, _ = _topic_key(ctx, t)
         for p in t.partitions:
             try:
-                logs.append(ctx.broker.logs.get_log(name, p.partition))
+                logs.append(ctx.broker.partitions.get(name, p.partition).log)
             except errors.KafkaError:
                 pass
     return logs
@@ -101,9 +100,10 @@ def _collect(ctx, request):
             try:
                 if name is None:
                     raise errors.UnknownTopicId(f"no topic with id {topic_id}")
-                plog = broker.logs.get_log(name, p.partition)
+                partition = broker.partitions.get(name, p.partition)
+                plog = partition.log
                 hw = plog.high_watermark
-                lso = broker.last_stable_offset(plog)
+                lso = partition.last_stable_offset()
                 entry[2:5] = hw, lso, plog.log_start_offset
                 upper = lso if read_committed else hw
                 limit = min(p.partition_max_bytes, budget - total)
@@ -112,14 +112,11 @@ def _collect(ctx, request):
                     # its first batch); later ones stop before a batch that does not fit.
                     data = plog.read(p.fetch_offset, max(limit, 1), upper, min_one=total == 0)
                     if read_committed and data:
-                        entry[5] = broker.aborted_transactions(plog, p.fetch_offset, upper)
+                        entry[5] = partition.aborted_between(p.fetch_offset, upper)
                     entry[6] = data
                     total += len(data)
-            except OffsetOutOfRange:
-                entry[1] = ErrorCode.offset_out_of_range
-                has_error = True
-            except errors.KafkaError as exc:
-                entry[1] = errors.error_code_for(exc)
+            except errors.KafkaError as exc:  # OFFSET_OUT_OF_RANGE among them
+                entry[1] = errors.error_code_for(exc, API_KEY, ctx.api_version)
                 has_error = True
             parts.append(entry)
         result.append((t, name, topic_id, parts))

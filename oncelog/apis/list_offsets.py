@@ -21,10 +21,11 @@ MAX_VERSION = 9
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
-def lookup(broker, plog, timestamp: int, read_committed: bool) -> tuple[int, int]:
+def lookup(partition, timestamp: int, read_committed: bool) -> tuple[int, int]:
     """(offset, timestamp) answered for one partition."""
+    plog = partition.log
     if timestamp in (LATEST, LATEST_TIERED):
-        return (broker.last_stable_offset(plog) if read_committed else plog.high_watermark), -1
+        return (partition.last_stable_offset() if read_committed else plog.high_watermark), -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return plog.log_start_offset, -1
     if timestamp == MAX_TIMESTAMP:
@@ -33,7 +34,7 @@ def lookup(broker, plog, timestamp: int, read_committed: bool) -> tuple[int, int
         raise errors.InvalidRequest(f"unknown special timestamp {timestamp}")
     else:
         found = plog.offset_for_timestamp(timestamp)
-    fetchable = broker.last_stable_offset(plog) if read_committed else plog.high_watermark
+    fetchable = partition.last_stable_offset() if read_committed else plog.high_watermark
     if found is None or found[0] >= fetchable:
         return -1, -1
     return found
@@ -48,10 +49,10 @@ def handle(ctx, request):
         for p in t.partitions:
             code, offset, ts = OK, -1, -1
             try:
-                plog = ctx.broker.logs.get_log(t.name, p.partition_index)
-                offset, ts = lookup(ctx.broker, plog, p.timestamp, read_committed)
+                partition = ctx.broker.partitions.get(t.name, p.partition_index)
+                offset, ts = lookup(partition, p.timestamp, read_committed)
             except errors.KafkaError as exc:
-                code = errors.error_code_for(exc)
+                code = errors.error_code_for(exc, API_KEY, ctx.api_version)
             parts.append(build(m.ListOffsetsPartitionResponse, partition_index=p.partition_index, error_code=code,
                                timestamp=ts, offset=offset, leader_epoch=0, old_style_offsets=()))
         topics.append(m.ListOffsetsTopicResponse(name=t.name, partitions=tuple(parts)))

@@ -1,17 +1,21 @@
-"""Produce (key 0), v3-11: magic-v2 record batches only.
+"""Produce (key 0), v3-12: magic-v2 record batches only.
 
-Per partition: validate every batch header-only (length, magic, CRC32C, record count,
-``max.message.bytes``) before anything is written; a partition with any bad batch gets
-CORRUPT_MESSAGE / INVALID_RECORD / MESSAGE_TOO_LARGE and nothing of it is stored. Valid batches
-are appended with offsets patched in. acks=0 gets no response; acks=1 is answered once the
-bytes are in the log (page cache); acks=-1 (all) under ``--fsync always`` once a group-commit
-fsync covering them has finished (see :mod:`oncelog.storage.flusher`). Clients may not write to
-internal topics (names starting with ``__``).
+Per partition: decode, :meth:`oncelog.partition.Partition.append`, map errors, answer. The
+partition validates every batch header-only (length, magic, CRC32C, record count,
+``max.message.bytes``; see :mod:`oncelog.partition.validation`) before anything is written; a
+partition with any bad batch gets CORRUPT_MESSAGE / INVALID_RECORD / MESSAGE_TOO_LARGE and
+nothing of it is stored. Valid batches are appended with offsets patched in. acks=0 gets no
+response; acks=1 is answered once the bytes are in the log (page cache); acks=-1 (all) under
+``--fsync always`` once a group-commit fsync covering them has finished (see
+:mod:`oncelog.storage.flusher`). Clients may not write to internal topics (names starting with
+``__``).
 
 Transactional batches are verified with the transaction coordinator before anything is written
 (KIP-890 part 1): the producer's epoch must be current and the partition must be in its Ongoing
 transaction, else INVALID_PRODUCER_EPOCH / INVALID_TXN_STATE. With v12 (transaction version 2)
-the partition is added to the transaction implicitly, before the append.
+the partition is added to the transaction implicitly, before the append. A fenced epoch is
+INVALID_PRODUCER_EPOCH in every version (never PRODUCER_FENCED: see
+:data:`oncelog.errors.PRODUCER_FENCED_SINCE`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ import time
 from .. import errors
 from ..notices import notice
 from ..protocol import records as rb
-from ..storage.flusher import StorageError
 from ._base import NO_THROTTLE, OK, Applied, build, response_module
 
 API_KEY = 0
@@ -33,43 +36,35 @@ MAX_VERSION = 12  # v12: transaction version 2 (implicit AddPartitionsToTxn, KIP
 log = logging.getLogger("oncelog.produce")
 
 
-def append_partition(ctx, topic: str, partition: int, records, now_ms: int, wait: bool,
+def append_partition(ctx, topic: str, partition: int, records, now_ms: int, acks: int,
                      transactional_id: str | None = None):
-    """Validate and append one partition's records. Returns (base_offset, log_start, durable)
-    where ``durable`` is a future to await (or None)."""
-    broker = ctx.broker
-    plog = broker.logs.get_log(topic, partition)
-    if broker.logs.topics[topic].internal:
-        raise errors.InvalidTopic(f"cannot produce to internal topic {topic}")
-    if records is None:
-        raise errors.InvalidRecord("records field is null")
-    try:
-        batches = rb.scan_batches(records, max_batch_bytes=plog.config.max_message_bytes)
-    except rb.BatchTooLarge as exc:
-        raise errors.MessageTooLarge(str(exc)) from None
-    except rb.InvalidBatch as exc:
-        cls = errors.CorruptMessage if exc.corrupt else errors.InvalidRecord
-        raise cls(f"{topic}-{partition}: {exc.reason}") from None
-    for header in batches:
-        if header.is_control:
-            raise errors.InvalidRecord(f"{topic}-{partition}: clients may not write control batches")
-        if header.is_transactional:
-            code = broker.txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch,
-                                               topic, partition)
-            if code is not None:
-                raise errors.error_for_code(code, f"{topic}-{partition}: transactional batch of producer "
-                                                  f"{header.producer_id} epoch {header.producer_epoch}: {code.name}")
-    # Idempotence: every batch is checked against the producer state before anything is written.
-    pending, duplicate = plog.producers.prepare(batches)
-    if duplicate is not None:
-        # A retry of a batch already in the log: acknowledge it with its original offset. It may
-        # still be waiting for its fsync, so an acks=all retry waits for the next round too.
-        durable = broker.logs.flusher.mark(plog, wait=wait) if plog.flushed_offset <= duplicate.last_offset else None
-        return duplicate.first_offset, plog.log_start_offset, durable
-    firsts = plog.append(records, batches, now_ms)
-    plog.producers.commit(pending, firsts, now_ms)
-    durable = broker.logs.flusher.mark(plog, wait=wait)
-    return firsts[0], plog.log_start_offset, durable
+    """Append one partition's records. Returns (base_offset, log_start, durable) where
+    ``durable`` is a future to await (or None)."""
+    partitions = ctx.broker.partitions
+    part = partitions.get(topic, partition)
+    appended = part.append(records, now_ms=now_ms, acks=acks,
+                           verify_txn=_txn_verifier(ctx.broker.txn, transactional_id, part))
+    # A retry of a batch already in the log is acknowledged with its original offset. It may
+    # still be waiting for its fsync, so an acks=all retry waits for the next round too.
+    durable = None
+    if appended.last_offset >= part.log.flushed_offset:
+        durable = partitions.flusher.mark(part.log, wait=acks == -1)
+    return appended.first_offset, appended.log_start_offset, durable
+
+
+def _txn_verifier(txn, transactional_id: str | None, part):
+    """KIP-890 part 1, for :meth:`Partition.append`: may this transactional batch be written?"""
+
+    def verify(header) -> None:
+        code = txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch, part.topic,
+                                    part.index)
+        if code is not None:
+            # The transaction coordinator still answers wire codes; this turns its answer into
+            # the domain error the partition raises (mapped back once, at the edge, below).
+            raise errors.error_for_code(code, f"{part.name}: transactional batch of producer "
+                                              f"{header.producer_id} epoch {header.producer_epoch}: {code.name}")
+
+    return verify
 
 
 async def _await_durable(futures, timeout_s: float):
@@ -117,7 +112,6 @@ async def _add_then_append(ctx, request, missing):
 def _append_all(ctx, request):
     acks = request.acks
     now_ms = int(time.time() * 1000)
-    wait = acks == -1
     outcome: list[tuple[str, list[list]]] = []
     pending = []
     for topic_data in request.topic_data:
@@ -127,13 +121,13 @@ def _append_all(ctx, request):
             try:
                 if acks not in (0, 1, -1):
                     raise errors.InvalidRequiredAcks(f"acks must be 0, 1 or -1, not {acks}")
-                base, start, durable = append_partition(ctx, topic_data.name, pd.index, pd.records, now_ms, wait,
+                base, start, durable = append_partition(ctx, topic_data.name, pd.index, pd.records, now_ms, acks,
                                                         request.transactional_id)
                 entry[2], entry[3] = base, start
                 if durable is not None:
                     pending.append(durable)
             except errors.KafkaError as exc:
-                entry[1] = errors.error_code_for(exc)
+                entry[1] = errors.error_code_for(exc, API_KEY, ctx.api_version)
                 entry[4] = str(exc) or None
                 log_rejection(ctx, exc, entry[1])
             parts.append(entry)
@@ -149,10 +143,10 @@ def _append_all(ctx, request):
 async def _respond_when_durable(ctx, outcome, pending, timeout_s):
     try:
         await _await_durable(pending, max(timeout_s, 0.001))
-    except (StorageError, asyncio.TimeoutError) as exc:
+    except (errors.KafkaStorageError, asyncio.TimeoutError) as exc:
         from kio.schema.errors import ErrorCode
 
-        code = ErrorCode.kafka_storage_error if isinstance(exc, StorageError) else ErrorCode.request_timed_out
+        code = ErrorCode.kafka_storage_error if isinstance(exc, errors.KafkaStorageError) else ErrorCode.request_timed_out
         for _, parts in outcome:
             for entry in parts:
                 if entry[1] == OK:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 
 from ..protocol import records as rb
-from ..storage.internal_topic import InternalTopic
-from ..storage.log_manager import LogManager
+from ..partition.internal_topic import InternalTopic
+from ..partition.manager import PartitionManager
 from . import records as gr
 from .coordinator import GroupCoordinator
 
@@ -21,8 +21,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class OffsetsTopic(InternalTopic):
-    def __init__(self, logs: LogManager, partitions: int, segment_bytes: int = 16 << 20) -> None:
-        super().__init__(logs, OFFSETS_TOPIC, partitions, segment_bytes)
+    def __init__(self, manager: PartitionManager, partitions: int, segment_bytes: int = 16 << 20) -> None:
+        super().__init__(manager, OFFSETS_TOPIC, partitions, segment_bytes)
 
     def persist(self, group_id: str, records: list[tuple[bytes, bytes | None]], on_done) -> None:
         self.append(group_id, records, on_done)

@@ -1,28 +1,38 @@
 """Per-partition idempotent-producer state and its append rules, sans-IO.
 
+Owned by :class:`oncelog.partition.Partition`, which calls :meth:`ProducerStateManager.prepare`
+before a write and :meth:`~ProducerStateManager.commit` / :meth:`~ProducerStateManager.complete_txn`
+after it, and rebuilds the state at start-up with :meth:`~ProducerStateManager.replay`.
+
 For each producer id that wrote to a partition we keep its ``producer_epoch`` and the metadata
 of its last :data:`MAX_CACHED_BATCHES` batches (first/last sequence, first/last offset, append
-time). A batch from producer ``pid`` at epoch ``e`` with sequences ``s..t`` is, in order
+time). A client batch from producer ``pid`` at epoch ``e`` with sequences ``s..t`` is, in order
 (as Kafka's ``ProducerStateManager``/``ProducerAppendInfo``):
 
 1. a **duplicate** if the entry has epoch ``e`` and a cached batch with the same ``s`` and ``t``:
    it is acknowledged with the cached offsets and not written again;
-2. **fenced** (INVALID_PRODUCER_EPOCH) if ``e`` is below the entry's epoch;
+2. **fenced** (:class:`~oncelog.errors.InvalidProducerEpoch`) if ``e`` is below the entry's epoch;
 3. for a **new epoch** (``e`` above the entry's): accepted only with ``s == 0``;
 4. for an **unknown producer** (no entry): accepted with ``s == 0``; otherwise
    UNKNOWN_PRODUCER_ID (the client then re-initialises, KIP-360);
 5. otherwise accepted only if ``s == last + 1`` (with int32 wrap-around: 0 follows 2^31-1);
    else OUT_OF_ORDER_SEQUENCE_NUMBER.
 
-:meth:`ProducerStateManager.prepare` validates all batches of one produce request to a
-partition together (each against the state the previous one would leave) without changing
-anything; :meth:`ProducerStateManager.commit` applies them after the log write.
+:meth:`ProducerStateManager.prepare` validates all batches of one append together (each against
+the state the previous one would leave) without changing anything; :meth:`~ProducerStateManager.commit`
+applies them after the log write. The broker's own writes (``check_sequences=False``: transactional
+offset commits in ``__consumer_offsets``) carry no sequence numbers and are not checked; a
+transactional one opens its producer's transaction on the partition, as a client's does. A
+COMMIT/ABORT marker closes it (:meth:`~ProducerStateManager.complete_txn`). The first offsets of
+open transactions (:meth:`~ProducerStateManager.first_unstable_offset`) bound the partition's last
+stable offset.
 
 Durability: the state is derived from the log. Snapshots (``<offset:020d>.snapshot``, JSON,
 written atomically) record the state as of a log offset; at start-up the newest snapshot not
 beyond the log end is loaded and the batches after it are replayed from their headers
-(:meth:`ProducerStateManager.replay`). Snapshots are taken at segment roll and clean shutdown,
-so the replay is bounded by one segment.
+(:meth:`ProducerStateManager.replay`). The partition takes snapshots at segment roll, at clean
+shutdown, and when the log start passes the last batch of a producer it still keeps (see
+:meth:`~ProducerStateManager.on_log_start_advanced`), so the replay is bounded by one segment.
 """
 
 from __future__ import annotations
@@ -32,12 +42,11 @@ import os
 from collections import deque
 from dataclasses import dataclass, field
 
-from .errors import InvalidProducerEpoch, OutOfOrderSequence, UnknownProducerId
+from ..errors import InvalidProducerEpoch, OutOfOrderSequence, UnknownProducerId
 
 MAX_CACHED_BATCHES = 5
 INT32_MAX = 0x7FFFFFFF
 SNAPSHOT_VERSION = 1
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +109,17 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------------ append rules
 
-    def prepare(self, batches) -> tuple[list[PendingBatch | None], BatchMetadata | None]:
+    def prepare(self, batches, *, check_sequences: bool = True) -> tuple[list[PendingBatch | None], BatchMetadata | None]:
         """Check a request's batches (headers with producer_id/producer_epoch/base_sequence/
         last_sequence/record_count). Returns the pending updates (None for batches without a
-        producer id) and, when the request is a retried duplicate, the original metadata.
-        Raises a :class:`KafkaError` subclass naming the rule broken; nothing changes."""
+        producer id, and for control batches) and, when the request is a retried duplicate, the
+        original metadata. Raises a :class:`KafkaError` subclass naming the rule broken; nothing
+        changes. ``check_sequences=False``: the broker's own batches, taken as they are."""
+        if not check_sequences:
+            return [None if h.producer_id < 0 or h.is_control else
+                    PendingBatch(h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence, h.record_count,
+                                 h.is_transactional)
+                    for h in batches], None
         pending: list[PendingBatch | None] = []
         # Per producer: (epoch, last_seq) as the earlier batches of this request leave them.
         staged: dict[int, tuple[int, int]] = {}
@@ -151,8 +166,8 @@ class ProducerStateManager:
         for p, first_offset in zip(pending, first_offsets):
             if p is None:
                 continue
-            self._apply(p.producer_id, p.producer_epoch, p.first_seq, p.last_seq, first_offset,
-                        first_offset + p.record_count - 1, now_ms, p.is_transactional)
+            self._record(p.producer_id, p.producer_epoch, p.first_seq, p.last_seq, first_offset,
+                         first_offset + p.record_count - 1, now_ms, p.is_transactional)
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction on this partition, if any."""
@@ -186,6 +201,15 @@ class ProducerStateManager:
             entry.current_txn_first_offset = first_offset
             self.ongoing[pid] = first_offset
 
+    def _record(self, pid, epoch, first_seq, last_seq, first_offset, last_offset, ts, transactional) -> None:
+        """What a written data batch does to the state: the same after an append and in a replay."""
+        if first_seq < 0:
+            # The broker's own write (a transactional offset commit): nothing to sequence.
+            if transactional:
+                self.begin_txn(pid, epoch, first_offset, ts)
+            return
+        self._apply(pid, epoch, first_seq, last_seq, first_offset, last_offset, ts, transactional)
+
     def _apply(self, pid, epoch, first_seq, last_seq, first_offset, last_offset, ts, transactional=False) -> None:
         entry = self.producers.get(pid)
         if entry is None:
@@ -199,18 +223,13 @@ class ProducerStateManager:
             entry.current_txn_first_offset = first_offset
             self.ongoing[pid] = first_offset
 
-    def replay(self, header, now_ms: int | None = None) -> None:
+    def replay(self, header) -> None:
         """Rebuild state from a data batch already in the log (start-up, after a snapshot).
         Control batches are replayed by the caller through :meth:`complete_txn`."""
         if header.producer_id < 0 or header.is_control:
             return
-        if header.base_sequence < 0:
-            if header.is_transactional:
-                self.begin_txn(header.producer_id, header.producer_epoch, header.base_offset, header.max_timestamp)
-            return
-        ts = header.max_timestamp if now_ms is None else now_ms
-        self._apply(header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence,
-                    header.base_offset, header.last_offset, ts, header.is_transactional)
+        self._record(header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence,
+                     header.base_offset, header.last_offset, header.max_timestamp, header.is_transactional)
 
     # ------------------------------------------------------------------ housekeeping
 
@@ -270,7 +289,7 @@ class ProducerStateManager:
         return sorted(out)
 
     def write_snapshot(self, offset: int, keep: int = 2) -> None:
-        from .storage.files import atomic_write
+        from ..storage.files import atomic_write
 
         path = os.path.join(self.directory, f"{offset:020d}.snapshot")
         atomic_write(path, self.to_json(offset))

@@ -25,6 +25,7 @@ import logging
 import os
 from dataclasses import dataclass
 
+from ..errors import KafkaStorageError
 from .partition_log import PartitionLog, RecoveryPoint
 
 log = logging.getLogger("oncelog.storage")
@@ -50,10 +51,6 @@ class FsyncPolicy:
 
     def __str__(self) -> str:
         return f"interval:{self.interval_ms}" if self.mode == "interval" else self.mode
-
-
-class StorageError(Exception):
-    """An fsync or write failed: the broker answers KAFKA_STORAGE_ERROR and must not ack."""
 
 
 def _sync(work: list[tuple[list, bool]]) -> None:
@@ -125,7 +122,8 @@ class Flusher:
             log.error("fsync failed: %r; acks=all produce requests will fail", exc)
             self.failed = exc
             if fut is not None and not fut.done():
-                fut.set_exception(StorageError(str(exc)))
+                # The broker answers KAFKA_STORAGE_ERROR and must not ack.
+                fut.set_exception(KafkaStorageError(f"fsync failed: {exc}"))
                 fut.exception()  # mark retrieved: produce handlers may have gone
             return
         self.rounds += 1

@@ -12,6 +12,10 @@ Layout of ``--data-dir``::
 creation makes the partition directories before recording the topic; deletion removes the
 record first, then the directories; directories of topics not in ``topics.json`` are leftovers
 of an interrupted create or delete and are removed at start-up.
+
+Logs only: what the broker derives from a log's batches (producer state, aborted transactions)
+is kept by :class:`oncelog.partition.PartitionManager`, which also runs retention, and through
+which a topic is deleted.
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ class DataDirMismatch(RuntimeError):
 
 class LogManager:
     def __init__(self, data_dir: str, policy: FsyncPolicy, default_config: LogConfig,
-                 checkpoint_interval_s: float = 10.0, retention_check_interval_s: float = 300.0) -> None:
+                 checkpoint_interval_s: float = 10.0) -> None:
         self.data_dir = os.path.abspath(data_dir)
         self.policy = policy
         self.default_config = default_config
@@ -76,7 +80,6 @@ class LogManager:
         self.cluster_id = ""
         self.node_id = 1
         self.checkpoint_interval_s = checkpoint_interval_s
-        self.retention_check_interval_s = retention_check_interval_s
         self._tasks: list[asyncio.Task] = []
 
     # ------------------------------------------------------------------ start / stop
@@ -124,7 +127,6 @@ class LogManager:
     def start_background(self) -> None:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._checkpoint_task()))
-        self._tasks.append(loop.create_task(self._retention_task()))
         self._tasks.append(loop.create_task(self._compaction_task()))
         if self.policy.mode == "interval":
             self._tasks.append(loop.create_task(self.flusher.interval_task()))
@@ -186,12 +188,6 @@ class LogManager:
             await asyncio.sleep(self.checkpoint_interval_s)
             await asyncio.get_running_loop().run_in_executor(None, self.write_checkpoint)
 
-    async def _retention_task(self) -> None:
-        while True:
-            await asyncio.sleep(self.retention_check_interval_s)
-            await self.apply_retention()
-
-    producer_id_expiration_ms = 24 * 3600 * 1000
     compaction_interval_s = 30.0
 
     async def _compaction_task(self) -> None:
@@ -215,18 +211,6 @@ class LogManager:
         if saved:
             log.info("compaction saved %d bytes", saved)
         return saved
-
-    async def apply_retention(self) -> int:
-        """Retention of segments, and expiry of idle producer state (producer.id.expiration.ms)."""
-        now = int(time.time() * 1000)
-        removed = expired = 0
-        async with self.flusher.lock:
-            for plog in self.all_logs():
-                removed += plog.apply_retention(now)
-                expired += plog.producers.expire(now, self.producer_id_expiration_ms)
-        if removed or expired:
-            log.info("retention deleted %d segment(s); expired %d idle producer(s)", removed, expired)
-        return removed
 
     # ------------------------------------------------------------------ topics
 

@@ -1,13 +1,24 @@
-"""The partition log: an ordered list of segments behind a narrow interface.
+"""The partition log: an ordered list of segments holding raw record-batch bytes.
 
-Interface (everything the rest of the broker may do to a partition's data)::
+Storage knows bytes and offsets only: no producer state, no transactions, no groups. What the
+batches mean (idempotence, transactions, the last stable offset) is kept above it, by
+:class:`oncelog.partition.Partition`, which is the only writer of a log.
 
-    append(data, batches)              -> (base_offset, last_offset)
+Interface::
+
+    open(...)                          recover the segments, validate the unflushed tail
+    append(data, batches, now_ms)      -> base offset of each batch (offsets are assigned here)
     read(offset, max_bytes, upper)     -> bytes of whole batches
+    batches_from(offset)               -> (segment, position, header) of each batch from there
     offset_for_timestamp(ts)           -> (offset, ts) | None   (first record with ts >= target)
     offset_of_max_timestamp()          -> (offset, ts) | None
-    truncate_tail / delete_records / apply_retention
-    log_start_offset, log_end_offset, high_watermark  (and later last_stable_offset)
+    delete_records(offset)             -> the new log start offset (DeleteRecords)
+    apply_retention(now_ms)            -> the new log start offset (retention.ms / retention.bytes)
+    roll(), close(), delete_all()
+    log_start_offset, log_end_offset, high_watermark, waiters (long-polling fetches)
+    take_flush_work() / flushed(offset) / recovery_point() / durable_point   (the flusher's side)
+    on_roll                            called with the new segment's base offset after a roll,
+                                       so the owner can snapshot what it derives from the log
 
 Offsets: ``log_start_offset <= high_watermark <= log_end_offset``. ``log_end_offset`` (LEO)
 is the next offset to assign. The high watermark (HW) is what consumers may read: with
@@ -27,21 +38,16 @@ import asyncio
 import bisect
 import logging
 import os
-import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
-from ..producer_state import ProducerStateManager
+from ..errors import OffsetOutOfRangeError
 from ..protocol import records as rb
 from .cleaner import finish_interrupted_swaps
 from .files import atomic_write
 from .segment import Segment, recover_segment
 
 log = logging.getLogger("oncelog.storage")
-
-
-class OffsetOutOfRange(Exception):
-    def __init__(self, offset: int, start: int, end: int) -> None:
-        super().__init__(f"offset {offset} is outside [{start}, {end}]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,21 +114,6 @@ CONFIG_NAMES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class AbortedTxn:
-    """An aborted transaction's range on this partition: data of ``producer_id`` from
-    ``first_offset`` up to the ABORT marker at ``last_offset`` must be dropped by read_committed
-    consumers. ``last_stable_offset`` is the LSO when the abort completed."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    last_stable_offset: int
-
-
-ABORTED_ENTRY = struct.Struct(">hqqqq")  # version 0, producer id, first, last, lso (Kafka's .txnindex)
-
-
 @dataclass
 class RecoveryPoint:
     """A prefix of the log known to be on disk: everything before ``position`` of segment
@@ -154,11 +145,8 @@ class PartitionLog:
         # The last recovery point known to be on disk (what the checkpoint file records).
         self.durable_point: RecoveryPoint | None = None
         self.recovery_scanned_bytes = 0  # how much start-up validated: bounded by the unflushed tail
-        # Idempotent-producer state, derived from this log (snapshots + replay of the tail).
-        self.producers = ProducerStateManager(directory)
-        # Aborted transactions, by marker offset (file ``aborted-txns``, 34-byte entries).
-        self.aborted: list[AbortedTxn] = []
-        self._aborted_fd: int | None = None
+        # Called with the new segment's base offset after a roll (see the module docstring).
+        self.on_roll: Callable[[int], None] | None = None
 
     # ------------------------------------------------------------------ open / recover
 
@@ -180,9 +168,7 @@ class PartitionLog:
             seg.next_offset = nxt.base_offset
         plog._recover(recovery_point, clean_shutdown)
         plog.log_start_offset = max(plog.bases[0], plog._read_log_start())
-        end = plog.log_end_offset
-        plog._rebuild_producer_state()
-        plog.high_watermark = plog.flushed_offset = end
+        plog.high_watermark = plog.flushed_offset = plog.log_end_offset
         # What survived a crash of the process may still be only in the page cache: make it
         # durable before it becomes readable.
         plog.active.flush()
@@ -231,82 +217,6 @@ class PartitionLog:
             del self.segments[i + 1 :]
             self.bases = [s.base_offset for s in self.segments]
             return
-
-    def _rebuild_producer_state(self) -> None:
-        """Newest snapshot at or below the LEO, then replay of the batch headers after it
-        (markers close transactions and re-create missing aborted-transaction entries)."""
-        self._load_aborted()
-        start = self.producers.load_latest_snapshot(self.log_end_offset)
-        if start is None:
-            start = self.log_start_offset
-        i = max(bisect.bisect_right(self.bases, start) - 1, 0)
-        known_markers = {a.last_offset for a in self.aborted}
-        for seg in self.segments[i:]:
-            pos = seg.floor_position(start) if seg.base_offset <= start else 0
-            for position, header in seg.iter_headers(pos):
-                if header.base_offset < start:
-                    continue
-                if header.is_control:
-                    commit = rb.control_type(seg.read(position, header.size)) == rb.CONTROL_COMMIT
-                    first = self.producers.complete_txn(header.producer_id, header.producer_epoch,
-                                                        header.base_offset, header.max_timestamp)
-                    if not commit and first is not None and header.base_offset not in known_markers:
-                        self._record_aborted(AbortedTxn(header.producer_id, first, header.base_offset,
-                                                        self.producers.first_unstable_offset() or header.base_offset))
-                else:
-                    self.producers.replay(header)
-
-    # ------------------------------------------------------------------ transactions
-
-    def _load_aborted(self) -> None:
-        path = os.path.join(self.directory, "aborted-txns")
-        entries = []
-        try:
-            with open(path, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            raw = b""
-        usable = len(raw) - len(raw) % ABORTED_ENTRY.size
-        end = self.log_end_offset
-        for _, pid, first, last, lso in ABORTED_ENTRY.iter_unpack(raw[:usable]):
-            if last < end:  # entries for markers that recovery truncated are dropped
-                entries.append(AbortedTxn(pid, first, last, lso))
-        self.aborted = entries
-        self._rewrite_aborted()
-
-    def _rewrite_aborted(self) -> None:
-        path = os.path.join(self.directory, "aborted-txns")
-        data = b"".join(ABORTED_ENTRY.pack(0, a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset)
-                        for a in self.aborted)
-        atomic_write(path, data)
-        if self._aborted_fd is not None:
-            os.close(self._aborted_fd)
-        self._aborted_fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-
-    def _record_aborted(self, entry: AbortedTxn) -> None:
-        self.aborted.append(entry)
-        os.write(self._aborted_fd, ABORTED_ENTRY.pack(0, entry.producer_id, entry.first_offset, entry.last_offset,
-                                                      entry.last_stable_offset))
-
-    def last_stable_offset(self) -> int:
-        """Below the first offset of any open transaction, and never above the HW."""
-        first = self.producers.first_unstable_offset()
-        return self.high_watermark if first is None else min(first, self.high_watermark)
-
-    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                      now_ms: int) -> int:
-        """Write a COMMIT/ABORT control batch for ``producer_id``'s transaction; returns its offset."""
-        data = bytearray(rb.build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms))
-        offset = self.append(data, rb.scan_batches(bytes(data)), now_ms)[0]
-        first = self.producers.complete_txn(producer_id, producer_epoch, offset, now_ms)
-        if not commit and first is not None:
-            self._record_aborted(AbortedTxn(producer_id, first, offset, self.last_stable_offset()))
-        return offset
-
-    def aborted_between(self, start: int, end: int) -> list[tuple[int, int]]:
-        """(producer id, first offset) of aborted transactions overlapping [start, end)."""
-        i = bisect.bisect_left(self.aborted, start, key=lambda a: a.last_offset)  # entries are in marker order
-        return [(a.producer_id, a.first_offset) for a in self.aborted[i:] if a.first_offset < end]
 
     def _read_log_start(self) -> int:
         try:
@@ -392,11 +302,9 @@ class PartitionLog:
         self.segments.append(new)
         self.bases.append(new.base_offset)
         self.pending_closed.append(old)
-        # A snapshot per roll bounds the replay at start-up to one segment; the aborted index
-        # entries before it must be durable first, as replay will not recreate them.
-        os.fsync(self._aborted_fd)
-        self.producers.write_snapshot(new.base_offset)
         self.dirty = True
+        if self.on_roll is not None:
+            self.on_roll(new.base_offset)
 
     def take_flush_work(self) -> tuple[list[Segment], int]:
         """Segments to fsync and the offset that will be durable once they are."""
@@ -426,7 +334,7 @@ class PartitionLog:
 
     def check_fetch_offset(self, offset: int) -> None:
         if offset < self.log_start_offset or offset > self.log_end_offset:
-            raise OffsetOutOfRange(offset, self.log_start_offset, self.log_end_offset)
+            raise OffsetOutOfRangeError(f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]")
 
     def read(self, offset: int, max_bytes: int, upper: int, *, min_one: bool = True) -> bytes:
         """Whole batches holding offsets from ``offset`` up to (not including) ``upper``, at most
@@ -460,6 +368,16 @@ class PartitionLog:
                 break
             p += size
         return data[:p] if p < end else data
+
+    def batches_from(self, offset: int) -> Iterator[tuple[Segment, int, rb.BatchHeader]]:
+        """Every batch holding offsets at or after ``offset``, in order, as (segment, position,
+        header): a header-only scan; ``segment.read(position, header.size)`` reads a batch."""
+        i = max(bisect.bisect_right(self.bases, offset) - 1, 0)
+        for seg in self.segments[i:]:
+            pos = seg.floor_position(offset) if seg.base_offset <= offset else 0
+            for position, header in seg.iter_headers(pos):
+                if header.last_offset >= offset:
+                    yield seg, position, header
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record, in offset order, whose timestamp is >=
@@ -502,24 +420,15 @@ class PartitionLog:
     # ------------------------------------------------------------------ deletion
 
     def delete_records(self, offset: int) -> int:
-        """Advance the log start offset (DeleteRecords); whole segments below it go."""
+        """Advance the log start offset (DeleteRecords); whole segments below it go. Returns
+        the new log start offset (the owner trims what it derived from the removed batches)."""
         if offset > self.high_watermark or offset < 0:
-            raise OffsetOutOfRange(offset, self.log_start_offset, self.high_watermark)
+            raise OffsetOutOfRangeError(f"offset {offset} is outside [{self.log_start_offset}, {self.high_watermark}]")
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self._write_log_start()
             self._drop_segments_below(offset)
-            self._on_log_start_advanced()
-            self._trim_aborted()
         return self.log_start_offset
-
-    def _on_log_start_advanced(self) -> None:
-        """Producer state outlives the batches it came from (as in Kafka): the replay at
-        start-up begins at the log start, so a producer whose batches are all gone is kept
-        across a restart by a snapshot at the log end."""
-        if self.producers.on_log_start_advanced(self.log_start_offset) and self.producers.directory:
-            os.fsync(self._aborted_fd)  # as at a roll: replay will not recreate aborted entries
-            self.producers.write_snapshot(self.log_end_offset)
 
     def _drop_segments_below(self, offset: int) -> None:
         while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
@@ -528,9 +437,9 @@ class PartitionLog:
             seg.delete()
 
     def apply_retention(self, now_ms: int) -> int:
-        """Delete closed segments beyond retention.ms / retention.bytes; returns how many."""
+        """Delete closed segments beyond retention.ms / retention.bytes; returns the new log
+        start offset (as :meth:`delete_records`)."""
         cfg = self.config
-        removed = 0
         total = self.size_bytes
         while len(self.segments) > 1:
             seg = self.segments[0]
@@ -547,33 +456,18 @@ class PartitionLog:
             self.segments.pop(0)
             self.bases.pop(0)
             seg.delete()
-            removed += 1
             if self.bases[0] > self.log_start_offset:
                 self.log_start_offset = self.bases[0]
                 self._write_log_start()
-                self._on_log_start_advanced()
-                self._trim_aborted()
-        return removed
-
-    def _trim_aborted(self) -> None:
-        keep = [a for a in self.aborted if a.last_offset >= self.log_start_offset]
-        if len(keep) != len(self.aborted):
-            self.aborted = keep
-            self._rewrite_aborted()
+        return self.log_start_offset
 
     def close(self) -> None:
-        os.fsync(self._aborted_fd)
-        os.close(self._aborted_fd)
-        self.producers.write_snapshot(self.log_end_offset)
         for seg in self.segments:
             seg.close()
         self.wake()
 
     def delete_all(self) -> None:
         self.deleted = True
-        if self._aborted_fd is not None:
-            os.close(self._aborted_fd)
-            self._aborted_fd = None
         for seg in self.segments:
             seg.delete()
         for name in os.listdir(self.directory):

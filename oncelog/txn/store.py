@@ -3,7 +3,7 @@
 ``__transaction_state`` holds one record per change of a transactional id (key and value in
 :mod:`oncelog.txn.coordinator`), placed by Kafka's hash rule and compacted. Markers are control
 batches appended to each partition of a transaction (see
-:meth:`oncelog.storage.partition_log.PartitionLog.append_marker`); a marker in
+:meth:`oncelog.partition.Partition.append_marker`); a marker in
 ``__consumer_offsets`` also settles the transaction's pending offset commits.
 """
 
@@ -19,8 +19,8 @@ from ..groups.records import partition_for
 from ..groups.store import OFFSETS_TOPIC
 from ..protocol import records as rb
 from ..storage.flusher import when_durable
-from ..storage.internal_topic import InternalTopic
-from ..storage.log_manager import LogManager
+from ..partition.internal_topic import InternalTopic
+from ..partition.manager import PartitionManager
 from .coordinator import TransactionCoordinator, decode_key, decode_value, encode_key
 
 log = logging.getLogger("oncelog.txn")
@@ -29,8 +29,8 @@ TXN_TOPIC = "__transaction_state"
 
 
 class TransactionStateTopic(InternalTopic):
-    def __init__(self, logs: LogManager, partitions: int, segment_bytes: int = 16 << 20) -> None:
-        super().__init__(logs, TXN_TOPIC, partitions, segment_bytes)
+    def __init__(self, manager: PartitionManager, partitions: int, segment_bytes: int = 16 << 20) -> None:
+        super().__init__(manager, TXN_TOPIC, partitions, segment_bytes)
 
     def persist(self, txn_id: str, value: bytes | None, on_done) -> None:
         def durable(err: ErrorCode) -> None:
@@ -59,8 +59,8 @@ class TransactionStateTopic(InternalTopic):
 class MarkerWriter:
     """Writes COMMIT/ABORT markers to a transaction's partitions and reports durability."""
 
-    def __init__(self, logs: LogManager, groups) -> None:
-        self.logs = logs
+    def __init__(self, partitions: PartitionManager, groups) -> None:
+        self.partitions = partitions
         self.groups = groups
 
     def write(self, producer_id: int, producer_epoch: int, commit: bool, partitions, on_done,
@@ -70,14 +70,14 @@ class MarkerWriter:
         touches_offsets = False
         for topic, partition in sorted(partitions):
             try:
-                plog = self.logs.get_log(topic, partition)
+                part = self.partitions.get(topic, partition)
             except Exception:
                 results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
                 continue  # the topic was deleted: nothing to mark
-            plog.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, now)
-            written.append(plog)
+            part.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, now)
+            written.append(part.log)
             if faults.CRASH_POINT == "markers:after-first" and len(partitions) > 1:
-                plog.active.flush()
+                part.log.active.flush()
                 faults.crash_if("markers:after-first")
             results[(topic, partition)] = ErrorCode.none
             touches_offsets |= topic == OFFSETS_TOPIC
@@ -87,9 +87,9 @@ class MarkerWriter:
                 self.groups.complete_txn_offsets(producer_id, commit)
             on_done(ErrorCode.none if ok else ErrorCode.kafka_storage_error)
 
-        when_durable(self.logs.flusher, written, durable)
+        when_durable(self.partitions.flusher, written, durable)
         return results
 
     def offsets_partition(self, group_id: str) -> tuple[str, int]:
-        topic = self.logs.topics[OFFSETS_TOPIC]
+        topic = self.partitions.logs.topics[OFFSETS_TOPIC]
         return OFFSETS_TOPIC, partition_for(group_id, topic.partitions)

@@ -1,0 +1,102 @@
+"""Every partition of the broker, as API handlers and coordinators reach them.
+
+The :class:`~oncelog.storage.log_manager.LogManager` (storage) says which partitions exist —
+topics are created, grown and deleted there — and owns their logs. The PartitionManager keeps a
+:class:`~oncelog.partition.Partition` over each log: opened, with its state rebuilt, at start-up
+for every existing log and on first use for a log created later; discarded when its topic is
+deleted. A partition is looked up through the LogManager every time, so a partition of a topic
+being deleted (or deleted and re-created) is never handed out.
+
+It also runs what changes partition state in the background: retention (which moves log starts,
+so the partitions trim their state) and the expiry of idle producers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from ..storage.log_manager import LogManager
+from ..storage.partition_log import PartitionLog
+from .partition import Partition
+
+log = logging.getLogger("oncelog.partition")
+
+
+class PartitionManager:
+    def __init__(self, logs: LogManager, *, retention_check_interval_s: float = 300.0,
+                 producer_id_expiration_ms: int = 24 * 3600 * 1000) -> None:
+        self.logs = logs
+        self.flusher = logs.flusher
+        self.retention_check_interval_s = retention_check_interval_s
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self._partitions: dict[PartitionLog, Partition] = {}
+        self._tasks: list[asyncio.Task] = []
+
+    def open(self) -> None:
+        """Rebuild the state of every partition the LogManager opened."""
+        for plog in self.logs.all_logs():
+            self._open(plog)
+
+    def get(self, topic: str, index: int) -> Partition:
+        """The partition, or :class:`~oncelog.errors.UnknownTopicOrPartition`."""
+        plog = self.logs.get_log(topic, index)
+        partition = self._partitions.get(plog)
+        return partition if partition is not None else self._open(plog)
+
+    def all(self) -> list[Partition]:
+        return [self._partitions.get(plog) or self._open(plog) for plog in self.logs.all_logs()]
+
+    def _open(self, plog: PartitionLog) -> Partition:
+        partition = Partition.open(plog, internal=self.logs.topics[plog.topic].internal)
+        self._partitions[plog] = partition
+        return partition
+
+    async def delete_topic(self, name: str) -> None:
+        topic = self.logs.topics.get(name)
+        plogs = list(topic.logs) if topic is not None else []
+        await self.logs.delete_topic(name)
+        for plog in plogs:
+            partition = self._partitions.pop(plog, None)
+            if partition is not None:
+                partition.discard()
+
+    # ------------------------------------------------------------------ background work
+
+    def start_background(self) -> None:
+        self.logs.start_background()
+        self._tasks.append(asyncio.get_running_loop().create_task(self._retention_task()))
+
+    async def _retention_task(self) -> None:
+        while True:
+            await asyncio.sleep(self.retention_check_interval_s)
+            await self.apply_retention()
+
+    async def apply_retention(self) -> int:
+        """Retention of segments, and expiry of idle producer state (producer.id.expiration.ms).
+        Returns how many segments were deleted."""
+        now = int(time.time() * 1000)
+        removed = expired = 0
+        async with self.flusher.lock:
+            for partition in self.all():
+                segments = len(partition.log.segments)
+                partition.apply_retention(now)
+                removed += segments - len(partition.log.segments)
+                expired += partition.expire_producers(now, self.producer_id_expiration_ms)
+        if removed or expired:
+            log.info("retention deleted %d segment(s); expired %d idle producer(s)", removed, expired)
+        return removed
+
+    async def close(self) -> None:
+        """Clean shutdown: every partition's state snapshotted, then the logs flushed and closed."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for partition in self._partitions.values():
+            partition.close()
+        await self.logs.close()
