@@ -36,14 +36,12 @@ MAX_VERSION = 12  # v12: transaction version 2 (implicit AddPartitionsToTxn, KIP
 log = logging.getLogger("oncelog.produce")
 
 
-def append_partition(ctx, topic: str, partition: int, records, now_ms: int, acks: int,
-                     transactional_id: str | None = None):
+def append_partition(ctx, topic: str, partition: int, records, now_ms: int, acks: int, verify_txn):
     """Append one partition's records. Returns (base_offset, log_start, durable) where
     ``durable`` is a future to await (or None)."""
     partitions = ctx.broker.partitions
     part = partitions.get(topic, partition)
-    appended = part.append(records, now_ms=now_ms, acks=acks,
-                           verify_txn=_txn_verifier(ctx.broker.txn, transactional_id, part))
+    appended = part.append(records, now_ms=now_ms, acks=acks, verify_txn=verify_txn)
     # A retry of a batch already in the log is acknowledged with its original offset. It may
     # still be waiting for its fsync, so an acks=all retry waits for the next round too.
     durable = None
@@ -52,10 +50,10 @@ def append_partition(ctx, topic: str, partition: int, records, now_ms: int, acks
     return appended.first_offset, appended.log_start_offset, durable
 
 
-def _txn_verifier(txn, transactional_id: str | None, part):
+def _txn_verifier(txn, transactional_id: str | None):
     """KIP-890 part 1, for :meth:`Partition.append`: may this transactional batch be written?"""
 
-    def verify(header) -> None:
+    def verify(part, header) -> None:
         code = txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch, part.topic,
                                     part.index)
         if code is not None:
@@ -112,6 +110,7 @@ async def _add_then_append(ctx, request, missing):
 def _append_all(ctx, request):
     acks = request.acks
     now_ms = int(time.time() * 1000)
+    verify_txn = _txn_verifier(ctx.broker.txn, request.transactional_id)
     outcome: list[tuple[str, list[list]]] = []
     pending = []
     for topic_data in request.topic_data:
@@ -122,7 +121,7 @@ def _append_all(ctx, request):
                 if acks not in (0, 1, -1):
                     raise errors.InvalidRequiredAcks(f"acks must be 0, 1 or -1, not {acks}")
                 base, start, durable = append_partition(ctx, topic_data.name, pd.index, pd.records, now_ms, acks,
-                                                        request.transactional_id)
+                                                        verify_txn)
                 entry[2], entry[3] = base, start
                 if durable is not None:
                     pending.append(durable)

@@ -39,8 +39,7 @@ Errors are domain errors (:mod:`oncelog.errors`); only API handlers map them to 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from .. import errors
 from ..protocol import records as rb
@@ -55,8 +54,7 @@ class AppendOrigin(enum.Enum):
     COORDINATOR = "coordinator"  # the broker's own batches: markers and internal topics
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):  # a tuple, not a frozen dataclass: built once per append, on the hot path
     """Where an append went: the offsets of its first and last records (a duplicate's are
     those of the original write) and the partition's log start offset."""
 
@@ -66,8 +64,9 @@ class AppendInfo:
     duplicate: bool = False
 
 
-# Verifies one transactional client batch with the transaction coordinator; raises a domain error.
-TxnVerifier = Callable[[rb.BatchHeader], None]
+# Verifies one transactional client batch for this partition with the transaction coordinator;
+# raises a domain error.
+TxnVerifier = Callable[["Partition", rb.BatchHeader], None]
 
 
 class Partition:
@@ -103,7 +102,7 @@ class Partition:
             if verify_txn is not None:
                 for header in batches:
                     if header.is_transactional:
-                        verify_txn(header)
+                        verify_txn(self, header)
         else:
             batches = rb.scan_batches(records)
         # Step 2. Check every batch against the producer state; nothing changes yet.

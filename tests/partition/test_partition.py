@@ -86,7 +86,7 @@ def test_transactional_batches_are_verified_before_the_write(tmp_path):
     p = open_partition(tmp_path)
     seen = []
 
-    def refuse(header):
+    def refuse(partition, header):
         seen.append((header.producer_id, header.producer_epoch))
         raise errors.InvalidTxnState("not in the transaction")
 
