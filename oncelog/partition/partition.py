@@ -98,7 +98,7 @@ class Partition:
         if client:
             if self.internal:
                 raise errors.InvalidTopic(f"cannot produce to internal topic {self.topic}")
-            batches = validate(records, self.log.config, acks=acks, name=self.name)
+            batches = validate(records, self.log.config, acks=acks, now_ms=now_ms, name=self.name)
             if verify_txn is not None:
                 for header in batches:
                     if header.is_transactional:

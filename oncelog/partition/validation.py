@@ -11,6 +11,9 @@ Produce handler:
 * a batch larger than ``max.message.bytes`` — MESSAGE_TOO_LARGE;
 * a control batch (only the transaction coordinator writes markers) — INVALID_RECORD.
 
+Checks that need more than the headers and the config get what they need as arguments: the
+request's ``acks`` (min.insync.replicas), the append time ``now_ms`` (timestamp bounds).
+
 The broker's own writes (markers, ``__consumer_offsets``, ``__transaction_state``) are built by
 the broker and do not come through here.
 """
@@ -22,10 +25,9 @@ from ..protocol import records as rb
 from ..storage.partition_log import LogConfig
 
 
-def validate(records, config: LogConfig, *, acks: int, name: str) -> list[rb.BatchHeader]:
-    """The batch headers of ``records``, once every check of a client append passed.
-    ``acks`` is the request's (checks that depend on it belong here too); ``name`` is the
-    partition's ``topic-index`` for messages."""
+def validate(records, config: LogConfig, *, acks: int, now_ms: int, name: str) -> list[rb.BatchHeader]:
+    """The batch headers of ``records``, once every check of a client append passed;
+    ``name`` is the partition's ``topic-index`` for messages."""
     if records is None:
         raise errors.InvalidRecord("records field is null")
     try:
