@@ -260,9 +260,11 @@ class PartitionLog:
         Only ``message.timestamp.type=LogAppendTime`` rewrites a copy (timestamps are covered)."""
         next_offset = self.log_end_offset
         firsts = []
+        size = 0
         for header in batches:
             firsts.append(next_offset)
             next_offset += header.last_offset_delta + 1
+            size += header.size
         if self.config.message_timestamp_type == "LogAppendTime":
             data = bytearray(data)
             for header, first in zip(batches, firsts):
@@ -274,7 +276,7 @@ class PartitionLog:
         for header, first in zip(batches, firsts):
             buffers.append(rb.pack_base_offset(first))
             buffers.append(view[header.position + 8 : header.position + header.size])
-        self._maybe_roll(sum(h.size for h in batches), now_ms)
+        self._maybe_roll(size, now_ms)
         seg = self.active
         if seg.first_append_ms is None:
             seg.first_append_ms = now_ms

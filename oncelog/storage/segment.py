@@ -153,12 +153,12 @@ class Segment:
         for header, first in zip(batches, firsts):
             self._maybe_index(first, start + header.position - batches[0].position, header.max_timestamp)
             self._bytes_since_index += header.size
-        total = sum(len(b) for b in buffers)
+        total = sum(map(len, buffers))
         written = 0
         for i in range(0, len(buffers), 512):  # IOV_MAX is 1024 on Linux
             chunk = buffers[i : i + 512]
             n = os.pwritev(self.fd, chunk, start + written)
-            expected = sum(len(b) for b in chunk)
+            expected = total - written if i + 512 >= len(buffers) else sum(map(len, chunk))
             if n != expected:  # regular files write all or fail; refuse to continue silently
                 os.ftruncate(self.fd, start)
                 raise OSError(f"short write to {self.log_path}: {n} of {expected} bytes")
