@@ -15,10 +15,11 @@ Interface::
     delete_records(offset)             -> the new log start offset (DeleteRecords)
     apply_retention(now_ms)            -> the new log start offset (retention.ms / retention.bytes)
     roll(), close(), delete_all()
-    log_start_offset, log_end_offset, high_watermark, waiters (long-polling fetches)
+    log_start_offset, log_end_offset, high_watermark, waiters (long-polling fetches), config
     take_flush_work() / flushed(offset) / recovery_point() / durable_point   (the flusher's side)
     on_roll                            called with the new segment's base offset after a roll,
                                        so the owner can snapshot what it derives from the log
+    segments, bases                    for the cleaner (:mod:`.cleaner` rewrites closed segments)
 
 Offsets: ``log_start_offset <= high_watermark <= log_end_offset``. ``log_end_offset`` (LEO)
 is the next offset to assign. The high watermark (HW) is what consumers may read: with
