@@ -4,12 +4,17 @@ client sends a version, the project's own wire client."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from kafka.admin import KafkaAdminClient
+from kio.schema.errors import ErrorCode
+
+from oncelog.wire_client import RawClient, request_module
 
 from .helpers import create_topic
 
@@ -55,3 +60,154 @@ def test_serve_refuses_a_minimum_session_timeout_above_the_maximum(tmp_path):
                            "--group-min-session-timeout-ms", "7000", "--group-max-session-timeout-ms", "6000"],
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2 and "--group-min-session-timeout-ms (7000)" in proc.stderr
+
+
+# ---------------------------------------------------------------- helpers for the new APIs
+
+def _raw(bootstrap: str) -> RawClient:
+    return RawClient(bootstrap)
+
+
+def _produce(bootstrap: str, topic: str, partition: int, count: int, size: int = 100) -> None:
+    p = ck.Producer({"bootstrap.servers": bootstrap})
+    for _ in range(count):
+        p.produce(topic, b"x" * size, partition=partition)
+    assert p.flush(10) == 0
+
+
+def _log_file_bytes(data_dir: str, topic: str, partition: int) -> int:
+    directory = os.path.join(data_dir, f"{topic}-{partition}")
+    return sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory) if f.endswith(".log"))
+
+
+# ---------------------------------------------------------------- DescribeLogDirs
+
+def test_describe_log_dirs_reports_the_data_dir_sizes_and_volume(broker):
+    create_topic(broker.bootstrap, "dirs", 2)
+    _produce(broker.bootstrap, "dirs", 0, 20)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        [everything] = admin.describe_log_dirs()
+        [asked] = admin.describe_log_dirs({"dirs": [0, 7], "nope": [0]})
+    finally:
+        admin.close()
+    data_dir = os.path.abspath(broker.data_dir)
+    [log_dir] = everything["log_dirs"]
+    assert log_dir["error_code"] == 0 and log_dir["log_dir"] == data_dir and log_dir["is_cordoned"] is False
+    st = os.statvfs(data_dir)
+    assert log_dir["total_bytes"] == st.f_blocks * st.f_frsize
+    assert abs(log_dir["usable_bytes"] - st.f_bavail * st.f_frsize) < 0.01 * log_dir["total_bytes"]
+    parts = {(t["name"], p["partition_index"]): p for t in log_dir["topics"] for p in t["partitions"]}
+    assert {("dirs", 0), ("dirs", 1), ("__consumer_offsets", 0)} <= set(parts)  # internal topics too
+    assert parts[("dirs", 0)]["partition_size"] == _log_file_bytes(data_dir, "dirs", 0) > 20 * 100
+    assert parts[("dirs", 1)]["partition_size"] == 0
+    assert all(p["offset_lag"] == 0 and p["is_future_key"] is False for p in parts.values())
+    # Partitions the broker does not host, and topics left with none, are left out (as Kafka).
+    [only] = asked["log_dirs"]
+    assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in only["topics"]] == [("dirs", [0])]
+
+
+def test_describe_log_dirs_every_version(broker):
+    create_topic(broker.bootstrap, "dirs", 1)
+    client = _raw(broker.bootstrap)
+    for version in range(1, 6):
+        m = request_module(35, version)
+        resp = client.request(m.DescribeLogDirsRequest(topics=(m.DescribableLogDirTopic(topic="dirs", partitions=(0,)),)))
+        [result] = resp.results
+        assert result.log_dir == os.path.abspath(broker.data_dir)
+        assert [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == [("dirs", [0])]
+        assert getattr(resp, "error_code", ErrorCode.none) == ErrorCode.none  # v3+
+        assert getattr(result, "total_bytes", 1) > 0  # v4+
+
+
+# ---------------------------------------------------------------- DescribeTopicPartitions
+
+def test_describe_topic_partitions_pages_with_a_cursor_as_kafka(broker):
+    create_topic(broker.bootstrap, "a", 3)
+    create_topic(broker.bootstrap, "b", 2)
+    create_topic(broker.bootstrap, "c", 1)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        pages, cursor = [], None
+        while True:
+            page = admin.describe_topic_partitions(["c", "nope", "b", "a"], response_partition_limit=2, cursor=cursor)
+            pages.append([(t["name"], t["error_code"], [p["partition_index"] for p in t["partitions"]])
+                          for t in page["topics"]])
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+            pages[-1].append(("cursor", cursor["topic_name"], cursor["partition_index"]))
+        everything = admin.describe_topic_partitions([])
+        bad = admin.describe_topic_partitions(["bad name!"])
+    finally:
+        admin.close()
+    assert pages == [
+        [("a", 0, [0, 1]), ("cursor", "a", 2)],                   # a topic cut: the cursor is its next partition
+        [("a", 0, [2]), ("b", 0, [0]), ("cursor", "b", 1)],
+        [("b", 0, [1]), ("c", 0, [0]), ("cursor", "nope", 0)],   # the limit used up exactly: the next topic
+        [("nope", ErrorCode.unknown_topic_or_partition.value, [])],
+    ]
+    topics = {t["name"]: t for t in everything["topics"]}
+    assert everything["next_cursor"] is None
+    assert {"a", "b", "c", "__consumer_offsets", "__transaction_state"} <= set(topics)
+    assert [t["name"] for t in everything["topics"]] == sorted(topics)
+    assert topics["__consumer_offsets"]["is_internal"] is True and topics["a"]["is_internal"] is False
+    p0 = topics["a"]["partitions"][0]
+    assert (p0["leader_id"], p0["replica_nodes"], p0["isr_nodes"], p0["offline_replicas"]) == (1, [1], [1], [])
+    assert topics["a"]["topic_authorized_operations"] > 0  # no ACLs: every topic operation
+    assert [(t["name"], t["error_code"]) for t in bad["topics"]] == [("bad name!", ErrorCode.invalid_topic_exception.value)]
+
+
+def test_describe_topic_partitions_refuses_a_cursor_outside_the_topics(broker):
+    create_topic(broker.bootstrap, "a", 1)
+    m = request_module(75, 0)
+    client = _raw(broker.bootstrap)
+    resp = client.request(m.DescribeTopicPartitionsRequest(
+        topics=(m.TopicRequest(name="a"),), cursor=m.Cursor(topic_name="b", partition_index=0)))
+    assert [(t.name, t.error_code, t.partitions) for t in resp.topics] == [("a", ErrorCode.invalid_request, ())]
+    resp = client.request(m.DescribeTopicPartitionsRequest(
+        topics=(m.TopicRequest(name="a"),), cursor=m.Cursor(topic_name="a", partition_index=-1)))
+    assert [t.error_code for t in resp.topics] == [ErrorCode.invalid_request]
+
+
+# ---------------------------------------------------------------- ListPartitionReassignments, ElectLeaders
+
+def test_list_partition_reassignments_is_empty(broker):
+    create_topic(broker.bootstrap, "a", 2)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        assert admin.list_partition_reassignments() == {}
+        assert admin.list_partition_reassignments({"a": [0, 1], "nope": [0]}) == {}  # unknown topics: no error
+    finally:
+        admin.close()
+
+
+def test_elect_leaders_has_nothing_to_elect(broker):
+    create_topic(broker.bootstrap, "a", 2)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    tps = [ck.TopicPartition("a", 0), ck.TopicPartition("a", 7), ck.TopicPartition("nope", 0)]
+    result = admin.elect_leaders(ck.ElectionType.PREFERRED, tps).result(timeout=10)
+    answers = {(tp.topic, tp.partition): (err.code(), err.str()) for tp, err in result.items()}
+    assert answers == {
+        ("a", 0): (ck.KafkaError.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."),
+        ("a", 7): (ck.KafkaError.UNKNOWN_TOPIC_OR_PART, "No such partition as a-7"),
+        ("nope", 0): (ck.KafkaError.UNKNOWN_TOPIC_OR_PART, "No such topic as nope"),
+    }
+    # All partitions (null list): partitions whose election is not needed are left out.
+    assert admin.elect_leaders(ck.ElectionType.UNCLEAN, None).result(timeout=10) == {}
+
+    client = _raw(broker.bootstrap)
+    m = request_module(43, 2)
+    resp = client.request(m.ElectLeadersRequest(election_type=1, topic_partitions=None))
+    assert resp.error_code == ErrorCode.none
+    results = {r.topic: r.partition_result for r in resp.replica_election_results}
+    assert {"a", "__consumer_offsets"} <= set(results) and not any(results.values())
+    m = request_module(43, 0)  # v0: preferred only, no top-level error code
+    resp = client.request(m.ElectLeadersRequest(topic_partitions=(m.TopicPartitions(topic="a", partitions=(1,)),)))
+    assert [(p.partition_id, p.error_code) for r in resp.replica_election_results for p in r.partition_result] \
+        == [(1, ErrorCode.election_not_needed)]
+    m = request_module(43, 1)
+    resp = client.request(m.ElectLeadersRequest(election_type=5, topic_partitions=(m.TopicPartitions(topic="a", partitions=(0,)),)))
+    assert resp.error_code == ErrorCode.invalid_request
+    assert [(p.error_code, p.error_message) for r in resp.replica_election_results for p in r.partition_result] \
+        == [(ErrorCode.invalid_request, "Unknown election type 5")]
