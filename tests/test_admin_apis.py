@@ -4,16 +4,22 @@ client sends a version, the project's own wire client."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 import sys
 import time
+import uuid
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient
+from kafka.protocol.consumer.offsets import OffsetSpec
 from kio.schema.errors import ErrorCode
 
+from oncelog.apis import HANDLERS
+from oncelog.apis._base import build
 from oncelog.wire_client import RawClient, request_module
 
 from .helpers import create_topic
@@ -78,6 +84,39 @@ def _produce(bootstrap: str, topic: str, partition: int, count: int, size: int =
 def _log_file_bytes(data_dir: str, topic: str, partition: int) -> int:
     directory = os.path.join(data_dir, f"{topic}-{partition}")
     return sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory) if f.endswith(".log"))
+
+
+# ---------------------------------------------------------------- ApiVersions
+
+# What this issue added or raised; every other API keeps its range (compared with HANDLERS below).
+NEW_RANGES = {
+    1: (4, 18),    # Fetch: v18 follower high watermark (KIP-1166)
+    2: (1, 11),    # ListOffsets: v10 timeout (KIP-1075), v11 earliest pending upload (KIP-1023)
+    3: (0, 13),    # Metadata: v13 top-level error code (KIP-1102)
+    8: (2, 10),    # OffsetCommit: v10 topic ids (KIP-848)
+    9: (1, 10),    # OffsetFetch: v10 topic ids (KIP-848)
+    10: (0, 6),    # FindCoordinator: v5 TRANSACTION_ABORTABLE, v6 share keys (refused)
+    15: (0, 6),    # DescribeGroups: v6 GROUP_ID_NOT_FOUND (KIP-1043)
+    35: (1, 5),    # DescribeLogDirs (new)
+    43: (0, 2),    # ElectLeaders (new)
+    46: (0, 0),    # ListPartitionReassignments (new)
+    60: (0, 2),    # DescribeCluster: v2 fenced brokers (KIP-1073)
+    75: (0, 0),    # DescribeTopicPartitions (new, KIP-966)
+}
+
+
+def test_api_versions_advertises_the_new_apis_and_versions(broker):
+    resp = _raw(broker.bootstrap).request(
+        request_module(18, 4).ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+    advertised = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert advertised == {key: (m.MIN_VERSION, m.MAX_VERSION) for key, m in HANDLERS.items()}
+    assert {key: advertised.get(key) for key in NEW_RANGES} == NEW_RANGES
+    # kafka-python infers the broker's release from the maxima: DescribeLogDirs v5 is Kafka 4.3's.
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        assert admin._manager.broker_version_data.broker_version == (4, 3)
+    finally:
+        admin.close()
 
 
 # ---------------------------------------------------------------- DescribeLogDirs
@@ -211,3 +250,117 @@ def test_elect_leaders_has_nothing_to_elect(broker):
     assert resp.error_code == ErrorCode.invalid_request
     assert [(p.error_code, p.error_message) for r in resp.replica_election_results for p in r.partition_result] \
         == [(ErrorCode.invalid_request, "Unknown election type 5")]
+
+
+# ---------------------------------------------------------------- raised versions of existing APIs
+
+def test_metadata_v13_fetch_v18_and_describe_cluster_v2(broker):
+    create_topic(broker.bootstrap, "v", 1)
+    _produce(broker.bootstrap, "v", 0, 3)
+    # librdkafka asks Metadata v13 now that it is advertised.
+    md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+    assert md.topics["v"].error is None and list(md.topics["v"].partitions) == [0]
+    client = _raw(broker.bootstrap)
+    m = request_module(3, 13)
+    resp = client.request(m.MetadataRequest(topics=(m.MetadataRequestTopic(name="v", topic_id=None),),
+                                            allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    assert resp.error_code == ErrorCode.none and [t.name for t in resp.topics] == ["v"]
+    topic_id = resp.topics[0].topic_id
+    m = request_module(1, 18)  # no client sends v18 yet (its field is a follower's)
+    resp = client.request(m.FetchRequest(
+        max_wait=datetime.timedelta(0), min_bytes=1, topics=(m.FetchTopic(topic_id=topic_id, partitions=(
+            m.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20, high_watermark=-1),)),),
+        forgotten_topics_data=()))
+    [part] = resp.responses[0].partitions
+    assert part.error_code == ErrorCode.none and part.high_watermark == 3 and len(part.records) > 0
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)  # sends DescribeCluster v2 with fenced brokers
+    try:
+        cluster = admin.describe_cluster()
+    finally:
+        admin.close()
+    assert [(b["broker_id"], b["is_fenced"]) for b in cluster["brokers"]] == [(1, False)]
+
+
+def test_list_offsets_v11_tiered_specials_and_version_gates(broker):
+    create_topic(broker.bootstrap, "lo", 2)
+    _produce(broker.bootstrap, "lo", 0, 5)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)  # ListOffsets v11
+    try:
+        answers = admin.list_partition_offsets({TopicPartition("lo", 0): OffsetSpec.LATEST_TIERED,
+                                                TopicPartition("lo", 1): OffsetSpec.EARLIEST_LOCAL})
+    finally:
+        admin.close()
+    assert answers[TopicPartition("lo", 0)].offset == -1  # no tiered storage: -1, as Kafka without remote storage
+    assert answers[TopicPartition("lo", 1)].offset == 0
+
+    def ask(version, timestamp):
+        m = request_module(2, version)
+        req = build(m.ListOffsetsRequest, replica_id=-1, isolation_level=0, timeout=datetime.timedelta(seconds=5),
+                    topics=(m.ListOffsetsTopic(name="lo", partitions=(
+                        m.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=timestamp),)),))
+        p = _raw(broker.bootstrap).request(req).topics[0].partitions[0]
+        return p.error_code, p.offset, p.timestamp, getattr(p, "leader_epoch", None)
+
+    assert ask(11, -6) == (ErrorCode.none, -1, -1, -1)  # earliest pending upload: nothing to upload
+    assert ask(11, -1) == (ErrorCode.none, 5, -1, 0)
+    assert ask(10, -6)[0] == ErrorCode.unsupported_version  # a special the version does not know
+    assert ask(6, -3)[0] == ErrorCode.unsupported_version
+    assert ask(11, -7)[0] == ErrorCode.unsupported_version
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_id(broker):
+    create_topic(broker.bootstrap, "ids", 2)
+    client = _raw(broker.bootstrap)
+    m = request_module(3, 13)
+    topic_id = client.request(m.MetadataRequest(topics=(m.MetadataRequestTopic(name="ids", topic_id=None),),
+                                                allow_auto_topic_creation=False,
+                                                include_topic_authorized_operations=False)).topics[0].topic_id
+    unknown_id = uuid.uuid4()
+    m = request_module(8, 10)
+    resp = client.request(m.OffsetCommitRequest(
+        group_id="by-id", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, topics=(
+            m.OffsetCommitRequestTopic(topic_id=topic_id, partitions=(
+                m.OffsetCommitRequestPartition(partition_index=0, committed_offset=7, committed_metadata="m"),
+                m.OffsetCommitRequestPartition(partition_index=5, committed_offset=1, committed_metadata=None))),
+            m.OffsetCommitRequestTopic(topic_id=unknown_id, partitions=(
+                m.OffsetCommitRequestPartition(partition_index=0, committed_offset=1, committed_metadata=None),)))))
+    assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions]) for t in resp.topics] == [
+        (topic_id, [(0, ErrorCode.none), (5, ErrorCode.unknown_topic_or_partition)]),
+        (unknown_id, [(0, ErrorCode.unknown_topic_id)])]
+
+    m = request_module(9, 10)
+    resp = client.request(m.OffsetFetchRequest(require_stable=True, groups=(
+        m.OffsetFetchRequestGroup(group_id="by-id", topics=(
+            m.OffsetFetchRequestTopics(topic_id=unknown_id, partition_indexes=(0,)),
+            m.OffsetFetchRequestTopics(topic_id=topic_id, partition_indexes=(0, 1)))),
+        m.OffsetFetchRequestGroup(group_id="by-id", topics=None))))
+    named, everything = resp.groups
+    assert [(t.topic_id, [(p.partition_index, p.committed_offset, p.error_code) for p in t.partitions])
+            for t in named.topics] == [
+        (topic_id, [(0, 7, ErrorCode.none), (1, -1, ErrorCode.none)]),
+        (unknown_id, [(0, -1, ErrorCode.unknown_topic_id)])]  # unknown ids after the known topics, as Kafka
+    assert [(t.topic_id, [(p.partition_index, p.committed_offset, p.metadata) for p in t.partitions])
+            for t in everything.topics] == [(topic_id, [(0, 7, "m")])]
+    # The offset committed by id is the one a librdkafka consumer (OffsetFetch v9, by name) sees.
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "by-id"})
+    try:
+        assert [tp.offset for tp in c.committed([ck.TopicPartition("ids", 0)], timeout=10)] == [7]
+    finally:
+        c.close()
+
+
+def test_find_coordinator_v6_and_describe_groups_v6(broker):
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)  # FindCoordinator v6, DescribeGroups v6
+    try:
+        described = admin.describe_groups(["no-such-group"])["no-such-group"]
+    finally:
+        admin.close()
+    assert described["group_state"] == "Dead" and described["members"] == []
+    assert "GroupIdNotFoundError: Group no-such-group not found." in described["error"]
+    # librdkafka asks DescribeGroups v5, where an unknown group is Dead without an error.
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    group = admin.describe_consumer_groups(["no-such-group"])["no-such-group"].result(timeout=10)
+    assert group.state == ck.ConsumerGroupState.DEAD
+    m = request_module(10, 6)
+    resp = _raw(broker.bootstrap).request(m.FindCoordinatorRequest(key_type=2, coordinator_keys=("g:topic:0",)))
+    assert [(c.error_code, c.node_id) for c in resp.coordinators] == [(ErrorCode.invalid_request, -1)]
