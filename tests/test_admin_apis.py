@@ -12,6 +12,7 @@ import time
 import uuid
 
 import confluent_kafka as ck
+import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient
@@ -70,8 +71,12 @@ def test_serve_refuses_a_minimum_session_timeout_above_the_maximum(tmp_path):
 
 # ---------------------------------------------------------------- helpers for the new APIs
 
-def _raw(bootstrap: str) -> RawClient:
-    return RawClient(bootstrap)
+@pytest.fixture
+def raw(broker):
+    """The project's wire client on the test's broker: for versions no client library sends."""
+    client = RawClient(broker.bootstrap)
+    yield client
+    client.close()
 
 
 def _produce(bootstrap: str, topic: str, partition: int, count: int, size: int = 100) -> None:
@@ -105,8 +110,8 @@ NEW_RANGES = {
 }
 
 
-def test_api_versions_advertises_the_new_apis_and_versions(broker):
-    resp = _raw(broker.bootstrap).request(
+def test_api_versions_advertises_the_new_apis_and_versions(broker, raw):
+    resp = raw.request(
         request_module(18, 4).ApiVersionsRequest(client_software_name="t", client_software_version="1"))
     advertised = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert advertised == {key: (m.MIN_VERSION, m.MAX_VERSION) for key, m in HANDLERS.items()}
@@ -146,12 +151,11 @@ def test_describe_log_dirs_reports_the_data_dir_sizes_and_volume(broker):
     assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in only["topics"]] == [("dirs", [0])]
 
 
-def test_describe_log_dirs_every_version(broker):
+def test_describe_log_dirs_every_version(broker, raw):
     create_topic(broker.bootstrap, "dirs", 1)
-    client = _raw(broker.bootstrap)
     for version in range(1, 6):
         m = request_module(35, version)
-        resp = client.request(m.DescribeLogDirsRequest(topics=(m.DescribableLogDirTopic(topic="dirs", partitions=(0,)),)))
+        resp = raw.request(m.DescribeLogDirsRequest(topics=(m.DescribableLogDirTopic(topic="dirs", partitions=(0,)),)))
         [result] = resp.results
         assert result.log_dir == os.path.abspath(broker.data_dir)
         assert [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == [("dirs", [0])]
@@ -197,14 +201,14 @@ def test_describe_topic_partitions_pages_with_a_cursor_as_kafka(broker):
     assert [(t["name"], t["error_code"]) for t in bad["topics"]] == [("bad name!", ErrorCode.invalid_topic_exception.value)]
 
 
-def test_describe_topic_partitions_refuses_a_cursor_outside_the_topics(broker):
+def test_describe_topic_partitions_refuses_a_cursor_outside_the_topics(broker, raw):
     create_topic(broker.bootstrap, "a", 1)
     m = request_module(75, 0)
-    client = _raw(broker.bootstrap)
-    resp = client.request(m.DescribeTopicPartitionsRequest(
+
+    resp = raw.request(m.DescribeTopicPartitionsRequest(
         topics=(m.TopicRequest(name="a"),), cursor=m.Cursor(topic_name="b", partition_index=0)))
     assert [(t.name, t.error_code, t.partitions) for t in resp.topics] == [("a", ErrorCode.invalid_request, ())]
-    resp = client.request(m.DescribeTopicPartitionsRequest(
+    resp = raw.request(m.DescribeTopicPartitionsRequest(
         topics=(m.TopicRequest(name="a"),), cursor=m.Cursor(topic_name="a", partition_index=-1)))
     assert [t.error_code for t in resp.topics] == [ErrorCode.invalid_request]
 
@@ -221,7 +225,7 @@ def test_list_partition_reassignments_is_empty(broker):
         admin.close()
 
 
-def test_elect_leaders_has_nothing_to_elect(broker):
+def test_elect_leaders_has_nothing_to_elect(broker, raw):
     create_topic(broker.bootstrap, "a", 2)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     tps = [ck.TopicPartition("a", 0), ck.TopicPartition("a", 7), ck.TopicPartition("nope", 0)]
@@ -235,18 +239,17 @@ def test_elect_leaders_has_nothing_to_elect(broker):
     # All partitions (null list): partitions whose election is not needed are left out.
     assert admin.elect_leaders(ck.ElectionType.UNCLEAN, None).result(timeout=10) == {}
 
-    client = _raw(broker.bootstrap)
     m = request_module(43, 2)
-    resp = client.request(m.ElectLeadersRequest(election_type=1, topic_partitions=None))
+    resp = raw.request(m.ElectLeadersRequest(election_type=1, topic_partitions=None))
     assert resp.error_code == ErrorCode.none
     results = {r.topic: r.partition_result for r in resp.replica_election_results}
     assert {"a", "__consumer_offsets"} <= set(results) and not any(results.values())
     m = request_module(43, 0)  # v0: preferred only, no top-level error code
-    resp = client.request(m.ElectLeadersRequest(topic_partitions=(m.TopicPartitions(topic="a", partitions=(1,)),)))
+    resp = raw.request(m.ElectLeadersRequest(topic_partitions=(m.TopicPartitions(topic="a", partitions=(1,)),)))
     assert [(p.partition_id, p.error_code) for r in resp.replica_election_results for p in r.partition_result] \
         == [(1, ErrorCode.election_not_needed)]
     m = request_module(43, 1)
-    resp = client.request(m.ElectLeadersRequest(election_type=5, topic_partitions=(m.TopicPartitions(topic="a", partitions=(0,)),)))
+    resp = raw.request(m.ElectLeadersRequest(election_type=5, topic_partitions=(m.TopicPartitions(topic="a", partitions=(0,)),)))
     assert resp.error_code == ErrorCode.invalid_request
     assert [(p.error_code, p.error_message) for r in resp.replica_election_results for p in r.partition_result] \
         == [(ErrorCode.invalid_request, "Unknown election type 5")]
@@ -254,20 +257,20 @@ def test_elect_leaders_has_nothing_to_elect(broker):
 
 # ---------------------------------------------------------------- raised versions of existing APIs
 
-def test_metadata_v13_fetch_v18_and_describe_cluster_v2(broker):
+def test_metadata_v13_fetch_v18_and_describe_cluster_v2(broker, raw):
     create_topic(broker.bootstrap, "v", 1)
     _produce(broker.bootstrap, "v", 0, 3)
     # librdkafka asks Metadata v13 now that it is advertised.
     md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
     assert md.topics["v"].error is None and list(md.topics["v"].partitions) == [0]
-    client = _raw(broker.bootstrap)
+
     m = request_module(3, 13)
-    resp = client.request(m.MetadataRequest(topics=(m.MetadataRequestTopic(name="v", topic_id=None),),
+    resp = raw.request(m.MetadataRequest(topics=(m.MetadataRequestTopic(name="v", topic_id=None),),
                                             allow_auto_topic_creation=False, include_topic_authorized_operations=False))
     assert resp.error_code == ErrorCode.none and [t.name for t in resp.topics] == ["v"]
     topic_id = resp.topics[0].topic_id
     m = request_module(1, 18)  # no client sends v18 yet (its field is a follower's)
-    resp = client.request(m.FetchRequest(
+    resp = raw.request(m.FetchRequest(
         max_wait=datetime.timedelta(0), min_bytes=1, topics=(m.FetchTopic(topic_id=topic_id, partitions=(
             m.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20, high_watermark=-1),)),),
         forgotten_topics_data=()))
@@ -281,7 +284,7 @@ def test_metadata_v13_fetch_v18_and_describe_cluster_v2(broker):
     assert [(b["broker_id"], b["is_fenced"]) for b in cluster["brokers"]] == [(1, False)]
 
 
-def test_list_offsets_v11_tiered_specials_and_version_gates(broker):
+def test_list_offsets_v11_tiered_specials_and_version_gates(broker, raw):
     create_topic(broker.bootstrap, "lo", 2)
     _produce(broker.bootstrap, "lo", 0, 5)
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)  # ListOffsets v11
@@ -298,7 +301,7 @@ def test_list_offsets_v11_tiered_specials_and_version_gates(broker):
         req = build(m.ListOffsetsRequest, replica_id=-1, isolation_level=0, timeout=datetime.timedelta(seconds=5),
                     topics=(m.ListOffsetsTopic(name="lo", partitions=(
                         m.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=timestamp),)),))
-        p = _raw(broker.bootstrap).request(req).topics[0].partitions[0]
+        p = raw.request(req).topics[0].partitions[0]
         return p.error_code, p.offset, p.timestamp, getattr(p, "leader_epoch", None)
 
     assert ask(11, -6) == (ErrorCode.none, -1, -1, -1)  # earliest pending upload: nothing to upload
@@ -308,16 +311,15 @@ def test_list_offsets_v11_tiered_specials_and_version_gates(broker):
     assert ask(11, -7)[0] == ErrorCode.unsupported_version
 
 
-def test_offset_commit_and_fetch_v10_name_topics_by_id(broker):
+def test_offset_commit_and_fetch_v10_name_topics_by_id(broker, raw):
     create_topic(broker.bootstrap, "ids", 2)
-    client = _raw(broker.bootstrap)
     m = request_module(3, 13)
-    topic_id = client.request(m.MetadataRequest(topics=(m.MetadataRequestTopic(name="ids", topic_id=None),),
+    topic_id = raw.request(m.MetadataRequest(topics=(m.MetadataRequestTopic(name="ids", topic_id=None),),
                                                 allow_auto_topic_creation=False,
                                                 include_topic_authorized_operations=False)).topics[0].topic_id
     unknown_id = uuid.uuid4()
     m = request_module(8, 10)
-    resp = client.request(m.OffsetCommitRequest(
+    resp = raw.request(m.OffsetCommitRequest(
         group_id="by-id", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, topics=(
             m.OffsetCommitRequestTopic(topic_id=topic_id, partitions=(
                 m.OffsetCommitRequestPartition(partition_index=0, committed_offset=7, committed_metadata="m"),
@@ -329,7 +331,7 @@ def test_offset_commit_and_fetch_v10_name_topics_by_id(broker):
         (unknown_id, [(0, ErrorCode.unknown_topic_id)])]
 
     m = request_module(9, 10)
-    resp = client.request(m.OffsetFetchRequest(require_stable=True, groups=(
+    resp = raw.request(m.OffsetFetchRequest(require_stable=True, groups=(
         m.OffsetFetchRequestGroup(group_id="by-id", topics=(
             m.OffsetFetchRequestTopics(topic_id=unknown_id, partition_indexes=(0,)),
             m.OffsetFetchRequestTopics(topic_id=topic_id, partition_indexes=(0, 1)))),
@@ -349,7 +351,7 @@ def test_offset_commit_and_fetch_v10_name_topics_by_id(broker):
         c.close()
 
 
-def test_find_coordinator_v6_and_describe_groups_v6(broker):
+def test_find_coordinator_v6_and_describe_groups_v6(broker, raw):
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)  # FindCoordinator v6, DescribeGroups v6
     try:
         described = admin.describe_groups(["no-such-group"])["no-such-group"]
@@ -362,5 +364,5 @@ def test_find_coordinator_v6_and_describe_groups_v6(broker):
     group = admin.describe_consumer_groups(["no-such-group"])["no-such-group"].result(timeout=10)
     assert group.state == ck.ConsumerGroupState.DEAD
     m = request_module(10, 6)
-    resp = _raw(broker.bootstrap).request(m.FindCoordinatorRequest(key_type=2, coordinator_keys=("g:topic:0",)))
+    resp = raw.request(m.FindCoordinatorRequest(key_type=2, coordinator_keys=("g:topic:0",)))
     assert [(c.error_code, c.node_id) for c in resp.coordinators] == [(ErrorCode.invalid_request, -1)]
