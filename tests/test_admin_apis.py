@@ -25,6 +25,8 @@ from oncelog.wire_client import RawClient, request_module
 
 from .helpers import create_topic
 
+pytestmark = pytest.mark.e2e  # starts processes
+
 
 def _join(bootstrap: str, session_timeout_ms: int, topic: str = "sessions", timeout: float = 10.0):
     """Subscribe a consumer with ``session.timeout.ms``; the JoinGroup error, or None once assigned."""
