@@ -23,7 +23,7 @@ from oncelog.apis import HANDLERS
 from oncelog.apis._base import build
 from oncelog.wire_client import RawClient, request_module
 
-from .helpers import create_topic
+from ..helpers import create_topic
 
 pytestmark = pytest.mark.e2e  # starts processes
 
