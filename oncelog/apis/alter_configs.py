@@ -65,25 +65,35 @@ def check_common(resource, counts: Counter, null_ok=lambda c: False) -> None:
         raise errors.InvalidRequest("Null value not supported for : " + ", ".join(nulls))
 
 
-def handle(ctx, request):
-    m = response_module(API_KEY, ctx.api_version)
-    logs = ctx.broker.logs
+def answer(ctx, request, api_key: int, response_name: str, apply, null_ok=lambda c: False):
+    """The loop both alter APIs share: per resource, Kafka's preprocessing checks, then
+    ``apply(resource)`` for TOPIC and BROKER resources; an error answers that resource only."""
+    m = response_module(api_key, ctx.api_version)
     counts = check_resources(request.resources)
     results = []
     for res in request.resources:
         code, message = OK, None
         try:
-            check_common(res, counts)
-            new = {c.name: c.value for c in res.configs}
-            if res.resource_type == TOPIC:
-                logs.alter_topic_configs(res.resource_name, new, validate_only=request.validate_only)
-            elif res.resource_type == BROKER:
-                per_broker = broker_target(ctx.broker, res.resource_name)
-                logs.set_broker_configs(per_broker, new, validate_only=request.validate_only)
-            else:
+            check_common(res, counts, null_ok)
+            if res.resource_type not in (TOPIC, BROKER):
                 raise unsupported_type(res.resource_type)
+            apply(res)
         except errors.KafkaError as exc:
             code, message = errors.error_code_for(exc), str(exc)
         results.append(build(m.AlterConfigsResourceResponse, error_code=code, error_message=message,
                              resource_type=res.resource_type, resource_name=res.resource_name))
-    return build(m.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+    return build(getattr(m, response_name), throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+def handle(ctx, request):
+    logs = ctx.broker.logs
+
+    def apply(res):
+        new = {c.name: c.value for c in res.configs}
+        if res.resource_type == TOPIC:
+            logs.alter_topic_configs(res.resource_name, new, validate_only=request.validate_only)
+        else:
+            per_broker = broker_target(ctx.broker, res.resource_name)
+            logs.set_broker_configs(per_broker, new, validate_only=request.validate_only)
+
+    return answer(ctx, request, API_KEY, "AlterConfigsResponse", apply)
