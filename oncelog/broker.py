@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
-from . import apis
+from . import apis, configs
 from .apis import api_versions
 from .apis._base import Applied, RequestContext
 from .notices import log_rejections
@@ -70,6 +70,9 @@ class BrokerConfig:
     log_cleaner_interval_s: float = 30.0
     group: GroupConfig = field(default_factory=GroupConfig)
     node_id: int = 1  # Kafka's node.id: Metadata, FindCoordinator, replica assignments; kept in meta.json
+    # Kafka names of the broker configs given explicitly at start (``serve`` options): DescribeConfigs
+    # reports them as STATIC_BROKER_CONFIG, the others (unless changed programmatically) as DEFAULT_CONFIG.
+    explicit: frozenset[str] = frozenset()
 
     def describe(self) -> dict[str, str]:
         c = self.log
@@ -94,6 +97,12 @@ class BrokerConfig:
             "group.initial.rebalance.delay.ms": str(self.group.initial_rebalance_delay_ms),
             "group.min.session.timeout.ms": str(self.group.min_session_timeout_ms),
             "group.max.session.timeout.ms": str(self.group.max_session_timeout_ms),
+            "offsets.topic.num.partitions": str(self.offsets_topic_partitions),
+            "offsets.topic.segment.bytes": str(self.offsets_topic_segment_bytes),
+            "transaction.state.log.num.partitions": str(self.transaction_topic_partitions),
+            "transaction.state.log.replication.factor": "1",
+            "log.retention.check.interval.ms": str(int(self.retention_check_interval_s * 1000)),
+            "log.cleaner.backoff.ms": str(int(self.log_cleaner_interval_s * 1000)),
         }
 
 
@@ -108,7 +117,9 @@ class Broker:
         self.logs.default_partitions = config.num_partitions
         self.logs.producer_id_expiration_ms = config.producer_id_expiration_ms
         self.logs.compaction_interval_s = config.log_cleaner_interval_s
+        self.logs.layers.static.update(self._static_configs())
         self.advertised: tuple[str, int] = (config.host, config.port)
+        self.listening: tuple[str, int] = (config.host, config.port)
         self.producer_ids: ProducerIdManager | None = None
         self.groups: GroupCoordinator | None = None
         self.offsets_topic: OffsetsTopic | None = None
@@ -191,14 +202,45 @@ class Broker:
         return ErrorCode.none
 
     def set_listening(self, host: str, port: int) -> None:
+        self.listening = (host, port)
         if self.config.advertise:
             h, _, p = self.config.advertise.rpartition(":")
             self.advertised = (h, int(p))
         else:
             self.advertised = (host, port)
+        static = self.logs.layers.static
+        static["listeners"] = f"PLAINTEXT://{host}:{port}"
+        if self.config.advertise:
+            static["advertised.listeners"] = f"PLAINTEXT://{self.advertised[0]}:{self.advertised[1]}"
 
-    def describe_config(self) -> dict[str, str]:
-        return self.config.describe()
+    def describe_config(self) -> dict[str, str | None]:
+        """Broker config name -> value in force, for DescribeConfigs: the settings, the real
+        listeners, and from the config layers the topic defaults (log.*) and the dynamic ones."""
+        values: dict[str, str | None] = dict(self.config.describe())
+        values["listeners"] = f"PLAINTEXT://{self.listening[0]}:{self.listening[1]}"
+        values["advertised.listeners"] = f"PLAINTEXT://{self.advertised[0]}:{self.advertised[1]}"
+        layers = self.logs.layers
+        for name, d in configs.BROKER_CONFIGS.items():
+            if name in configs.TOPIC_SYNONYM_NAMES or (d.dynamic and name in values):
+                values[name] = layers.value(name)
+        return values
+
+    def _static_configs(self) -> dict[str, str]:
+        """The static layer beyond the topic defaults LogManager derives from ``config.log``:
+        settings given explicitly, or set to other than oncelog's default."""
+        c = self.config
+        out = {}
+        for name, value in c.describe().items():
+            d = configs.BROKER_CONFIGS.get(name)
+            if name in configs.TOPIC_SYNONYM_NAMES:
+                continue
+            if name in c.explicit or d is None or value != d.default:
+                out[name] = value
+        for name, topic_config in configs.TOPIC_CONFIGS.items():
+            primary = configs.PRIMARY_SYNONYM.get(name)
+            if primary in c.explicit:
+                out[primary] = configs.to_wire(getattr(c.log, topic_config.attr), topic_config.type)
+        return out
 
     def last_stable_offset(self, plog: PartitionLog) -> int:
         return plog.last_stable_offset()

@@ -11,7 +11,10 @@ from kio.schema.errors import ErrorCode
 
 
 class KafkaError(Exception):
-    """Base of errors that have a Kafka error code."""
+    """Base of errors that have a Kafka error code. ``record_errors``: Produce's per-record
+    errors (KIP-467), (index of the record in its batch, message)."""
+
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 class UnknownTopicOrPartition(KafkaError): ...
@@ -36,6 +39,8 @@ class ProducerFenced(KafkaError): ...
 class InvalidProducerIdMapping(KafkaError): ...
 class InvalidTxnState(KafkaError): ...
 class InvalidReplicaAssignment(KafkaError): ...
+class NotEnoughReplicas(KafkaError): ...
+class InvalidTimestamp(KafkaError): ...
 
 
 ERROR_CODES: dict[type[KafkaError], ErrorCode] = {
@@ -61,6 +66,8 @@ ERROR_CODES: dict[type[KafkaError], ErrorCode] = {
     InvalidProducerIdMapping: ErrorCode.invalid_producer_id_mapping,
     InvalidTxnState: ErrorCode.invalid_txn_state,
     InvalidReplicaAssignment: ErrorCode.invalid_replica_assignment,
+    NotEnoughReplicas: ErrorCode.not_enough_replicas,
+    InvalidTimestamp: ErrorCode.invalid_timestamp,
 }
 
 _BY_CODE = {code: cls for cls, code in ERROR_CODES.items()}

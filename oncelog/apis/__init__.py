@@ -6,6 +6,8 @@ exactly what it implements.
 
 from . import (
     add_offsets_to_txn,
+    alter_configs,
+    incremental_alter_configs,
     add_partitions_to_txn,
     api_versions,
     describe_transactions,
@@ -50,6 +52,7 @@ MODULES = [
     add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit, write_txn_markers,
     list_transactions, describe_transactions,
     describe_log_dirs, describe_topic_partitions, list_partition_reassignments, elect_leaders,
+    alter_configs, incremental_alter_configs,
 ]
 
 HANDLERS = {m.API_KEY: m for m in MODULES}

@@ -12,6 +12,17 @@ Transactional batches are verified with the transaction coordinator before anyth
 (KIP-890 part 1): the producer's epoch must be current and the partition must be in its Ongoing
 transaction, else INVALID_PRODUCER_EPOCH / INVALID_TXN_STATE. With v12 (transaction version 2)
 the partition is added to the transaction implicitly, before the append.
+
+Topic configs applied here, as Kafka's Partition.appendRecordsToLeader and LogValidator do:
+``min.insync.replicas`` above 1 refuses acks=all with NOT_ENOUGH_REPLICAS (one replica);
+``cleanup.policy=compact`` refuses records without a key and ``message.timestamp.*`` refuses
+CreateTime records out of bounds, each with per-record errors (KIP-467 ``record_errors``: the
+index of the record in its batch) and nothing of the partition stored; ``compression.type``
+other than ``producer`` recompresses batches of another codec before they are written. The
+record-level reads happen only when a config needs them: the timestamp bounds are first checked
+against the batch header's max timestamp (as sent by the producer), so with the default
+``message.timestamp.before.max.ms`` a batch's records are read only if that header is already
+too far in the future.
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ import logging
 import time
 
 from .. import errors
+from ..configs import LONG_MAX
 from ..notices import notice
 from ..protocol import records as rb
 from ..storage.flusher import StorageError
@@ -59,6 +71,13 @@ def append_partition(ctx, topic: str, partition: int, records, now_ms: int, wait
             if code is not None:
                 raise errors.error_for_code(code, f"{topic}-{partition}: transactional batch of producer "
                                                   f"{header.producer_id} epoch {header.producer_epoch}: {code.name}")
+    cfg = plog.config
+    if wait and cfg.min_insync_replicas > 1:
+        # Kafka's Partition.appendRecordsToLeader, word for word: the ISR is this broker alone.
+        raise errors.NotEnoughReplicas(
+            f"The size of the current ISR Set({broker.node_id}) is insufficient to satisfy the min.isr requirement "
+            f"of {cfg.min_insync_replicas} for partition {topic}-{partition}")
+    validate_records(cfg, records, batches, now_ms, f"{topic}-{partition}")
     # Idempotence: every batch is checked against the producer state before anything is written.
     pending, duplicate = plog.producers.prepare(batches)
     if duplicate is not None:
@@ -66,10 +85,70 @@ def append_partition(ctx, topic: str, partition: int, records, now_ms: int, wait
         # still be waiting for its fsync, so an acks=all retry waits for the next round too.
         durable = broker.logs.flusher.mark(plog, wait=wait) if plog.flushed_offset <= duplicate.last_offset else None
         return duplicate.first_offset, plog.log_start_offset, durable
+    if cfg.compression_type != "producer":
+        records, batches = recompress(cfg, records, batches)
     firsts = plog.append(records, batches, now_ms)
     plog.producers.commit(pending, firsts, now_ms)
     durable = broker.logs.flusher.mark(plog, wait=wait)
+    broker.logs.after_append(plog, now_ms)
     return firsts[0], plog.log_start_offset, durable
+
+
+def validate_records(cfg, records, batches: list[rb.BatchHeader], now_ms: int, tp: str) -> None:
+    """Kafka's LogValidator.validateRecord for what needs the records themselves: keys on
+    compacted topics, and CreateTime timestamps within [now - before.max, now + after.max].
+    The first batch with bad records fails the partition with its record errors."""
+    compacted = cfg.compact
+    create_time = cfg.message_timestamp_type == "CreateTime"
+    before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
+    for h in batches:
+        log_append_batch = bool(h.attributes & rb.ATTR_TIMESTAMP_TYPE)
+        if not (compacted or (log_append_batch and not create_time)
+                or (create_time and (before < LONG_MAX or h.max_timestamp - now_ms > after))):
+            continue
+        problems: list[tuple[int, str]] = []
+        bad_timestamp = False
+        for index, ts, has_key in rb.iter_record_meta(records[h.position : h.position + h.size]):
+            if compacted and not has_key:
+                problems.append((index, f"Compacted topic cannot accept message without key in topic partition {tp}"))
+            elif create_time and ts != -1:
+                if now_ms - ts > before or ts - now_ms > after:
+                    bad_timestamp = True
+                    problems.append((index, f"Timestamp {ts} of message with offset {index} is out of range. The "
+                                            f"timestamp should be within [{now_ms - before}, {now_ms + after}]"))
+            elif log_append_batch:
+                bad_timestamp = True
+                problems.append((index, f"Invalid timestamp type in message with offset {index}. Producer should "
+                                        "not set timestamp type to LogAppendTime."))
+        if problems:
+            if bad_timestamp:
+                exc = errors.InvalidTimestamp("One or more records have been rejected due to invalid timestamp")
+            else:
+                shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in problems[:3])
+                exc = errors.InvalidRecord(f"One or more records have been rejected due to {len(problems)} record "
+                                           f"errors in total, and only showing the first three errors at most: [{shown}]")
+            exc.record_errors = tuple(problems)
+            raise exc
+
+
+def recompress(cfg, records, batches: list[rb.BatchHeader]):
+    """compression.type: batches of another codec are recompressed (Kafka's LogValidator
+    recompresses too when the topic's codec differs from the producer's); the result must
+    still fit max.message.bytes."""
+    codec = rb.CODEC_NAMES[cfg.compression_type]
+    if all(h.compression == codec for h in batches):
+        return records, batches
+    level = {rb.COMPRESSION_GZIP: cfg.compression_gzip_level, rb.COMPRESSION_LZ4: cfg.compression_lz4_level,
+             rb.COMPRESSION_ZSTD: cfg.compression_zstd_level}.get(codec)
+    out = bytearray()
+    for h in batches:
+        batch = records[h.position : h.position + h.size]
+        out += batch if h.compression == codec else rb.recompress_batch(batch, codec, level)
+    data = bytes(out)
+    try:
+        return data, rb.scan_batches(data, max_batch_bytes=cfg.max_message_bytes, verify_crc=False)
+    except rb.BatchTooLarge as exc:
+        raise errors.MessageTooLarge(f"{exc} after recompression to {cfg.compression_type}") from None
 
 
 async def _await_durable(futures, timeout_s: float):
@@ -123,7 +202,7 @@ def _append_all(ctx, request):
     for topic_data in request.topic_data:
         parts = []
         for pd in topic_data.partition_data:
-            entry = [pd.index, OK, -1, -1, None]
+            entry = [pd.index, OK, -1, -1, None, ()]
             try:
                 if acks not in (0, 1, -1):
                     raise errors.InvalidRequiredAcks(f"acks must be 0, 1 or -1, not {acks}")
@@ -135,6 +214,7 @@ def _append_all(ctx, request):
             except errors.KafkaError as exc:
                 entry[1] = errors.error_code_for(exc)
                 entry[4] = str(exc) or None
+                entry[5] = exc.record_errors
                 log_rejection(ctx, exc, entry[1])
             parts.append(entry)
         outcome.append((topic_data.name, parts))
@@ -162,13 +242,16 @@ async def _respond_when_durable(ctx, outcome, pending, timeout_s):
 
 def _response(ctx, outcome):
     m = response_module(API_KEY, ctx.api_version)
+    record_error = getattr(m, "BatchIndexAndErrorMessage", None)  # v8+
     topics = tuple(
         m.TopicProduceResponse(
             name=name,
             partition_responses=tuple(
                 build(m.PartitionProduceResponse, index=index, error_code=code, base_offset=base,
-                      log_append_time=None, log_start_offset=start, record_errors=(), error_message=msg)
-                for index, code, base, start, msg in parts
+                      log_append_time=None, log_start_offset=start, error_message=msg,
+                      record_errors=tuple(record_error(batch_index=i, batch_index_error_message=text)
+                                          for i, text in rec) if record_error else ())
+                for index, code, base, start, msg, rec in parts
             ),
         )
         for name, parts in outcome

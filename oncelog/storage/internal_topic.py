@@ -29,7 +29,8 @@ class InternalTopic:
         if topic is None:
             # Small segments keep each compaction pass short (it runs on the event loop).
             topic = logs.create_topic(name, partitions,
-                                      configs={"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)})
+                                      configs={"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)},
+                                      strict=False)
         self.partitions = topic.partitions
 
     def partition_for(self, key: str) -> int:
