@@ -494,6 +494,7 @@ def test_describe_configs_types_sources_synonyms_and_documentation(server):
     assert [e.name for e in keys] == ["retention.ms", "segment.ms"]
 
 
+@pytest.mark.e2e  # starts its own broker processes
 def test_topic_alter_configs_apply_at_once_and_survive_a_restart(tmp_path):
     b = BrokerProcess(str(tmp_path / "b")).start()
     try:
@@ -551,6 +552,7 @@ def test_topic_alter_configs_apply_at_once_and_survive_a_restart(tmp_path):
         b.kill()
 
 
+@pytest.mark.e2e  # starts its own broker processes
 def test_broker_dynamic_configs_are_kafkas_and_persist(tmp_path):
     b = BrokerProcess(str(tmp_path / "b")).start()
     try:
@@ -674,6 +676,7 @@ def test_compression_type_recompresses_batches(server, codec):
     assert [v for _, _, v, _ in got[0]] == values  # librdkafka reads what the broker wrote
 
 
+@pytest.mark.e2e  # starts its own broker processes
 def test_retention_change_applies_to_the_live_partition(tmp_path):
     b = BrokerProcess(str(tmp_path / "b"), extra_args=["--segment-bytes", "2000", "--retention-check-ms", "100"]).start()
     try:
