@@ -30,7 +30,8 @@ from .notices import log_rejections
 from .groups.coordinator import GroupConfig, GroupCoordinator
 from .groups.store import OffsetsTopic
 from .txn.coordinator import TransactionCoordinator, TxnConfig
-from .txn.store import MarkerWriter, TransactionStateTopic
+from .txn.markers import MarkerWriter
+from .txn.store import TransactionStateTopic
 from .producer_ids import ProducerIdManager
 from .protocol import codec
 from .storage.flusher import FsyncPolicy

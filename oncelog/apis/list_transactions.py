@@ -3,7 +3,7 @@ minimum duration (for finding long-running, possibly hanging, transactions)."""
 
 from __future__ import annotations
 
-from ..txn.coordinator import TxnState
+from ..txn.state import TransactionState
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 66
@@ -13,7 +13,7 @@ MAX_VERSION = 1
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
-    known = {s.kafka_name for s in TxnState}
+    known = {s.kafka_name for s in TransactionState}
     states = set(request.state_filters)
     unknown = tuple(sorted(states - known))
     txns = ctx.broker.txn.list(states & known if states else None, set(request.producer_id_filters) or None,

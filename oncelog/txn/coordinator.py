@@ -1,6 +1,6 @@
 """The transaction coordinator (KIP-98, KIP-360, KIP-447, KIP-890), without sockets.
 
-Each transactional id has a :class:`TxnMetadata` whose every change is first made durable in
+Each transactional id has a :class:`TransactionMetadata` whose every change is first made durable in
 ``__transaction_state`` (injected ``persist``), then applied. While a change (or its markers)
 is being written the transaction is *pending*, and further requests for it wait in a queue and
 run, in order, once it is installed. (Kafka answers them CONCURRENT_TRANSACTIONS and the client
@@ -11,22 +11,7 @@ the InitProducerId that finds an Ongoing transaction and starts its abort (reque
 queue behind the abort's writes). Markers are written through the injected ``write_markers``. Time comes from ``clock()``; :meth:`tick` aborts timed-out
 transactions.
 
-States (Kafka's TransactionState)::
-
-                 AddPartitions/AddOffsets                   EndTxn(commit)
-     +-------+ -----------------------> +---------+ ----------------------> +---------------+
-     | Empty |                          | Ongoing |                         | PrepareCommit |
-     +-------+ <--+                     +---------+ ----------+             +---------------+
-        ^  |      | InitProducerId       |    |  EndTxn(abort)|                    | markers written
-        |  |      | (epoch bump)         |    |               v                    v
-        |  |   +----------------+        |    |       +--------------+     +----------------+
-        |  |   | CompleteCommit |<-------+----+------ | PrepareAbort |     | CompleteCommit |
-        |  |   | CompleteAbort  |  Add* starts a      +--------------+     +----------------+
-        |  |   +----------------+  new transaction           ^  | markers written
-        |  |                                                 |  v
-        |  |   timeout / InitProducerId on Ongoing:    +-------------------+   +---------------+
-        |  +-> Dead (expired ids)                       | PrepareEpochFence |   | CompleteAbort |
-        |                                               +-------------------+   +---------------+
+States and their transitions: :mod:`oncelog.txn.state`.
 
 EndTxn is answered once the Prepare* record is durable; the markers and the Complete* record
 follow. After a restart a durable Prepare* is rolled forward, an Ongoing transaction aborts when
@@ -36,135 +21,15 @@ late request of an earlier transaction is fenced instead of touching a later one
 
 from __future__ import annotations
 
-import enum
-import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from kio.schema.errors import ErrorCode
 
-MAX_EPOCH = 32767 - 1
+from .records import encode_value
+from .state import MAX_EPOCH, TransactionMetadata, TransactionState, check_transition
 
-
-class TxnState(enum.IntEnum):
-    # values are Kafka's on-disk state bytes
-    EMPTY = 0
-    ONGOING = 1
-    PREPARE_COMMIT = 2
-    PREPARE_ABORT = 3
-    COMPLETE_COMMIT = 4
-    COMPLETE_ABORT = 5
-    DEAD = 6
-    PREPARE_EPOCH_FENCE = 7
-
-    @property
-    def kafka_name(self) -> str:
-        return "".join(w.capitalize() for w in self.name.split("_"))
-
-
-T = TxnState
-TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
-    T.EMPTY: frozenset({T.EMPTY, T.ONGOING, T.PREPARE_ABORT, T.DEAD}),
-    T.ONGOING: frozenset({T.ONGOING, T.PREPARE_COMMIT, T.PREPARE_ABORT, T.PREPARE_EPOCH_FENCE}),
-    T.PREPARE_COMMIT: frozenset({T.COMPLETE_COMMIT}),
-    T.PREPARE_ABORT: frozenset({T.COMPLETE_ABORT}),
-    T.COMPLETE_COMMIT: frozenset({T.EMPTY, T.ONGOING, T.PREPARE_ABORT, T.DEAD}),
-    T.COMPLETE_ABORT: frozenset({T.EMPTY, T.ONGOING, T.PREPARE_ABORT, T.DEAD}),
-    T.PREPARE_EPOCH_FENCE: frozenset({T.PREPARE_ABORT}),
-    T.DEAD: frozenset(),
-}
-
-
-class IllegalTxnTransition(RuntimeError):
-    pass
-
-
-def check_transition(txn_id: str, old: TxnState, new: TxnState) -> None:
-    if new not in TRANSITIONS[old]:
-        raise IllegalTxnTransition(f"transaction {txn_id!r}: {old.kafka_name} -> {new.kafka_name} is not allowed")
-
-
-@dataclass
-class TxnMetadata:
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    timeout_ms: int
-    state: TxnState = T.EMPTY
-    last_producer_id: int = -1
-    last_producer_epoch: int = -1
-    partitions: set[tuple[str, int]] = field(default_factory=set)
-    start_ms: int = -1
-    last_update_ms: int = 0
-    pending: bool = False  # a change is being made durable
-    tv2: bool = False
-    # TV2 epoch exhaustion: the producer id the client continues with after this transaction.
-    next_producer_id: int = -1
-    waiting: list = field(default_factory=list)  # requests queued behind the pending change
-
-    def copy(self) -> "TxnMetadata":
-        return TxnMetadata(self.transactional_id, self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
-                           self.last_producer_id, self.last_producer_epoch, set(self.partitions), self.start_ms,
-                           self.last_update_ms, False, self.tv2, self.next_producer_id)
-
-
-# ---------------------------------------------------------------------------------------------
-# __transaction_state records. Key (Kafka's TransactionLogKey v0): int16 0, string id.
-# Value: oncelog's version 1 of TransactionLogValue: Kafka's v0 fields (int64 producer_id,
-# int16 producer_epoch, int32 timeout_ms, int8 state, [string topic, [int32 partition]],
-# int64 last_update, int64 start) followed by int64 last_producer_id, int16 last_producer_epoch,
-# int8 tv2 and int64 next_producer_id — the fields Kafka's flexible v1 keeps in tagged fields.
-
-
-def encode_key(txn_id: str) -> bytes:
-    b = txn_id.encode()
-    return struct.pack(">hh", 0, len(b)) + b
-
-
-def decode_key(data: bytes) -> str:
-    version, n = struct.unpack_from(">hh", data)
-    if version != 0:
-        raise ValueError(f"unknown transaction log key version {version}")
-    return data[4 : 4 + n].decode()
-
-
-def encode_value(m: TxnMetadata) -> bytes:
-    by_topic: dict[str, list[int]] = {}
-    for t, p in sorted(m.partitions):
-        by_topic.setdefault(t, []).append(p)
-    out = bytearray(struct.pack(">hqhib", 1, m.producer_id, m.producer_epoch, m.timeout_ms, int(m.state)))
-    out += struct.pack(">i", len(by_topic))
-    for t, ps in by_topic.items():
-        tb = t.encode()
-        out += struct.pack(">h", len(tb)) + tb + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", p) for p in ps)
-    out += struct.pack(">qqqhbq", m.last_update_ms, m.start_ms, m.last_producer_id, m.last_producer_epoch, int(m.tv2),
-                       m.next_producer_id)
-    return bytes(out)
-
-
-def decode_value(txn_id: str, data: bytes) -> TxnMetadata:
-    version, pid, epoch, timeout, state = struct.unpack_from(">hqhib", data)
-    if version != 1:
-        raise ValueError(f"unknown transaction log value version {version}")
-    pos = 17
-    (n_topics,) = struct.unpack_from(">i", data, pos)
-    pos += 4
-    partitions = set()
-    for _ in range(n_topics):
-        (n,) = struct.unpack_from(">h", data, pos)
-        topic = data[pos + 2 : pos + 2 + n].decode()
-        pos += 2 + n
-        (count,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        for _ in range(count):
-            partitions.add((topic, struct.unpack_from(">i", data, pos)[0]))
-            pos += 4
-    last_update, start, last_pid, last_epoch, tv2, next_pid = struct.unpack_from(">qqqhbq", data, pos)
-    return TxnMetadata(txn_id, pid, epoch, timeout, TxnState(state), last_pid, last_epoch, partitions, start,
-                       last_update, False, bool(tv2), next_pid)
-
-
-# ---------------------------------------------------------------------------------------------
+T = TransactionState
 
 Persist = Callable[[str, bytes | None, Callable[[ErrorCode], None]], None]
 WriteMarkers = Callable[[int, int, bool, set, Callable[[ErrorCode], None]], None]
@@ -184,12 +49,12 @@ class TransactionCoordinator:
         self.persist = persist
         self.write_markers = write_markers
         self.config = config
-        self.txns: dict[str, TxnMetadata] = {}
+        self.txns: dict[str, TransactionMetadata] = {}
         self.by_producer_id: dict[int, str] = {}
 
     # ------------------------------------------------------------------ durable transitions
 
-    def _commit(self, current: TxnMetadata | None, new: TxnMetadata, on_done: Callable[[ErrorCode], None]) -> None:
+    def _commit(self, current: TransactionMetadata | None, new: TransactionMetadata, on_done: Callable[[ErrorCode], None]) -> None:
         """Persist ``new`` then install it. ``current`` is marked pending meanwhile."""
         if current is not None:
             check_transition(new.transactional_id, current.state, new.state)
@@ -211,26 +76,26 @@ class TransactionCoordinator:
 
         self.persist(new.transactional_id, encode_value(new), done)
 
-    def _run_waiting(self, old: TxnMetadata) -> None:
+    def _run_waiting(self, old: TransactionMetadata) -> None:
         """Re-run requests queued behind a change, against the metadata now installed."""
         waiting, old.waiting = old.waiting, []
         for request in waiting:
             request()
 
-    def _queue_if_pending(self, m: TxnMetadata | None, request: Callable[[], None]) -> bool:
+    def _queue_if_pending(self, m: TransactionMetadata | None, request: Callable[[], None]) -> bool:
         if m is not None and m.pending:
             m.waiting.append(request)
             return True
         return False
 
-    def _install(self, m: TxnMetadata) -> None:
+    def _install(self, m: TransactionMetadata) -> None:
         old = self.txns.get(m.transactional_id)
         if old is not None and self.by_producer_id.get(old.producer_id) == m.transactional_id:
             del self.by_producer_id[old.producer_id]
         self.txns[m.transactional_id] = m
         self.by_producer_id[m.producer_id] = m.transactional_id
 
-    def load(self, txn_id: str, m: TxnMetadata | None) -> None:
+    def load(self, txn_id: str, m: TransactionMetadata | None) -> None:
         """Replay of ``__transaction_state``."""
         if m is None:
             old = self.txns.pop(txn_id, None)
@@ -259,7 +124,7 @@ class TransactionCoordinator:
         if self._queue_if_pending(m, lambda: self.init_producer_id(txn_id, timeout_ms, producer_id, producer_epoch, respond)):
             return None
         if m is None:
-            new = TxnMetadata(txn_id, self.allocate_producer_id(), 0, timeout_ms)
+            new = TransactionMetadata(txn_id, self.allocate_producer_id(), 0, timeout_ms)
             new.pending = True  # visible at once, so a concurrent first InitProducerId queues behind it
             self.txns[txn_id] = new
 
@@ -309,7 +174,7 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ partitions
 
-    def _check_producer(self, m: TxnMetadata | None, producer_id: int, producer_epoch: int,
+    def _check_producer(self, m: TransactionMetadata | None, producer_id: int, producer_epoch: int,
                         fenced: ErrorCode = ErrorCode.producer_fenced) -> ErrorCode | None:
         if m is None or m.producer_id != producer_id:
             return ErrorCode.invalid_producer_id_mapping
@@ -353,7 +218,7 @@ class TransactionCoordinator:
             return ErrorCode.invalid_txn_state
         return None
 
-    def txn_for_producer(self, producer_id: int) -> TxnMetadata | None:
+    def txn_for_producer(self, producer_id: int) -> TransactionMetadata | None:
         txn_id = self.by_producer_id.get(producer_id)
         return self.txns.get(txn_id) if txn_id else None
 
@@ -421,7 +286,7 @@ class TransactionCoordinator:
         self._commit(m, new, prepared)
         return None
 
-    def _abort(self, m: TxnMetadata, *, bump_epoch: bool) -> None:
+    def _abort(self, m: TransactionMetadata, *, bump_epoch: bool) -> None:
         """Abort an open transaction (timeout, or a new instance's InitProducerId). With
         ``bump_epoch`` a PrepareEpochFence record raises the epoch first, so the old producer
         instance is fenced before anything is aborted; then PrepareAbort, markers, CompleteAbort."""
@@ -444,7 +309,7 @@ class TransactionCoordinator:
 
         self._commit(m, new, prepared)
 
-    def _write_markers_and_complete(self, m: TxnMetadata) -> None:
+    def _write_markers_and_complete(self, m: TransactionMetadata) -> None:
         commit = m.state is T.PREPARE_COMMIT
         m.pending = True
 
@@ -487,7 +352,7 @@ class TransactionCoordinator:
         return aborted
 
     def list(self, states: set[str] | None = None, producer_ids: set[int] | None = None,
-             min_duration_ms: int = -1) -> list[TxnMetadata]:
+             min_duration_ms: int = -1) -> list[TransactionMetadata]:
         now = self.clock()
         out = []
         for m in self.txns.values():
