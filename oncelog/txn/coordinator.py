@@ -27,7 +27,7 @@ from typing import Callable
 from kio.schema.errors import ErrorCode
 
 from .records import encode_value
-from .state import MAX_EPOCH, TransactionMetadata, TransactionState, check_transition
+from .state import MAX_EPOCH, TransactionMetadata, TransactionState
 
 T = TransactionState
 
@@ -55,9 +55,9 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ durable transitions
 
     def _commit(self, current: TransactionMetadata | None, new: TransactionMetadata, on_done: Callable[[ErrorCode], None]) -> None:
-        """Persist ``new`` then install it. ``current`` is marked pending meanwhile."""
+        """Persist ``new`` (prepared by ``current.prepare_transition``) then install it.
+        ``current`` is marked pending meanwhile."""
         if current is not None:
-            check_transition(new.transactional_id, current.state, new.state)
             current.pending = True
         new.last_update_ms = self.clock()
 
@@ -156,7 +156,7 @@ class TransactionCoordinator:
             # fences that instance); the client retries until it is complete.
             self._abort(m, bump_epoch=True)
             return respond(ErrorCode.concurrent_transactions, -1, -1)
-        new = m.copy()
+        new = m.prepare_transition(T.EMPTY)
         new.timeout_ms = timeout_ms
         # Kafka's prepareIncrementProducerEpoch: the previous epoch is remembered only for a
         # producer that named its id/epoch (so its retry is recognised); a new instance that did
@@ -167,7 +167,7 @@ class TransactionCoordinator:
             new.producer_id, new.producer_epoch = self.allocate_producer_id(), 0
         else:
             new.producer_epoch = m.producer_epoch + 1
-        new.state, new.partitions, new.start_ms = T.EMPTY, set(), -1
+        new.partitions, new.start_ms = set(), -1
         self._commit(m, new, lambda err: respond(err, new.producer_id, new.producer_epoch)
                      if err == ErrorCode.none else respond(err, -1, -1))
         return None
@@ -196,12 +196,11 @@ class TransactionCoordinator:
             return respond(error)
         if m.state is T.ONGOING and partitions <= m.partitions:
             return respond(ErrorCode.none)
-        new = m.copy()
+        new = m.prepare_transition(T.ONGOING)
         if m.state is not T.ONGOING:
             new.start_ms = self.clock()
             new.partitions = set()
             new.tv2 = tv2
-        new.state = T.ONGOING
         new.partitions |= partitions
         self._commit(m, new, respond)
         return None
@@ -262,8 +261,7 @@ class TransactionCoordinator:
                 pass  # TV2 allows aborting an empty transaction (it still bumps the epoch)
             else:
                 return respond(ErrorCode.invalid_txn_state, -1, -1)
-        new = m.copy()
-        new.state = T.PREPARE_COMMIT if commit else T.PREPARE_ABORT
+        new = m.prepare_transition(preparing)
         if tv2:
             new.tv2 = True
             new.last_producer_id, new.last_producer_epoch = m.producer_id, m.producer_epoch
@@ -292,16 +290,14 @@ class TransactionCoordinator:
         instance is fenced before anything is aborted; then PrepareAbort, markers, CompleteAbort."""
         txn_id = m.transactional_id
         if bump_epoch and m.state is T.ONGOING:
-            fence = m.copy()
-            fence.state = T.PREPARE_EPOCH_FENCE
+            fence = m.prepare_transition(T.PREPARE_EPOCH_FENCE)
             # -1: the fenced instance must not pass as a KIP-360 retry afterwards
             fence.last_producer_id, fence.last_producer_epoch = m.producer_id, -1
             fence.producer_epoch = m.producer_epoch + 1
             self._commit(m, fence, lambda err: self._abort(self.txns[txn_id], bump_epoch=False)
                          if err == ErrorCode.none else None)
             return
-        new = m.copy()
-        new.state = T.PREPARE_ABORT
+        new = m.prepare_transition(T.PREPARE_ABORT)
 
         def prepared(err: ErrorCode) -> None:
             if err == ErrorCode.none:
@@ -320,8 +316,7 @@ class TransactionCoordinator:
                 # (CONCURRENT_TRANSACTIONS while nothing is in flight) rather than left waiting.
                 self._run_waiting(m)
                 return
-            new = m.copy()
-            new.state = T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT
+            new = m.prepare_transition(T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT)
             new.partitions = set()
             if m.next_producer_id >= 0:
                 # last_producer_epoch stays the epoch the client sent, so its retried EndTxn is

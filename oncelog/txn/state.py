@@ -33,13 +33,16 @@ CompleteCommit and CompleteAbort leave as Empty does (InitProducerId -> Empty, A
 Ongoing). Transaction version 2 may also abort with no transaction open: Empty, CompleteCommit
 or CompleteAbort -> PrepareAbort. :data:`TRANSITIONS` is the same graph as a table (Kafka's
 ``validPreviousStates`` read forwards); every change goes through
-:meth:`TransactionMetadata.prepare_transition`, which checks it.
+:meth:`TransactionMetadata.prepare_transition`, which checks it (the idiom of
+:mod:`oncelog.state_machine`, shared with the group coordinator).
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+
+from ..state_machine import check_transition
 
 MAX_EPOCH = 32767 - 1  # Kafka keeps Short.MAX_VALUE free
 
@@ -73,17 +76,11 @@ TRANSITIONS: dict[TransactionState, frozenset[TransactionState]] = {
 }
 
 
-class IllegalTxnTransition(RuntimeError):
-    pass
-
-
-def check_transition(txn_id: str, old: TransactionState, new: TransactionState) -> None:
-    if new not in TRANSITIONS[old]:
-        raise IllegalTxnTransition(f"transaction {txn_id!r}: {old.kafka_name} -> {new.kafka_name} is not allowed")
-
-
 @dataclass
 class TransactionMetadata:
+    """What the coordinator knows of one transactional id: the value of its latest
+    ``__transaction_state`` record plus two in-memory fields, ``pending`` and ``waiting``."""
+
     transactional_id: str
     producer_id: int
     producer_epoch: int
@@ -99,6 +96,17 @@ class TransactionMetadata:
     # TV2 epoch exhaustion: the producer id the client continues with after this transaction.
     next_producer_id: int = -1
     waiting: list = field(default_factory=list)  # requests queued behind the pending change
+
+    def prepare_transition(self, state: TransactionState) -> "TransactionMetadata":
+        """The next metadata, in ``state``, for the caller to fill in and make durable; this one
+        is unchanged. (The group coordinator's ``Group.transition`` changes the group at once;
+        a transaction changes only once its record is durable, so the move is prepared on a
+        copy, as Kafka's ``prepareTransitionTo`` does.) Raises
+        :class:`~oncelog.state_machine.IllegalStateTransition` for a move the table forbids."""
+        check_transition(TRANSITIONS, f"transaction {self.transactional_id!r}", self.state, state)
+        new = self.copy()
+        new.state = state
+        return new
 
     def copy(self) -> "TransactionMetadata":
         return TransactionMetadata(self.transactional_id, self.producer_id, self.producer_epoch, self.timeout_ms,

@@ -7,9 +7,10 @@ import itertools
 
 import pytest
 
-from oncelog.txn.state import TRANSITIONS, IllegalTxnTransition, TransactionState, check_transition
+from oncelog.state_machine import IllegalStateTransition
+from oncelog.txn.state import TRANSITIONS, TransactionState
 
-from .harness import T
+from .harness import T, meta
 
 
 # Kafka's TransactionState.VALID_PREVIOUS_STATES (transaction-coordinator module, TV2 included).
@@ -27,12 +28,14 @@ KAFKA_VALID_PREVIOUS = {
 
 @pytest.mark.parametrize("old,new", list(itertools.product(TransactionState, TransactionState)),
                          ids=lambda s: s.kafka_name)
-def test_check_transition_accepts_exactly_the_table(old, new):
+def test_prepare_transition_accepts_exactly_the_table(old, new):
+    m = meta("x", state=old)
     if new in TRANSITIONS[old]:
-        check_transition("x", old, new)
+        assert m.prepare_transition(new).state is new
     else:
-        with pytest.raises(IllegalTxnTransition, match=f"{old.kafka_name} -> {new.kafka_name}"):
-            check_transition("x", old, new)
+        with pytest.raises(IllegalStateTransition, match=f"transaction 'x': {old.kafka_name} -> {new.kafka_name}"):
+            m.prepare_transition(new)
+    assert m.state is old  # prepared on a copy
 
 
 def test_transition_table_covers_every_state_and_is_kafkas():
