@@ -8,15 +8,18 @@ Markers are written by :mod:`oncelog.txn.markers`.
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from kio.schema.errors import ErrorCode
 
-from .. import faults
+from .. import errors, faults
+from ..errors import KafkaError
 from ..protocol import records as rb
 from ..storage.internal_topic import InternalTopic
 from ..storage.log_manager import LogManager
 from .coordinator import TransactionCoordinator
-from .records import decode_key, decode_value, encode_key
+from .records import decode_key, decode_value, encode_key, encode_value
+from .state import TransactionMetadata
 
 log = logging.getLogger("oncelog.txn")
 
@@ -27,11 +30,16 @@ class TransactionStateTopic(InternalTopic):
     def __init__(self, logs: LogManager, partitions: int, segment_bytes: int = 16 << 20) -> None:
         super().__init__(logs, TXN_TOPIC, partitions, segment_bytes)
 
-    def persist(self, txn_id: str, value: bytes | None, on_done) -> None:
-        def durable(err: ErrorCode) -> None:
-            if err == ErrorCode.none and faults.CRASH_POINT and value is not None:
-                faults.crash_if(f"txn-durable:{decode_value(txn_id, value).state.kafka_name}")
-            on_done(err)
+    def persist(self, txn_id: str, m: TransactionMetadata, on_done: Callable[[KafkaError | None], None]) -> None:
+        """The coordinator's ``persist``: append ``m`` and answer ``on_done(None)`` once durable,
+        ``on_done(KafkaStorageError)`` if it is not."""
+        value = encode_value(m)
+
+        def durable(code: ErrorCode) -> None:
+            if code == ErrorCode.none and faults.CRASH_POINT and value is not None:
+                faults.crash_if(f"txn-durable:{m.state.kafka_name}")
+            on_done(None if code == ErrorCode.none else errors.error_for_code(
+                code, f"{TXN_TOPIC}: the record of transactional id {txn_id!r} is not durable"))
 
         self.append(txn_id, [(encode_key(txn_id), value)], durable)
 

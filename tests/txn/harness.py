@@ -20,12 +20,20 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from oncelog import errors
+from oncelog.apis._txn import error_code, producer_answer
 from oncelog.txn.coordinator import TransactionCoordinator, TxnConfig
-from oncelog.txn.records import decode_value
+from oncelog.txn.records import decode_value, encode_value
 from oncelog.txn.state import TransactionMetadata, TransactionState
 
 E = ErrorCode
 T = TransactionState
+
+# Answers are turned into wire codes as the handlers do (oncelog.apis._txn), at these API keys
+# and, unless a test says otherwise, each API's latest version.
+INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 22, 24, 26
+LATEST = 5
+OFFSETS_PARTITION = ("__consumer_offsets", 3)
 
 TIMEOUT = 60_000
 TXN = "txn-1"
@@ -57,9 +65,10 @@ class Once:
 
 
 class Harness:
-    """``persist_mode`` / ``marker_mode``: "ok" (answer NONE at once), "fail" (answer
-    KAFKA_STORAGE_ERROR at once) or "hold" (keep on_done until :meth:`release_persist` /
-    :meth:`release_markers`). ``persist_script`` is consumed first, one mode per persist call."""
+    """``persist_mode`` / ``marker_mode``: "ok" (answer None at once), "fail" (answer
+    KafkaStorageError at once) or "hold" (keep on_done until :meth:`release_persist` /
+    :meth:`release_markers`). ``persist_script`` is consumed first, one mode per persist call.
+    Every group's offsets live in :data:`OFFSETS_PARTITION`."""
 
     def __init__(self, config: TxnConfig | None = None):
         self.now = 1_000_000
@@ -73,29 +82,29 @@ class Harness:
         self.held_markers: list = []
         self.answered: list[Once] = []  # every request's Once, in the order they were answered
         self.coord = TransactionCoordinator(lambda: self.now, self._allocate, self._persist, self._write_markers,
-                                            config or TxnConfig())
+                                            lambda group_id: OFFSETS_PARTITION, config or TxnConfig())
 
     # -- injected I/O
     def _allocate(self) -> int:
         pid, self.next_pid = self.next_pid, self.next_pid + 1
         return pid
 
-    def _persist(self, txn_id, value, on_done):
-        self.persisted.append((txn_id, value))
+    def _persist(self, txn_id, m, on_done):
+        self.persisted.append((txn_id, encode_value(m)))
         mode = self.persist_script.pop(0) if self.persist_script else self.persist_mode
         if mode == "ok":
-            on_done(E.none)
+            on_done(None)
         elif mode == "fail":
-            on_done(E.kafka_storage_error)
+            on_done(_domain(E.kafka_storage_error))
         else:
             self.held_persists.append(on_done)
 
     def _write_markers(self, pid, epoch, commit, partitions, on_done):
         self.markers.append((pid, epoch, commit, frozenset(partitions)))
         if self.marker_mode == "ok":
-            on_done(E.none)
+            on_done(None)
         elif self.marker_mode == "fail":
-            on_done(E.kafka_storage_error)
+            on_done(_domain(E.kafka_storage_error))
         else:
             self.held_markers.append(on_done)
 
@@ -105,13 +114,13 @@ class Harness:
         self.persist_mode = mode
         held, self.held_persists = self.held_persists, []
         for on_done in held:
-            on_done(error)
+            on_done(_domain(error))
 
     def release_markers(self, error=E.none, mode: str = "ok") -> None:
         self.marker_mode = mode
         held, self.held_markers = self.held_markers, []
         for on_done in held:
-            on_done(error)
+            on_done(_domain(error))
 
     # -- views
     def records(self, txn_id: str = TXN) -> list[TransactionMetadata]:
@@ -127,20 +136,34 @@ class Harness:
         self.now += ms
         return self.coord.tick()
 
-    # -- requests
-    def init(self, txn_id=TXN, timeout=TIMEOUT, pid=-1, epoch=-1) -> Once:
+    def verify(self, txn_id, pid, epoch, topic, partition) -> ErrorCode | None:
+        """verify_partition as an error code, None when the batch may be appended."""
+        try:
+            self.coord.verify_partition(txn_id, pid, epoch, topic, partition)
+            return None
+        except errors.KafkaError as exc:
+            return errors.error_code_for(exc)
+
+    def list(self, states=None, producer_ids=None, min_duration_ms=-1) -> list[TransactionMetadata]:
+        return self.coord.list_transactions(states, producer_ids, min_duration_ms).transactions
+
+    # -- requests: each answer is recorded as the handler would send it (codes, not errors)
+    def init(self, txn_id=TXN, timeout=TIMEOUT, pid=-1, epoch=-1, version=LATEST) -> Once:
         r = Once(f"init({txn_id})", self.answered)
-        self.coord.init_producer_id(txn_id, timeout, pid, epoch, r)
+        self.coord.init_producer_id(txn_id, timeout, pid, epoch,
+                                    lambda outcome: r(*producer_answer(outcome, INIT_PRODUCER_ID, version)))
         return r
 
-    def add(self, pid, epoch, *parts, txn_id=TXN, tv2=False, fenced=E.producer_fenced) -> Once:
+    def add(self, pid, epoch, *parts, txn_id=TXN, tv2=False, version=LATEST) -> Once:
         r = Once(f"add({parts})", self.answered)
-        self.coord.add_partitions(txn_id, pid, epoch, set(parts or {P0}), r, fenced=fenced, tv2=tv2)
+        self.coord.add_partitions(txn_id, pid, epoch, set(parts or {P0}),
+                                  lambda error: r(error_code(error, ADD_PARTITIONS_TO_TXN, version)), tv2=tv2)
         return r
 
-    def end(self, pid, epoch, commit=True, tv2=False, txn_id=TXN) -> Once:
+    def end(self, pid, epoch, commit=True, tv2=False, txn_id=TXN, version=LATEST) -> Once:
         r = Once(f"end({'commit' if commit else 'abort'})", self.answered)
-        self.coord.end_txn(txn_id, pid, epoch, commit, tv2, r)
+        self.coord.end_txn(txn_id, pid, epoch, commit, tv2,
+                           lambda outcome: r(*producer_answer(outcome, END_TXN, version)))
         return r
 
     # -- compound steps
@@ -157,5 +180,10 @@ class Harness:
 
 def meta(txn_id=TXN, pid=7, epoch=3, state=T.ONGOING, partitions=(P0, P1), start=500_000, timeout=TIMEOUT,
          last_pid=-1, last_epoch=-1, tv2=False) -> TransactionMetadata:
-    return TransactionMetadata(txn_id, pid, epoch, timeout, state, last_pid, last_epoch, set(partitions), start, start,
-                       False, tv2)
+    return TransactionMetadata(txn_id, pid, epoch, timeout, state, last_pid, last_epoch, set(partitions), start,
+                               start, False, tv2)
+
+
+def _domain(code: ErrorCode) -> errors.KafkaError | None:
+    """What a fake write answers for a test's error code: None for NONE, else the domain error."""
+    return None if code == E.none else errors.error_for_code(code, f"test: {code.name}")

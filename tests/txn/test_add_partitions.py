@@ -139,7 +139,7 @@ def test_add_partitions_queued_behind_a_fence_is_fenced():
     pid, e = h.ongoing(P0)
     h.persist_mode = "hold"
     assert h.init().result == (E.concurrent_transactions, -1, -1)
-    late = h.add(pid, e, P1, fenced=E.invalid_producer_epoch)
+    late = h.add(pid, e, P1, version=1)
     assert not late.called
     h.release_persist()
     assert late.result == E.invalid_producer_epoch
@@ -149,7 +149,7 @@ def test_add_partitions_queued_behind_a_fence_is_fenced():
 def test_verify_partition():
     h = Harness()
     pid, e = h.ongoing(P0)
-    v = h.coord.verify_partition
+    v = h.verify
     assert v(TXN, pid, e, *P0) is None
     assert v(None, pid, e, *P0) is None  # looked up by producer id
     assert v(TXN, pid, e, *P1) == E.invalid_txn_state
@@ -163,7 +163,7 @@ def test_verify_partition():
 def test_verify_partition_before_any_transaction_and_after_completion():
     h = Harness()
     pid, e = h.producer()
-    assert h.coord.verify_partition(TXN, pid, e, *P0) == E.invalid_txn_state
+    assert h.verify(TXN, pid, e, *P0) == E.invalid_txn_state
     assert h.add(pid, e, P0).result == E.none
     assert h.end(pid, e).result[0] == E.none
-    assert h.coord.verify_partition(TXN, pid, e, *P0) == E.invalid_txn_state
+    assert h.verify(TXN, pid, e, *P0) == E.invalid_txn_state

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .harness import E, P0, P1, P2, T, TIMEOUT, TXN, Harness, Once
+from .harness import E, P0, P1, P2, T, TIMEOUT, Harness
 
 
 @pytest.mark.parametrize("commit", [True, False])
@@ -138,9 +138,7 @@ def test_end_txn_unknown_and_fenced():
     assert h.end(pid, e, txn_id="nope").result == (E.invalid_producer_id_mapping, -1, -1)
     assert h.end(pid + 1, e).result == (E.invalid_producer_id_mapping, -1, -1)
     assert h.end(pid, e + 1).result == (E.producer_fenced, -1, -1)
-    r = Once()
-    h.coord.end_txn(TXN, pid, e + 1, True, False, r, fenced=E.invalid_producer_epoch)
-    assert r.result == (E.invalid_producer_epoch, -1, -1)
+    assert h.end(pid, e + 1, version=1).result == (E.invalid_producer_epoch, -1, -1)
     assert h.txn().state is T.ONGOING
 
 

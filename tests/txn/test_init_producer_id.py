@@ -52,7 +52,7 @@ def test_reinit_bumps_the_epoch_and_fences_the_previous_instance():
     assert (rec.last_producer_id, rec.last_producer_epoch) == (pid, -1)
     # the old instance is fenced everywhere
     assert h.add(pid, e0).result == E.producer_fenced
-    assert h.add(pid, e0, fenced=E.invalid_producer_epoch).result == E.invalid_producer_epoch
+    assert h.add(pid, e0, version=1).result == E.invalid_producer_epoch
     assert h.end(pid, e0).result == (E.producer_fenced, -1, -1)
 
 

@@ -44,7 +44,7 @@ def test_recover_leaves_an_ongoing_transaction_until_its_timeout():
     assert h.persisted == [] and h.markers == []
     assert h.tick() == [] and h.txn().state is T.ONGOING
     # its producer may still finish it
-    assert h.coord.verify_partition(TXN, 7, 3, *P0) is None
+    assert h.verify(TXN, 7, 3, *P0) is None
     assert h.tick(TIMEOUT) == [TXN]
     assert h.txn().state is T.COMPLETE_ABORT and h.txn().producer_epoch == 4
 
