@@ -21,7 +21,8 @@ and their transitions: :mod:`oncelog.txn.state`.
   edge (:func:`oncelog.apis._txn.error_code`), which is also where PRODUCER_FENCED becomes
   INVALID_PRODUCER_EPOCH for old request versions; the coordinator knows no request versions.
 * Time comes from the injected ``clock()`` (milliseconds); :meth:`tick` aborts timed-out
-  transactions and retries stuck writes.
+  transactions, retries stuck writes and expires idle transactional ids
+  (``transactional.id.expiration.ms``).
 
 EndTxn is answered once the Prepare* record is durable; the markers and the Complete* record
 follow. After a restart a durable Prepare* is rolled forward, an Ongoing transaction aborts when
@@ -31,6 +32,7 @@ late request of an earlier transaction is fenced instead of touching a later one
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Callable
 
@@ -40,9 +42,11 @@ from .state import MAX_EPOCH, TransactionMetadata, TransactionState
 
 T = TransactionState
 
+log = logging.getLogger("oncelog.txn")
+
 Done = Callable[[KafkaError | None], None]
 # persist(transactional_id, metadata, on_done): write the id's next __transaction_state record
-# (:mod:`oncelog.txn.store`); on_done(None) once it is durable, on_done(error) if it is not.
+# (:mod:`oncelog.txn.store`; a tombstone for Dead); on_done(None) once durable, else on_done(error).
 Persist = Callable[[str, TransactionMetadata, Done], None]
 # write_markers(producer_id, producer_epoch, commit, partitions, on_done) (:mod:`oncelog.txn.markers`)
 WriteMarkers = Callable[[int, int, bool, set[tuple[str, int]], Done], None]
@@ -63,8 +67,8 @@ Answer = Callable[[ProducerIdAndEpoch | KafkaError], None]
 
 @dataclass(frozen=True)
 class TxnConfig:
-    max_timeout_ms: int = 15 * 60 * 1000
-    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    max_timeout_ms: int = 15 * 60 * 1000  # Kafka's transaction.max.timeout.ms
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000  # Kafka's transactional.id.expiration.ms
 
 
 @dataclass(frozen=True)
@@ -397,8 +401,8 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ timers
 
     def tick(self) -> list[str]:
-        """Abort transactions open longer than their timeout; retry stuck marker writes.
-        Returns the ids aborted."""
+        """Abort transactions open longer than their timeout; retry stuck marker writes; expire
+        idle transactional ids. Returns the ids aborted."""
         now = self.clock()
         aborted = []
         for m in list(self.txns.values()):
@@ -411,7 +415,23 @@ class TransactionCoordinator:
                 self._write_markers_then_complete(m)
             elif m.state is T.PREPARE_EPOCH_FENCE:
                 self._abort(m, bump_epoch=False)  # the fence is durable, its abort record was not
+            elif m.state in COMPLETED and now - m.last_update_ms >= self.config.transactional_id_expiration_ms:
+                self._expire(m)
         return aborted
+
+    def _expire(self, m: TransactionMetadata) -> None:
+        """Kafka's ``transactional.id.expiration.ms``: an id with no transaction open (Empty,
+        CompleteCommit, CompleteAbort) and no change for that long is removed — Dead, written as
+        a tombstone to ``__transaction_state``, then forgotten. Its next InitProducerId starts
+        afresh with a new producer id. (Kafka checks hourly, on
+        ``transaction.remove.expired.transaction.cleanup.interval.ms``; here every tick.)"""
+
+        def removed(error: KafkaError | None) -> None:
+            if error is None:
+                log.info("transactional id %s expired: no change for transactional.id.expiration.ms=%d; removed",
+                         m.transactional_id, self.config.transactional_id_expiration_ms)
+
+        self._commit(m, m.prepare_transition(T.DEAD), removed)
 
     # ------------------------------------------------------------------ DescribeTransactions / ListTransactions
 
@@ -449,11 +469,9 @@ class TransactionCoordinator:
     def load(self, txn_id: str, m: TransactionMetadata | None) -> None:
         """Replay of ``__transaction_state``: ``m`` is a record's value, None a tombstone."""
         if m is None:
-            old = self.txns.pop(txn_id, None)
-            if old is not None:
-                self.by_producer_id.pop(old.producer_id, None)
-            return
-        self._install(m)
+            self._remove(txn_id)
+        else:
+            self._install(m)
 
     def recover(self) -> None:
         """After replay: roll a durable Prepare* forward; a fence in progress becomes an abort."""
@@ -466,14 +484,17 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ the write-ahead path
 
     def _commit(self, current: TransactionMetadata, new: TransactionMetadata, on_done: Done) -> None:
-        """Persist ``new`` (prepared by ``current.prepare_transition``) then install it; then
-        answer ``on_done`` and run what queued behind ``current`` meanwhile (it is pending)."""
+        """Persist ``new`` (prepared by ``current.prepare_transition``) then install it (or, for
+        Dead, forget the id); then answer ``on_done`` and run what queued behind ``current``
+        meanwhile (it is pending)."""
         current.pending = True
         new.last_update_ms = self.clock()
 
         def done(error: KafkaError | None) -> None:
             current.pending = False
-            if error is None:
+            if error is None and new.state is T.DEAD:
+                self._remove(new.transactional_id)
+            elif error is None:
                 self._install(new)
             on_done(error)
             self._run_waiting(current)
@@ -486,6 +507,11 @@ class TransactionCoordinator:
             del self.by_producer_id[old.producer_id]
         self.txns[m.transactional_id] = m
         self.by_producer_id[m.producer_id] = m.transactional_id
+
+    def _remove(self, txn_id: str) -> None:
+        old = self.txns.pop(txn_id, None)
+        if old is not None and self.by_producer_id.get(old.producer_id) == txn_id:
+            del self.by_producer_id[old.producer_id]
 
     def _queue_if_pending(self, m: TransactionMetadata | None, request: Callable[[], None]) -> bool:
         if m is not None and m.pending:

@@ -48,6 +48,11 @@ def encode_value(m: TransactionMetadata) -> bytes:
     return bytes(out)
 
 
+def value_of(m: TransactionMetadata) -> bytes | None:
+    """The record value for ``m``: a tombstone (None) once the id is Dead, as Kafka writes."""
+    return None if m.state is TransactionState.DEAD else encode_value(m)
+
+
 def decode_value(txn_id: str, data: bytes) -> TransactionMetadata:
     version, pid, epoch, timeout, state = struct.unpack_from(">hqhib", data)
     if version != 1:

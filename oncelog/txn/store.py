@@ -18,7 +18,7 @@ from ..protocol import records as rb
 from ..storage.internal_topic import InternalTopic
 from ..storage.log_manager import LogManager
 from .coordinator import TransactionCoordinator
-from .records import decode_key, decode_value, encode_key, encode_value
+from .records import decode_key, decode_value, encode_key, value_of
 from .state import TransactionMetadata
 
 log = logging.getLogger("oncelog.txn")
@@ -31,9 +31,9 @@ class TransactionStateTopic(InternalTopic):
         super().__init__(logs, TXN_TOPIC, partitions, segment_bytes)
 
     def persist(self, txn_id: str, m: TransactionMetadata, on_done: Callable[[KafkaError | None], None]) -> None:
-        """The coordinator's ``persist``: append ``m`` and answer ``on_done(None)`` once durable,
-        ``on_done(KafkaStorageError)`` if it is not."""
-        value = encode_value(m)
+        """The coordinator's ``persist``: append ``m`` (a tombstone once it is Dead) and answer
+        ``on_done(None)`` once durable, ``on_done(KafkaStorageError)`` if it is not."""
+        value = value_of(m)
 
         def durable(code: ErrorCode) -> None:
             if code == ErrorCode.none and faults.CRASH_POINT and value is not None:

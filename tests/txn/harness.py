@@ -23,7 +23,7 @@ from kio.schema.errors import ErrorCode
 from oncelog import errors
 from oncelog.apis._txn import error_code, producer_answer
 from oncelog.txn.coordinator import TransactionCoordinator, TxnConfig
-from oncelog.txn.records import decode_value, encode_value
+from oncelog.txn.records import decode_value, value_of
 from oncelog.txn.state import TransactionMetadata, TransactionState
 
 E = ErrorCode
@@ -90,7 +90,7 @@ class Harness:
         return pid
 
     def _persist(self, txn_id, m, on_done):
-        self.persisted.append((txn_id, encode_value(m)))
+        self.persisted.append((txn_id, value_of(m)))
         mode = self.persist_script.pop(0) if self.persist_script else self.persist_mode
         if mode == "ok":
             on_done(None)
