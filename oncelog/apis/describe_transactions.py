@@ -21,7 +21,8 @@ def handle(ctx, request):
         try:
             t = ctx.broker.txn.describe(txn_id)
         except KafkaError as exc:  # TransactionalIdNotFound
-            out.append(build(m.TransactionState, error_code=error_code(exc, API_KEY, ctx.api_version), transactional_id=txn_id,
+            out.append(build(m.TransactionState, error_code=error_code(exc, API_KEY, ctx.api_version),
+                             transactional_id=txn_id,
                              transaction_state="", transaction_timeout=datetime.timedelta(0), transaction_start_time=None,
                              producer_id=-1, producer_epoch=-1, topics=()))
             continue

@@ -55,7 +55,8 @@ def append_partition(ctx, topic: str, partition: int, records, now_ms: int, wait
             raise errors.InvalidRecord(f"{topic}-{partition}: clients may not write control batches")
         if header.is_transactional:
             try:
-                broker.txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch, topic, partition)
+                broker.txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch, topic,
+                                            partition)
             except errors.KafkaError as exc:
                 raise type(exc)(f"{topic}-{partition}: transactional batch of producer {header.producer_id} epoch "
                                 f"{header.producer_epoch}: {errors.error_code_for(exc).name}") from None
