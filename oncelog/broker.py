@@ -20,6 +20,7 @@ import inspect
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from kio.schema.errors import ErrorCode
 
@@ -30,7 +31,8 @@ from .notices import log_rejections
 from .groups.coordinator import GroupConfig, GroupCoordinator
 from .groups.store import OffsetsTopic
 from .txn.coordinator import TransactionCoordinator, TxnConfig
-from .txn.store import MarkerWriter, TransactionStateTopic
+from .txn.markers import MarkerWriter
+from .txn.store import TransactionStateTopic
 from .producer_ids import ProducerIdManager
 from .protocol import codec
 from .storage.flusher import FsyncPolicy
@@ -106,9 +108,14 @@ class BrokerConfig:
         }
 
 
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, clock: Callable[[], int] = wall_clock_ms) -> None:
         self.config = config
+        self.clock = clock  # milliseconds; the coordinators, the markers and handlers take time from it
         self.node_id = config.node_id
         self.logs = LogManager(config.data_dir, config.fsync, config.log,
                                checkpoint_interval_s=config.checkpoint_interval_s,
@@ -136,19 +143,23 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.logs.data_dir)
         self.offsets_topic = OffsetsTopic(self.logs, self.config.offsets_topic_partitions,
                                           self.config.offsets_topic_segment_bytes)
-        self.groups = GroupCoordinator(lambda: int(time.time() * 1000), self.offsets_topic.persist, self.config.group)
+        self.groups = GroupCoordinator(self.clock, self.offsets_topic.persist, self.config.group)
         loaded = self.offsets_topic.replay(self.groups)
         log.info("group coordinator loaded %d record(s): %d group(s)", loaded, len(self.groups.groups))
-        self.markers = MarkerWriter(self.logs, self.groups)
+        # The two coordinators meet only here, through callbacks: markers reaching
+        # __consumer_offsets settle the group side's pending transactional offsets, and the
+        # transaction side asks where a group's offsets live (AddOffsetsToTxn, TxnOffsetCommit).
+        self.markers = MarkerWriter(self.logs, self.clock, on_txn_marker=self.groups.complete_txn_offsets)
         txn_topic = TransactionStateTopic(self.logs, self.config.transaction_topic_partitions,
                                           self.config.offsets_topic_segment_bytes)
+        offsets_topic = self.offsets_topic
         self.txn = TransactionCoordinator(
-            lambda: int(time.time() * 1000), self.producer_ids.allocate, txn_topic.persist,
-            lambda pid, epoch, commit, parts, done: self.markers.write(pid, epoch, commit, parts, done),
-            self.config.txn)
+            self.clock, self.producer_ids.allocate, txn_topic.persist, self.markers.write,
+            offsets_partition=lambda group_id: (offsets_topic.name, offsets_topic.partition_for(group_id)),
+            config=self.config.txn)
         loaded = txn_topic.replay(self.txn)
         self.txn.recover()
-        log.info("transaction coordinator loaded %d record(s): %d transactional id(s)", loaded, len(self.txn.txns))
+        log.info("transaction coordinator loaded %d record(s): %d transactional id(s)", loaded, len(self.txn))
 
     def schedule_group_timer(self) -> None:
         """Arm one loop timer (``loop.call_at``) for the group coordinator's next deadline, so
@@ -161,7 +172,7 @@ class Broker:
                 return  # an earlier (or the same) wake-up is armed; it re-arms after ticking
             self._group_timer.cancel()
         loop = asyncio.get_running_loop()
-        delay_s = max(deadline - int(time.time() * 1000) + 1, 0) / 1000
+        delay_s = max(deadline - self.clock() + 1, 0) / 1000
         self._group_timer_at = deadline
         self._group_timer = loop.call_at(loop.time() + delay_s, self._on_group_timer)
 

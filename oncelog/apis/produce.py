@@ -66,11 +66,12 @@ def append_partition(ctx, topic: str, partition: int, records, now_ms: int, wait
         if header.is_control:
             raise errors.InvalidRecord(f"{topic}-{partition}: clients may not write control batches")
         if header.is_transactional:
-            code = broker.txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch,
-                                               topic, partition)
-            if code is not None:
-                raise errors.error_for_code(code, f"{topic}-{partition}: transactional batch of producer "
-                                                  f"{header.producer_id} epoch {header.producer_epoch}: {code.name}")
+            try:
+                broker.txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch, topic,
+                                            partition)
+            except errors.KafkaError as exc:
+                raise type(exc)(f"{topic}-{partition}: transactional batch of producer {header.producer_id} epoch "
+                                f"{header.producer_epoch}: {errors.error_code_for(exc).name}") from None
     cfg = plog.config
     if wait and cfg.min_insync_replicas > 1:
         # Kafka's Partition.appendRecordsToLeader, word for word: the ISR is this broker alone.
@@ -166,16 +167,14 @@ def handle(ctx, request):
 def _partitions_to_add(ctx, request) -> dict[tuple[int, int], set]:
     """TV2: partitions with transactional batches that are not yet in the transaction."""
     txn = ctx.broker.txn
-    meta = txn.txns.get(request.transactional_id)
     missing: dict[tuple[int, int], set] = {}
     for topic_data in request.topic_data:
         for pd in topic_data.partition_data:
             if pd.records is None or len(pd.records) < rb.HEADER_SIZE:
                 continue
             h = rb.parse_header(pd.records)
-            if not h.is_transactional or meta is None or meta.producer_id != h.producer_id:
-                continue
-            if meta.state.name == "ONGOING" and (topic_data.name, pd.index) in meta.partitions:
+            if not h.is_transactional or not txn.needs_partition_added(request.transactional_id, h.producer_id,
+                                                                       topic_data.name, pd.index):
                 continue
             if ctx.broker.partition_exists(topic_data.name, pd.index):
                 missing.setdefault((h.producer_id, h.producer_epoch), set()).add((topic_data.name, pd.index))
