@@ -20,10 +20,11 @@ import inspect
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from kio.schema.errors import ErrorCode
 
-from . import apis
+from . import apis, configs
 from .apis import api_versions
 from .apis._base import Applied, RequestContext
 from .notices import log_rejections
@@ -31,7 +32,8 @@ from .groups.coordinator import GroupConfig, GroupCoordinator
 from .groups.store import OffsetsTopic
 from .partition import PartitionManager
 from .txn.coordinator import TransactionCoordinator, TxnConfig
-from .txn.store import MarkerWriter, TransactionStateTopic
+from .txn.markers import MarkerWriter
+from .txn.store import TransactionStateTopic
 from .producer_ids import ProducerIdManager
 from .protocol import codec
 from .storage.flusher import FsyncPolicy
@@ -71,6 +73,9 @@ class BrokerConfig:
     log_cleaner_interval_s: float = 30.0
     group: GroupConfig = field(default_factory=GroupConfig)
     node_id: int = 1  # Kafka's node.id: Metadata, FindCoordinator, replica assignments; kept in meta.json
+    # Kafka names of the broker configs given explicitly at start (``serve`` options): DescribeConfigs
+    # reports them as STATIC_BROKER_CONFIG, the others (unless changed programmatically) as DEFAULT_CONFIG.
+    explicit: frozenset[str] = frozenset()
 
     def describe(self) -> dict[str, str]:
         c = self.log
@@ -93,22 +98,38 @@ class BrokerConfig:
             "offsets.topic.replication.factor": "1",
             "producer.id.expiration.ms": str(self.producer_id_expiration_ms),
             "group.initial.rebalance.delay.ms": str(self.group.initial_rebalance_delay_ms),
+            "group.min.session.timeout.ms": str(self.group.min_session_timeout_ms),
+            "group.max.session.timeout.ms": str(self.group.max_session_timeout_ms),
+            "offsets.topic.num.partitions": str(self.offsets_topic_partitions),
+            "offsets.topic.segment.bytes": str(self.offsets_topic_segment_bytes),
+            "transaction.state.log.num.partitions": str(self.transaction_topic_partitions),
+            "transaction.state.log.replication.factor": "1",
+            "log.retention.check.interval.ms": str(int(self.retention_check_interval_s * 1000)),
+            "log.cleaner.backoff.ms": str(int(self.log_cleaner_interval_s * 1000)),
         }
 
 
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, clock: Callable[[], int] = wall_clock_ms) -> None:
         self.config = config
+        self.clock = clock  # milliseconds; the coordinators, the markers and handlers take time from it
         self.node_id = config.node_id
         self.logs = LogManager(config.data_dir, config.fsync, config.log,
-                               checkpoint_interval_s=config.checkpoint_interval_s)
+                               checkpoint_interval_s=config.checkpoint_interval_s,
+                               retention_check_interval_s=config.retention_check_interval_s)
         self.logs.node_id = config.node_id
         self.logs.default_partitions = config.num_partitions
+        self.logs.producer_id_expiration_ms = config.producer_id_expiration_ms
         self.logs.compaction_interval_s = config.log_cleaner_interval_s
+        self.logs.layers.static.update(self._static_configs())
         # Every partition's log with its producer state and aborted transactions: what handlers use.
-        self.partitions = PartitionManager(self.logs, retention_check_interval_s=config.retention_check_interval_s,
-                                           producer_id_expiration_ms=config.producer_id_expiration_ms)
+        self.partitions = PartitionManager(self.logs)
         self.advertised: tuple[str, int] = (config.host, config.port)
+        self.listening: tuple[str, int] = (config.host, config.port)
         self.producer_ids: ProducerIdManager | None = None
         self.groups: GroupCoordinator | None = None
         self.offsets_topic: OffsetsTopic | None = None
@@ -126,19 +147,23 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.logs.data_dir)
         self.offsets_topic = OffsetsTopic(self.partitions, self.config.offsets_topic_partitions,
                                           self.config.offsets_topic_segment_bytes)
-        self.groups = GroupCoordinator(lambda: int(time.time() * 1000), self.offsets_topic.persist, self.config.group)
+        self.groups = GroupCoordinator(self.clock, self.offsets_topic.persist, self.config.group)
         loaded = self.offsets_topic.replay(self.groups)
         log.info("group coordinator loaded %d record(s): %d group(s)", loaded, len(self.groups.groups))
-        self.markers = MarkerWriter(self.partitions, self.groups)
+        # The two coordinators meet only here, through callbacks: markers reaching
+        # __consumer_offsets settle the group side's pending transactional offsets, and the
+        # transaction side asks where a group's offsets live (AddOffsetsToTxn, TxnOffsetCommit).
+        self.markers = MarkerWriter(self.partitions, self.clock, on_txn_marker=self.groups.complete_txn_offsets)
         txn_topic = TransactionStateTopic(self.partitions, self.config.transaction_topic_partitions,
                                           self.config.offsets_topic_segment_bytes)
+        offsets_topic = self.offsets_topic
         self.txn = TransactionCoordinator(
-            lambda: int(time.time() * 1000), self.producer_ids.allocate, txn_topic.persist,
-            lambda pid, epoch, commit, parts, done: self.markers.write(pid, epoch, commit, parts, done),
-            self.config.txn)
+            self.clock, self.producer_ids.allocate, txn_topic.persist, self.markers.write,
+            offsets_partition=lambda group_id: (offsets_topic.name, offsets_topic.partition_for(group_id)),
+            config=self.config.txn)
         loaded = txn_topic.replay(self.txn)
         self.txn.recover()
-        log.info("transaction coordinator loaded %d record(s): %d transactional id(s)", loaded, len(self.txn.txns))
+        log.info("transaction coordinator loaded %d record(s): %d transactional id(s)", loaded, len(self.txn))
 
     def schedule_group_timer(self) -> None:
         """Arm one loop timer (``loop.call_at``) for the group coordinator's next deadline, so
@@ -151,7 +176,7 @@ class Broker:
                 return  # an earlier (or the same) wake-up is armed; it re-arms after ticking
             self._group_timer.cancel()
         loop = asyncio.get_running_loop()
-        delay_s = max(deadline - int(time.time() * 1000) + 1, 0) / 1000
+        delay_s = max(deadline - self.clock() + 1, 0) / 1000
         self._group_timer_at = deadline
         self._group_timer = loop.call_at(loop.time() + delay_s, self._on_group_timer)
 
@@ -192,14 +217,45 @@ class Broker:
         return ErrorCode.none
 
     def set_listening(self, host: str, port: int) -> None:
+        self.listening = (host, port)
         if self.config.advertise:
             h, _, p = self.config.advertise.rpartition(":")
             self.advertised = (h, int(p))
         else:
             self.advertised = (host, port)
+        static = self.logs.layers.static
+        static["listeners"] = f"PLAINTEXT://{host}:{port}"
+        if self.config.advertise:
+            static["advertised.listeners"] = f"PLAINTEXT://{self.advertised[0]}:{self.advertised[1]}"
 
-    def describe_config(self) -> dict[str, str]:
-        return self.config.describe()
+    def describe_config(self) -> dict[str, str | None]:
+        """Broker config name -> value in force, for DescribeConfigs: the settings, the real
+        listeners, and from the config layers the topic defaults (log.*) and the dynamic ones."""
+        values: dict[str, str | None] = dict(self.config.describe())
+        values["listeners"] = f"PLAINTEXT://{self.listening[0]}:{self.listening[1]}"
+        values["advertised.listeners"] = f"PLAINTEXT://{self.advertised[0]}:{self.advertised[1]}"
+        layers = self.logs.layers
+        for name, d in configs.BROKER_CONFIGS.items():
+            if name in configs.TOPIC_SYNONYM_NAMES or (d.dynamic and name in values):
+                values[name] = layers.value(name)
+        return values
+
+    def _static_configs(self) -> dict[str, str]:
+        """The static layer beyond the topic defaults LogManager derives from ``config.log``:
+        settings given explicitly, or set to other than oncelog's default."""
+        c = self.config
+        out = {}
+        for name, value in c.describe().items():
+            d = configs.BROKER_CONFIGS.get(name)
+            if name in configs.TOPIC_SYNONYM_NAMES:
+                continue
+            if name in c.explicit or d is None or value != d.default:
+                out[name] = value
+        for name, topic_config in configs.TOPIC_CONFIGS.items():
+            primary = configs.PRIMARY_SYNONYM.get(name)
+            if primary in c.explicit:
+                out[primary] = configs.to_wire(getattr(c.log, topic_config.attr), topic_config.type)
+        return out
 
     # ------------------------------------------------------------------ dispatch
 

@@ -83,6 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--group-initial-rebalance-delay-ms", type=int, default=3000,
                    help="group.initial.rebalance.delay.ms: how long the first rebalance of an empty group "
                         "waits for more members (default 3000, as Kafka; 0 = none)")
+    s.add_argument("--group-min-session-timeout-ms", type=int, default=6000,
+                   help="group.min.session.timeout.ms: the shortest session.timeout.ms a JoinGroup may ask for "
+                        "(INVALID_SESSION_TIMEOUT below it; default 6000, as Kafka)")
+    s.add_argument("--group-max-session-timeout-ms", type=int, default=1_800_000,
+                   help="group.max.session.timeout.ms: the longest session.timeout.ms a JoinGroup may ask for "
+                        "(INVALID_SESSION_TIMEOUT above it; default 1800000, as Kafka)")
+
+    p.serve_parser = s  # for explicit_serve_options
 
     t = sub.add_parser("topics", help="create, list, describe or delete topics (over the Kafka protocol)")
     tsub = t.add_subparsers(dest="action", required=True)
@@ -150,10 +158,40 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# ``serve`` option (argparse dest) -> the Kafka broker configs it sets: given explicitly, they are
+# STATIC_BROKER_CONFIG in DescribeConfigs.
+SERVE_OPTION_CONFIGS = {
+    "data_dir": ("log.dirs",), "host": ("listeners",), "port": ("listeners",), "node_id": ("node.id", "broker.id"),
+    "advertise": ("advertised.listeners",), "fsync": ("oncelog.fsync",),
+    "no_auto_create_topics": ("auto.create.topics.enable",), "num_partitions": ("num.partitions",),
+    "segment_bytes": ("log.segment.bytes",), "segment_ms": ("log.roll.ms",), "retention_ms": ("log.retention.ms",),
+    "retention_bytes": ("log.retention.bytes",), "retention_check_ms": ("log.retention.check.interval.ms",),
+    "max_message_bytes": ("message.max.bytes",), "socket_request_max_bytes": ("socket.request.max.bytes",),
+    "offsets_topic_partitions": ("offsets.topic.num.partitions",),
+    "offsets_topic_segment_bytes": ("offsets.topic.segment.bytes",),
+    "log_cleaner_interval_ms": ("log.cleaner.backoff.ms",),
+    "group_initial_rebalance_delay_ms": ("group.initial.rebalance.delay.ms",),
+    "group_min_session_timeout_ms": ("group.min.session.timeout.ms",),
+    "group_max_session_timeout_ms": ("group.max.session.timeout.ms",),
+}
+
+
+def explicit_serve_options(argv: list[str] | None) -> frozenset[str]:
+    """The broker configs set by ``serve`` options given on the command line (parsed again with
+    every default suppressed, so abbreviations and ``--opt=value`` count too)."""
+    parser = build_parser()
+    for action in parser.serve_parser._actions:
+        if action.dest != "help":
+            action.default = argparse.SUPPRESS
+    given = vars(parser.parse_args(argv))
+    return frozenset(name for dest in given for name in SERVE_OPTION_CONFIGS.get(dest, ()))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_format, args.log_level)
     if args.command == "serve":
+        args.explicit = explicit_serve_options(argv)
         return cmd_serve(args)
     if args.command == "audit":
         from .audit import audit_command
@@ -184,6 +222,10 @@ def cmd_serve(args) -> int:
         log_config.validate()
         if args.node_id < 0:
             raise ValueError(f"--node-id must be >= 0, not {args.node_id}")
+        if args.group_min_session_timeout_ms > args.group_max_session_timeout_ms:
+            # Kafka accepts this and then refuses every JoinGroup; refusing to start says why at once.
+            raise ValueError(f"--group-min-session-timeout-ms ({args.group_min_session_timeout_ms}) is above "
+                             f"--group-max-session-timeout-ms ({args.group_max_session_timeout_ms})")
     except ValueError as exc:
         print(f"oncelog serve: {exc}", file=sys.stderr)
         return 2
@@ -194,8 +236,10 @@ def cmd_serve(args) -> int:
                           offsets_topic_partitions=args.offsets_topic_partitions,
                           offsets_topic_segment_bytes=args.offsets_topic_segment_bytes,
                           log_cleaner_interval_s=args.log_cleaner_interval_ms / 1000,
-                          group=GroupConfig(initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms),
-                          node_id=args.node_id)
+                          group=GroupConfig(initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
+                                            min_session_timeout_ms=args.group_min_session_timeout_ms,
+                                            max_session_timeout_ms=args.group_max_session_timeout_ms),
+                          node_id=args.node_id, explicit=getattr(args, "explicit", frozenset()))
     _install_uvloop()
     try:
         asyncio.run(serve(Broker(config)))

@@ -130,7 +130,7 @@ def run(args) -> int:
              title=f"oncelog demo: {cfg.records:,} events, {cfg.guarantee} sinks, {pipeline.master}, "
                    f"{report.get('driver_kills', 0)} driver + {report.get('broker_kills', 0)} broker SIGKILLs: {verdict}")
     if error:
-        console.print(f"[bold red]FAILED[/]: {error}")
+        console.print(f"[bold red]FAILED[/]: {error}", soft_wrap=True)  # a path must stay copyable
         if keep:
             console.print(f"data, checkpoints and logs kept in {pipeline.dir} (driver.log, broker.log)")
         return 2

@@ -1,10 +1,8 @@
 """Domain errors, and the one table that maps them to Kafka wire error codes.
 
 Code inside the broker raises these; only API handlers (at the protocol edge) turn them into
-``ErrorCode`` values with :func:`error_code_for`, passing their API key and request version: the
-one choice that depends on the version (PRODUCER_FENCED or INVALID_PRODUCER_EPOCH) is made there,
-from :data:`PRODUCER_FENCED_SINCE`. Each error carries a message naming what was wrong, which
-handlers put into ``error_message`` fields where the protocol version has them.
+``ErrorCode`` values with :func:`error_code_for`. Each carries a message naming what was wrong,
+which handlers put into ``error_message`` fields where the protocol version has them.
 """
 
 from __future__ import annotations
@@ -13,7 +11,10 @@ from kio.schema.errors import ErrorCode
 
 
 class KafkaError(Exception):
-    """Base of errors that have a Kafka error code."""
+    """Base of errors that have a Kafka error code. ``record_errors``: Produce's per-record
+    errors (KIP-467), (index of the record in its batch, message)."""
+
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 class UnknownTopicOrPartition(KafkaError): ...
@@ -37,7 +38,12 @@ class UnknownProducerId(KafkaError): ...
 class ProducerFenced(KafkaError): ...
 class InvalidProducerIdMapping(KafkaError): ...
 class InvalidTxnState(KafkaError): ...
+class ConcurrentTransactions(KafkaError): ...
+class InvalidTransactionTimeout(KafkaError): ...
+class TransactionalIdNotFound(KafkaError): ...
 class InvalidReplicaAssignment(KafkaError): ...
+class NotEnoughReplicas(KafkaError): ...
+class InvalidTimestamp(KafkaError): ...
 
 
 ERROR_CODES: dict[type[KafkaError], ErrorCode] = {
@@ -62,19 +68,12 @@ ERROR_CODES: dict[type[KafkaError], ErrorCode] = {
     ProducerFenced: ErrorCode.producer_fenced,
     InvalidProducerIdMapping: ErrorCode.invalid_producer_id_mapping,
     InvalidTxnState: ErrorCode.invalid_txn_state,
+    ConcurrentTransactions: ErrorCode.concurrent_transactions,
+    InvalidTransactionTimeout: ErrorCode.invalid_transaction_timeout,
+    TransactionalIdNotFound: ErrorCode.transactional_id_not_found,
     InvalidReplicaAssignment: ErrorCode.invalid_replica_assignment,
-}
-
-# PRODUCER_FENCED (KIP-588) is newer than the first versions of the transactional APIs: a request
-# of an older version gets INVALID_PRODUCER_EPOCH for the same condition, as Kafka answers it.
-# API key -> first version that may be answered PRODUCER_FENCED; None: no version is (a Produce
-# response always says INVALID_PRODUCER_EPOCH, KAFKA-10687). Other APIs: as ERROR_CODES says.
-PRODUCER_FENCED_SINCE: dict[int, int | None] = {
-    0: None,  # Produce
-    24: 2,  # AddPartitionsToTxn
-    25: 2,  # AddOffsetsToTxn
-    26: 2,  # EndTxn
-    28: 2,  # TxnOffsetCommit
+    NotEnoughReplicas: ErrorCode.not_enough_replicas,
+    InvalidTimestamp: ErrorCode.invalid_timestamp,
 }
 
 _BY_CODE = {code: cls for cls, code in ERROR_CODES.items()}
@@ -85,16 +84,9 @@ def error_for_code(code: ErrorCode, message: str) -> KafkaError:
     return _BY_CODE.get(code, KafkaError)(message)
 
 
-def error_code_for(exc: BaseException, api_key: int | None = None, api_version: int = 0) -> ErrorCode:
-    """The wire code for ``exc`` in a response to ``api_key`` at ``api_version``."""
+def error_code_for(exc: BaseException) -> ErrorCode:
     for cls in type(exc).__mro__:
         code = ERROR_CODES.get(cls)
         if code is not None:
-            break
-    else:
-        return ErrorCode.unknown_server_error
-    if code is ErrorCode.producer_fenced and api_key in PRODUCER_FENCED_SINCE:
-        since = PRODUCER_FENCED_SINCE[api_key]
-        if since is None or api_version < since:
-            return ErrorCode.invalid_producer_epoch
-    return code
+            return code
+    return ErrorCode.unknown_server_error

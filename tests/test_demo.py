@@ -19,6 +19,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # starts processes
+
 FULL = os.environ.get("ONCELOG_SOAK") == "full"
 
 

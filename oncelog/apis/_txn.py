@@ -1,4 +1,5 @@
-"""Helpers shared by the transaction APIs."""
+"""What the transaction APIs share: the edge where the transaction coordinator's domain errors
+become wire error codes, and the futures their handlers answer through."""
 
 from __future__ import annotations
 
@@ -6,11 +7,37 @@ import asyncio
 
 from kio.schema.errors import ErrorCode
 
+from .. import errors
 
-def fenced_code(api_version: int, first_version_with_producer_fenced: int) -> ErrorCode:
-    """PRODUCER_FENCED exists for newer request versions; older clients expect
-    INVALID_PRODUCER_EPOCH for the same condition (as Kafka answers them)."""
-    return ErrorCode.producer_fenced if api_version >= first_version_with_producer_fenced else ErrorCode.invalid_producer_epoch
+# PRODUCER_FENCED exists for newer request versions; older clients expect INVALID_PRODUCER_EPOCH
+# for the same condition (as Kafka answers them). API key -> first version answered
+# PRODUCER_FENCED. InitProducerId is not listed: it answers PRODUCER_FENCED at every version,
+# as oncelog always has.
+PRODUCER_FENCED_SINCE: dict[int, int] = {
+    24: 2,  # AddPartitionsToTxn
+    25: 2,  # AddOffsetsToTxn
+    26: 2,  # EndTxn
+    28: 2,  # TxnOffsetCommit
+}
+
+
+def error_code(error: errors.KafkaError | None, api_key: int, api_version: int) -> ErrorCode:
+    """The wire code for a transaction coordinator's answer: None is NONE, a domain error maps
+    through :data:`oncelog.errors.ERROR_CODES`, except ProducerFenced for request versions older
+    than :data:`PRODUCER_FENCED_SINCE` says."""
+    if error is None:
+        return ErrorCode.none
+    if isinstance(error, errors.ProducerFenced) and api_version < PRODUCER_FENCED_SINCE.get(api_key, 0):
+        return ErrorCode.invalid_producer_epoch
+    return errors.error_code_for(error)
+
+
+def producer_answer(outcome, api_key: int, api_version: int) -> tuple[ErrorCode, int, int]:
+    """(error code, producer id, producer epoch) for InitProducerId's and EndTxn's answer: a
+    :class:`~oncelog.txn.coordinator.ProducerIdAndEpoch` or a domain error."""
+    if isinstance(outcome, errors.KafkaError):
+        return error_code(outcome, api_key, api_version), -1, -1
+    return ErrorCode.none, outcome.producer_id, outcome.producer_epoch
 
 
 def future():

@@ -4,7 +4,7 @@ transaction, so TxnOffsetCommit may write there and the markers reach it."""
 from __future__ import annotations
 
 from ._base import NO_THROTTLE, build, response_module
-from ._txn import fenced_code, future, resolve
+from ._txn import error_code, future, resolve
 
 API_KEY = 25
 MIN_VERSION = 0
@@ -14,9 +14,8 @@ MAX_VERSION = 4
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     fut = future()
-    partition = ctx.broker.markers.offsets_partition(request.group_id)
-    ctx.broker.txn.add_partitions(
-        request.transactional_id, request.producer_id, request.producer_epoch, {partition},
-        lambda err: resolve(fut, build(m.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=err)),
-        fenced=fenced_code(ctx.api_version, 2))
+    ctx.broker.txn.add_offsets(
+        request.transactional_id, request.producer_id, request.producer_epoch, request.group_id,
+        lambda error: resolve(fut, build(m.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
+                                         error_code=error_code(error, API_KEY, ctx.api_version))))
     return fut

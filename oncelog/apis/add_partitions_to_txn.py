@@ -5,12 +5,11 @@ OPERATION_NOT_ATTEMPTED; nothing is added then."""
 
 from __future__ import annotations
 
-import asyncio
-
 from kio.schema.errors import ErrorCode
 
+from ..errors import KafkaError
 from ._base import NO_THROTTLE, OK, build, response_module
-from ._txn import fenced_code, future, resolve
+from ._txn import error_code, future, resolve
 
 API_KEY = 24
 MIN_VERSION = 0
@@ -26,11 +25,18 @@ def _one(ctx, txn_id, pid, epoch, topics, verify_only, done):
         return done({tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
                      for tp in parts})
     if verify_only:
-        codes = {tp: broker.txn.verify_partition(txn_id, pid, epoch, *tp) or OK for tp in parts}
-        return done(codes)
-    fenced = fenced_code(ctx.api_version, 2)
-    broker.txn.add_partitions(txn_id, pid, epoch, parts, lambda err: done({tp: err for tp in parts}), fenced=fenced)
+        return done({tp: _verify(ctx, txn_id, pid, epoch, tp) for tp in parts})
+    broker.txn.add_partitions(txn_id, pid, epoch, parts,
+                              lambda error: done({tp: error_code(error, API_KEY, ctx.api_version) for tp in parts}))
     return None
+
+
+def _verify(ctx, txn_id, pid, epoch, tp):
+    try:
+        ctx.broker.txn.verify_partition(txn_id, pid, epoch, *tp)
+        return OK
+    except KafkaError as exc:
+        return error_code(exc, API_KEY, ctx.api_version)
 
 
 def _topic_results(m, codes):

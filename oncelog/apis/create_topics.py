@@ -3,13 +3,19 @@
 Replication factor must be 1 or -1 (one broker). Explicit replica assignments are checked as
 Kafka's ReplicationControlManager does (INVALID_REPLICA_ASSIGNMENT): partition indexes 0..n-1, no
 empty list, no broker twice, every broker registered (here: only this broker's node.id), the
-same number of replicas for every partition. ``validate_only`` checks everything and creates nothing. Configs use Kafka's names
-(see :data:`oncelog.storage.partition_log.CONFIG_NAMES`); an unknown one is INVALID_CONFIG.
-v5+ answers with the topic's partitions, replication factor and effective configs.
+same number of replicas for every partition. ``validate_only`` checks everything and creates nothing.
+
+Configs: every Kafka 4.x topic config (:data:`oncelog.configs.TOPIC_CONFIGS`), validated as
+Kafka's controller does (unknown names, null values, types, ranges, valid strings, the
+compaction-lag and tiered-storage checks: INVALID_CONFIG with Kafka's message), then the
+values oncelog cannot honour (INVALID_CONFIG saying why). v5+ answers with the topic's
+partitions, replication factor and every config with its value and source, as DescribeConfigs
+reports them.
 """
 
 from __future__ import annotations
 
+from .. import configs as cfgs
 from .. import errors
 from ._base import NO_THROTTLE, OK, build, response_module
 
@@ -47,9 +53,10 @@ def handle(ctx, request):
         configs = ()
         if topic is not None and hasattr(m, "CreatableTopicConfigs"):
             configs = tuple(
-                build(m.CreatableTopicConfigs, name=k, value=v, read_only=False,
-                      config_source=(1 if k in topic.overrides else 5), is_sensitive=False)
-                for k, v in sorted(topic.config.describe().items())
+                build(m.CreatableTopicConfigs, name=e.name, value=e.value, read_only=e.read_only,
+                      config_source=int(e.source), is_sensitive=e.sensitive)
+                for e in cfgs.describe_topic(topic.overrides, topic.config.values(), logs.layers,
+                                             include_synonyms=False)
             )
         results.append(build(m.CreatableTopicResult, name=t.name, topic_id=topic.topic_id if topic else _zero(),
                              error_code=code, error_message=message, topic_config_error_code=OK,

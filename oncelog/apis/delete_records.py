@@ -27,7 +27,7 @@ async def handle(ctx, request):
                 async with partitions.flusher.lock:
                     low = partition.delete_records(offset)
             except errors.KafkaError as exc:  # OFFSET_OUT_OF_RANGE among them
-                code = errors.error_code_for(exc, API_KEY, ctx.api_version)
+                code = errors.error_code_for(exc)
             parts.append(m.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=low,
                                                         error_code=code))
         topics.append(m.DeleteRecordsTopicResult(name=t.name, partitions=tuple(parts)))

@@ -1,10 +1,23 @@
-"""DescribeConfigs (key 32), v1-4: real values of topic configs (resource type 2) and of the
-broker's settings (resource type 4). Config source: 1 = topic override, 5 = static broker
-default (what Kafka reports for values from server.properties)."""
+"""DescribeConfigs (key 32), v1-4, as Kafka's ConfigHelper answers it.
+
+Topic resources (type 2): every topic config (:data:`oncelog.configs.TOPIC_CONFIGS`) with its
+value in force, its real type (config_type, v3+), its source — DYNAMIC_TOPIC_CONFIG (1) for an
+override, else where the broker's value comes from: DYNAMIC_BROKER_CONFIG (2),
+DYNAMIC_DEFAULT_BROKER_CONFIG (3), STATIC_BROKER_CONFIG (4: ``oncelog serve`` options) or
+DEFAULT_CONFIG (5) — and, with include_synonyms, the synonyms in Kafka's order: the topic
+override, then the broker config under the topic config's broker name in each layer.
+Documentation (v3+) says what oncelog does with each config.
+
+Broker resources (type 4): with this broker's id, every broker config oncelog has (the topic
+defaults ``log.*``, ``listeners``, ``advertised.listeners``, ``node.id``, ...) with its value and
+source; read_only is false for what AlterConfigs may change (:data:`BROKER_CONFIGS` ``dynamic``).
+With the empty name, the cluster-default dynamic configs only, as Kafka lists them.
+"""
 
 from __future__ import annotations
 
-from .. import errors
+from .. import configs, errors
+from ..storage.log_manager import validate_topic_name
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 32
@@ -12,38 +25,62 @@ MIN_VERSION = 1
 MAX_VERSION = 4
 
 TOPIC, BROKER = 2, 4
-TOPIC_OVERRIDE, STATIC_BROKER = 1, 5
+
+
+def broker_resource(broker, name: str) -> bool:
+    """Kafka's checks of a BROKER resource name for DescribeConfigs: "" (cluster default) or
+    this broker's id. Returns whether it names this broker (per-broker)."""
+    if name == "":
+        return False
+    try:
+        node = int(name)
+    except ValueError:
+        raise errors.InvalidRequest(f"Broker id must be an integer, but it is: {name}") from None
+    if node != broker.node_id:
+        raise errors.InvalidRequest(f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                                    f"but received {name}")
+    return True
 
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     broker = ctx.broker
+    synonyms = getattr(request, "include_synonyms", False)
+    docs = getattr(request, "include_documentation", False)
     results = []
     for res in request.resources:
         code, message, entries = OK, None, []
         try:
             if res.resource_type == TOPIC:
+                validate_topic_name(res.resource_name)
                 topic = broker.logs.topics.get(res.resource_name)
                 if topic is None:
                     raise errors.UnknownTopicOrPartition(f"topic {res.resource_name!r} does not exist")
-                entries = [(k, v, TOPIC_OVERRIDE if k in topic.overrides else STATIC_BROKER)
-                           for k, v in sorted(topic.config.describe().items())]
+                entries = configs.describe_topic(topic.overrides, topic.config.values(), broker.logs.layers,
+                                                 include_synonyms=synonyms, include_docs=docs)
             elif res.resource_type == BROKER:
-                if res.resource_name not in ("", str(broker.node_id)):
-                    raise errors.InvalidRequest(f"unknown broker {res.resource_name!r}")
-                entries = [(k, v, STATIC_BROKER) for k, v in sorted(broker.describe_config().items())]
+                per_broker = broker_resource(broker, res.resource_name)
+                layers = broker.logs.layers
+                values = broker.describe_config() if per_broker else dict(layers.dynamic_default)
+                entries = configs.describe_broker(values, layers, per_broker=per_broker,
+                                                  include_synonyms=synonyms, include_docs=docs)
             else:
-                raise errors.InvalidRequest(f"unsupported resource type {res.resource_type}")
-            if res.configuration_keys is not None:
+                raise errors.InvalidRequest(f"oncelog has no configs for resource type {res.resource_type} "
+                                            "(topics: 2, brokers: 4)")
+            if res.configuration_keys:  # null or empty: all, as in Kafka
                 keys = set(res.configuration_keys)
-                entries = [e for e in entries if e[0] in keys]
+                entries = [e for e in entries if e.name in keys]
         except errors.KafkaError as exc:
-            code, message = errors.error_code_for(exc), str(exc)
-        configs = tuple(
-            build(m.DescribeConfigsResourceResult, name=k, value=v, read_only=False, config_source=src,
-                  is_default=False, is_sensitive=False, synonyms=(), config_type=0, documentation=None)
-            for k, v, src in entries
-        )
+            code, message, entries = errors.error_code_for(exc), str(exc), []
         results.append(build(m.DescribeConfigsResult, error_code=code, error_message=message,
-                             resource_type=res.resource_type, resource_name=res.resource_name, configs=configs))
+                             resource_type=res.resource_type, resource_name=res.resource_name,
+                             configs=tuple(_entry(m, e) for e in entries)))
     return build(m.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _entry(m, e: configs.Described):
+    return build(m.DescribeConfigsResourceResult, name=e.name, value=e.value, read_only=e.read_only,
+                 config_source=int(e.source), is_default=e.is_default, is_sensitive=e.sensitive,
+                 synonyms=tuple(build(m.DescribeConfigsSynonym, name=n, value=v, source=int(src))
+                                for n, v, src in e.synonyms),
+                 config_type=int(e.type), documentation=e.doc)

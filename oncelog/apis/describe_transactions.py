@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import datetime
 
-from kio.schema.errors import ErrorCode
-
+from ..errors import KafkaError
 from ._base import NO_THROTTLE, OK, build, response_module
+from ._txn import error_code
 
 API_KEY = 65
 MIN_VERSION = 0
@@ -18,9 +18,11 @@ def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     out = []
     for txn_id in request.transactional_ids:
-        t = ctx.broker.txn.txns.get(txn_id)
-        if t is None:
-            out.append(build(m.TransactionState, error_code=ErrorCode.transactional_id_not_found, transactional_id=txn_id,
+        try:
+            t = ctx.broker.txn.describe(txn_id)
+        except KafkaError as exc:  # TransactionalIdNotFound
+            out.append(build(m.TransactionState, error_code=error_code(exc, API_KEY, ctx.api_version),
+                             transactional_id=txn_id,
                              transaction_state="", transaction_timeout=datetime.timedelta(0), transaction_start_time=None,
                              producer_id=-1, producer_epoch=-1, topics=()))
             continue

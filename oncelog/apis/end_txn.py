@@ -5,7 +5,7 @@ by every EndTxn and returned, so a late request of this transaction cannot touch
 from __future__ import annotations
 
 from ._base import NO_THROTTLE, build, response_module
-from ._txn import fenced_code, future, resolve
+from ._txn import future, producer_answer, resolve
 
 API_KEY = 26
 MIN_VERSION = 0
@@ -16,10 +16,11 @@ def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     fut = future()
 
-    def respond(err, pid, epoch):
-        resolve(fut, build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=err, producer_id=pid,
+    def respond(outcome):
+        code, pid, epoch = producer_answer(outcome, API_KEY, ctx.api_version)
+        resolve(fut, build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=code, producer_id=pid,
                            producer_epoch=epoch))
 
     ctx.broker.txn.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
-                           request.committed, ctx.api_version >= 5, respond, fenced=fenced_code(ctx.api_version, 2))
+                           request.committed, ctx.api_version >= 5, respond)
     return fut

@@ -16,17 +16,15 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from ..notices import notice
-
+from ..txn.state import MAX_EPOCH
 from ._base import NO_THROTTLE, OK, build, response_module
-from ._txn import future, resolve
+from ._txn import future, producer_answer, resolve
 
 log = logging.getLogger("oncelog.txn")
 
 API_KEY = 22
 MIN_VERSION = 0
 MAX_VERSION = 5
-
-MAX_EPOCH = 32767 - 1  # Kafka keeps Short.MAX_VALUE free
 
 
 def handle(ctx, request):
@@ -36,7 +34,8 @@ def handle(ctx, request):
     if request.transactional_id is not None:
         fut = future()
 
-        def respond(err, pid, epoch):
+        def respond(outcome):
+            err, pid, epoch = producer_answer(outcome, API_KEY, ctx.api_version)
             if err == OK and epoch > 0:
                 notice(log, "transactional id %s: InitProducerId from client %s (%s) moved producer id %d to epoch "
                        "%d: any earlier instance is fenced", request.transactional_id, ctx.client_id, ctx.peer, pid,

@@ -3,7 +3,6 @@ minimum duration (for finding long-running, possibly hanging, transactions)."""
 
 from __future__ import annotations
 
-from ..txn.coordinator import TxnState
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 66
@@ -13,13 +12,10 @@ MAX_VERSION = 1
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
-    known = {s.kafka_name for s in TxnState}
-    states = set(request.state_filters)
-    unknown = tuple(sorted(states - known))
-    txns = ctx.broker.txn.list(states & known if states else None, set(request.producer_id_filters) or None,
-                               getattr(request, "duration_filter", -1))
-    if states and not states & known:
-        txns = []
-    return build(m.ListTransactionsResponse, throttle_time=NO_THROTTLE, error_code=OK, unknown_state_filters=unknown,
+    listing = ctx.broker.txn.list_transactions(set(request.state_filters), set(request.producer_id_filters),
+                                               getattr(request, "duration_filter", -1))
+    return build(m.ListTransactionsResponse, throttle_time=NO_THROTTLE, error_code=OK,
+                 unknown_state_filters=listing.unknown_state_filters,
                  transaction_states=tuple(m.TransactionState(transactional_id=t.transactional_id, producer_id=t.producer_id,
-                                                             transaction_state=t.state.kafka_name) for t in txns))
+                                                             transaction_state=t.state.kafka_name)
+                                          for t in listing.transactions))

@@ -2,20 +2,30 @@
 
 Per partition: decode, :meth:`oncelog.partition.Partition.append`, map errors, answer. The
 partition validates every batch header-only (length, magic, CRC32C, record count,
-``max.message.bytes``; see :mod:`oncelog.partition.validation`) before anything is written; a
-partition with any bad batch gets CORRUPT_MESSAGE / INVALID_RECORD / MESSAGE_TOO_LARGE and
-nothing of it is stored. Valid batches are appended with offsets patched in. acks=0 gets no
-response; acks=1 is answered once the bytes are in the log (page cache); acks=-1 (all) under
-``--fsync always`` once a group-commit fsync covering them has finished (see
-:mod:`oncelog.storage.flusher`). Clients may not write to internal topics (names starting with
-``__``).
+``max.message.bytes``) before anything is written; a partition with any bad batch gets
+CORRUPT_MESSAGE / INVALID_RECORD / MESSAGE_TOO_LARGE and nothing of it is stored. Valid batches
+are appended with offsets patched in. acks=0 gets no response; acks=1 is answered once the
+bytes are in the log (page cache); acks=-1 (all) under ``--fsync always`` once a group-commit
+fsync covering them has finished (see :mod:`oncelog.storage.flusher`). Clients may not write to
+internal topics (names starting with ``__``).
 
 Transactional batches are verified with the transaction coordinator before anything is written
 (KIP-890 part 1): the producer's epoch must be current and the partition must be in its Ongoing
 transaction, else INVALID_PRODUCER_EPOCH / INVALID_TXN_STATE. With v12 (transaction version 2)
 the partition is added to the transaction implicitly, before the append. A fenced epoch is
-INVALID_PRODUCER_EPOCH in every version (never PRODUCER_FENCED: see
-:data:`oncelog.errors.PRODUCER_FENCED_SINCE`).
+INVALID_PRODUCER_EPOCH (the producer state's and the coordinator's answer alike).
+
+Topic configs, applied by the partition (:mod:`oncelog.partition.validation`), as Kafka's
+Partition.appendRecordsToLeader and LogValidator do:
+``min.insync.replicas`` above 1 refuses acks=all with NOT_ENOUGH_REPLICAS (one replica);
+``cleanup.policy=compact`` refuses records without a key and ``message.timestamp.*`` refuses
+CreateTime records out of bounds, each with per-record errors (KIP-467 ``record_errors``: the
+index of the record in its batch) and nothing of the partition stored; ``compression.type``
+other than ``producer`` recompresses batches of another codec before they are written. The
+record-level reads happen only when a config needs them: the timestamp bounds are first checked
+against the batch header's max timestamp (as sent by the producer), so with the default
+``message.timestamp.before.max.ms`` a batch's records are read only if that header is already
+too far in the future.
 """
 
 from __future__ import annotations
@@ -45,8 +55,10 @@ def append_partition(ctx, topic: str, partition: int, records, now_ms: int, acks
     # A retry of a batch already in the log is acknowledged with its original offset. It may
     # still be waiting for its fsync, so an acks=all retry waits for the next round too.
     durable = None
-    if appended.last_offset >= part.log.flushed_offset:
+    if not appended.duplicate or appended.last_offset >= part.log.flushed_offset:
         durable = partitions.flusher.mark(part.log, wait=acks == -1)
+    if not appended.duplicate:
+        partitions.logs.after_append(part.log, now_ms)  # flush.messages
     return appended.first_offset, appended.log_start_offset, durable
 
 
@@ -54,13 +66,11 @@ def _txn_verifier(txn, transactional_id: str | None):
     """KIP-890 part 1, for :meth:`Partition.append`: may this transactional batch be written?"""
 
     def verify(part, header) -> None:
-        code = txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch, part.topic,
-                                    part.index)
-        if code is not None:
-            # The transaction coordinator still answers wire codes; this turns its answer into
-            # the domain error the partition raises (mapped back once, at the edge, below).
-            raise errors.error_for_code(code, f"{part.name}: transactional batch of producer "
-                                              f"{header.producer_id} epoch {header.producer_epoch}: {code.name}")
+        try:
+            txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch, part.topic, part.index)
+        except errors.KafkaError as exc:
+            raise type(exc)(f"{part.name}: transactional batch of producer {header.producer_id} epoch "
+                            f"{header.producer_epoch}: {errors.error_code_for(exc).name}") from None
 
     return verify
 
@@ -80,16 +90,14 @@ def handle(ctx, request):
 def _partitions_to_add(ctx, request) -> dict[tuple[int, int], set]:
     """TV2: partitions with transactional batches that are not yet in the transaction."""
     txn = ctx.broker.txn
-    meta = txn.txns.get(request.transactional_id)
     missing: dict[tuple[int, int], set] = {}
     for topic_data in request.topic_data:
         for pd in topic_data.partition_data:
             if pd.records is None or len(pd.records) < rb.HEADER_SIZE:
                 continue
             h = rb.parse_header(pd.records)
-            if not h.is_transactional or meta is None or meta.producer_id != h.producer_id:
-                continue
-            if meta.state.name == "ONGOING" and (topic_data.name, pd.index) in meta.partitions:
+            if not h.is_transactional or not txn.needs_partition_added(request.transactional_id, h.producer_id,
+                                                                       topic_data.name, pd.index):
                 continue
             if ctx.broker.partition_exists(topic_data.name, pd.index):
                 missing.setdefault((h.producer_id, h.producer_epoch), set()).add((topic_data.name, pd.index))
@@ -116,7 +124,7 @@ def _append_all(ctx, request):
     for topic_data in request.topic_data:
         parts = []
         for pd in topic_data.partition_data:
-            entry = [pd.index, OK, -1, -1, None]
+            entry = [pd.index, OK, -1, -1, None, ()]
             try:
                 if acks not in (0, 1, -1):
                     raise errors.InvalidRequiredAcks(f"acks must be 0, 1 or -1, not {acks}")
@@ -126,8 +134,9 @@ def _append_all(ctx, request):
                 if durable is not None:
                     pending.append(durable)
             except errors.KafkaError as exc:
-                entry[1] = errors.error_code_for(exc, API_KEY, ctx.api_version)
+                entry[1] = errors.error_code_for(exc)
                 entry[4] = str(exc) or None
+                entry[5] = exc.record_errors
                 log_rejection(ctx, exc, entry[1])
             parts.append(entry)
         outcome.append((topic_data.name, parts))
@@ -145,7 +154,8 @@ async def _respond_when_durable(ctx, outcome, pending, timeout_s):
     except (errors.KafkaStorageError, asyncio.TimeoutError) as exc:
         from kio.schema.errors import ErrorCode
 
-        code = ErrorCode.kafka_storage_error if isinstance(exc, errors.KafkaStorageError) else ErrorCode.request_timed_out
+        storage = isinstance(exc, errors.KafkaStorageError)
+        code = ErrorCode.kafka_storage_error if storage else ErrorCode.request_timed_out
         for _, parts in outcome:
             for entry in parts:
                 if entry[1] == OK:
@@ -155,13 +165,16 @@ async def _respond_when_durable(ctx, outcome, pending, timeout_s):
 
 def _response(ctx, outcome):
     m = response_module(API_KEY, ctx.api_version)
+    record_error = getattr(m, "BatchIndexAndErrorMessage", None)  # v8+
     topics = tuple(
         m.TopicProduceResponse(
             name=name,
             partition_responses=tuple(
                 build(m.PartitionProduceResponse, index=index, error_code=code, base_offset=base,
-                      log_append_time=None, log_start_offset=start, record_errors=(), error_message=msg)
-                for index, code, base, start, msg in parts
+                      log_append_time=None, log_start_offset=start, error_message=msg,
+                      record_errors=tuple(record_error(batch_index=i, batch_index_error_message=text)
+                                          for i, text in rec) if record_error else ())
+                for index, code, base, start, msg, rec in parts
             ),
         )
         for name, parts in outcome

@@ -9,13 +9,12 @@ require_stable — until the COMMIT marker (or vanish on ABORT)."""
 
 from __future__ import annotations
 
-import time
-
 from kio.schema.errors import ErrorCode
 
+from ..errors import KafkaError
 from ..groups import records as gr
 from ._base import NO_THROTTLE, OK, build, response_module
-from ._txn import fenced_code, future, resolve
+from ._txn import error_code, future, resolve
 
 API_KEY = 28
 MIN_VERSION = 0
@@ -25,22 +24,18 @@ MAX_VERSION = 5
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     broker = ctx.broker
-    error = OK
-    meta = broker.txn.txns.get(request.transactional_id)
-    offsets_tp = broker.markers.offsets_partition(request.group_id)
-    if meta is None or meta.producer_id != request.producer_id:
-        error = ErrorCode.invalid_producer_id_mapping
-    elif request.producer_epoch != meta.producer_epoch:
-        error = fenced_code(ctx.api_version, 2)
-    elif meta.state.name != "ONGOING" or offsets_tp not in meta.partitions:
-        error = ErrorCode.invalid_txn_state
+    try:
+        broker.txn.check_txn_offset_commit(request.transactional_id, request.producer_id, request.producer_epoch,
+                                           request.group_id)
+    except KafkaError as exc:
+        error = error_code(exc, API_KEY, ctx.api_version)
     else:
         error = broker.groups.validate_txn_offset_commit(
             request.group_id, getattr(request, "generation_id", -1), getattr(request, "member_id", "") or "",
             getattr(request, "group_instance_id", None))
     codes = {}
     values = {}
-    now = int(time.time() * 1000)
+    now = broker.clock()
     for t in request.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)

@@ -3,10 +3,8 @@ to abort a hanging transaction (KIP-664) whose coordinator no longer knows it.""
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
-
-from ._base import build, response_module
-from ._txn import future, resolve
+from ._base import OK, build, response_module
+from ._txn import error_code, future, resolve
 
 API_KEY = 27
 MIN_VERSION = 1
@@ -19,13 +17,15 @@ async def handle(ctx, request):
     for marker in request.markers:
         parts = {(t.name, p) for t in marker.topics for p in t.partition_indexes}
         fut = future()
-        codes = ctx.broker.markers.write(marker.producer_id, marker.producer_epoch, bool(marker.transaction_result),
-                                         parts, lambda err, fut=fut: resolve(fut, err), marker.coordinator_epoch)
-        err = await fut
+        results_by_partition = ctx.broker.markers.write(
+            marker.producer_id, marker.producer_epoch, bool(marker.transaction_result), parts,
+            lambda error, fut=fut: resolve(fut, error), marker.coordinator_epoch)
+        codes = {tp: error_code(e, API_KEY, ctx.api_version) for tp, e in results_by_partition.items()}
+        err = error_code(await fut, API_KEY, ctx.api_version)
         topics = tuple(
             m.WritableTxnMarkerTopicResult(name=t.name, partitions=tuple(
                 m.WritableTxnMarkerPartitionResult(partition_index=p, error_code=codes.get((t.name, p), err)
-                                                   if err == ErrorCode.none else err)
+                                                   if err == OK else err)
                 for p in t.partition_indexes))
             for t in marker.topics)
         results.append(m.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topics))

@@ -40,6 +40,7 @@ from typing import Callable
 from kio.schema.errors import ErrorCode
 
 from ..notices import notice
+from ..state_machine import IllegalStateTransition, check_transition  # noqa: F401 (IllegalStateTransition: re-exported)
 
 from .records import (
     GroupKey,
@@ -63,6 +64,10 @@ class GroupState(enum.Enum):
     STABLE = "Stable"
     DEAD = "Dead"
 
+    @property
+    def kafka_name(self) -> str:
+        return self.value
+
 
 S = GroupState
 TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
@@ -72,10 +77,6 @@ TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
     S.STABLE: frozenset({S.PREPARING_REBALANCE, S.DEAD}),
     S.DEAD: frozenset(),
 }
-
-
-class IllegalStateTransition(RuntimeError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -152,8 +153,7 @@ class Group:
     new_member_added: bool = False
 
     def transition(self, new: GroupState, now_ms: int) -> None:
-        if new not in TRANSITIONS[self.state]:
-            raise IllegalStateTransition(f"group {self.group_id!r}: {self.state.value} -> {new.value} is not allowed")
+        check_transition(TRANSITIONS, f"group {self.group_id!r}", self.state, new)
         self.state = new
         self.state_timestamp_ms = now_ms
 

@@ -31,8 +31,8 @@ class InternalTopic:
         topic = manager.logs.topics.get(name)
         if topic is None:
             # Small segments keep each compaction pass short (it runs on the event loop).
-            topic = manager.logs.create_topic(name, partitions,
-                                              configs={"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)})
+            configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
+            topic = manager.logs.create_topic(name, partitions, configs=configs, strict=False)
         self.partitions = topic.partitions
 
     def partition_for(self, key: str) -> int:

@@ -8,7 +8,9 @@ deleted. A partition is looked up through the LogManager every time, so a partit
 being deleted (or deleted and re-created) is never handed out.
 
 It also runs what changes partition state in the background: retention (which moves log starts,
-so the partitions trim their state) and the expiry of idle producers.
+so the partitions trim their state) and the expiry of idle producers. Their settings
+(``retention_check_interval_s``, ``producer.id.expiration.ms``, the latter changeable by
+AlterConfigs) are held with the other broker configs by the LogManager and read from it.
 """
 
 from __future__ import annotations
@@ -25,12 +27,9 @@ log = logging.getLogger("oncelog.partition")
 
 
 class PartitionManager:
-    def __init__(self, logs: LogManager, *, retention_check_interval_s: float = 300.0,
-                 producer_id_expiration_ms: int = 24 * 3600 * 1000) -> None:
+    def __init__(self, logs: LogManager) -> None:
         self.logs = logs
         self.flusher = logs.flusher
-        self.retention_check_interval_s = retention_check_interval_s
-        self.producer_id_expiration_ms = producer_id_expiration_ms
         self._partitions: dict[PartitionLog, Partition] = {}
         self._tasks: list[asyncio.Task] = []
 
@@ -49,7 +48,7 @@ class PartitionManager:
         return [self._partitions.get(plog) or self._open(plog) for plog in self.logs.all_logs()]
 
     def _open(self, plog: PartitionLog) -> Partition:
-        partition = Partition.open(plog, internal=self.logs.topics[plog.topic].internal)
+        partition = Partition.open(plog, internal=self.logs.topics[plog.topic].internal, node_id=self.logs.node_id)
         self._partitions[plog] = partition
         return partition
 
@@ -70,7 +69,7 @@ class PartitionManager:
 
     async def _retention_task(self) -> None:
         while True:
-            await asyncio.sleep(self.retention_check_interval_s)
+            await asyncio.sleep(self.logs.retention_check_interval_s)
             await self.apply_retention()
 
     async def apply_retention(self) -> int:
@@ -83,7 +82,7 @@ class PartitionManager:
                 segments = len(partition.log.segments)
                 partition.apply_retention(now)
                 removed += segments - len(partition.log.segments)
-                expired += partition.expire_producers(now, self.producer_id_expiration_ms)
+                expired += partition.expire_producers(now, self.logs.producer_id_expiration_ms)
         if removed or expired:
             log.info("retention deleted %d segment(s); expired %d idle producer(s)", removed, expired)
         return removed

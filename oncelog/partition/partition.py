@@ -10,12 +10,14 @@ A :class:`Partition` owns, and is the only writer of:
 Every write — a client's Produce, a transaction marker, a record of an internal topic — goes
 through :meth:`Partition.append`, in four steps:
 
-1. **validate** (client batches only): against the topic's config
-   (:func:`oncelog.partition.validation.validate`), then each transactional batch with the
-   transaction coordinator (KIP-890: the producer's transaction must hold this partition);
+1. **validate** (client batches only): the headers against the topic's config, each
+   transactional batch with the transaction coordinator (KIP-890: the producer's transaction
+   must hold this partition), then what needs the request or the records (min.insync.replicas,
+   keys on compacted topics, timestamp bounds) — :mod:`oncelog.partition.validation`;
 2. **check producer state**: every batch against the state the batches before it leave;
    a retried duplicate is answered with its original offsets and nothing is written;
-3. **write**: the log assigns the offsets and appends the bytes;
+3. **write**: batches recompressed if ``compression.type`` asks for it, then the log assigns
+   the offsets and appends the bytes;
 4. **update state** (:meth:`Partition._apply`): a data batch advances its producer's sequence
    and may open its transaction here; a COMMIT/ABORT marker closes it, an ABORT is indexed.
 
@@ -46,7 +48,7 @@ from ..protocol import records as rb
 from ..storage.partition_log import PartitionLog
 from .producer_state import ProducerStateManager
 from .txn_index import AbortedTxn, AbortedTxnIndex
-from .validation import validate
+from . import validation
 
 
 class AppendOrigin(enum.Enum):
@@ -70,20 +72,21 @@ TxnVerifier = Callable[["Partition", rb.BatchHeader], None]
 
 
 class Partition:
-    def __init__(self, log: PartitionLog, *, internal: bool = False) -> None:
+    def __init__(self, log: PartitionLog, *, internal: bool = False, node_id: int = 1) -> None:
         self.log = log
         self.topic = log.topic
         self.index = log.partition
         self.name = f"{log.topic}-{log.partition}"
         self.internal = internal  # clients may not write to internal topics (``__`` names)
+        self.node_id = node_id  # the broker holding the one replica (the ISR, for messages)
         self.producers = ProducerStateManager(log.directory)
         self.aborted = AbortedTxnIndex(log.directory)
         log.on_roll = self._on_roll
 
     @classmethod
-    def open(cls, log: PartitionLog, *, internal: bool = False) -> "Partition":
+    def open(cls, log: PartitionLog, *, internal: bool = False, node_id: int = 1) -> "Partition":
         """A partition over an opened (recovered) log, its state rebuilt from the log."""
-        partition = cls(log, internal=internal)
+        partition = cls(log, internal=internal, node_id=node_id)
         partition._rebuild()
         return partition
 
@@ -94,22 +97,27 @@ class Partition:
         """Append ``records`` (whole record batches) in the four steps of the module docstring.
         Raises a :class:`~oncelog.errors.KafkaError` when a check fails; nothing is written then."""
         client = origin is AppendOrigin.CLIENT
+        config = self.log.config
         # Step 1. Validate.
         if client:
             if self.internal:
                 raise errors.InvalidTopic(f"cannot produce to internal topic {self.topic}")
-            batches = validate(records, self.log.config, acks=acks, now_ms=now_ms, name=self.name)
+            batches = validation.scan(records, config, name=self.name)
             if verify_txn is not None:
                 for header in batches:
                     if header.is_transactional:
                         verify_txn(self, header)
+            validation.validate(records, batches, config, acks=acks, now_ms=now_ms, name=self.name,
+                                node_id=self.node_id)
         else:
             batches = rb.scan_batches(records)
         # Step 2. Check every batch against the producer state; nothing changes yet.
         pending, duplicate = self.producers.prepare(batches, check_sequences=client)
         if duplicate is not None:
             return AppendInfo(duplicate.first_offset, duplicate.last_offset, self.log.log_start_offset, True)
-        # Step 3. Write.
+        # Step 3. Write (pending keeps the producer fields, which recompression does not change).
+        if client and config.compression_type != "producer":
+            records, batches = validation.recompress(config, records, batches)
         firsts = self.log.append(records, batches, now_ms)
         # Step 4. Update the state, at the offsets just assigned.
         self.producers.commit(pending, firsts, now_ms)

@@ -109,7 +109,8 @@ class ProducerStateManager:
 
     # ------------------------------------------------------------------ append rules
 
-    def prepare(self, batches, *, check_sequences: bool = True) -> tuple[list[PendingBatch | None], BatchMetadata | None]:
+    def prepare(self, batches, *,
+                check_sequences: bool = True) -> tuple[list[PendingBatch | None], BatchMetadata | None]:
         """Check a request's batches (headers with producer_id/producer_epoch/base_sequence/
         last_sequence/record_count). Returns the pending updates (None for batches without a
         producer id, and for control batches) and, when the request is a retried duplicate, the

@@ -267,12 +267,14 @@ def _read_varint(buf, pos: int) -> tuple[int, int]:
 
 
 def iter_records(batch: bytes | memoryview):
-    """Yield (offset, timestamp, key, value) of an *uncompressed* batch (internal topics and
-    control records; never on the produce/fetch hot path)."""
+    """Yield (offset, timestamp, key, value) of a batch, decompressing it if needed (internal
+    topics, control records, the log cleaner; never on the produce/fetch hot path)."""
     header = parse_header(batch, 0)
     if header.compression:
-        raise ValueError("iter_records reads uncompressed batches only")
-    pos = HEADER_SIZE
+        batch = decompress_records(header.compression, memoryview(batch)[HEADER_SIZE : header.size])
+        pos = 0
+    else:
+        pos = HEADER_SIZE
     for _ in range(header.record_count):
         length, pos = _read_varint(batch, pos)
         end = pos + length
@@ -286,6 +288,38 @@ def iter_records(batch: bytes | memoryview):
         value = None if vlen < 0 else bytes(batch[pos : pos + vlen])
         pos = end  # skip headers
         yield header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value
+
+
+def iter_records_raw(batch: bytes | memoryview):
+    """Yield (offset, timestamp, key, value, attributes, rest) of every record of a batch
+    (decompressed if needed); ``rest`` is the record's bytes after its offset delta (key, value
+    and headers as written), so a record can be re-encoded with new deltas and nothing else
+    changed (:func:`encode_raw_record`)."""
+    header = parse_header(batch, 0)
+    if header.compression:
+        body = decompress_records(header.compression, memoryview(batch)[HEADER_SIZE : header.size])
+        pos = 0
+    else:
+        body, pos = batch, HEADER_SIZE
+    for _ in range(header.record_count):
+        length, pos = _read_varint(body, pos)
+        end = pos + length
+        attributes = body[pos]
+        ts_delta, pos = _read_varint(body, pos + 1)
+        off_delta, pos = _read_varint(body, pos)
+        rest = bytes(body[pos:end])
+        klen, p = _read_varint(body, pos)
+        key = None if klen < 0 else bytes(body[p : p + klen])
+        p += max(klen, 0)
+        vlen, p = _read_varint(body, p)
+        value = None if vlen < 0 else bytes(body[p : p + vlen])
+        yield header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value, attributes, rest
+        pos = end
+
+
+def encode_raw_record(offset_delta: int, timestamp_delta: int, attributes: int, rest: bytes) -> bytes:
+    inner = bytes([attributes]) + _varint(timestamp_delta) + _varint(offset_delta) + rest
+    return _varint(len(inner)) + inner
 
 
 COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD = 0, 1, 2, 3, 4
@@ -367,3 +401,130 @@ def control_type(batch: bytes | memoryview) -> int:
     for _, _, key, _ in iter_records(batch):
         return struct.unpack_from(">hh", key)[1]
     raise ValueError("control batch without a record")
+
+
+# ---------------------------------------------------------------------------------------------
+# Record-level validation and recompression: only for topics whose configs ask for it
+# (cleanup.policy=compact, timestamp bounds beyond what the header shows, compression.type).
+
+CODEC_NAMES = {"uncompressed": COMPRESSION_NONE, "gzip": COMPRESSION_GZIP, "snappy": COMPRESSION_SNAPPY,
+               "lz4": COMPRESSION_LZ4, "zstd": COMPRESSION_ZSTD}
+
+
+def records_section(batch) -> bytes | memoryview:
+    """The records of one batch, decompressed when needed (the bytes after the header)."""
+    header = parse_header(batch, 0)
+    body = memoryview(batch)[HEADER_SIZE : header.size]
+    return decompress_records(header.compression, body) if header.compression else body
+
+
+def iter_record_meta(batch):
+    """Yield (index, timestamp, has_key) of every record of one batch, compressed or not.
+    LogAppendTime batches: every record has the batch's max timestamp (as Kafka's
+    DefaultRecord.timestamp() answers)."""
+    header = parse_header(batch, 0)
+    log_append = bool(header.attributes & ATTR_TIMESTAMP_TYPE)
+    body = records_section(batch)
+    pos = 0
+    for index in range(header.record_count):
+        length, pos = _read_varint(body, pos)
+        end = pos + length
+        pos += 1  # attributes
+        ts_delta, pos = _read_varint(body, pos)
+        _, pos = _read_varint(body, pos)  # offset delta
+        klen, pos = _read_varint(body, pos)
+        yield index, header.max_timestamp if log_append else header.base_timestamp + ts_delta, klen >= 0
+        pos = end
+
+
+def compress_records(codec: int, data, level: int | None = None) -> bytes:
+    """Compress a records section as the Java client and librdkafka write it: gzip; xerial-framed
+    snappy; an LZ4 frame with independent blocks (Kafka's Java reader refuses linked blocks);
+    zstd. ``level`` as Kafka's compression.*.level (None or -1: the codec's default)."""
+    import cramjam
+
+    data = bytes(data)
+    if codec == COMPRESSION_NONE:
+        return data
+    if codec == COMPRESSION_GZIP:
+        return bytes(cramjam.gzip.compress(data, level=None if level in (None, -1) else level))
+    if codec == COMPRESSION_SNAPPY:
+        out = bytearray(_XERIAL_MAGIC + struct.pack(">ii", 1, 1))
+        for i in range(0, len(data), 32 * 1024):
+            chunk = bytes(cramjam.snappy.compress_raw(data[i : i + 32 * 1024]))
+            out += struct.pack(">i", len(chunk)) + chunk
+        return bytes(out)
+    if codec == COMPRESSION_LZ4:
+        return _lz4_frame(data, 9 if level is None else level)
+    if codec == COMPRESSION_ZSTD:
+        return bytes(cramjam.zstd.compress(data, level=3 if level is None else level))
+    raise ValueError(f"unknown compression codec {codec}")
+
+
+_LZ4_MAGIC = 0x184D2204
+_LZ4_FLG = 0x60  # version 01, independent blocks, no block or content checksum, no content size
+_LZ4_BD = 0x40   # 64 KiB blocks
+_LZ4_BLOCK = 64 * 1024
+
+
+def _lz4_frame(data: bytes, level: int) -> bytes:
+    import cramjam
+
+    descriptor = bytes([_LZ4_FLG, _LZ4_BD])
+    out = bytearray(struct.pack("<I", _LZ4_MAGIC) + descriptor + bytes([(xxh32(descriptor) >> 8) & 0xFF]))
+    for i in range(0, len(data), _LZ4_BLOCK):
+        chunk = data[i : i + _LZ4_BLOCK]
+        packed = bytes(cramjam.lz4.compress_block(chunk, mode="high_compression", compression=level,
+                                                  store_size=False))
+        if len(packed) < len(chunk):
+            out += struct.pack("<I", len(packed)) + packed
+        else:  # incompressible: stored, flagged by the high bit
+            out += struct.pack("<I", len(chunk) | 0x80000000) + chunk
+    out += b"\x00\x00\x00\x00"  # end mark
+    return bytes(out)
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """XXH32 (for the LZ4 frame descriptor checksum)."""
+    p1, p2, p3, p4, p5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+    mask = 0xFFFFFFFF
+
+    def rotl(x, r):
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    n, i = len(data), 0
+    if n >= 16:
+        v = [(seed + p1 + p2) & mask, (seed + p2) & mask, seed & mask, (seed - p1) & mask]
+        while i + 16 <= n:
+            for j in range(4):
+                lane = struct.unpack_from("<I", data, i + 4 * j)[0]
+                v[j] = (rotl((v[j] + lane * p2) & mask, 13) * p1) & mask
+            i += 16
+        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & mask
+    else:
+        h = (seed + p5) & mask
+    h = (h + n) & mask
+    while i + 4 <= n:
+        h = (rotl((h + struct.unpack_from("<I", data, i)[0] * p3) & mask, 17) * p4) & mask
+        i += 4
+    while i < n:
+        h = (rotl((h + data[i] * p5) & mask, 11) * p1) & mask
+        i += 1
+    h ^= h >> 15
+    h = (h * p2) & mask
+    h ^= h >> 13
+    h = (h * p3) & mask
+    h ^= h >> 16
+    return h
+
+
+def recompress_batch(batch, codec: int, level: int | None = None) -> bytes:
+    """The same batch (offsets, timestamps, producer fields, records) with its records section
+    compressed with ``codec`` (COMPRESSION_NONE: decompressed): new attributes, length and CRC."""
+    header = parse_header(batch, 0)
+    body = compress_records(codec, records_section(batch), level)
+    tail = bytearray(memoryview(batch)[21:HEADER_SIZE])
+    struct.pack_into(">h", tail, 0, (header.attributes & ~ATTR_COMPRESSION_MASK) | codec)
+    tail += body
+    return struct.pack(">qiibI", header.base_offset, len(tail) + 9, header.partition_leader_epoch, MAGIC_V2,
+                       crc32c.crc32c(tail)) + bytes(tail)

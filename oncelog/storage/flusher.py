@@ -91,6 +91,14 @@ class Flusher:
             loop.create_task(self._loop())
         return fut if wait else None
 
+    def request_round(self, plog: PartitionLog) -> None:
+        """Start a flush round covering ``plog`` now (flush.messages / flush.ms under
+        ``interval`` or ``never``; under ``always`` one is running or about to)."""
+        self._dirty[plog] = None
+        if not self._running:
+            self._running = True
+            asyncio.get_running_loop().create_task(self._loop())
+
     async def _loop(self) -> None:
         try:
             while self._dirty:

@@ -4,6 +4,8 @@ Layout of ``--data-dir``::
 
     meta.json                  {"format": 1, "cluster_id": ..., "node_id": N}  (serve --node-id, default 1)
     topics.json                {name: {"topic_id": uuid, "partitions": n, "configs": {..}}}
+    broker-configs.json        {"default": {..}, "broker": {..}}: dynamic broker configs (AlterConfigs on
+                               the BROKER resource "" and on this node id), Kafka names and string values
     recovery-checkpoint.json   {"topic/partition": [segment_base, position, next_offset]}
     .clean-shutdown            present only between a clean stop and the next start
     <topic>-<partition>/       segments (see :mod:`oncelog.storage.segment`), log-start-offset
@@ -30,6 +32,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from .. import configs as cfgs
 from .. import errors
 from .flusher import Flusher, FsyncPolicy, checkpoint_points
 from .files import atomic_write
@@ -70,7 +73,7 @@ class DataDirMismatch(RuntimeError):
 
 class LogManager:
     def __init__(self, data_dir: str, policy: FsyncPolicy, default_config: LogConfig,
-                 checkpoint_interval_s: float = 10.0) -> None:
+                 checkpoint_interval_s: float = 10.0, retention_check_interval_s: float = 300.0) -> None:
         self.data_dir = os.path.abspath(data_dir)
         self.policy = policy
         self.default_config = default_config
@@ -80,7 +83,95 @@ class LogManager:
         self.cluster_id = ""
         self.node_id = 1
         self.checkpoint_interval_s = checkpoint_interval_s
+        # Retention is run by oncelog.partition.PartitionManager (it trims partition state too).
+        self.retention_check_interval_s = retention_check_interval_s
         self._tasks: list[asyncio.Task] = []
+        # The broker's config layers (static: ``serve`` options; dynamic: AlterConfigs, kept in
+        # broker-configs.json). Topic configs without an override take their value from these.
+        self.layers = cfgs.BrokerLayers(static=static_layer(default_config))
+        self._topic_defaults = self.layers.topic_defaults()
+
+    # ------------------------------------------------------------------ configs
+
+    def broker_topic_defaults(self) -> dict[str, object]:
+        """Topic config -> value for topics without an override (the broker's layers)."""
+        return dict(self._topic_defaults)
+
+    def _topic_config(self, name: str, overrides: dict[str, str]) -> LogConfig:
+        values, problems = cfgs.resolve_topic_values(overrides, self._topic_defaults)
+        for problem in problems:
+            log.error("topic %s: a stored config is no longer valid and is not applied: %s", name, problem)
+        return LogConfig.from_values(values)
+
+    def alter_topic_configs(self, name: str, overrides: dict[str, str | None], *, validate_only: bool) -> None:
+        """Replace a topic's overrides (AlterConfigs; IncrementalAlterConfigs computes the new
+        set first), validated as Kafka does, persisted, and applied to the live partitions at
+        once. Kafka's order: the name, the configs, then whether the topic exists."""
+        if name == "":
+            raise errors.InvalidRequest("Default topic resources are not allowed.")
+        validate_topic_name(name)
+        topic = self.topics.get(name)
+        try:
+            values = cfgs.validate_topic_configs(overrides, self._topic_defaults,
+                                                 strict=not (topic is not None and topic.internal))
+        except cfgs.ConfigError as exc:
+            raise errors.InvalidConfig(str(exc)) from None
+        if topic is None:
+            raise errors.UnknownTopicOrPartition(f"The topic '{name}' does not exist.")
+        if validate_only:
+            return
+        topic.overrides = dict(overrides)
+        topic.config = LogConfig.from_values(values)
+        for plog in topic.logs:
+            plog.update_config(topic.config)
+        self._write_topics()
+        log.info("topic %s configs now %s", name, topic.overrides or "{} (broker defaults)")
+
+    def set_broker_configs(self, per_broker: bool, configs: dict[str, str | None], *, validate_only: bool) -> None:
+        """Replace the dynamic broker configs of one layer (the cluster default, or this broker),
+        validated as Kafka's DynamicBrokerConfig does (every failure is INVALID_REQUEST there),
+        persisted, and applied to every topic without an override at once."""
+        try:
+            cfgs.validate_broker_configs(configs, per_broker=per_broker)
+            layers = cfgs.BrokerLayers(static=self.layers.static,
+                                       dynamic_default=self.layers.dynamic_default if per_broker else dict(configs),
+                                       dynamic_broker=dict(configs) if per_broker else self.layers.dynamic_broker,
+                                       defaults=self.layers.defaults)
+            defaults = layers.topic_defaults()
+            cfgs.check_topic_values(defaults)
+        except (cfgs.RequestError, cfgs.ConfigError) as exc:
+            raise errors.InvalidRequest(str(exc)) from None
+        if validate_only:
+            return
+        self.layers = layers
+        self._write_broker_configs()
+        self._apply_broker_layers()
+        log.info("dynamic broker configs (%s) now %s", f"broker {self.node_id}" if per_broker else "cluster default",
+                 dict(configs) or "{}")
+
+    def _apply_broker_layers(self) -> None:
+        self._topic_defaults = self.layers.topic_defaults()
+        for topic in self.topics.values():
+            topic.config = self._topic_config(topic.name, topic.overrides)
+            for plog in topic.logs:
+                plog.update_config(topic.config)
+        # The broker's own dynamic settings (the static value, or the default, when not set).
+        self.producer_id_expiration_ms = int(self.layers.value("producer.id.expiration.ms"))
+        self.compaction_interval_s = int(self.layers.value("log.cleaner.backoff.ms")) / 1000
+
+    def _read_broker_configs(self) -> None:
+        try:
+            with open(os.path.join(self.data_dir, "broker-configs.json")) as f:
+                doc = json.load(f)
+        except FileNotFoundError:
+            return
+        self.layers.dynamic_default = dict(doc.get("default", {}))
+        self.layers.dynamic_broker = dict(doc.get("broker", {}))
+
+    def _write_broker_configs(self) -> None:
+        doc = {"default": self.layers.dynamic_default, "broker": self.layers.dynamic_broker}
+        atomic_write(os.path.join(self.data_dir, "broker-configs.json"), json.dumps(doc, indent=1, sort_keys=True))
+        _fsync_dir(self.data_dir)
 
     # ------------------------------------------------------------------ start / stop
 
@@ -102,8 +193,10 @@ class LogManager:
         clean = os.path.exists(clean_marker)
         points = self._read_checkpoint()
         started = time.monotonic()
+        self._read_broker_configs()
+        self._apply_broker_layers()
         for name, spec in self._read_topics().items():
-            config = self.default_config.with_overrides(spec.get("configs", {}))
+            config = self._topic_config(name, spec.get("configs", {}))
             topic = Topic(name, uuid.UUID(spec["topic_id"]), spec["partitions"], spec.get("configs", {}), config,
                           internal=name.startswith("__"))
             for p in range(topic.partitions):
@@ -128,6 +221,7 @@ class LogManager:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._checkpoint_task()))
         self._tasks.append(loop.create_task(self._compaction_task()))
+        self._tasks.append(loop.create_task(self._flush_policy_task()))
         if self.policy.mode == "interval":
             self._tasks.append(loop.create_task(self.flusher.interval_task()))
 
@@ -188,6 +282,7 @@ class LogManager:
             await asyncio.sleep(self.checkpoint_interval_s)
             await asyncio.get_running_loop().run_in_executor(None, self.write_checkpoint)
 
+    producer_id_expiration_ms = 24 * 3600 * 1000  # read by the partitions' retention, like the interval
     compaction_interval_s = 30.0
 
     async def _compaction_task(self) -> None:
@@ -196,21 +291,45 @@ class LogManager:
             await self.compact_now()
 
     async def compact_now(self) -> int:
-        """Compact every partition of compacted topics (runs on the event loop, under the
-        flusher lock: closed segments are rewritten while nothing else touches them)."""
-        from .cleaner import compact
+        """Compact the partitions of compacted topics that need it: dirty share at least
+        min.cleanable.dirty.ratio, or dirty data older than max.compaction.lag.ms. Runs on the
+        event loop, under the flusher lock: closed segments are rewritten while nothing else
+        touches them."""
+        from .cleaner import compact, needs_compaction
 
         saved = 0
         now = int(time.time() * 1000)
         async with self.flusher.lock:
             for topic in list(self.topics.values()):
-                if "compact" not in topic.config.cleanup_policy:
+                if not topic.config.compact:
                     continue
                 for plog in topic.logs:
-                    saved += compact(plog, now)
+                    if needs_compaction(plog, now):
+                        saved += compact(plog, now)
         if saved:
             log.info("compaction saved %d bytes", saved)
         return saved
+
+    def after_append(self, plog: PartitionLog, now_ms: int) -> None:
+        """flush.messages: under ``--fsync interval``/``never`` a partition that reached its
+        limit is flushed now (``always`` flushes every append anyway)."""
+        if self.policy.mode != "always" and plog.flush_due(now_ms):
+            self.flusher.request_round(plog)
+
+    async def _flush_policy_task(self) -> None:
+        """flush.ms under ``--fsync interval``/``never``: partitions whose oldest unflushed
+        append is older than their topic's flush.ms are flushed."""
+        if self.policy.mode == "always":
+            return
+        while True:
+            limits = [t.config.flush_ms for t in self.topics.values() if t.config.flush_ms < cfgs.LONG_MAX]
+            await asyncio.sleep(min(max(min(limits, default=1000), 10), 1000) / 1000)
+            now = int(time.time() * 1000)
+            for topic in list(self.topics.values()):
+                if topic.config.flush_ms < cfgs.LONG_MAX or topic.config.flush_messages < cfgs.LONG_MAX:
+                    for plog in topic.logs:
+                        if plog.flush_due(now):
+                            self.flusher.request_round(plog)
 
     # ------------------------------------------------------------------ topics
 
@@ -228,10 +347,16 @@ class LogManager:
         return t.logs[partition]
 
     def check_new_topic(self, name: str, partitions: int, replication_factor: int,
-                        configs: dict[str, str | None]) -> LogConfig:
+                        configs: dict[str, str | None], *, strict: bool = True) -> LogConfig:
+        """Kafka's order (ReplicationControlManager.createTopics): the name, whether it exists,
+        the configs, then partitions and replication factor."""
         validate_topic_name(name)
         if name in self.topics:
             raise errors.TopicAlreadyExists(f"topic {name!r} already exists")
+        try:
+            config = LogConfig.from_values(cfgs.validate_topic_configs(configs, self._topic_defaults, strict=strict))
+        except cfgs.ConfigError as exc:
+            raise errors.InvalidConfig(str(exc)) from None
         if partitions == -1:
             partitions = self.default_partitions
         if not 1 <= partitions <= MAX_PARTITIONS:
@@ -239,17 +364,17 @@ class LogManager:
         if replication_factor not in (-1, 1):
             raise errors.InvalidReplicationFactor(
                 f"replication factor {replication_factor} is larger than the 1 available broker")
-        try:
-            return self.default_config.with_overrides(configs)
-        except ValueError as exc:
-            raise errors.InvalidConfig(str(exc)) from None
+        return config
 
     default_partitions = 1
 
     def create_topic(self, name: str, partitions: int, replication_factor: int = -1,
-                     configs: dict[str, str | None] | None = None, *, validate_only: bool = False) -> Topic:
+                     configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
+                     strict: bool = True) -> Topic:
+        """``strict=False`` for topics the broker creates itself (no 1 MiB minimum of
+        segment.bytes: see :func:`oncelog.configs.validate_topic_configs`)."""
         configs = {k: v for k, v in (configs or {}).items()}
-        config = self.check_new_topic(name, partitions, replication_factor, configs)
+        config = self.check_new_topic(name, partitions, replication_factor, configs, strict=strict)
         if partitions == -1:
             partitions = self.default_partitions
         topic = Topic(name, uuid.uuid4(), partitions, {k: v for k, v in configs.items() if v is not None},
@@ -291,6 +416,18 @@ class LogManager:
             topic.logs.append(self._open_log(topic, p, None, False))
         topic.partitions = count
         self._write_topics()
+
+
+def static_layer(config: LogConfig) -> dict[str, str]:
+    """The broker configs a static LogConfig (``serve`` options) sets: each topic config whose
+    value is not Kafka's default, under its first broker synonym (log.roll.ms for segment.ms)."""
+    out = {}
+    default = LogConfig()
+    for name, c in cfgs.TOPIC_CONFIGS.items():
+        value = getattr(config, c.attr)
+        if c.synonyms and value != getattr(default, c.attr):
+            out[c.synonyms[0].name] = cfgs.to_wire(value, c.type)
+    return out
 
 
 def _cluster_id() -> str:

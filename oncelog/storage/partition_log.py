@@ -39,9 +39,11 @@ import asyncio
 import bisect
 import logging
 import os
+import random
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from .. import configs
 from ..errors import OffsetOutOfRangeError
 from ..protocol import records as rb
 from .cleaner import finish_interrupted_swaps
@@ -51,68 +53,122 @@ from .segment import Segment, recover_segment
 log = logging.getLogger("oncelog.storage")
 
 
+_LONG_MAX = (1 << 63) - 1
+COMPACTED_MARKER = "compacted"  # in a partition directory: the cleaner has rewritten segments here
+
+
 @dataclass(frozen=True, slots=True)
 class LogConfig:
-    """Per-topic settings, with Kafka's names in :data:`CONFIG_NAMES`."""
+    """A topic's settings: one attribute per Kafka topic config (``retention.ms`` ->
+    ``retention_ms``; LIST configs as their comma-joined string). Names, types, validation and
+    what each does are in :mod:`oncelog.configs`; the defaults here are Kafka 4.x's (a test
+    checks they match the registry)."""
 
     segment_bytes: int = 1 << 30
     segment_ms: int = 7 * 24 * 3600 * 1000
-    retention_ms: int = 7 * 24 * 3600 * 1000
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10 << 20
+    flush_messages: int = _LONG_MAX
+    flush_ms: int = _LONG_MAX
     retention_bytes: int = -1
+    retention_ms: int = 7 * 24 * 3600 * 1000
     max_message_bytes: int = 1048588
     index_interval_bytes: int = 4096
-    message_timestamp_type: str = "CreateTime"
+    delete_retention_ms: int = 24 * 3600 * 1000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = _LONG_MAX
+    file_delete_delay_ms: int = 60_000
+    min_cleanable_dirty_ratio: float = 0.5
     cleanup_policy: str = "delete"
+    unclean_leader_election_enable: bool = False
     min_insync_replicas: int = 1
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    preallocate: bool = False
+    message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = _LONG_MAX
+    message_timestamp_after_max_ms: int = 3600 * 1000
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
+    message_downconversion_enable: bool = True
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
+    internal_segment_bytes: int | None = None
+
+    # -- derived settings
+
+    @property
+    def segment_size(self) -> int:
+        """Kafka's LogConfig.segmentSize(): internal.segment.bytes when set."""
+        return self.internal_segment_bytes if self.internal_segment_bytes is not None else self.segment_bytes
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def max_segment_ms(self) -> int:
+        """Kafka's maxSegmentMs(): compacted topics roll by max.compaction.lag.ms too."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+    # -- conversions
+
+    def values(self) -> dict[str, object]:
+        """Topic config name -> value (LIST configs as lists), for :mod:`oncelog.configs`."""
+        out = {}
+        for name, c in configs.TOPIC_CONFIGS.items():
+            v = getattr(self, c.attr)
+            out[name] = configs.parse_value(name, v, c.type) if c.type == configs.ConfigType.LIST else v
+        return out
+
+    @classmethod
+    def from_values(cls, values: dict[str, object]) -> "LogConfig":
+        kwargs = {}
+        for name, c in configs.TOPIC_CONFIGS.items():
+            v = values[name]
+            kwargs[c.attr] = configs.to_wire(v, c.type) if c.type == configs.ConfigType.LIST else v
+        return cls(**kwargs)
 
     def describe(self) -> dict[str, str]:
-        return {name: str(getattr(self, attr)) for name, attr in CONFIG_NAMES.items()}
+        """Kafka name -> value as DescribeConfigs reports it (internal configs left out)."""
+        return {name: configs.to_wire(getattr(self, c.attr), c.type)
+                for name, c in configs.TOPIC_CONFIGS.items() if not c.internal}
 
-    def with_overrides(self, overrides: dict[str, str | None]) -> "LogConfig":
-        """Apply Kafka-named settings; raises ValueError naming the bad one."""
-        values = {}
-        for name, value in overrides.items():
-            attr = CONFIG_NAMES.get(name)
-            if attr is None:
-                raise ValueError(f"unknown topic config {name!r}")
-            if value is None:
-                continue
-            current = getattr(self, attr)
-            if isinstance(current, int):
-                try:
-                    values[attr] = int(value)
-                except ValueError:
-                    raise ValueError(f"invalid value {value!r} for config {name}") from None
-            else:
-                values[attr] = value
-        cfg = LogConfig(**{**{a: getattr(self, a) for a in CONFIG_NAMES.values()}, **values})
-        cfg.validate()
-        return cfg
+    def with_overrides(self, overrides: dict[str, str | None], *, strict: bool = True) -> "LogConfig":
+        """These settings (the broker's defaults for a topic) under a topic's Kafka-named
+        overrides, validated as Kafka does; raises :class:`oncelog.configs.ConfigError` (a
+        ValueError) with Kafka's message. ``strict=False``: see
+        :func:`oncelog.configs.validate_topic_configs`."""
+        return LogConfig.from_values(configs.validate_topic_configs(overrides, self.values(), strict=strict))
 
     def validate(self) -> None:
-        if self.segment_bytes < 14:
-            raise ValueError("segment.bytes must be at least 14")
-        if self.segment_ms < 1:
-            raise ValueError("segment.ms must be positive")
-        if self.max_message_bytes < 0:
-            raise ValueError("max.message.bytes must not be negative")
-        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
-            raise ValueError("message.timestamp.type must be CreateTime or LogAppendTime")
-        if not set(self.cleanup_policy.split(",")) <= {"delete", "compact"}:
-            raise ValueError("cleanup.policy must be delete and/or compact")
+        """Check these values as broker defaults (``oncelog serve`` options): Kafka's validators,
+        except segment.bytes' 1 MiB minimum (14 bytes, as before Kafka 4.0)."""
+        values = self.values()
+        for name, c in configs.TOPIC_CONFIGS.items():
+            v = values[name]
+            if c.validator is None or v is None:
+                continue
+            if name == "segment.bytes":
+                configs.at_least(14)(name, v)
+            else:
+                c.validator(name, v)
+        configs.check_topic_values(values)
 
 
-CONFIG_NAMES = {
-    "segment.bytes": "segment_bytes",
-    "segment.ms": "segment_ms",
-    "retention.ms": "retention_ms",
-    "retention.bytes": "retention_bytes",
-    "max.message.bytes": "max_message_bytes",
-    "index.interval.bytes": "index_interval_bytes",
-    "message.timestamp.type": "message_timestamp_type",
-    "cleanup.policy": "cleanup_policy",
-    "min.insync.replicas": "min_insync_replicas",
-}
+# Kafka topic config name -> LogConfig attribute.
+CONFIG_NAMES = {name: c.attr for name, c in configs.TOPIC_CONFIGS.items()}
 
 
 @dataclass
@@ -146,6 +202,13 @@ class PartitionLog:
         # The last recovery point known to be on disk (what the checkpoint file records).
         self.durable_point: RecoveryPoint | None = None
         self.recovery_scanned_bytes = 0  # how much start-up validated: bounded by the unflushed tail
+        # flush.messages / flush.ms: records appended since the last flush was taken, and when the
+        # oldest of them was appended (None: nothing unflushed).
+        self.unflushed_records = 0
+        self.unflushed_since_ms: int | None = None
+        # The log cleaner's progress (in memory; a restart counts everything as dirty): offsets
+        # below it were compacted by the last pass.
+        self.cleaned_offset = 0
         # Called with the new segment's base offset after a roll (see the module docstring).
         self.on_roll: Callable[[int], None] | None = None
 
@@ -163,6 +226,7 @@ class PartitionLog:
             plog.segments.append(Segment(directory, base, index_interval=interval))
         if not plog.segments:
             plog.segments.append(Segment(directory, 0, index_interval=interval))
+        plog.segments[-1].roll_jitter_ms = plog._roll_jitter()
         plog.bases = [s.base_offset for s in plog.segments]
         # Closed segments: their next offset is the next segment's base.
         for seg, nxt in zip(plog.segments, plog.segments[1:]):
@@ -202,7 +266,7 @@ class PartitionLog:
             seg = self.segments[i]
             if i > index:
                 position, offset = 0, seg.base_offset
-            valid, next_offset, problem = recover_segment(seg, position, offset, allow_gaps=self.compacted)
+            valid, next_offset, problem = recover_segment(seg, position, offset, allow_gaps=self.may_have_gaps)
             self.recovery_scanned_bytes += valid - position
             if problem is None:
                 continue
@@ -233,7 +297,26 @@ class PartitionLog:
 
     @property
     def compacted(self) -> bool:
-        return "compact" in self.config.cleanup_policy
+        return self.config.compact
+
+    @property
+    def may_have_gaps(self) -> bool:
+        """Offsets may jump between batches: the topic is compacted, or was once (the cleaner
+        leaves :data:`COMPACTED_MARKER` before its first rewrite), so a cleanup.policy changed
+        since does not make recovery take the gaps for corruption."""
+        return self.config.compact or os.path.exists(os.path.join(self.directory, COMPACTED_MARKER))
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply a topic's new settings at once (AlterConfigs): the next append, roll,
+        retention or compaction pass uses them; the active segment takes the new
+        index.interval.bytes."""
+        self.config = config
+        self.active.index_interval = config.index_interval_bytes
+
+    def _roll_jitter(self) -> int:
+        """Kafka's randomSegmentJitter: up to segment.jitter.ms (and below segment.ms)."""
+        jitter = self.config.segment_jitter_ms
+        return random.randrange(min(jitter, self.config.segment_ms)) if jitter > 0 else 0
 
     @property
     def active(self) -> Segment:
@@ -283,17 +366,25 @@ class PartitionLog:
             seg.first_append_ms = now_ms
         seg.append(buffers, batches, firsts)
         self.dirty = True
+        if self.unflushed_since_ms is None:
+            self.unflushed_since_ms = now_ms
+        self.unflushed_records += next_offset - firsts[0]
         if not self.sync_hw:
             self.advance_high_watermark(seg.next_offset)
         return firsts
 
     def _maybe_roll(self, incoming: int, now_ms: int) -> None:
+        """Kafka's LogSegment.shouldRoll: the batch would not fit in segment.bytes, the segment
+        is older than segment.ms (max.compaction.lag.ms for compacted topics, if earlier) less
+        its jitter, or an index is full (segment.index.bytes)."""
         seg = self.active
         if seg.size == 0:
             return
-        too_big = seg.size + incoming > self.config.segment_bytes
-        too_old = seg.first_append_ms is not None and now_ms - seg.first_append_ms >= self.config.segment_ms
-        if too_big or too_old:
+        cfg = self.config
+        too_big = seg.size + incoming > cfg.segment_size
+        too_old = (seg.first_append_ms is not None
+                   and now_ms - seg.first_append_ms > cfg.max_segment_ms - seg.roll_jitter_ms - 1)
+        if too_big or too_old or seg.index_full(cfg.segment_index_bytes):
             self.roll()
 
     def roll(self) -> None:
@@ -302,6 +393,7 @@ class PartitionLog:
         old = self.active
         new = Segment(self.directory, old.next_offset, index_interval=self.config.index_interval_bytes)
         new.load_indexes()
+        new.roll_jitter_ms = self._roll_jitter()
         self.segments.append(new)
         self.bases.append(new.base_offset)
         self.pending_closed.append(old)
@@ -314,7 +406,15 @@ class PartitionLog:
         work = [*self.pending_closed, self.active]
         self.pending_closed = []
         self.dirty = False
+        self.unflushed_records = 0
+        self.unflushed_since_ms = None
         return work, self.log_end_offset
+
+    def flush_due(self, now_ms: int) -> bool:
+        """flush.messages / flush.ms ask for an fsync of this partition now."""
+        cfg = self.config
+        return self.unflushed_since_ms is not None and (
+            self.unflushed_records >= cfg.flush_messages or now_ms - self.unflushed_since_ms >= cfg.flush_ms)
 
     def flushed(self, offset: int) -> None:
         if offset > self.flushed_offset:
@@ -441,8 +541,11 @@ class PartitionLog:
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete closed segments beyond retention.ms / retention.bytes; returns the new log
-        start offset (as :meth:`delete_records`)."""
+        start offset (as :meth:`delete_records`). Only under cleanup.policy with ``delete`` (a
+        compact-only topic keeps its segments, as in Kafka)."""
         cfg = self.config
+        if not cfg.delete:
+            return self.log_start_offset
         total = self.size_bytes
         while len(self.segments) > 1:
             seg = self.segments[0]

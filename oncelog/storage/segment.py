@@ -65,8 +65,17 @@ class Segment:
         self._index_fd: int | None = None
         self._time_fd: int | None = None
         self._bytes_since_index = 0
+        self.roll_jitter_ms = 0  # segment.jitter.ms drawn for this segment (the active one rolls earlier)
 
     # ------------------------------------------------------------------ indexes
+
+    def index_full(self, max_index_bytes: int) -> bool:
+        """Kafka's offsetIndex.isFull() || timeIndex.isFull() for segment.index.bytes (entries
+        of 8 and 12 bytes): the segment must roll before another entry is written."""
+        if self._index_rel is None:
+            return False
+        return (len(self._index_rel) >= max_index_bytes // INDEX_ENTRY.size
+                or len(self._time_ts) >= max_index_bytes // TIME_ENTRY.size)
 
     def load_indexes(self, valid_size: int | None = None) -> None:
         """Read the index files into memory, dropping torn or out-of-range entries (those at or

@@ -1,32 +1,28 @@
 """The transaction coordinator (KIP-98, KIP-360, KIP-447, KIP-890), without sockets.
 
-Each transactional id has a :class:`TxnMetadata` whose every change is first made durable in
-``__transaction_state`` (injected ``persist``), then applied. While a change (or its markers)
-is being written the transaction is *pending*, and further requests for it wait in a queue and
-run, in order, once it is installed. (Kafka answers them CONCURRENT_TRANSACTIONS and the client
-retries after its backoff — 100 ms in librdkafka — which for a coordinator that writes its
-markers in-process costs far more than the wait.) CONCURRENT_TRANSACTIONS remains the answer
-while a transaction sits in Prepare* without a write in flight (markers being retried), and for
-the InitProducerId that finds an Ongoing transaction and starts its abort (requests after it
-queue behind the abort's writes). Markers are written through the injected ``write_markers``. Time comes from ``clock()``; :meth:`tick` aborts timed-out
-transactions.
+Read it top-down from the requests: :meth:`~TransactionCoordinator.init_producer_id`,
+:meth:`~TransactionCoordinator.add_partitions` / :meth:`~TransactionCoordinator.add_offsets`,
+:meth:`~TransactionCoordinator.end_txn`; then the timers (:meth:`~TransactionCoordinator.tick`)
+and the write-ahead path every change takes (:meth:`~TransactionCoordinator._commit`). States
+and their transitions: :mod:`oncelog.txn.state`.
 
-States (Kafka's TransactionState)::
-
-                 AddPartitions/AddOffsets                   EndTxn(commit)
-     +-------+ -----------------------> +---------+ ----------------------> +---------------+
-     | Empty |                          | Ongoing |                         | PrepareCommit |
-     +-------+ <--+                     +---------+ ----------+             +---------------+
-        ^  |      | InitProducerId       |    |  EndTxn(abort)|                    | markers written
-        |  |      | (epoch bump)         |    |               v                    v
-        |  |   +----------------+        |    |       +--------------+     +----------------+
-        |  |   | CompleteCommit |<-------+----+------ | PrepareAbort |     | CompleteCommit |
-        |  |   | CompleteAbort  |  Add* starts a      +--------------+     +----------------+
-        |  |   +----------------+  new transaction           ^  | markers written
-        |  |                                                 |  v
-        |  |   timeout / InitProducerId on Ongoing:    +-------------------+   +---------------+
-        |  +-> Dead (expired ids)                       | PrepareEpochFence |   | CompleteAbort |
-        |                                               +-------------------+   +---------------+
+* Each transactional id has a :class:`~oncelog.txn.state.TransactionMetadata` whose every
+  change is first made durable in ``__transaction_state`` (injected ``persist``), then applied.
+* While a change (or its markers) is being written the transaction is *pending*, and further
+  requests for it wait in a queue and run, in order, once it is installed. (Kafka answers them
+  CONCURRENT_TRANSACTIONS and the client retries after its backoff — 100 ms in librdkafka —
+  which for a coordinator that writes its markers in-process costs far more than the wait.)
+  CONCURRENT_TRANSACTIONS remains the answer while a transaction sits in Prepare* without a write
+  in flight (markers being retried), and for the InitProducerId that finds an Ongoing transaction
+  and starts its abort (requests after it queue behind the abort's writes).
+* Markers are written through the injected ``write_markers`` (:mod:`oncelog.txn.markers`).
+* Errors are domain errors (:mod:`oncelog.errors`): raised by the synchronous checks, passed to
+  ``respond`` by the requests that wait for a write. Handlers turn them into wire codes at the
+  edge (:func:`oncelog.apis._txn.error_code`), which is also where PRODUCER_FENCED becomes
+  INVALID_PRODUCER_EPOCH for old request versions; the coordinator knows no request versions.
+* Time comes from the injected ``clock()`` (milliseconds); :meth:`tick` aborts timed-out
+  transactions, retries stuck writes and expires idle transactional ids
+  (``transactional.id.expiration.ms``).
 
 EndTxn is answered once the Prepare* record is durable; the markers and the Complete* record
 follow. After a restart a durable Prepare* is rolled forward, an Ongoing transaction aborts when
@@ -36,262 +32,128 @@ late request of an earlier transaction is fenced instead of touching a later one
 
 from __future__ import annotations
 
-import enum
-import struct
-from dataclasses import dataclass, field
+import logging
+from dataclasses import dataclass
 from typing import Callable
 
-from kio.schema.errors import ErrorCode
+from .. import errors
+from ..errors import KafkaError
+from .state import MAX_EPOCH, TransactionMetadata, TransactionState
 
-MAX_EPOCH = 32767 - 1
+T = TransactionState
 
+log = logging.getLogger("oncelog.txn")
 
-class TxnState(enum.IntEnum):
-    # values are Kafka's on-disk state bytes
-    EMPTY = 0
-    ONGOING = 1
-    PREPARE_COMMIT = 2
-    PREPARE_ABORT = 3
-    COMPLETE_COMMIT = 4
-    COMPLETE_ABORT = 5
-    DEAD = 6
-    PREPARE_EPOCH_FENCE = 7
-
-    @property
-    def kafka_name(self) -> str:
-        return "".join(w.capitalize() for w in self.name.split("_"))
+Done = Callable[[KafkaError | None], None]
+# persist(transactional_id, metadata, on_done): write the id's next __transaction_state record
+# (:mod:`oncelog.txn.store`; a tombstone for Dead); on_done(None) once durable, else on_done(error).
+Persist = Callable[[str, TransactionMetadata, Done], None]
+# write_markers(producer_id, producer_epoch, commit, partitions, on_done) (:mod:`oncelog.txn.markers`)
+WriteMarkers = Callable[[int, int, bool, set[tuple[str, int]], Done], None]
+# offsets_partition(group_id): the group's __consumer_offsets partition (the groups side knows it)
+OffsetsPartition = Callable[[str], tuple[str, int]]
 
 
-T = TxnState
-TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
-    T.EMPTY: frozenset({T.EMPTY, T.ONGOING, T.PREPARE_ABORT, T.DEAD}),
-    T.ONGOING: frozenset({T.ONGOING, T.PREPARE_COMMIT, T.PREPARE_ABORT, T.PREPARE_EPOCH_FENCE}),
-    T.PREPARE_COMMIT: frozenset({T.COMPLETE_COMMIT}),
-    T.PREPARE_ABORT: frozenset({T.COMPLETE_ABORT}),
-    T.COMPLETE_COMMIT: frozenset({T.EMPTY, T.ONGOING, T.PREPARE_ABORT, T.DEAD}),
-    T.COMPLETE_ABORT: frozenset({T.EMPTY, T.ONGOING, T.PREPARE_ABORT, T.DEAD}),
-    T.PREPARE_EPOCH_FENCE: frozenset({T.PREPARE_ABORT}),
-    T.DEAD: frozenset(),
-}
+@dataclass(frozen=True)
+class ProducerIdAndEpoch:
+    """The answer to InitProducerId and EndTxn: the id and epoch the producer continues with."""
 
-
-class IllegalTxnTransition(RuntimeError):
-    pass
-
-
-def check_transition(txn_id: str, old: TxnState, new: TxnState) -> None:
-    if new not in TRANSITIONS[old]:
-        raise IllegalTxnTransition(f"transaction {txn_id!r}: {old.kafka_name} -> {new.kafka_name} is not allowed")
-
-
-@dataclass
-class TxnMetadata:
-    transactional_id: str
     producer_id: int
     producer_epoch: int
-    timeout_ms: int
-    state: TxnState = T.EMPTY
-    last_producer_id: int = -1
-    last_producer_epoch: int = -1
-    partitions: set[tuple[str, int]] = field(default_factory=set)
-    start_ms: int = -1
-    last_update_ms: int = 0
-    pending: bool = False  # a change is being made durable
-    tv2: bool = False
-    # TV2 epoch exhaustion: the producer id the client continues with after this transaction.
-    next_producer_id: int = -1
-    waiting: list = field(default_factory=list)  # requests queued behind the pending change
-
-    def copy(self) -> "TxnMetadata":
-        return TxnMetadata(self.transactional_id, self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
-                           self.last_producer_id, self.last_producer_epoch, set(self.partitions), self.start_ms,
-                           self.last_update_ms, False, self.tv2, self.next_producer_id)
 
 
-# ---------------------------------------------------------------------------------------------
-# __transaction_state records. Key (Kafka's TransactionLogKey v0): int16 0, string id.
-# Value: oncelog's version 1 of TransactionLogValue: Kafka's v0 fields (int64 producer_id,
-# int16 producer_epoch, int32 timeout_ms, int8 state, [string topic, [int32 partition]],
-# int64 last_update, int64 start) followed by int64 last_producer_id, int16 last_producer_epoch,
-# int8 tv2 and int64 next_producer_id — the fields Kafka's flexible v1 keeps in tagged fields.
-
-
-def encode_key(txn_id: str) -> bytes:
-    b = txn_id.encode()
-    return struct.pack(">hh", 0, len(b)) + b
-
-
-def decode_key(data: bytes) -> str:
-    version, n = struct.unpack_from(">hh", data)
-    if version != 0:
-        raise ValueError(f"unknown transaction log key version {version}")
-    return data[4 : 4 + n].decode()
-
-
-def encode_value(m: TxnMetadata) -> bytes:
-    by_topic: dict[str, list[int]] = {}
-    for t, p in sorted(m.partitions):
-        by_topic.setdefault(t, []).append(p)
-    out = bytearray(struct.pack(">hqhib", 1, m.producer_id, m.producer_epoch, m.timeout_ms, int(m.state)))
-    out += struct.pack(">i", len(by_topic))
-    for t, ps in by_topic.items():
-        tb = t.encode()
-        out += struct.pack(">h", len(tb)) + tb + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", p) for p in ps)
-    out += struct.pack(">qqqhbq", m.last_update_ms, m.start_ms, m.last_producer_id, m.last_producer_epoch, int(m.tv2),
-                       m.next_producer_id)
-    return bytes(out)
-
-
-def decode_value(txn_id: str, data: bytes) -> TxnMetadata:
-    version, pid, epoch, timeout, state = struct.unpack_from(">hqhib", data)
-    if version != 1:
-        raise ValueError(f"unknown transaction log value version {version}")
-    pos = 17
-    (n_topics,) = struct.unpack_from(">i", data, pos)
-    pos += 4
-    partitions = set()
-    for _ in range(n_topics):
-        (n,) = struct.unpack_from(">h", data, pos)
-        topic = data[pos + 2 : pos + 2 + n].decode()
-        pos += 2 + n
-        (count,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        for _ in range(count):
-            partitions.add((topic, struct.unpack_from(">i", data, pos)[0]))
-            pos += 4
-    last_update, start, last_pid, last_epoch, tv2, next_pid = struct.unpack_from(">qqqhbq", data, pos)
-    return TxnMetadata(txn_id, pid, epoch, timeout, TxnState(state), last_pid, last_epoch, partitions, start,
-                       last_update, False, bool(tv2), next_pid)
-
-
-# ---------------------------------------------------------------------------------------------
-
-Persist = Callable[[str, bytes | None, Callable[[ErrorCode], None]], None]
-WriteMarkers = Callable[[int, int, bool, set, Callable[[ErrorCode], None]], None]
+Answer = Callable[[ProducerIdAndEpoch | KafkaError], None]
 
 
 @dataclass(frozen=True)
 class TxnConfig:
-    max_timeout_ms: int = 15 * 60 * 1000
-    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    max_timeout_ms: int = 15 * 60 * 1000  # Kafka's transaction.max.timeout.ms
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000  # Kafka's transactional.id.expiration.ms
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    """ListTransactions' answer: the transactions that pass the filters, and the state filters
+    that name no state (Kafka returns those to the client)."""
+
+    transactions: list[TransactionMetadata]
+    unknown_state_filters: tuple[str, ...]
+
+
+STATE_NAMES = frozenset(s.kafka_name for s in TransactionState)
+PREPARING = (T.PREPARE_COMMIT, T.PREPARE_ABORT, T.PREPARE_EPOCH_FENCE)
+COMPLETED = (T.EMPTY, T.COMPLETE_COMMIT, T.COMPLETE_ABORT)  # no transaction open
 
 
 class TransactionCoordinator:
     def __init__(self, clock: Callable[[], int], allocate_producer_id: Callable[[], int], persist: Persist,
-                 write_markers: WriteMarkers, config: TxnConfig = TxnConfig()) -> None:
+                 write_markers: WriteMarkers, offsets_partition: OffsetsPartition,
+                 config: TxnConfig = TxnConfig()) -> None:
         self.clock = clock
         self.allocate_producer_id = allocate_producer_id
         self.persist = persist
         self.write_markers = write_markers
+        self.offsets_partition = offsets_partition
         self.config = config
-        self.txns: dict[str, TxnMetadata] = {}
+        self.txns: dict[str, TransactionMetadata] = {}
         self.by_producer_id: dict[int, str] = {}
 
-    # ------------------------------------------------------------------ durable transitions
-
-    def _commit(self, current: TxnMetadata | None, new: TxnMetadata, on_done: Callable[[ErrorCode], None]) -> None:
-        """Persist ``new`` then install it. ``current`` is marked pending meanwhile."""
-        if current is not None:
-            check_transition(new.transactional_id, current.state, new.state)
-            current.pending = True
-        new.last_update_ms = self.clock()
-
-        def done(err: ErrorCode) -> None:
-            if current is not None:
-                current.pending = False
-            if err == ErrorCode.none:
-                self._install(new)
-            elif current is None and self.txns.get(new.transactional_id) is new:
-                self.txns.pop(new.transactional_id)  # a new id whose first record failed
-            on_done(err)
-            if current is not None:
-                self._run_waiting(current)
-            elif err == ErrorCode.none:
-                self._run_waiting(new)
-
-        self.persist(new.transactional_id, encode_value(new), done)
-
-    def _run_waiting(self, old: TxnMetadata) -> None:
-        """Re-run requests queued behind a change, against the metadata now installed."""
-        waiting, old.waiting = old.waiting, []
-        for request in waiting:
-            request()
-
-    def _queue_if_pending(self, m: TxnMetadata | None, request: Callable[[], None]) -> bool:
-        if m is not None and m.pending:
-            m.waiting.append(request)
-            return True
-        return False
-
-    def _install(self, m: TxnMetadata) -> None:
-        old = self.txns.get(m.transactional_id)
-        if old is not None and self.by_producer_id.get(old.producer_id) == m.transactional_id:
-            del self.by_producer_id[old.producer_id]
-        self.txns[m.transactional_id] = m
-        self.by_producer_id[m.producer_id] = m.transactional_id
-
-    def load(self, txn_id: str, m: TxnMetadata | None) -> None:
-        """Replay of ``__transaction_state``."""
-        if m is None:
-            old = self.txns.pop(txn_id, None)
-            if old is not None:
-                self.by_producer_id.pop(old.producer_id, None)
-            return
-        self._install(m)
-
-    def recover(self) -> None:
-        """After replay: roll a durable Prepare* forward; a fence in progress becomes an abort."""
-        for m in list(self.txns.values()):
-            if m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
-                self._write_markers_and_complete(m)
-            elif m.state is T.PREPARE_EPOCH_FENCE:
-                self._abort(m, bump_epoch=False)
+    def __len__(self) -> int:
+        """How many transactional ids are known."""
+        return len(self.txns)
 
     # ------------------------------------------------------------------ InitProducerId
 
     def init_producer_id(self, txn_id: str, timeout_ms: int, producer_id: int, producer_epoch: int,
-                         respond: Callable[[ErrorCode, int, int], None]) -> None:
+                         respond: Answer) -> None:
+        """InitProducerId with a transactional id: the producer id and epoch for a (new) producer
+        instance, fencing every earlier instance. ``producer_id``/``producer_epoch`` are -1, or
+        (KIP-360, v3+) the ones the producer has.
+
+        1. Check the request: a transactional id, a timeout within ``max_timeout_ms``.
+        2. Queue behind a change of this id in flight; re-run once it is installed.
+        3. An unknown id: a new producer id at epoch 0, answered once its Empty record is durable.
+        4. A transaction in Prepare* with nothing in flight (markers being retried): CONCURRENT_TRANSACTIONS.
+        5. KIP-360: a producer naming its id/epoch must name the current ones (a bump follows) or
+           the previous ones with nothing since (a retry: answered again); otherwise it is fenced.
+        6. An Ongoing transaction: fence its producer (epoch + 1) and abort it; answer
+           CONCURRENT_TRANSACTIONS, the client retries until the abort is complete.
+        7. Bump the epoch (a new producer id at the last epoch), Empty, no partitions; answer
+           once that record is durable.
+        """
+        # step 1
         if not txn_id:
-            return respond(ErrorCode.invalid_request, -1, -1)
+            return respond(errors.InvalidRequest("InitProducerId: an empty transactional id"))
         if not 0 < timeout_ms <= self.config.max_timeout_ms:
-            return respond(ErrorCode.invalid_transaction_timeout, -1, -1)
+            return respond(errors.InvalidTransactionTimeout(
+                f"transaction timeout {timeout_ms} ms is not in 1..{self.config.max_timeout_ms}"))
+        # step 2
         m = self.txns.get(txn_id)
-        if self._queue_if_pending(m, lambda: self.init_producer_id(txn_id, timeout_ms, producer_id, producer_epoch, respond)):
+        if self._queue_if_pending(m, lambda: self.init_producer_id(txn_id, timeout_ms, producer_id, producer_epoch,
+                                                                   respond)):
             return None
+        # step 3
         if m is None:
-            new = TxnMetadata(txn_id, self.allocate_producer_id(), 0, timeout_ms)
-            new.pending = True  # visible at once, so a concurrent first InitProducerId queues behind it
-            self.txns[txn_id] = new
-
-            def created(err: ErrorCode) -> None:
-                new.pending = False
-                if err != ErrorCode.none:
-                    self.txns.pop(txn_id, None)
-                    respond(err, -1, -1)
-                else:
-                    self.by_producer_id[new.producer_id] = txn_id
-                    respond(err, new.producer_id, new.producer_epoch)
-                self._run_waiting(new)
-
-            new.last_update_ms = self.clock()
-            self.persist(txn_id, encode_value(new), created)
-            return None
-        if m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT, T.PREPARE_EPOCH_FENCE):
-            return respond(ErrorCode.concurrent_transactions, -1, -1)
+            return self._create(txn_id, timeout_ms, respond)
+        # step 4
+        if m.state in PREPARING:
+            return respond(self._concurrent(m))
+        # step 5
         if producer_id >= 0:
-            # KIP-360: a producer re-initialising must name the id/epoch it has (or had, on a retry).
             current = (producer_id, producer_epoch) == (m.producer_id, m.producer_epoch)
             retried = (producer_id, producer_epoch) == (m.last_producer_id, m.last_producer_epoch)
-            if retried and m.state in (T.EMPTY, T.COMPLETE_COMMIT, T.COMPLETE_ABORT) and not m.partitions:
-                return respond(ErrorCode.none, m.producer_id, m.producer_epoch)
+            if retried and m.state in COMPLETED and not m.partitions:
+                return respond(ProducerIdAndEpoch(m.producer_id, m.producer_epoch))
             if not current:
-                return respond(ErrorCode.producer_fenced, -1, -1)
+                return respond(errors.ProducerFenced(
+                    f"transactional id {txn_id!r}: producer {producer_id} epoch {producer_epoch} is not the "
+                    f"current producer {m.producer_id} epoch {m.producer_epoch}"))
+        # step 6
         if m.state is T.ONGOING:
-            # The previous instance left a transaction open: abort it with a bumped epoch (which
-            # fences that instance); the client retries until it is complete.
             self._abort(m, bump_epoch=True)
-            return respond(ErrorCode.concurrent_transactions, -1, -1)
-        new = m.copy()
+            return respond(self._concurrent(m))
+        # step 7
+        new = m.prepare_transition(T.EMPTY)
         new.timeout_ms = timeout_ms
         # Kafka's prepareIncrementProducerEpoch: the previous epoch is remembered only for a
         # producer that named its id/epoch (so its retry is recognised); a new instance that did
@@ -302,103 +164,171 @@ class TransactionCoordinator:
             new.producer_id, new.producer_epoch = self.allocate_producer_id(), 0
         else:
             new.producer_epoch = m.producer_epoch + 1
-        new.state, new.partitions, new.start_ms = T.EMPTY, set(), -1
-        self._commit(m, new, lambda err: respond(err, new.producer_id, new.producer_epoch)
-                     if err == ErrorCode.none else respond(err, -1, -1))
+        new.partitions, new.start_ms = set(), -1
+        self._commit(m, new, lambda error: respond(
+            error if error is not None else ProducerIdAndEpoch(new.producer_id, new.producer_epoch)))
         return None
 
-    # ------------------------------------------------------------------ partitions
+    def _create(self, txn_id: str, timeout_ms: int, respond: Answer) -> None:
+        """Step 3 of InitProducerId. The new metadata is visible at once, pending, so a concurrent
+        first InitProducerId queues behind it; its producer id is mapped only once durable."""
+        new = TransactionMetadata(txn_id, self.allocate_producer_id(), 0, timeout_ms)
+        new.pending = True
+        new.last_update_ms = self.clock()
+        self.txns[txn_id] = new
 
-    def _check_producer(self, m: TxnMetadata | None, producer_id: int, producer_epoch: int,
-                        fenced: ErrorCode = ErrorCode.producer_fenced) -> ErrorCode | None:
-        if m is None or m.producer_id != producer_id:
-            return ErrorCode.invalid_producer_id_mapping
-        if producer_epoch != m.producer_epoch:
-            return fenced
-        if m.pending or m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT, T.PREPARE_EPOCH_FENCE):
-            return ErrorCode.concurrent_transactions
-        return None
+        def created(error: KafkaError | None) -> None:
+            new.pending = False
+            if error is not None:
+                self.txns.pop(txn_id, None)
+                respond(error)
+            else:
+                self.by_producer_id[new.producer_id] = txn_id
+                respond(ProducerIdAndEpoch(new.producer_id, new.producer_epoch))
+            self._run_waiting(new)
+
+        self.persist(txn_id, new, created)
+
+    # ------------------------------------------------------------------ AddPartitionsToTxn / AddOffsetsToTxn
 
     def add_partitions(self, txn_id: str, producer_id: int, producer_epoch: int,
-                       partitions: set[tuple[str, int]], respond: Callable[[ErrorCode], None],
-                       fenced: ErrorCode = ErrorCode.producer_fenced, tv2: bool = False) -> None:
+                       partitions: set[tuple[str, int]], respond: Done, tv2: bool = False) -> None:
+        """AddPartitionsToTxn (and Produce v12's implicit add): the partitions join the producer's
+        transaction, which starts (Ongoing) if none is open; answered once durable."""
         m = self.txns.get(txn_id)
         if self._queue_if_pending(m, lambda: self.add_partitions(txn_id, producer_id, producer_epoch, partitions,
-                                                                 respond, fenced, tv2)):
+                                                                 respond, tv2)):
             return None
-        error = self._check_producer(m, producer_id, producer_epoch, fenced)
+        error = self._check_producer(txn_id, m, producer_id, producer_epoch)
         if error is not None:
             return respond(error)
         if m.state is T.ONGOING and partitions <= m.partitions:
-            return respond(ErrorCode.none)
-        new = m.copy()
+            return respond(None)
+        new = m.prepare_transition(T.ONGOING)
         if m.state is not T.ONGOING:
             new.start_ms = self.clock()
             new.partitions = set()
             new.tv2 = tv2
-        new.state = T.ONGOING
         new.partitions |= partitions
         self._commit(m, new, respond)
         return None
 
-    def verify_partition(self, txn_id: str | None, producer_id: int, producer_epoch: int, topic: str,
-                         partition: int) -> ErrorCode | None:
-        """KIP-890 part 1: may this transactional batch be appended? None when it may."""
-        m = self.txns.get(txn_id) if txn_id else self.txns.get(self.by_producer_id.get(producer_id, ""))
+    def add_offsets(self, txn_id: str, producer_id: int, producer_epoch: int, group_id: str, respond: Done) -> None:
+        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction, so
+        TxnOffsetCommit may write there and the markers reach it."""
+        self.add_partitions(txn_id, producer_id, producer_epoch, {self.offsets_partition(group_id)}, respond)
+
+    def _check_producer(self, txn_id: str, m: TransactionMetadata | None, producer_id: int,
+                        producer_epoch: int) -> KafkaError | None:
         if m is None or m.producer_id != producer_id:
-            return ErrorCode.invalid_producer_id_mapping
-        if producer_epoch < m.producer_epoch:
-            return ErrorCode.invalid_producer_epoch
-        if m.state is not T.ONGOING or (topic, partition) not in m.partitions or producer_epoch != m.producer_epoch:
-            return ErrorCode.invalid_txn_state
+            return self._unknown_producer(txn_id, producer_id)
+        if producer_epoch != m.producer_epoch:
+            return self._fenced(m, producer_epoch)
+        if m.pending or m.state in PREPARING:
+            return self._concurrent(m)
         return None
 
-    def txn_for_producer(self, producer_id: int) -> TxnMetadata | None:
-        txn_id = self.by_producer_id.get(producer_id)
-        return self.txns.get(txn_id) if txn_id else None
+    # ------------------------------------------------------------------ checks other APIs make
+
+    def verify_partition(self, txn_id: str | None, producer_id: int, producer_epoch: int, topic: str,
+                         partition: int) -> None:
+        """KIP-890 part 1: may this transactional batch be appended? Raises when it may not:
+        InvalidProducerIdMapping, InvalidProducerEpoch (an older epoch), InvalidTxnState (the
+        partition is not in the producer's Ongoing transaction)."""
+        m = self.txns.get(txn_id) if txn_id else self.txns.get(self.by_producer_id.get(producer_id, ""))
+        if m is None or m.producer_id != producer_id:
+            raise self._unknown_producer(txn_id, producer_id)
+        if producer_epoch < m.producer_epoch:
+            raise errors.InvalidProducerEpoch(f"producer {producer_id} epoch {producer_epoch} is older than the "
+                                              f"current epoch {m.producer_epoch}")
+        if m.state is not T.ONGOING or (topic, partition) not in m.partitions or producer_epoch != m.producer_epoch:
+            raise errors.InvalidTxnState(f"{topic}-{partition} is not in an Ongoing transaction of producer "
+                                         f"{producer_id} epoch {producer_epoch}")
+
+    def needs_partition_added(self, txn_id: str, producer_id: int, topic: str, partition: int) -> bool:
+        """Produce v12 (transaction version 2): must this partition be added to the producer's
+        transaction before its batch is appended? Not when it is in the Ongoing transaction
+        already, nor when ``txn_id`` is not this producer's (verification refuses the batch)."""
+        m = self.txns.get(txn_id)
+        if m is None or m.producer_id != producer_id:
+            return False
+        return not (m.state is T.ONGOING and (topic, partition) in m.partitions)
+
+    def check_txn_offset_commit(self, txn_id: str, producer_id: int, producer_epoch: int, group_id: str) -> None:
+        """TxnOffsetCommit: the producer's id and epoch are current, its transaction is Ongoing and
+        holds the group's offsets partition (AddOffsetsToTxn). Raises otherwise."""
+        m = self.txns.get(txn_id)
+        if m is None or m.producer_id != producer_id:
+            raise self._unknown_producer(txn_id, producer_id)
+        if producer_epoch != m.producer_epoch:
+            raise self._fenced(m, producer_epoch)
+        if m.state is not T.ONGOING or self.offsets_partition(group_id) not in m.partitions:
+            raise errors.InvalidTxnState(f"transactional id {txn_id!r}: the offsets of group {group_id!r} are not "
+                                         f"in an Ongoing transaction (AddOffsetsToTxn first)")
 
     # ------------------------------------------------------------------ EndTxn
 
     def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int, commit: bool, tv2: bool,
-                respond: Callable[[ErrorCode, int, int], None], fenced: ErrorCode = ErrorCode.producer_fenced) -> None:
+                respond: Answer) -> None:
+        """EndTxn: commit or abort the producer's transaction. ``tv2``: transaction version 2
+        (EndTxn v5+), where every EndTxn bumps the epoch.
+
+        1. Queue behind a change of this id in flight; re-run once it is installed.
+        2. Check the producer id: the current one, or (TV2) the one it had before a rotation at
+           epoch exhaustion, for a retry.
+        3. TV2: a retry of the EndTxn that bumped the epoch is answered again (once complete) and
+           changes nothing; the opposite outcome is INVALID_TXN_STATE.
+        4. Check the epoch (else fenced) and the state: Prepare* with nothing in flight is
+           CONCURRENT_TRANSACTIONS; TV1's retry of a completed EndTxn is answered again; anything
+           but Ongoing is INVALID_TXN_STATE (TV2 may abort with no transaction open).
+        5. Prepare PrepareCommit/PrepareAbort; TV2 bumps the epoch (and at the last epoch
+           allocates the producer id the client continues with).
+        6. Make it durable in ``__transaction_state``, install it, answer the client.
+        7. Write the COMMIT/ABORT markers to every partition of the transaction.
+        8. Make CompleteCommit/CompleteAbort durable.
+
+        Steps 7 and 8 are :meth:`_write_markers_then_complete`, shared with the abort of a
+        timed-out or fenced transaction and with recovery; a failure there leaves the
+        transaction in Prepare* and :meth:`tick` retries.
+        """
+        # step 1
         m = self.txns.get(txn_id)
-        if self._queue_if_pending(m, lambda: self.end_txn(txn_id, producer_id, producer_epoch, commit, tv2, respond,
-                                                          fenced)):
+        if self._queue_if_pending(m, lambda: self.end_txn(txn_id, producer_id, producer_epoch, commit, tv2, respond)):
             return None
+        # step 2
         if m is None or m.producer_id != producer_id:
             if not (tv2 and m is not None and m.last_producer_id == producer_id and m.producer_id != producer_id
                     and m.last_producer_epoch == producer_epoch):
-                return respond(ErrorCode.invalid_producer_id_mapping, -1, -1)
-            # TV2 retry after the producer id rotated at epoch exhaustion: answered below
-        wanted = T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT
-        other = {T.COMPLETE_COMMIT: T.COMPLETE_ABORT, T.COMPLETE_ABORT: T.COMPLETE_COMMIT}[wanted]
+                return respond(self._unknown_producer(txn_id, producer_id))
+            # TV2 retry after the producer id rotated at epoch exhaustion: answered in step 3
         rotated = m.producer_id != producer_id
+        completed = T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT
         preparing = T.PREPARE_COMMIT if commit else T.PREPARE_ABORT
+        opposite = (T.COMPLETE_ABORT, T.PREPARE_ABORT) if commit else (T.COMPLETE_COMMIT, T.PREPARE_COMMIT)
+        # step 3
         if tv2 and m.last_producer_epoch == producer_epoch and (rotated or producer_epoch == m.producer_epoch - 1):
-            # TV2: a retry of the EndTxn that bumped the epoch is answered again (once complete)
-            # and changes nothing; the opposite outcome is INVALID_TXN_STATE; anything else from
-            # the old epoch is fenced.
-            if m.state is wanted:
-                return respond(ErrorCode.none, m.producer_id, m.producer_epoch)
+            # anything else from the old epoch falls through and is fenced in step 4
+            if m.state is completed:
+                return respond(ProducerIdAndEpoch(m.producer_id, m.producer_epoch))
             if m.state is preparing:
-                return respond(ErrorCode.concurrent_transactions, -1, -1)
-            if m.state in (other, T.PREPARE_ABORT if commit else T.PREPARE_COMMIT):
-                return respond(ErrorCode.invalid_txn_state, -1, -1)
+                return respond(self._concurrent(m))
+            if m.state in opposite:
+                return respond(self._mismatched_retry(m, commit))
+        # step 4
         if rotated:
-            return respond(ErrorCode.invalid_producer_id_mapping, -1, -1)
+            return respond(self._unknown_producer(txn_id, producer_id))
         if producer_epoch != m.producer_epoch:
-            return respond(fenced, -1, -1)
-        if m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT, T.PREPARE_EPOCH_FENCE):
-            return respond(ErrorCode.concurrent_transactions, -1, -1)
-        if m.state is wanted and not tv2:
-            return respond(ErrorCode.none, m.producer_id, m.producer_epoch)  # TV1 retry
-        if m.state is not T.ONGOING:
-            if tv2 and not commit and m.state in (T.EMPTY, T.COMPLETE_COMMIT, T.COMPLETE_ABORT):
-                pass  # TV2 allows aborting an empty transaction (it still bumps the epoch)
-            else:
-                return respond(ErrorCode.invalid_txn_state, -1, -1)
-        new = m.copy()
-        new.state = T.PREPARE_COMMIT if commit else T.PREPARE_ABORT
+            return respond(self._fenced(m, producer_epoch))
+        if m.state in PREPARING:
+            return respond(self._concurrent(m))
+        if m.state is completed and not tv2:
+            return respond(ProducerIdAndEpoch(m.producer_id, m.producer_epoch))  # TV1 retry
+        if m.state is not T.ONGOING and not (tv2 and not commit and m.state in COMPLETED):
+            return respond(self._mismatched_retry(m, commit) if m.state in opposite else errors.InvalidTxnState(
+                f"transactional id {txn_id!r}: EndTxn({'commit' if commit else 'abort'}) with no transaction open "
+                f"({m.state.kafka_name})"))
+        # step 5
+        new = m.prepare_transition(preparing)
         if tv2:
             new.tv2 = True
             new.last_producer_id, new.last_producer_epoch = m.producer_id, m.producer_epoch
@@ -408,70 +338,71 @@ class TransactionCoordinator:
                 # client continues with a fresh producer id at epoch 0.
                 new.next_producer_id = self.allocate_producer_id()
 
-        def prepared(err: ErrorCode) -> None:
-            if err != ErrorCode.none:
-                return respond(err, -1, -1)
+        def prepared(error: KafkaError | None) -> None:
+            if error is not None:
+                return respond(error)
             installed = self.txns[txn_id]
             if installed.next_producer_id >= 0:
-                respond(ErrorCode.none, installed.next_producer_id, 0)
+                respond(ProducerIdAndEpoch(installed.next_producer_id, 0))
             else:
-                respond(ErrorCode.none, installed.producer_id, installed.producer_epoch)
-            self._write_markers_and_complete(installed)
+                respond(ProducerIdAndEpoch(installed.producer_id, installed.producer_epoch))
+            self._write_markers_then_complete(installed)  # steps 7 and 8
 
-        self._commit(m, new, prepared)
+        self._commit(m, new, prepared)  # step 6
         return None
 
-    def _abort(self, m: TxnMetadata, *, bump_epoch: bool) -> None:
-        """Abort an open transaction (timeout, or a new instance's InitProducerId). With
-        ``bump_epoch`` a PrepareEpochFence record raises the epoch first, so the old producer
-        instance is fenced before anything is aborted; then PrepareAbort, markers, CompleteAbort."""
-        txn_id = m.transactional_id
-        if bump_epoch and m.state is T.ONGOING:
-            fence = m.copy()
-            fence.state = T.PREPARE_EPOCH_FENCE
-            # -1: the fenced instance must not pass as a KIP-360 retry afterwards
-            fence.last_producer_id, fence.last_producer_epoch = m.producer_id, -1
-            fence.producer_epoch = m.producer_epoch + 1
-            self._commit(m, fence, lambda err: self._abort(self.txns[txn_id], bump_epoch=False)
-                         if err == ErrorCode.none else None)
-            return
-        new = m.copy()
-        new.state = T.PREPARE_ABORT
-
-        def prepared(err: ErrorCode) -> None:
-            if err == ErrorCode.none:
-                self._write_markers_and_complete(self.txns[txn_id])
-
-        self._commit(m, new, prepared)
-
-    def _write_markers_and_complete(self, m: TxnMetadata) -> None:
+    def _write_markers_then_complete(self, m: TransactionMetadata) -> None:
+        """Steps 7 and 8 of EndTxn, for a durable PrepareCommit/PrepareAbort ``m``. The
+        transaction stays pending throughout, so requests for it queue behind the markers."""
         commit = m.state is T.PREPARE_COMMIT
         m.pending = True
 
-        def written(err: ErrorCode) -> None:
+        def written(error: KafkaError | None) -> None:
             m.pending = False
-            if err != ErrorCode.none:
+            if error is not None:
                 # Stays Prepare* and is retried by tick(); what queued behind it is answered now
                 # (CONCURRENT_TRANSACTIONS while nothing is in flight) rather than left waiting.
                 self._run_waiting(m)
                 return
-            new = m.copy()
-            new.state = T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT
+            # step 8
+            new = m.prepare_transition(T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT)
             new.partitions = set()
             if m.next_producer_id >= 0:
                 # last_producer_epoch stays the epoch the client sent, so its retried EndTxn is
                 # recognised and answered with the new id.
                 new.last_producer_id = m.producer_id
                 new.producer_id, new.producer_epoch, new.next_producer_id = m.next_producer_id, 0, -1
-            self._commit(m, new, lambda _err: None)
+            self._commit(m, new, lambda _error: None)
 
+        # step 7
         self.write_markers(m.producer_id, m.producer_epoch, commit, set(m.partitions), written)
 
-    # ------------------------------------------------------------------ timers / listing
+    def _abort(self, m: TransactionMetadata, *, bump_epoch: bool) -> None:
+        """Abort an open transaction (timeout, or a new instance's InitProducerId). With
+        ``bump_epoch`` a PrepareEpochFence record raises the epoch first, so the old producer
+        instance is fenced before anything is aborted; then PrepareAbort, markers, CompleteAbort."""
+        txn_id = m.transactional_id
+        if bump_epoch and m.state is T.ONGOING:
+            fence = m.prepare_transition(T.PREPARE_EPOCH_FENCE)
+            # -1: the fenced instance must not pass as a KIP-360 retry afterwards
+            fence.last_producer_id, fence.last_producer_epoch = m.producer_id, -1
+            fence.producer_epoch = m.producer_epoch + 1
+            self._commit(m, fence, lambda error: self._abort(self.txns[txn_id], bump_epoch=False)
+                         if error is None else None)
+            return
+        new = m.prepare_transition(T.PREPARE_ABORT)
+
+        def prepared(error: KafkaError | None) -> None:
+            if error is None:
+                self._write_markers_then_complete(self.txns[txn_id])
+
+        self._commit(m, new, prepared)
+
+    # ------------------------------------------------------------------ timers
 
     def tick(self) -> list[str]:
-        """Abort transactions open longer than their timeout; retry stuck marker writes.
-        Returns the ids aborted."""
+        """Abort transactions open longer than their timeout; retry stuck marker writes; expire
+        idle transactional ids. Returns the ids aborted."""
         now = self.clock()
         aborted = []
         for m in list(self.txns.values()):
@@ -481,22 +412,138 @@ class TransactionCoordinator:
                 self._abort(m, bump_epoch=True)
                 aborted.append(m.transactional_id)
             elif m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
-                self._write_markers_and_complete(m)
+                self._write_markers_then_complete(m)
             elif m.state is T.PREPARE_EPOCH_FENCE:
                 self._abort(m, bump_epoch=False)  # the fence is durable, its abort record was not
+            elif m.state in COMPLETED and now - m.last_update_ms >= self.config.transactional_id_expiration_ms:
+                self._expire(m)
         return aborted
 
-    def list(self, states: set[str] | None = None, producer_ids: set[int] | None = None,
-             min_duration_ms: int = -1) -> list[TxnMetadata]:
+    def _expire(self, m: TransactionMetadata) -> None:
+        """Kafka's ``transactional.id.expiration.ms``: an id with no transaction open (Empty,
+        CompleteCommit, CompleteAbort) and no change for that long is removed — Dead, written as
+        a tombstone to ``__transaction_state``, then forgotten. Its next InitProducerId starts
+        afresh with a new producer id. (Kafka checks hourly, on
+        ``transaction.remove.expired.transaction.cleanup.interval.ms``; here every tick.)"""
+
+        def removed(error: KafkaError | None) -> None:
+            if error is None:
+                log.info("transactional id %s expired: no change for transactional.id.expiration.ms=%d; removed",
+                         m.transactional_id, self.config.transactional_id_expiration_ms)
+
+        self._commit(m, m.prepare_transition(T.DEAD), removed)
+
+    # ------------------------------------------------------------------ DescribeTransactions / ListTransactions
+
+    def describe(self, txn_id: str) -> TransactionMetadata:
+        """A copy of the id's metadata; raises TransactionalIdNotFound."""
+        m = self.txns.get(txn_id)
+        if m is None:
+            raise errors.TransactionalIdNotFound(f"transactional id {txn_id!r} is not known")
+        return m.copy()
+
+    def list_transactions(self, state_filters: set[str] | None = None, producer_id_filters: set[int] | None = None,
+                          min_duration_ms: int = -1) -> TransactionListing:
+        """KIP-664/994: transactions in one of the named states (Kafka names), of one of the
+        producer ids, open for strictly longer than ``min_duration_ms`` (-1: any). Dead (an id
+        being expired) is never listed."""
         now = self.clock()
         out = []
         for m in self.txns.values():
-            if m.state is T.DEAD or (states and m.state.kafka_name not in states):
+            if m.state is T.DEAD or (state_filters and m.state.kafka_name not in state_filters):
                 continue
-            if producer_ids and m.producer_id not in producer_ids:
+            if producer_id_filters and m.producer_id not in producer_id_filters:
                 continue
             # KIP-994: strictly longer than the filter (Kafka counts from start -1 for Empty).
             if min_duration_ms >= 0 and now - m.start_ms <= min_duration_ms:
                 continue
-            out.append(m)
-        return out
+            out.append(m.copy())
+        return TransactionListing(out, tuple(sorted(set(state_filters or ()) - STATE_NAMES)))
+
+    def txn_for_producer(self, producer_id: int) -> TransactionMetadata | None:
+        txn_id = self.by_producer_id.get(producer_id)
+        return self.txns.get(txn_id) if txn_id else None
+
+    # ------------------------------------------------------------------ replay
+
+    def load(self, txn_id: str, m: TransactionMetadata | None) -> None:
+        """Replay of ``__transaction_state``: ``m`` is a record's value, None a tombstone."""
+        if m is None:
+            self._remove(txn_id)
+        else:
+            self._install(m)
+
+    def recover(self) -> None:
+        """After replay: roll a durable Prepare* forward; a fence in progress becomes an abort."""
+        for m in list(self.txns.values()):
+            if m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
+                self._write_markers_then_complete(m)
+            elif m.state is T.PREPARE_EPOCH_FENCE:
+                self._abort(m, bump_epoch=False)
+
+    # ------------------------------------------------------------------ the write-ahead path
+
+    def _commit(self, current: TransactionMetadata, new: TransactionMetadata, on_done: Done) -> None:
+        """Persist ``new`` (prepared by ``current.prepare_transition``) then install it (or, for
+        Dead, forget the id); then answer ``on_done`` and run what queued behind ``current``
+        meanwhile (it is pending)."""
+        current.pending = True
+        new.last_update_ms = self.clock()
+
+        def done(error: KafkaError | None) -> None:
+            current.pending = False
+            if error is None and new.state is T.DEAD:
+                self._remove(new.transactional_id)
+            elif error is None:
+                self._install(new)
+            on_done(error)
+            self._run_waiting(current)
+
+        self.persist(new.transactional_id, new, done)
+
+    def _install(self, m: TransactionMetadata) -> None:
+        old = self.txns.get(m.transactional_id)
+        if old is not None and self.by_producer_id.get(old.producer_id) == m.transactional_id:
+            del self.by_producer_id[old.producer_id]
+        self.txns[m.transactional_id] = m
+        self.by_producer_id[m.producer_id] = m.transactional_id
+
+    def _remove(self, txn_id: str) -> None:
+        old = self.txns.pop(txn_id, None)
+        if old is not None and self.by_producer_id.get(old.producer_id) == txn_id:
+            del self.by_producer_id[old.producer_id]
+
+    def _queue_if_pending(self, m: TransactionMetadata | None, request: Callable[[], None]) -> bool:
+        if m is not None and m.pending:
+            m.waiting.append(request)
+            return True
+        return False
+
+    def _run_waiting(self, old: TransactionMetadata) -> None:
+        """Re-run requests queued behind a change, against the metadata now installed."""
+        waiting, old.waiting = old.waiting, []
+        for request in waiting:
+            request()
+
+    # ------------------------------------------------------------------ domain errors
+
+    @staticmethod
+    def _unknown_producer(txn_id: str | None, producer_id: int) -> KafkaError:
+        return errors.InvalidProducerIdMapping(f"producer {producer_id} is not the producer of transactional id "
+                                               f"{txn_id!r}")
+
+    @staticmethod
+    def _fenced(m: TransactionMetadata, producer_epoch: int) -> KafkaError:
+        return errors.ProducerFenced(f"transactional id {m.transactional_id!r}: epoch {producer_epoch} of producer "
+                                     f"{m.producer_id} is not the current epoch {m.producer_epoch}")
+
+    @staticmethod
+    def _concurrent(m: TransactionMetadata) -> KafkaError:
+        return errors.ConcurrentTransactions(f"transactional id {m.transactional_id!r}: the transaction is "
+                                             f"completing ({m.state.kafka_name}); retry")
+
+    @staticmethod
+    def _mismatched_retry(m: TransactionMetadata, commit: bool) -> KafkaError:
+        return errors.InvalidTxnState(f"transactional id {m.transactional_id!r}: EndTxn("
+                                      f"{'commit' if commit else 'abort'}) after the transaction was "
+                                      f"{'aborted' if commit else 'committed'} ({m.state.kafka_name})")

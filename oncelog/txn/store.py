@@ -1,27 +1,25 @@
-"""The I/O side of the transaction coordinator: ``__transaction_state`` and marker writes.
+"""The I/O side of the transaction coordinator: the ``__transaction_state`` topic.
 
-``__transaction_state`` holds one record per change of a transactional id (key and value in
-:mod:`oncelog.txn.coordinator`), placed by Kafka's hash rule and compacted. Markers are control
-batches appended to each partition of a transaction (see
-:meth:`oncelog.partition.Partition.append_marker`); a marker in
-``__consumer_offsets`` also settles the transaction's pending offset commits.
+One record per change of a transactional id (formats in :mod:`oncelog.txn.records`), placed by
+Kafka's hash rule and compacted; at start-up every partition is replayed into the coordinator.
+Markers are written by :mod:`oncelog.txn.markers`.
 """
 
 from __future__ import annotations
 
 import logging
-import time
+from typing import Callable
 
 from kio.schema.errors import ErrorCode
 
-from .. import faults
-from ..groups.records import partition_for
-from ..groups.store import OFFSETS_TOPIC
+from .. import errors, faults
+from ..errors import KafkaError
 from ..protocol import records as rb
-from ..storage.flusher import when_durable
 from ..partition.internal_topic import InternalTopic
 from ..partition.manager import PartitionManager
-from .coordinator import TransactionCoordinator, decode_key, decode_value, encode_key
+from .coordinator import TransactionCoordinator
+from .records import decode_key, decode_value, encode_key, value_of
+from .state import TransactionMetadata
 
 log = logging.getLogger("oncelog.txn")
 
@@ -32,11 +30,16 @@ class TransactionStateTopic(InternalTopic):
     def __init__(self, manager: PartitionManager, partitions: int, segment_bytes: int = 16 << 20) -> None:
         super().__init__(manager, TXN_TOPIC, partitions, segment_bytes)
 
-    def persist(self, txn_id: str, value: bytes | None, on_done) -> None:
-        def durable(err: ErrorCode) -> None:
-            if err == ErrorCode.none and faults.CRASH_POINT and value is not None:
-                faults.crash_if(f"txn-durable:{decode_value(txn_id, value).state.kafka_name}")
-            on_done(err)
+    def persist(self, txn_id: str, m: TransactionMetadata, on_done: Callable[[KafkaError | None], None]) -> None:
+        """The coordinator's ``persist``: append ``m`` (a tombstone once it is Dead) and answer
+        ``on_done(None)`` once durable, ``on_done(KafkaStorageError)`` if it is not."""
+        value = value_of(m)
+
+        def durable(code: ErrorCode) -> None:
+            if code == ErrorCode.none and faults.CRASH_POINT and value is not None:
+                faults.crash_if(f"txn-durable:{m.state.kafka_name}")
+            on_done(None if code == ErrorCode.none else errors.error_for_code(
+                code, f"{TXN_TOPIC}: the record of transactional id {txn_id!r} is not durable"))
 
         self.append(txn_id, [(encode_key(txn_id), value)], durable)
 
@@ -55,41 +58,3 @@ class TransactionStateTopic(InternalTopic):
                         log.warning("skipping unreadable %s record: %s", TXN_TOPIC, exc)
         return count
 
-
-class MarkerWriter:
-    """Writes COMMIT/ABORT markers to a transaction's partitions and reports durability."""
-
-    def __init__(self, partitions: PartitionManager, groups) -> None:
-        self.partitions = partitions
-        self.groups = groups
-
-    def write(self, producer_id: int, producer_epoch: int, commit: bool, partitions, on_done,
-              coordinator_epoch: int = 0) -> dict[tuple[str, int], ErrorCode]:
-        now = int(time.time() * 1000)
-        written, results = [], {}
-        touches_offsets = False
-        for topic, partition in sorted(partitions):
-            try:
-                part = self.partitions.get(topic, partition)
-            except Exception:
-                results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
-                continue  # the topic was deleted: nothing to mark
-            part.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, now)
-            written.append(part.log)
-            if faults.CRASH_POINT == "markers:after-first" and len(partitions) > 1:
-                part.log.active.flush()
-                faults.crash_if("markers:after-first")
-            results[(topic, partition)] = ErrorCode.none
-            touches_offsets |= topic == OFFSETS_TOPIC
-
-        def durable(ok: bool) -> None:
-            if ok and touches_offsets:
-                self.groups.complete_txn_offsets(producer_id, commit)
-            on_done(ErrorCode.none if ok else ErrorCode.kafka_storage_error)
-
-        when_durable(self.partitions.flusher, written, durable)
-        return results
-
-    def offsets_partition(self, group_id: str) -> tuple[str, int]:
-        topic = self.partitions.logs.topics[OFFSETS_TOPIC]
-        return OFFSETS_TOPIC, partition_for(group_id, topic.partitions)

@@ -75,6 +75,19 @@ def test_client_batches_are_validated_against_the_topic_config_before_anything_i
     assert p.log.log_end_offset == 0 and p.producers.producers == {}
 
 
+def test_checks_that_need_the_request_or_the_records(tmp_path):
+    p = open_partition(tmp_path / "isr", LogConfig(min_insync_replicas=2))
+    with pytest.raises(errors.NotEnoughReplicas):
+        append(p, batch(), acks=-1)
+    assert append(p, batch(), acks=1).first_offset == 0
+    compacted = open_partition(tmp_path / "compacted", LogConfig(cleanup_policy="compact"))
+    keyless = rb.build_batch([(b"k", b"v"), (None, b"v")], timestamp_ms=1000)
+    with pytest.raises(errors.InvalidRecord) as refused:
+        append(compacted, keyless)
+    assert [index for index, _ in refused.value.record_errors] == [1]
+    assert compacted.log.log_end_offset == 0
+
+
 def test_clients_may_not_write_to_internal_topics(tmp_path):
     p = open_partition(tmp_path, internal=True)
     with pytest.raises(errors.InvalidTopic):

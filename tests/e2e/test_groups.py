@@ -13,7 +13,7 @@ import time
 import confluent_kafka as ck
 import pytest
 
-from .helpers import create_topic
+from ..helpers import create_topic
 
 PARTITIONS = 6
 
@@ -53,7 +53,7 @@ def test_group_processes_every_record_exactly_once_through_join_and_sigkill(brok
     def start(name):
         out = str(tmp_path / f"{name}.out")
         workers[name] = (subprocess.Popen([sys.executable, "-m", "tests.group_worker", broker.bootstrap, "events",
-                                           "g", out, stop_file], cwd=os.path.dirname(os.path.dirname(__file__))), out)
+                                           "g", out, stop_file], cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), out)
 
     for name in ("w1", "w2", "w3"):
         start(name)

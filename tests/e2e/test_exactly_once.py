@@ -26,11 +26,11 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from .conftest import soak_scale
-from .helpers import consume_all, create_topic, first_difference
+from ..conftest import soak_scale
+from ..helpers import consume_all, create_topic, first_difference
 
 PARTITIONS = 3
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def start_worker(bootstrap, log, *args):

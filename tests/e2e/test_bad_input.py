@@ -14,7 +14,7 @@ import pytest
 
 from oncelog.protocol import records as rb
 
-from .helpers import consume_all, create_topic
+from ..helpers import consume_all, create_topic
 from oncelog.wire_client import RawClient, list_offsets_latest, produce_request, request_module
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from oncelog.protocol import records as rb
 
-from .conftest import soak_scale
-from .helpers import consume_all, create_topic
+from ..conftest import soak_scale
+from ..helpers import consume_all, create_topic
 
 
 def produce_storm(bootstrap: str, topic: str, acked: dict, failed: list, stop: threading.Event, start_seq: int):

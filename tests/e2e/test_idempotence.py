@@ -9,8 +9,8 @@ import time
 import confluent_kafka as ck
 import pytest
 
-from .faultproxy import FaultProxy, free_port
-from .helpers import consume_all, create_topic, first_difference
+from ..faultproxy import FaultProxy, free_port
+from ..helpers import consume_all, create_topic, first_difference
 
 PARTITIONS = 3
 

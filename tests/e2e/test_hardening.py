@@ -11,7 +11,7 @@ from confluent_kafka.admin import AdminClient
 
 from oncelog.wire_client import RawClient, request_module
 
-from .helpers import create_topic
+from ..helpers import create_topic
 
 
 # ---------------------------------------------------------------- 1. one request at a time

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AclOperation, AdminClient, OffsetSpec
 
 from oncelog.wire_client import RawClient, request_module
 
-from .helpers import create_topic
+from ..helpers import create_topic
 
 
 # ---------------------------------------------------------------- 1. ListOffsets by timestamp

@@ -13,7 +13,7 @@ import pytest
 from oncelog.protocol import records as rb
 from oncelog.wire_client import RawClient, request_module
 
-from .helpers import create_topic
+from ..helpers import create_topic
 
 
 def read_values(bootstrap, topics_partitions, isolation, *, settle=2.0, timeout=30.0):

@@ -1,0 +1,99 @@
+"""AlterConfigs (key 33), v0-2: replace a resource's whole set of dynamic configs (keys not
+given are deleted), as Kafka's ConfigAdminManager (preprocessing) and controller
+(ConfigurationControlManager.legacyAlterConfigs) do.
+
+TOPIC resources: the topic's overrides, validated as at CreateTopics (INVALID_CONFIG with
+Kafka's message), persisted in topics.json and applied to the live partitions at once;
+UNKNOWN_TOPIC_OR_PARTITION if the topic does not exist (checked after the configs, as Kafka
+does). BROKER resources: the cluster default (name "") or this broker (its node id); only what
+Kafka allows to change at run time and oncelog has (:data:`oncelog.configs.BROKER_CONFIGS`
+``dynamic``), persisted in broker-configs.json and applied to every topic without an override;
+anything else is INVALID_REQUEST, as Kafka answers ("Cannot update these configs dynamically:
+..."). ``validate_only`` checks everything and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .. import errors
+from ._base import NO_THROTTLE, OK, build, response_module
+
+API_KEY = 33
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+TOPIC, BROKER = 2, 4
+KNOWN_TYPES = {8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
+
+
+def check_resources(resources) -> Counter:
+    return Counter((r.resource_type, r.resource_name) for r in resources)
+
+
+def broker_target(broker, name: str) -> bool:
+    """Kafka's validateResourceNameIsCurrentNodeId: "" is the cluster default; otherwise this
+    broker's id. Returns whether it is per-broker."""
+    if name == "":
+        return False
+    try:
+        node = int(name)
+    except ValueError:
+        raise errors.InvalidRequest(f"Node id must be an integer, but it is: {name}") from None
+    if node != broker.node_id:
+        raise errors.InvalidRequest(f"Unexpected broker id, expected {broker.node_id}, but received {name}")
+    return True
+
+
+def unsupported_type(resource_type: int) -> errors.KafkaError:
+    label = KNOWN_TYPES.get(resource_type)
+    if label is None:
+        return errors.InvalidRequest(f"Unknown resource type {resource_type}")
+    return errors.InvalidRequest(f"oncelog has no {label} configs (resource type {resource_type}); "
+                                 "it configures topics (2) and the broker (4)")
+
+
+def check_common(resource, counts: Counter, null_ok=lambda c: False) -> None:
+    """ConfigAdminManager.preprocess: each resource once, no duplicate keys, no null values."""
+    if counts[(resource.resource_type, resource.resource_name)] > 1:
+        raise errors.InvalidRequest("Each resource must appear at most once.")
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        raise errors.InvalidRequest("Error due to duplicate config keys")
+    nulls = [c.name for c in resource.configs if c.value is None and not null_ok(c)]
+    if nulls:
+        raise errors.InvalidRequest("Null value not supported for : " + ", ".join(nulls))
+
+
+def answer(ctx, request, api_key: int, response_name: str, apply, null_ok=lambda c: False):
+    """The loop both alter APIs share: per resource, Kafka's preprocessing checks, then
+    ``apply(resource)`` for TOPIC and BROKER resources; an error answers that resource only."""
+    m = response_module(api_key, ctx.api_version)
+    counts = check_resources(request.resources)
+    results = []
+    for res in request.resources:
+        code, message = OK, None
+        try:
+            check_common(res, counts, null_ok)
+            if res.resource_type not in (TOPIC, BROKER):
+                raise unsupported_type(res.resource_type)
+            apply(res)
+        except errors.KafkaError as exc:
+            code, message = errors.error_code_for(exc), str(exc)
+        results.append(build(m.AlterConfigsResourceResponse, error_code=code, error_message=message,
+                             resource_type=res.resource_type, resource_name=res.resource_name))
+    return build(getattr(m, response_name), throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+def handle(ctx, request):
+    logs = ctx.broker.logs
+
+    def apply(res):
+        new = {c.name: c.value for c in res.configs}
+        if res.resource_type == TOPIC:
+            logs.alter_topic_configs(res.resource_name, new, validate_only=request.validate_only)
+        else:
+            per_broker = broker_target(ctx.broker, res.resource_name)
+            logs.set_broker_configs(per_broker, new, validate_only=request.validate_only)
+
+    return answer(ctx, request, API_KEY, "AlterConfigsResponse", apply)

@@ -1,0 +1,64 @@
+"""IncrementalAlterConfigs (key 44), v0-1: change some configs of a resource. Operations:
+SET (0), DELETE (1), and for LIST configs APPEND (2) / SUBTRACT (3), which start from the
+current value or, unset, the config's default (Kafka's ConfigurationControlManager and, for
+brokers, ConfigAdminManager.prepareIncrementalConfigs). The resulting set is then validated,
+persisted and applied exactly as :mod:`oncelog.apis.alter_configs` does.
+"""
+
+from __future__ import annotations
+
+from .. import configs, errors
+from .alter_configs import TOPIC, answer, broker_target
+
+API_KEY = 44
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+def handle(ctx, request):
+    logs = ctx.broker.logs
+
+    def apply(res):
+        ops = [(c.name, c.config_operation, c.value) for c in res.configs]
+        for _, op, _ in ops:
+            if op not in configs.OP_NAMES:
+                raise errors.InvalidRequest(f"Unknown operations type {op}")
+        if res.resource_type == TOPIC:
+            topic = logs.topics.get(res.resource_name)
+            try:
+                new = configs.apply_incremental(dict(topic.overrides) if topic is not None else {}, ops,
+                                                _topic_list_default, _topic_is_list)
+            except configs.ConfigError as exc:
+                raise errors.InvalidConfig(str(exc)) from None
+            logs.alter_topic_configs(res.resource_name, new, validate_only=request.validate_only)
+        else:
+            per_broker = broker_target(ctx.broker, res.resource_name)
+            current = logs.layers.dynamic_broker if per_broker else logs.layers.dynamic_default
+            _check_broker_list_ops(ops)
+            new = configs.apply_incremental(current, ops, lambda n: configs.BROKER_CONFIGS[n].default, lambda n: True)
+            logs.set_broker_configs(per_broker, new, validate_only=request.validate_only)
+
+    return answer(ctx, request, API_KEY, "IncrementalAlterConfigsResponse", apply,
+                  null_ok=lambda c: c.config_operation == configs.OP_DELETE)
+
+
+def _topic_list_default(name: str) -> str | None:
+    """Kafka's KafkaConfigSchema.getDefault: the config's own default (not the broker's)."""
+    return configs.TOPIC_CONFIGS[name].default
+
+
+def _topic_is_list(name: str) -> bool:
+    c = configs.TOPIC_CONFIGS.get(name)
+    return c is not None and c.type == configs.ConfigType.LIST
+
+
+def _check_broker_list_ops(ops) -> None:
+    """ConfigAdminManager.prepareIncrementalConfigs' checks (INVALID_CONFIG there)."""
+    for name, op, _ in ops:
+        if op in (configs.OP_APPEND, configs.OP_SUBTRACT):
+            d = configs.BROKER_CONFIGS.get(name)
+            if d is None:
+                raise errors.InvalidConfig(f"Unknown config name: {name}")
+            if d.type != configs.ConfigType.LIST:
+                verb = "append" if op == configs.OP_APPEND else "subtract"
+                raise errors.InvalidConfig(f"Config value {verb} is not allowed for config key: {name}")
