@@ -40,6 +40,9 @@ caveat (the driver decides the whole batch) and costs a decision write per batch
 
 Progress markers are ordinary consumer-group offsets: ``kafka-consumer-groups --describe
 --group <prefix>.p0`` (or ``Consumer.committed``) shows the last batch each partition wrote.
+Like any group's offsets they expire once the group has been empty for the broker's
+``offsets.retention.minutes`` (7 days by default on Kafka): a query stopped longer than that
+with a batch half committed would write that batch's committed partitions again on restart.
 """
 
 from __future__ import annotations
