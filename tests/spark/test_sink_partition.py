@@ -1,7 +1,7 @@
 """``atomicity=partition``: each write task commits its rows with a progress marker in one
 transaction of its own; a retried or replayed task whose marker shows its batch done writes
 nothing. Checked by an independent read_committed reader (the auditor, on confluent-kafka) and
-by reading the markers as ordinary consumer-group offsets (confluent-kafka ``committed()``).
+by reading the markers as ordinary consumer-group offsets (kafka-python ``committed()``).
 
 The protocol test needs no Spark; the streaming test runs in the session's SparkSession; the
 failure test runs the job in a subprocess (a task failure, then a SIGKILL of its process group).
@@ -62,7 +62,7 @@ def query_prefix(ckpt: str) -> str:
         return "oncelog-" + json.loads(f.readline())["id"]
 
 
-def expected_markers(ckpt: str, starts: dict[str, int]) -> dict[int, int]:
+def expected_markers(ckpt: str, starts: dict[str, dict[str, int]]) -> dict[int, int]:
     """From the checkpoint's offset log: the last batch in which each write partition (the
     index of a non-empty offset range, in the source's order) had rows, plus one."""
     batches = sorted(int(f) for f in os.listdir(os.path.join(ckpt, "offsets")) if f.isdigit())
@@ -193,8 +193,11 @@ def test_task_retry_and_driver_sigkill_after_a_task_committed_write_nothing_twic
     env = {"ONCELOG_SPARK_TASK_FAULT": "raise", "ONCELOG_SPARK_TASK_FAULT_ONCE": str(tmp_path / "task-failed"),
            "ONCELOG_SPARK_CRASH_POINT": "task-committed", "ONCELOG_SPARK_CRASH_ONCE": str(tmp_path / "crashed"),
            "ONCELOG_SPARK_CRASH_AFTER_BATCH": "0"}
-    rc = run_job(broker.bootstrap, inp, out, ckpt, env=env, log_path=log, atomicity="partition", master="local[2,3]")
+    # 450 offsets per trigger: two batches (the crash needs a second one), few batches to pay for.
+    run = dict(env=env, log_path=log, atomicity="partition", master="local[2,3]", max_per_trigger=450)
+    rc = run_job(broker.bootstrap, inp, out, ckpt, **run)
     assert rc == -9, f"expected the crash point to SIGKILL the driver, exit code {rc}\n{tail(log)}"
+    assert (tmp_path / "crashed.task-committed").exists()
     # The first task attempt of batch 0 committed, then failed; Spark retried it (batch 0 is
     # in Spark's commit log, so the retry succeeded: it found the marker and wrote nothing).
     assert (tmp_path / "task-failed").exists() and os.path.exists(os.path.join(ckpt, "commits", "0"))
@@ -203,7 +206,7 @@ def test_task_retry_and_driver_sigkill_after_a_task_committed_write_nothing_twic
     assert not os.path.exists(os.path.join(ckpt, "commits", "1")) and os.path.exists(os.path.join(ckpt, "offsets", "1"))
     done_in_1 = [p for p, (off, _m) in markers(broker.bootstrap, query_prefix(ckpt), 3).items() if off == 2]
     assert done_in_1, "no partition of batch 1 was committed before the kill"
-    rc = run_job(broker.bootstrap, inp, out, ckpt, env=env, log_path=log, atomicity="partition", master="local[2,3]")
+    rc = run_job(broker.bootstrap, inp, out, ckpt, **run)
     assert rc == 0, f"restart failed ({rc}):\n{tail(log)}"
     d = check_exactly_once(broker.bootstrap, inp, out, committed)
     assert not d.get("open_transactions"), d
