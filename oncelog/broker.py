@@ -92,6 +92,8 @@ class BrokerConfig:
             "offsets.topic.replication.factor": "1",
             "producer.id.expiration.ms": str(self.producer_id_expiration_ms),
             "group.initial.rebalance.delay.ms": str(self.group.initial_rebalance_delay_ms),
+            "group.min.session.timeout.ms": str(self.group.min_session_timeout_ms),
+            "group.max.session.timeout.ms": str(self.group.max_session_timeout_ms),
         }
 
 

@@ -83,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--group-initial-rebalance-delay-ms", type=int, default=3000,
                    help="group.initial.rebalance.delay.ms: how long the first rebalance of an empty group "
                         "waits for more members (default 3000, as Kafka; 0 = none)")
+    s.add_argument("--group-min-session-timeout-ms", type=int, default=6000,
+                   help="group.min.session.timeout.ms: the shortest session.timeout.ms a JoinGroup may ask for "
+                        "(INVALID_SESSION_TIMEOUT below it; default 6000, as Kafka)")
+    s.add_argument("--group-max-session-timeout-ms", type=int, default=1_800_000,
+                   help="group.max.session.timeout.ms: the longest session.timeout.ms a JoinGroup may ask for "
+                        "(INVALID_SESSION_TIMEOUT above it; default 1800000, as Kafka)")
 
     t = sub.add_parser("topics", help="create, list, describe or delete topics (over the Kafka protocol)")
     tsub = t.add_subparsers(dest="action", required=True)
@@ -184,6 +190,10 @@ def cmd_serve(args) -> int:
         log_config.validate()
         if args.node_id < 0:
             raise ValueError(f"--node-id must be >= 0, not {args.node_id}")
+        if args.group_min_session_timeout_ms > args.group_max_session_timeout_ms:
+            # Kafka accepts this and then refuses every JoinGroup; refusing to start says why at once.
+            raise ValueError(f"--group-min-session-timeout-ms ({args.group_min_session_timeout_ms}) is above "
+                             f"--group-max-session-timeout-ms ({args.group_max_session_timeout_ms})")
     except ValueError as exc:
         print(f"oncelog serve: {exc}", file=sys.stderr)
         return 2
@@ -194,7 +204,9 @@ def cmd_serve(args) -> int:
                           offsets_topic_partitions=args.offsets_topic_partitions,
                           offsets_topic_segment_bytes=args.offsets_topic_segment_bytes,
                           log_cleaner_interval_s=args.log_cleaner_interval_ms / 1000,
-                          group=GroupConfig(initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms),
+                          group=GroupConfig(initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
+                                            min_session_timeout_ms=args.group_min_session_timeout_ms,
+                                            max_session_timeout_ms=args.group_max_session_timeout_ms),
                           node_id=args.node_id)
     _install_uvloop()
     try:

@@ -21,7 +21,8 @@ _LISTENING = re.compile(r"oncelog listening on ([\d.]+):(\d+)")
 class BrokerProcess:
     def __init__(self, data_dir: str, *, fsync: str = "always", port: int = 0, extra_args: list[str] = (),
                  log_path: str | None = None, env: dict[str, str] | None = None,
-                 group_initial_rebalance_delay_ms: int = 0) -> None:
+                 group_initial_rebalance_delay_ms: int = 0, group_min_session_timeout_ms: int | None = None,
+                 group_max_session_timeout_ms: int | None = None) -> None:
         self.data_dir = data_dir
         self.fsync = fsync
         self.port = port
@@ -30,6 +31,11 @@ class BrokerProcess:
         # groups at once unless told otherwise, here or by --group-initial-rebalance-delay-ms
         # in extra_args (which wins: it comes later on the command line).
         self.group_initial_rebalance_delay_ms = group_initial_rebalance_delay_ms
+        # group.min/max.session.timeout.ms: None keeps the broker's defaults (Kafka's 6000 / 1800000).
+        self.group_session_timeout_args = [
+            arg for flag, value in (("--group-min-session-timeout-ms", group_min_session_timeout_ms),
+                                    ("--group-max-session-timeout-ms", group_max_session_timeout_ms))
+            if value is not None for arg in (flag, str(value))]
         self.log_path = log_path or os.path.join(data_dir + ".log")
         self.proc: subprocess.Popen | None = None
         self.host = "127.0.0.1"
@@ -43,7 +49,8 @@ class BrokerProcess:
         os.makedirs(self.data_dir, exist_ok=True)
         cmd = [sys.executable, "-m", "oncelog", "serve", "--data-dir", self.data_dir, "--port", str(self.port),
                "--fsync", self.fsync,
-               "--group-initial-rebalance-delay-ms", str(self.group_initial_rebalance_delay_ms), *self.extra_args]
+               "--group-initial-rebalance-delay-ms", str(self.group_initial_rebalance_delay_ms),
+               *self.group_session_timeout_args, *self.extra_args]
         log_file = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, env={**os.environ, **self.env})
         log_file.close()

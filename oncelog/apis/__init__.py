@@ -30,10 +30,14 @@ from . import (
     delete_topics,
     describe_cluster,
     describe_configs,
+    describe_log_dirs,
     describe_producers,
+    describe_topic_partitions,
+    elect_leaders,
     fetch,
     init_producer_id,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     produce,
 )
@@ -45,6 +49,7 @@ MODULES = [
     delete_groups, offset_commit, offset_fetch, offset_delete,
     add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit, write_txn_markers,
     list_transactions, describe_transactions,
+    describe_log_dirs, describe_topic_partitions, list_partition_reassignments, elect_leaders,
 ]
 
 HANDLERS = {m.API_KEY: m for m in MODULES}

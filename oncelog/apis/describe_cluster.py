@@ -1,4 +1,5 @@
-"""DescribeCluster (key 60), v0-1: this one broker, which is also the controller."""
+"""DescribeCluster (key 60), v0-2: this one broker, which is also the controller. v2
+(KIP-1073) may ask for fenced brokers too: there are none, the broker is never fenced."""
 
 from __future__ import annotations
 
@@ -7,14 +8,14 @@ from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 60
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 2
 
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     b = ctx.broker
     host, port = b.advertised
-    broker = build(m.DescribeClusterBroker, broker_id=b.node_id, host=host, port=port, rack=None)
+    broker = build(m.DescribeClusterBroker, broker_id=b.node_id, host=host, port=port, rack=None, is_fenced=False)
     return build(m.DescribeClusterResponse, throttle_time=NO_THROTTLE, error_code=OK, error_message=None,
                  endpoint_type=1, cluster_id=b.logs.cluster_id, controller_id=b.node_id, brokers=(broker,),
                  cluster_authorized_operations=authorized(

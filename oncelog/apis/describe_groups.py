@@ -1,14 +1,17 @@
-"""DescribeGroups (key 15), v0-5. An unknown group is described as Dead with no members,
-as Kafka does."""
+"""DescribeGroups (key 15), v0-6. An unknown group is described as Dead with no members, as
+Kafka does; from v6 (KIP-1043) also with GROUP_ID_NOT_FOUND and Kafka's message, and then
+without authorized operations (Kafka adds them only to groups described without error)."""
 
 from __future__ import annotations
 
-from ._acl import GROUP_OPERATIONS, authorized
+from kio.schema.errors import ErrorCode
+
+from ._acl import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS, authorized
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 15
 MIN_VERSION = 0
-MAX_VERSION = 5
+MAX_VERSION = 6
 
 
 def handle(ctx, request):
@@ -18,8 +21,14 @@ def handle(ctx, request):
     for gid in request.groups:
         group = ctx.broker.groups.describe(gid)
         if group is None:
-            out.append(build(m.DescribedGroup, error_code=OK, group_id=gid, group_state="Dead", protocol_type="",
-                             protocol_data="", members=(), authorized_operations=ops))
+            if ctx.api_version >= 6:
+                out.append(build(m.DescribedGroup, error_code=ErrorCode.group_id_not_found,
+                                 error_message=f"Group {gid} not found.", group_id=gid, group_state="Dead",
+                                 protocol_type="", protocol_data="", members=(),
+                                 authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            else:
+                out.append(build(m.DescribedGroup, error_code=OK, group_id=gid, group_state="Dead", protocol_type="",
+                                 protocol_data="", members=(), authorized_operations=ops))
             continue
         members = tuple(
             build(m.DescribedGroupMember, member_id=mem.member_id, group_instance_id=mem.group_instance_id,
@@ -27,7 +36,7 @@ def handle(ctx, request):
                   member_metadata=mem.metadata_for(group.protocol_name or ""), member_assignment=mem.assignment)
             for mem in group.members.values()
         )
-        out.append(build(m.DescribedGroup, error_code=OK, group_id=gid, group_state=group.state.value,
+        out.append(build(m.DescribedGroup, error_code=OK, error_message=None, group_id=gid, group_state=group.state.value,
                          protocol_type=group.protocol_type or "", protocol_data=group.protocol_name or "",
                          members=members, authorized_operations=ops))
     return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(out))

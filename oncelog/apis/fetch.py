@@ -1,4 +1,4 @@
-"""Fetch (key 1), v4-17.
+"""Fetch (key 1), v4-18.
 
 Reads whole batches as stored (never re-encoded): per partition up to ``partition_max_bytes``,
 for the response up to ``max_bytes``, except that the first batch of the first partition with
@@ -13,7 +13,8 @@ waits on the partitions it names until data arrives or ``max_wait`` passes.
 Fetch sessions (KIP-227): not kept. Every response carries session id 0, which tells the client
 no session was created, so it keeps sending full fetch requests; a request naming a session id
 gets FETCH_SESSION_ID_NOT_FOUND, after which clients fall back the same way.
-v13+ names topics by id; an unknown id gets UNKNOWN_TOPIC_ID.
+v13+ names topics by id; an unknown id gets UNKNOWN_TOPIC_ID. v18 adds a follower's high
+watermark (KIP-1166), a tagged field consumers leave at its default: nothing to do here.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 1
 MIN_VERSION = 4
-MAX_VERSION = 17
+MAX_VERSION = 18
 
 READ_COMMITTED = 1
 

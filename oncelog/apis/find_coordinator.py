@@ -1,5 +1,8 @@
-"""FindCoordinator (key 10), v0-4: this broker coordinates every group (key type 0) and
-transactional id (key type 1). v4+ looks up several keys in one request (KIP-699)."""
+"""FindCoordinator (key 10), v0-6: this broker coordinates every group (key type 0) and
+transactional id (key type 1). v4+ looks up several keys in one request (KIP-699). v5 only
+allows TRANSACTION_ABORTABLE in answers (KIP-890), which this coordinator never needs to send.
+v6 adds share group keys (type 2, KIP-932): share groups are not implemented (ShareGroupHeartbeat
+is not advertised, so no client asks), so they get INVALID_REQUEST, as any unknown type."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 10
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 6
 
 GROUP, TRANSACTION = 0, 1
 

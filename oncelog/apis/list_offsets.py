@@ -1,42 +1,62 @@
-"""ListOffsets (key 2), v1-9.
+"""ListOffsets (key 2), v1-11.
 
 Timestamps: -1 latest (the HW, or the last stable offset at read_committed), -2 earliest
 (log start offset), -3 max timestamp (v7+: the first record with the largest timestamp),
--4 earliest local (v8+; no tiered storage, so the log start offset), -5 latest tiered (v9+;
-likewise the latest), >= 0 the first record in offset order whose timestamp is at least the given
-one (exact to the record, compressed batches too: the one batch holding it is decompressed), or
--1/-1 when there is none. As in Kafka's Partition.fetchOffsetForTimestamp, the timestamp lookups
-only answer fetchable offsets: below the HW, or the last stable offset at read_committed.
+-4 earliest local (v8+; no tiered storage, so the log start offset), >= 0 the first record in
+offset order whose timestamp is at least the given one (exact to the record, compressed batches
+too: the one batch holding it is decompressed), or -1/-1 when there is none. As in Kafka's
+Partition.fetchOffsetForTimestamp, the timestamp lookups only answer fetchable offsets: below
+the HW, or the last stable offset at read_committed.
+
+Tiered storage specials, answered as Kafka's UnifiedLog does for a topic without remote
+storage: -5 latest tiered (v9+, KIP-1005) and -6 earliest pending upload (v11+, KIP-1023) are
+offset -1, timestamp -1, leader epoch -1. A special timestamp the request's version does not
+know (or an unknown negative one) gets UNSUPPORTED_VERSION for that partition, as Kafka's
+ReplicaManager answers. v10's timeout (KIP-1075) bounds remote-storage lookups: there are none,
+every answer is immediate.
 """
 
 from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
 
 from .. import errors
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 2
 MIN_VERSION = 1
-MAX_VERSION = 9
+MAX_VERSION = 11
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
+# The first request version that knows each special timestamp (Kafka's ReplicaManager
+# timestampMinSupportedVersion).
+SPECIAL_TIMESTAMP_MIN_VERSION = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                                 EARLIEST_PENDING_UPLOAD: 11}
+LEADER_EPOCH = 0  # one leader since the topic was created (as Metadata answers)
+NO_LEADER_EPOCH = -1
 
 
-def lookup(broker, plog, timestamp: int, read_committed: bool) -> tuple[int, int]:
-    """(offset, timestamp) answered for one partition."""
-    if timestamp in (LATEST, LATEST_TIERED):
-        return (broker.last_stable_offset(plog) if read_committed else plog.high_watermark), -1
+def lookup(broker, plog, timestamp: int, read_committed: bool) -> tuple[int, int, int]:
+    """(offset, timestamp, leader epoch) answered for one partition."""
+    if timestamp == LATEST:
+        return (broker.last_stable_offset(plog) if read_committed else plog.high_watermark), -1, LEADER_EPOCH
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        return plog.log_start_offset, -1
+        return plog.log_start_offset, -1, LEADER_EPOCH
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return -1, -1, NO_LEADER_EPOCH  # nothing is (or will be) in remote storage
     if timestamp == MAX_TIMESTAMP:
         found = plog.offset_of_max_timestamp()
-    elif timestamp < 0:
-        raise errors.InvalidRequest(f"unknown special timestamp {timestamp}")
     else:
         found = plog.offset_for_timestamp(timestamp)
     fetchable = broker.last_stable_offset(plog) if read_committed else plog.high_watermark
     if found is None or found[0] >= fetchable:
-        return -1, -1
-    return found
+        return -1, -1, NO_LEADER_EPOCH
+    return found[0], found[1], LEADER_EPOCH
+
+
+def unsupported(timestamp: int, version: int) -> bool:
+    """Kafka's isListOffsetsTimestampUnsupported."""
+    return timestamp < 0 and version < SPECIAL_TIMESTAMP_MIN_VERSION.get(timestamp, 1 << 15)
 
 
 def handle(ctx, request):
@@ -46,13 +66,16 @@ def handle(ctx, request):
     for t in request.topics:
         parts = []
         for p in t.partitions:
-            code, offset, ts = OK, -1, -1
+            code, offset, ts, epoch = OK, -1, -1, NO_LEADER_EPOCH
             try:
-                plog = ctx.broker.logs.get_log(t.name, p.partition_index)
-                offset, ts = lookup(ctx.broker, plog, p.timestamp, read_committed)
+                if unsupported(p.timestamp, ctx.api_version):  # checked before the partition, as Kafka
+                    code = ErrorCode.unsupported_version
+                else:
+                    plog = ctx.broker.logs.get_log(t.name, p.partition_index)
+                    offset, ts, epoch = lookup(ctx.broker, plog, p.timestamp, read_committed)
             except errors.KafkaError as exc:
                 code = errors.error_code_for(exc)
             parts.append(build(m.ListOffsetsPartitionResponse, partition_index=p.partition_index, error_code=code,
-                               timestamp=ts, offset=offset, leader_epoch=0, old_style_offsets=()))
+                               timestamp=ts, offset=offset, leader_epoch=epoch, old_style_offsets=()))
         topics.append(m.ListOffsetsTopicResponse(name=t.name, partitions=tuple(parts)))
     return build(m.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

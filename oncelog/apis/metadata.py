@@ -1,4 +1,4 @@
-"""Metadata (key 3), v0-12.
+"""Metadata (key 3), v0-13.
 
 One broker leads every partition. Topics a client names that do not exist are created when
 ``allow_auto_topic_creation`` (v4+; always for v0-3) and the broker's ``auto.create.topics``
@@ -6,6 +6,8 @@ setting both allow it; otherwise UNKNOWN_TOPIC_OR_PARTITION. An illegal name get
 INVALID_TOPIC_EXCEPTION. A null topic list means all topics (v1+; v0 uses an empty list).
 Topic names are never null in a response (librdkafka crashes on that). Topic ids (v10+) may be
 requested instead of names (v12+). Authorized operations (v8+) when asked: see ``_acl``.
+v13's top-level error code (KIP-1102: REBOOTSTRAP_REQUIRED) is always NONE: one broker, never
+a reason to send a client back to its bootstrap list.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 3
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -62,7 +64,8 @@ def handle(ctx, request):
     host, port = broker.advertised
     brokers = (build(m.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),)
     return build(m.MetadataResponse, throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=logs.cluster_id,
-                 controller_id=broker.node_id, topics=tuple(results), cluster_authorized_operations=cluster_ops)
+                 controller_id=broker.node_id, topics=tuple(results), cluster_authorized_operations=cluster_ops,
+                 error_code=OK)
 
 
 def _topic_error(m, name, topic_id, exc):

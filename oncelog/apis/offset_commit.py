@@ -1,10 +1,13 @@
-"""OffsetCommit (key 8), v2-9.
+"""OffsetCommit (key 8), v2-10.
 
 The group check comes first (unknown member → UNKNOWN_MEMBER_ID, old generation →
 ILLEGAL_GENERATION, fenced static member → FENCED_INSTANCE_ID, generation -1 for unmanaged
 groups); if it fails every partition gets that error and nothing is stored. Partitions of
 unknown topics get UNKNOWN_TOPIC_OR_PARTITION, metadata above ``offset.metadata.max.bytes``
 (4096) OFFSET_METADATA_TOO_LARGE. The answer is sent once the commit record is durable.
+v10 (KIP-848) names topics by id, in the request and the answer; offsets are still stored by
+name. An unknown id gets UNKNOWN_TOPIC_ID for all its partitions, whatever the group check says
+(Kafka resolves ids before the group coordinator sees the request).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 8
 MIN_VERSION = 2
-MAX_VERSION = 9
+MAX_VERSION = 10
 
 OFFSET_METADATA_MAX_BYTES = 4096
 
@@ -33,14 +36,18 @@ def handle(ctx, request):
     group_error = broker.groups.validate_offset_commit(request.group_id, generation, request.member_id,
                                                        getattr(request, "group_instance_id", None))
     now = int(time.time() * 1000)
-    codes: dict[tuple[str, int], ErrorCode] = {}
+    by_id = ctx.api_version >= 10
+    names = [_name(broker, t) if by_id else t.name for t in request.topics]
+    codes: dict[tuple[str | None, int], ErrorCode] = {}
     to_store: dict[tuple[str, int], OffsetValue] = {}
-    for t in request.topics:
+    for t, name in zip(request.topics, names):
         for p in t.partitions:
-            tp = (t.name, p.partition_index)
-            if group_error != OK:
+            tp = (name, p.partition_index)
+            if name is None:
+                codes[tp] = ErrorCode.unknown_topic_id
+            elif group_error != OK:
                 codes[tp] = group_error
-            elif not broker.partition_exists(t.name, p.partition_index):
+            elif not broker.partition_exists(name, p.partition_index):
                 codes[tp] = ErrorCode.unknown_topic_or_partition
             elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
                 codes[tp] = ErrorCode.offset_metadata_too_large
@@ -51,10 +58,10 @@ def handle(ctx, request):
 
     def response():
         return build(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(
-            m.OffsetCommitResponseTopic(name=t.name, partitions=tuple(
-                m.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=codes[(t.name, p.partition_index)])
+            build(m.OffsetCommitResponseTopic, name=name, topic_id=getattr(t, "topic_id", None), partitions=tuple(
+                m.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=codes[(name, p.partition_index)])
                 for p in t.partitions))
-            for t in request.topics))
+            for t, name in zip(request.topics, names)))
 
     if not to_store:
         return response()
@@ -69,3 +76,9 @@ def handle(ctx, request):
 
     broker.groups.commit_offsets(request.group_id, to_store, stored)
     return fut
+
+
+def _name(broker, request_topic) -> str | None:
+    """The name of a v10+ request topic (named by id), or None for an unknown id."""
+    topic = broker.logs.topics_by_id.get(request_topic.topic_id)
+    return topic.name if topic is not None else None

@@ -1,18 +1,38 @@
-"""OffsetFetch (key 9), v1-9: one group (v1-7; null topics = all partitions, v2+) or several
-groups in one request (v8+). A partition without a committed offset answers -1."""
+"""OffsetFetch (key 9), v1-10: one group (v1-7; null topics = all partitions, v2+) or several
+groups in one request (v8+). A partition without a committed offset answers -1.
+
+v10 (KIP-848) names topics by id, in the request and the answer (offsets are stored by name). As
+Kafka: a requested id that is unknown answers its partitions with -1 and UNKNOWN_TOPIC_ID, after
+the known topics; asked for all partitions, topics that no longer exist (no id to name them by)
+are left out."""
 
 from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
 
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 9
 MIN_VERSION = 1
-MAX_VERSION = 9
+MAX_VERSION = 10
 
 
-def _group_topics(ctx, m, group_id, topics, require_stable, part_cls, topic_cls):
+def _group_topics(ctx, group_id, topics, require_stable, part_cls, topic_cls):
     broker = ctx.broker
-    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    by_id = ctx.api_version >= 10
+    unknown_ids = []
+    if topics is None:
+        wanted = None
+    elif by_id:
+        wanted = []
+        for t in topics:
+            topic = broker.logs.topics_by_id.get(t.topic_id)
+            if topic is None:
+                unknown_ids.append(t)
+            else:
+                wanted.extend((topic.name, p) for p in t.partition_indexes)
+    else:
+        wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
     found = broker.groups.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list] = {}
     for (topic, partition), value in found.items():
@@ -21,8 +41,22 @@ def _group_topics(ctx, m, group_id, topics, require_stable, part_cls, topic_cls)
             part_cls, partition_index=partition, committed_offset=value.offset if value and code == OK else -1,
             committed_leader_epoch=value.leader_epoch if value and code == OK else -1,
             metadata=(value.metadata if value and code == OK else ""), error_code=code))
-    return tuple(build(topic_cls, name=t, partitions=tuple(sorted(ps, key=lambda p: p.partition_index)))
-                 for t, ps in by_topic.items())
+    out = []
+    for name, parts in by_topic.items():
+        topic_id = None
+        if by_id:
+            topic = broker.logs.topics.get(name)
+            if topic is None:
+                continue  # committed for a topic since deleted: no id to name it by
+            topic_id = topic.topic_id
+        out.append(build(topic_cls, name=name, topic_id=topic_id,
+                         partitions=tuple(sorted(parts, key=lambda p: p.partition_index))))
+    for t in unknown_ids:
+        out.append(build(topic_cls, topic_id=t.topic_id, partitions=tuple(
+            build(part_cls, partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                  error_code=ErrorCode.unknown_topic_id)
+            for p in t.partition_indexes)))
+    return tuple(out)
 
 
 def handle(ctx, request):
@@ -31,10 +65,10 @@ def handle(ctx, request):
     if ctx.api_version >= 8:
         groups = tuple(
             build(m.OffsetFetchResponseGroup, group_id=g.group_id, error_code=OK,
-                  topics=_group_topics(ctx, m, g.group_id, g.topics, require_stable,
+                  topics=_group_topics(ctx, g.group_id, g.topics, require_stable,
                                        m.OffsetFetchResponsePartitions, m.OffsetFetchResponseTopics))
             for g in request.groups)
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=groups)
-    topics = _group_topics(ctx, m, request.group_id, request.topics, require_stable,
+    topics = _group_topics(ctx, request.group_id, request.topics, require_stable,
                            m.OffsetFetchResponsePartition, m.OffsetFetchResponseTopic)
     return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=OK)

@@ -18,7 +18,9 @@ process that shares nothing with the tasks but those messages) once every task s
     5. EndTxn(commit) every task transaction, pipelined per coordinator. Any answer but NONE
        means the coordinator no longer holds that transaction open (it timed out and was
        aborted): the batch's output is incomplete, so fail loudly, never report success;
-    6. write the decision ``{batchId, done}``;
+    6. write the decision ``{batchId, done}``, then abort the batch's visibility barrier (opened
+       by ``streamWriter()`` before the tasks, see :mod:`oncelog.spark.barrier`): only now does
+       any partition's last stable offset move past the batch's rows, all of them at once;
     7. sweep: abort every still-open transaction whose id carries the query's prefix (failed
        attempts, crashed runs, zombies). An open transaction holds back the last stable offset
        of its partitions and so stalls every read_committed reader.
@@ -46,6 +48,7 @@ from kio.schema.errors import ErrorCode
 
 from ..client.kafka import READ_COMMITTED, KafkaClient, KafkaProtocolError, TransactionalProducer
 from ..client.recordcodec import decode_batches, encode_batch, encode_records
+from .barrier import barrier_id, close_barrier
 
 log = logging.getLogger("oncelog.spark")
 
@@ -209,6 +212,7 @@ class CommitProtocol:
         self.prefix = prefix
         self.log = CommitLog(client, bootstrap, commit_log_topic)
         self.decider = TransactionalProducer(client, f"{prefix}.commits", transaction_timeout_ms)
+        self.commit_stagger_ms = 0  # test hook: time between the EndTxns of a batch
 
     def close(self) -> None:
         self.decider.close()
@@ -233,6 +237,10 @@ class CommitProtocol:
         self.log.cursor.latest[self.prefix] = decision
 
     def _roll_forward(self, decision: Decision) -> None:
+        if decision.txns and self.commit_stagger_ms:
+            for t in decision.txns[:-1]:  # one at a time; the last one with the rest below
+                self.client.end_txn(t.transactional_id, t.producer_id, t.producer_epoch, commit=True)
+                time.sleep(self.commit_stagger_ms / 1000)
         if decision.txns:
             codes = self.client.end_txns([(t.transactional_id, t.producer_id, t.producer_epoch) for t in decision.txns],
                                          commit=True)
@@ -270,9 +278,12 @@ class CommitProtocol:
             log.info("aborted %d orphaned transaction(s) of %s", swept, self.prefix)
         return swept
 
-    def commit(self, batch_id: int, txns: list[Txn], run_id: str = "", records: int = 0) -> str:
+    def commit(self, batch_id: int, txns: list[Txn], run_id: str = "", records: int = 0,
+               barrier: tuple[str, int, int] | None = None) -> str:
         """Make the batch's transactions visible exactly once. Returns what happened:
-        ``committed`` | ``already-committed`` | ``empty``."""
+        ``committed`` | ``already-committed`` | ``empty``. ``barrier`` (see
+        :mod:`oncelog.spark.barrier`) is aborted once every transaction of the decided batch
+        is committed, so each partition shows the whole batch at once."""
         self.log.ensure_topic()
         # Step 1.
         self.decider.init()
@@ -281,6 +292,7 @@ class CommitProtocol:
         # Step 3.
         if latest is not None and latest.batch_id > batch_id:
             self._abort(txns)
+            close_barrier(self.client, barrier)
             raise StaleRunError(f"batch {batch_id} of {self.prefix!r}: batch {latest.batch_id} is already decided "
                                 "by another run; this run is stale and its output was aborted")
         if latest is not None and latest.batch_id == batch_id:
@@ -288,19 +300,23 @@ class CommitProtocol:
                 self._roll_forward(latest)
             decided = {t.transactional_id for t in latest.txns}
             self._abort([t for t in txns if t.transactional_id not in decided])
+            close_barrier(self.client, barrier)
             self.sweep(decided)
             return "already-committed"
         if latest is not None and latest.state == PENDING:
             self._roll_forward(latest)
         if not txns:
+            close_barrier(self.client, barrier)
             self.sweep(set())
             return "empty"
         # Step 4.
         decision = Decision(batch_id, PENDING, txns, run_id, records)
         self._write(decision)
         crash_point("after-decision", batch_id)
-        # Step 5.
+        # Steps 5 and 6.
         self._roll_forward_stepwise(decision)
+        # Every transaction of the batch is committed: release the rows on every partition.
+        close_barrier(self.client, barrier)
         crash_point("after-commits", batch_id)
         # Step 7.
         self.sweep({t.transactional_id for t in txns})
@@ -340,8 +356,23 @@ class CommitProtocol:
             return f"rolled forward batch {latest.batch_id}"
         return f"batch {latest.batch_id} done"
 
-    def abort(self, batch_id: int, txns: list[Txn]) -> str:
-        """Spark gave up on the batch. Never undo a decided batch: roll it forward instead."""
+    def abort(self, batch_id: int, txns: list[Txn], barrier: tuple[str, int, int] | None = None,
+              fence_barrier: bool = False) -> str:
+        """Spark gave up on the batch. Never undo a decided batch: roll it forward instead.
+        Then end the batch's barrier (``fence_barrier``: no task reported it, so fence the
+        barrier id, aborting whatever barrier is open)."""
+        try:
+            return self._abort_batch(batch_id, txns)
+        finally:
+            if barrier is not None:
+                close_barrier(self.client, barrier)
+            elif fence_barrier:
+                try:
+                    self.client.init_producer_id(barrier_id(self.prefix), self.decider.transaction_timeout_ms)
+                except KafkaProtocolError as exc:
+                    log.warning("could not end the barrier of %s: %s", self.prefix, exc)
+
+    def _abort_batch(self, batch_id: int, txns: list[Txn]) -> str:
         latest = self.log.latest(self.prefix) if self._log_exists() else None
         if latest is not None and latest.batch_id == batch_id:
             if latest.state == PENDING:

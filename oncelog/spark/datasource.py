@@ -40,8 +40,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 from . import offsets as off
 from .options import SinkOptions, SourceOptions, sink_options, source_options
 from .source import SCHEMA, SCHEMA_WITH_HEADERS, OffsetPlanner, handle_data_loss, read_range
-from .sink import (check_schema, driver_abort, driver_commit, driver_prepare_partition_markers, driver_recover,
-                   run_write_task)
+from .barrier import in_commit_runner
+from .sink import (check_schema, driver_abort, driver_commit, driver_open_barrier, driver_prepare_partition_markers,
+                   driver_recover, run_write_task)
 
 log = logging.getLogger("oncelog.spark")
 
@@ -195,12 +196,13 @@ class OncelogStreamWriter(DataSourceStreamArrowWriter):
     """Exactly-once (or at-least-once) micro-batch sink; see :mod:`oncelog.spark.commit`
     (``atomicity=batch``) and :mod:`oncelog.spark.partition` (``atomicity=partition``)."""
 
-    def __init__(self, opts: SinkOptions) -> None:
+    def __init__(self, opts: SinkOptions, barrier: tuple[str, int, int] | None = None) -> None:
         self.opts = opts
         self.prefix = opts.transactional_id_prefix
+        self.barrier = barrier
 
     def write(self, iterator):
-        return run_write_task(self.opts, iterator, prefix=self.prefix, run_id="")
+        return run_write_task(self.opts, iterator, prefix=self.prefix, run_id="", barrier=self.barrier)
 
     def commit(self, messages, batchId: int) -> None:
         driver_commit(self.opts, messages, batchId)
@@ -214,12 +216,14 @@ class OncelogBatchWriter(DataSourceArrowWriter):
     ``foreachBatch``: the query name and the batchId) the write is exactly-once: a version
     already committed is not written again. Without them use ``deliveryGuarantee=at-least-once``."""
 
-    def __init__(self, opts: SinkOptions) -> None:
+    def __init__(self, opts: SinkOptions, barrier: tuple[str, int, int] | None = None) -> None:
         self.opts = opts
         self.run_id = uuid.uuid4().hex[:8]  # made once on the driver, shared by the tasks
+        self.barrier = barrier
 
     def write(self, iterator):
-        return run_write_task(self.opts, iterator, prefix=self.opts.transactional_id_prefix, run_id=self.run_id)
+        return run_write_task(self.opts, iterator, prefix=self.opts.transactional_id_prefix, run_id=self.run_id,
+                              barrier=self.barrier)
 
     def commit(self, messages) -> None:
         driver_commit(self.opts, messages, self.opts.txn_version or 0)
@@ -265,11 +269,21 @@ class OncelogDataSource(DataSource):
             outcome = driver_recover(opts)
             if outcome and outcome.startswith("rolled"):
                 log.warning("%s: %s", opts.transactional_id_prefix, outcome)
+            if opts.topic is not None and opts.hook("barrier") != "false" and not in_commit_runner():
+                # After the roll-forward (which a previous run's barrier still protects) and
+                # before the tasks: see oncelog.spark.barrier.
+                return OncelogStreamWriter(opts, driver_open_barrier(opts))
         return OncelogStreamWriter(opts)
 
     def writer(self, schema, overwrite: bool):
         opts = sink_options(self.options, batch=True)
         check_schema(schema, opts)
+        if opts.exactly_once and opts.topic is not None and opts.hook("barrier") != "false":
+            # Spark calls writer() once, on the driver, before the tasks (the commit gets this
+            # very object). Roll a crashed run's decision forward first: its barrier still
+            # hides it, and opening ours fences that barrier.
+            driver_recover(opts)
+            return OncelogBatchWriter(opts, driver_open_barrier(opts))
         return OncelogBatchWriter(opts)
 
 

@@ -238,6 +238,14 @@ class SinkOptions:
     checkpoint_location: str | None
     txn_app_id: str | None = None  # batch writes from foreachBatch: Delta's idempotent-write names
     txn_version: int | None = None
+    # Test hooks (options "oncelog.test.*"; options reach the commit runner, environment
+    # variables set after the JVM started do not): "barrier"="false" turns the visibility
+    # barrier off; "commitStaggerMs" spaces the EndTxns of a batch so a reader can look
+    # between them (tests/spark/test_sink_atomicity.py).
+    test_hooks: tuple[tuple[str, str], ...] = ()
+
+    def hook(self, name: str, default: str = "") -> str:
+        return dict(self.test_hooks).get(name, default)
 
     @property
     def exactly_once(self) -> bool:
@@ -287,4 +295,6 @@ def sink_options(options: Mapping[str, str], *, batch: bool = False) -> SinkOpti
         max_batch_bytes=int(kconf.get("batch.size", kconf.get("max.request.size", 1_000_000))),
         checkpoint_location=_get(options, "checkpointLocation"),
         txn_app_id=app_id, txn_version=version,
+        test_hooks=tuple(sorted((k[len("oncelog.test."):], str(v)) for k, v in options.items()
+                                if k.startswith("oncelog.test."))),
     )

@@ -35,8 +35,9 @@ adaptive query execution, non-deterministic expressions, a source that does not 
 same rows), rows that moved from a committed partition to an uncommitted one are written
 twice, and rows that moved the other way are lost. A micro-batch is visible partition by
 partition: a read_committed reader may see some of a batch's partitions before the others,
-and after a crash the rest appears when the query restarts. ``atomicity=batch`` has neither
-caveat (the driver decides the whole batch) and costs a decision write per batch.
+and after a crash the rest appears when the query restarts (there is no visibility barrier,
+:mod:`oncelog.spark.barrier`, in this mode). ``atomicity=batch`` has neither caveat (the driver
+decides the whole batch) and costs a decision write, a barrier and an EndTxn per task per batch.
 
 Progress markers are ordinary consumer-group offsets: ``kafka-consumer-groups --describe
 --group <prefix>.p0`` (or ``Consumer.committed``) shows the last batch each partition wrote.

@@ -32,6 +32,7 @@ from ..client.kafka import KafkaClient, TransactionalProducer
 from ..client.partitioner import partitions_for_keys
 from ..client.recordcodec import HEADER_TYPE, _Blobs, encode_batch, encode_records, record_sizes, split_rows
 from .commit import CommitProtocol, Txn, crash_point, task_fault
+from .barrier import open_barrier
 from .options import SinkOptions
 from .partition import PartitionTransaction
 from .source import cached_client
@@ -91,7 +92,10 @@ class SinkCommitMessage(WriterCommitMessage):
     txn: tuple[str, int, int] | None  # (transactional id, producer id, epoch); None: nothing written
     records: int
     partitions: tuple[tuple[str, int], ...] = ()
-    committed_by_task: bool = False  # atomicity=partition: the task committed txn itself
+    # The batch's visibility barrier (oncelog.spark.barrier), opened by the driver before the
+    # tasks and carried through them to commit(), which runs in another process.
+    barrier: tuple[str, int, int] | None = None
+    committed_by_task: bool = False  # atomicity=partition: the task committed its transaction itself
     skipped: bool = False  # atomicity=partition: the marker showed this batch done; nothing written
 
 
@@ -258,7 +262,8 @@ class TaskWriter:
                 log.warning("could not abort %s: %s", self.transactional_id, exc)
 
 
-def run_write_task(opts: SinkOptions, batches, *, prefix: str | None, run_id: str) -> SinkCommitMessage:
+def run_write_task(opts: SinkOptions, batches, *, prefix: str | None, run_id: str,
+                   barrier: tuple[str, int, int] | None = None) -> SinkCommitMessage:
     """The body of ``write()``: all of this task's rows into one open transaction."""
     from pyspark import TaskContext
 
@@ -291,7 +296,7 @@ def run_write_task(opts: SinkOptions, batches, *, prefix: str | None, run_id: st
         p = writer.producer
         txn = (txn_id, p.producer_id, p.producer_epoch)
     parts = tuple(sorted(writer.producer.partitions)) if writer.producer is not None else ()
-    return SinkCommitMessage(prefix, run_id, partition_id, attempt, txn, writer.records, parts)
+    return SinkCommitMessage(prefix, run_id, partition_id, attempt, txn, writer.records, parts, barrier)
 
 
 def _write_partition_txn(opts: SinkOptions, client: KafkaClient, batches, prefix: str, run_id: str,
@@ -315,10 +320,11 @@ def _write_partition_txn(opts: SinkOptions, client: KafkaClient, batches, prefix
         txn.producer.close()
         log.info("%s: batch %d partition %d already committed (%d rows); writing nothing",
                  prefix, batch_id, partition_id, txn.done.records)
-        return SinkCommitMessage(prefix, run_id, partition_id, attempt, None, 0, (), True, True)
+        return SinkCommitMessage(prefix, run_id, partition_id, attempt, None, 0, committed_by_task=True,
+                                 skipped=True)
     if first is None:
         txn.producer.close()
-        return SinkCommitMessage(prefix, run_id, partition_id, attempt, None, 0, (), True, False)
+        return SinkCommitMessage(prefix, run_id, partition_id, attempt, None, 0, committed_by_task=True)
     writer = TaskWriter(client, opts, txn.producer.transactional_id)
     writer.producer = txn.producer
     try:
@@ -333,7 +339,8 @@ def _write_partition_txn(opts: SinkOptions, client: KafkaClient, batches, prefix
         raise
     crash_point("task-committed", batch_id)
     task_fault()  # after the commit: the retry must find the marker and write nothing
-    return SinkCommitMessage(prefix, run_id, partition_id, attempt, None, writer.records, parts, True, False)
+    return SinkCommitMessage(prefix, run_id, partition_id, attempt, None, writer.records, parts,
+                             committed_by_task=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,6 +349,10 @@ def _write_partition_txn(opts: SinkOptions, client: KafkaClient, batches, prefix
 
 def _txns(messages) -> list[Txn]:
     return [Txn(*m.txn) for m in messages if m is not None and m.txn is not None]
+
+
+def _barrier(messages) -> tuple[str, int, int] | None:
+    return next((m.barrier for m in messages if m is not None and m.barrier is not None), None)
 
 
 def _prefix(opts: SinkOptions, messages) -> str | None:
@@ -357,6 +368,7 @@ def _run_protocol(opts: SinkOptions, prefix: str, step):
     """Run ``step(protocol)`` with a CommitProtocol for ``prefix``, closing its connections."""
     protocol = CommitProtocol(cached_client(opts.bootstrap, opts.kafka), opts.bootstrap, opts.commit_log_topic,
                               prefix, opts.transaction_timeout_ms)
+    protocol.commit_stagger_ms = int(opts.hook("commitstaggerms", "0"))
     try:
         return step(protocol)
     finally:
@@ -379,7 +391,8 @@ def driver_commit(opts: SinkOptions, messages, batch_id: int) -> str:
         return "empty"
     records = sum(m.records for m in messages if m is not None)
     run_id = next((m.run_id for m in messages if m is not None), "")
-    outcome = _run_protocol(opts, prefix, lambda p: p.commit(batch_id, _txns(messages), run_id, records))
+    outcome = _run_protocol(opts, prefix, lambda p: p.commit(batch_id, _txns(messages), run_id, records,
+                                                             barrier=_barrier(messages)))
     log.info("batch %d of %s: %s (%d records)", batch_id, prefix, outcome, records)
     return outcome
 
@@ -394,7 +407,9 @@ def driver_abort(opts: SinkOptions, messages, batch_id: int) -> str:
     prefix = _prefix(opts, messages)
     if prefix is None:
         return "unknown-query"
-    return _run_protocol(opts, prefix, lambda p: p.abort(batch_id, _txns(messages)))
+    barrier = _barrier(messages)
+    return _run_protocol(opts, prefix, lambda p: p.abort(batch_id, _txns(messages), barrier=barrier,
+                                                         fence_barrier=barrier is None and opts.topic is not None))
 
 
 def driver_recover(opts: SinkOptions) -> str | None:
@@ -406,3 +421,10 @@ def driver_prepare_partition_markers(opts: SinkOptions) -> None:
     from .commit import CommitLog
 
     CommitLog(cached_client(opts.bootstrap, opts.kafka), opts.bootstrap, opts.commit_log_topic).ensure_topic()
+
+
+def driver_open_barrier(opts: SinkOptions) -> tuple[str, int, int] | None:
+    """Open the batch's visibility barrier on the ``topic`` option's partitions (driver side,
+    before the tasks); None if the topic does not exist yet."""
+    return open_barrier(cached_client(opts.bootstrap, opts.kafka), opts.transactional_id_prefix, opts.topic,
+                        opts.transaction_timeout_ms)
