@@ -61,8 +61,9 @@ log = logging.getLogger("oncelog.spark")
 
 
 class PartitionCommitError(RuntimeError):
-    """A write task's transaction could not be committed (fenced or timed out): nothing of it
-    is visible; the task fails and Spark retries or replays it."""
+    """A write task's transaction could not be committed (typically: fenced by a newer attempt
+    of the same partition, or aborted by the coordinator after ``transaction.timeout.ms``). The
+    task fails; Spark's retry or the replay reads the marker to learn whether it took effect."""
 
 
 def transactional_id(prefix: str, partition_id: int) -> str:
@@ -152,9 +153,9 @@ class PartitionTransaction:
             p.send_offsets(marker_group(self.prefix, self.partition_id),
                            {self.marker_tp: (marker.offset, marker.metadata())})
         except KafkaProtocolError as exc:
+            # Before EndTxn: nothing of this transaction is visible, whatever the error.
             raise PartitionCommitError(f"{p.transactional_id}: adding the marker of batch {self.batch_id} failed "
-                                       f"({exc}); a newer attempt of this partition fenced this one, or the "
-                                       "transaction outlived transaction.timeout.ms: nothing of it is visible") from None
+                                       f"({exc}); nothing of this attempt is visible") from None
         crash_point("task-write", self.batch_id)  # rows and marker sent, transaction open
         code = p.commit()
         if code != ErrorCode.none:
