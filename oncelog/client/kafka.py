@@ -10,8 +10,10 @@ refreshed when a broker answers NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR.
 Versions: each API is sent at one version we build (see ``VERSIONS``), checked against the
 broker's ApiVersions answer; a broker that does not support it gets a clear error naming the
 API and both ranges. Transactions use the transaction-version-1 request versions (EndTxn v3,
-AddPartitionsToTxn v3): a Kafka 4 coordinator keeps the classic rules for them, which lets a
-process other than the producer end a transaction with its (producer id, epoch).
+AddPartitionsToTxn v3, AddOffsetsToTxn v3): a Kafka 4 coordinator keeps the classic rules for
+them, which lets a process other than the producer end a transaction with its (producer id,
+epoch). Offsets committed inside a transaction (TxnOffsetCommit v3, read back with OffsetFetch
+v7 ``require_stable``) serve the sink's per-partition progress markers.
 
 Not thread-safe: one client per thread. Connections are blocking sockets with requests
 pipelined in order (responses come back in request order on a Kafka connection).
@@ -42,11 +44,14 @@ VERSIONS: dict[int, tuple[str, int]] = {
     1: ("Fetch", 11),
     2: ("ListOffsets", 5),
     3: ("Metadata", 9),
+    9: ("OffsetFetch", 7),  # v7: require_stable (KIP-447), one group per request
     10: ("FindCoordinator", 3),
     18: ("ApiVersions", 3),
     22: ("InitProducerId", 3),
     24: ("AddPartitionsToTxn", 3),
+    25: ("AddOffsetsToTxn", 3),
     26: ("EndTxn", 3),
+    28: ("TxnOffsetCommit", 3),  # v3: group metadata (generation -1, member "": producer-only)
     65: ("DescribeTransactions", 0),
     66: ("ListTransactions", 0),
 }
@@ -67,6 +72,7 @@ RETRIABLE = {
     ErrorCode.request_timed_out, ErrorCode.network_exception, ErrorCode.unknown_topic_or_partition,
     ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append, ErrorCode.kafka_storage_error,
     ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch, ErrorCode.offset_not_available,
+    ErrorCode.unstable_offset_commit,
 }
 _REFRESH = {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, ErrorCode.not_leader_or_follower,
             ErrorCode.leader_not_available, ErrorCode.unknown_topic_or_partition, ErrorCode.fenced_leader_epoch}
@@ -447,6 +453,95 @@ class KafkaClient:
                 self.forget_coordinator(transactional_id, COORDINATOR_TRANSACTION)
             time.sleep(0.02)
 
+    def add_offsets_to_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> None:
+        """Add ``group_id``'s offsets partition to the open transaction, so that
+        :meth:`txn_offset_commit` may write there and the transaction's marker reaches it."""
+        m = request_module(25)
+        req = m.AddOffsetsToTxnRequest(transactional_id=transactional_id, producer_id=producer_id,
+                                       producer_epoch=producer_epoch, group_id=group_id)
+        self._txn_call(transactional_id, req, f"AddOffsetsToTxn {transactional_id!r} group {group_id!r}")
+
+    def txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
+                          offsets: dict[tuple[str, int], tuple[int, str]]) -> None:
+        """Commit ``{(topic, partition): (offset, metadata)}`` for ``group_id`` inside the open
+        transaction (after :meth:`add_offsets_to_txn`). Sent to the group's coordinator without
+        group metadata (generation -1, member ""): a producer-only commit, which Kafka allows
+        and fences by producer epoch only. The offsets stay pending until the transaction ends."""
+        m = request_module(28)
+        topics: dict[str, list] = collections.defaultdict(list)
+        for (t, p), (offset, metadata) in offsets.items():
+            topics[t].append(m.TxnOffsetCommitRequestPartition(partition_index=p, committed_offset=offset,
+                                                               committed_leader_epoch=-1, committed_metadata=metadata))
+        req = m.TxnOffsetCommitRequest(
+            transactional_id=transactional_id, group_id=group_id, producer_id=producer_id,
+            producer_epoch=producer_epoch, generation_id=-1, member_id="", group_instance_id=None,
+            topics=tuple(m.TxnOffsetCommitRequestTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items()))
+        what = f"TxnOffsetCommit {transactional_id!r} group {group_id!r}"
+        deadline = time.monotonic() + self.timeout
+        while True:
+            resp = self._call_coordinator(group_id, COORDINATOR_GROUP, req, what, deadline)
+            bad = {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions
+                   if p.error_code != ErrorCode.none}
+            if not bad:
+                return
+            code = next(iter(bad.values()))
+            if code not in RETRIABLE or time.monotonic() > deadline:
+                raise KafkaProtocolError(code, f"{what} {sorted(bad)}")
+            if code in _REFRESH:
+                self.forget_coordinator(group_id, COORDINATOR_GROUP)
+            time.sleep(0.02)
+
+    def offset_fetch(self, group_id: str, partitions: list[tuple[str, int]], *, require_stable: bool = True
+                     ) -> dict[tuple[str, int], tuple[int, str]]:
+        """``{(topic, partition): (committed offset, metadata)}`` of ``group_id`` (offset -1:
+        none). With ``require_stable`` only committed offsets count: while a transaction that
+        commits one of them is still open, the coordinator answers UNSTABLE_OFFSET_COMMIT and
+        this waits (up to the request timeout) until the transaction has ended."""
+        m = request_module(9)
+        topics: dict[str, list[int]] = collections.defaultdict(list)
+        for t, p in partitions:
+            topics[t].append(p)
+        req = m.OffsetFetchRequest(group_id=group_id, require_stable=require_stable, topics=tuple(
+            m.OffsetFetchRequestTopic(name=t, partition_indexes=tuple(ps)) for t, ps in topics.items()))
+        what = f"OffsetFetch group {group_id!r}"
+        deadline = time.monotonic() + self.timeout
+        while True:
+            resp = self._call_coordinator(group_id, COORDINATOR_GROUP, req, what, deadline)
+            code = resp.error_code
+            out: dict[tuple[str, int], tuple[int, str]] = {}
+            if code == ErrorCode.none:
+                for t in resp.topics:
+                    for p in t.partitions:
+                        if p.error_code != ErrorCode.none:
+                            code = p.error_code
+                        out[(t.name, p.partition_index)] = (p.committed_offset, p.metadata or "")
+            if code == ErrorCode.none:
+                return {tp: out.get(tp, (-1, "")) for tp in partitions}
+            if code not in RETRIABLE or time.monotonic() > deadline:
+                raise KafkaProtocolError(code, what)
+            if code in _REFRESH:
+                self.forget_coordinator(group_id, COORDINATOR_GROUP)
+            time.sleep(0.02)
+
+    def _call_coordinator(self, key: str, key_type: int, req, what: str, deadline: float):
+        """One request to ``key``'s coordinator; a network error or a top-level retriable
+        error code is retried (with a fresh coordinator lookup) until ``deadline``."""
+        while True:
+            try:
+                resp = self.call(self.coordinator(key, key_type), req)
+            except (OSError, ConnectionError):
+                if time.monotonic() > deadline:
+                    raise
+                self.forget_coordinator(key, key_type)
+                time.sleep(0.1)
+                continue
+            code = getattr(resp, "error_code", ErrorCode.none)
+            if code == ErrorCode.none or code not in RETRIABLE or time.monotonic() > deadline:
+                return resp
+            if code in _REFRESH:
+                self.forget_coordinator(key, key_type)
+            time.sleep(0.02)
+
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
         """Send EndTxn and return the final error code (NONE on success). Retriable codes are
         retried; others (PRODUCER_FENCED, INVALID_TXN_STATE, ...) are returned for the caller
@@ -556,6 +651,7 @@ class TransactionalProducer:
         self.in_flight: dict[int, collections.deque] = {}
         self.conns: dict[int, Connection] = {}
         self.records_sent = 0
+        self.offsets_sent = False
 
     def init(self) -> None:
         self.producer_id, self.producer_epoch = self.client.init_producer_id(self.transactional_id,
@@ -620,7 +716,23 @@ class TransactionalProducer:
         self.conns.clear()
         self.in_flight.clear()
 
+    def send_offsets(self, group_id: str, offsets: dict[tuple[str, int], tuple[int, str]]) -> None:
+        """Commit ``offsets`` for ``group_id`` inside the open transaction (Kafka's
+        sendOffsetsToTransaction without group metadata): AddOffsetsToTxn, then TxnOffsetCommit."""
+        self.client.add_offsets_to_txn(self.transactional_id, self.producer_id, self.producer_epoch, group_id)
+        self.client.txn_offset_commit(self.transactional_id, self.producer_id, self.producer_epoch, group_id, offsets)
+        self.offsets_sent = True
+
+    def commit(self) -> ErrorCode:
+        """EndTxn(commit) of our transaction after every send is acknowledged; returns the code
+        (NONE on success; PRODUCER_FENCED when a newer producer with our id took over)."""
+        self.flush()
+        code = self.client.end_txn(self.transactional_id, self.producer_id, self.producer_epoch, commit=True)
+        self.partitions.clear()
+        self.offsets_sent = False
+        return code
+
     def abort(self) -> None:
         """Best effort: end our open transaction (used when the task fails)."""
-        if self.producer_id >= 0 and self.partitions:
+        if self.producer_id >= 0 and (self.partitions or self.offsets_sent):
             self.client.end_txn(self.transactional_id, self.producer_id, self.producer_epoch, commit=False)

@@ -81,8 +81,10 @@ def crash_point(name: str, batch_id: int | None = None) -> None:
     group) at that point. With ``ONCELOG_SPARK_CRASH_ONCE=<path>`` each point fires once across
     restarts (marker ``<path>.<name>``), so a chain of restarts walks through the points.
     ``ONCELOG_SPARK_CRASH_AFTER_BATCH=N``: only batches after N crash. Points: ``task-write``
-    (inside a write task, after its rows are sent), ``before-commit``, ``after-decision``,
-    ``between-commits``, ``after-commits`` (before Spark's commit log)."""
+    (inside a write task, after its rows are sent; with ``atomicity=partition`` after its
+    marker too, before its EndTxn), ``task-committed`` (``atomicity=partition``: inside a write
+    task, after its EndTxn), ``before-commit``, ``after-decision``, ``between-commits``,
+    ``after-commits`` (before Spark's commit log)."""
     points = os.environ.get("ONCELOG_SPARK_CRASH_POINT")
     if not points or name not in points.split(","):
         return
@@ -100,7 +102,8 @@ def crash_point(name: str, batch_id: int | None = None) -> None:
 def task_fault() -> None:
     """Test hook for task failures: ``ONCELOG_SPARK_TASK_FAULT=raise|exit`` fails the first write
     task attempt (once, with ``ONCELOG_SPARK_TASK_FAULT_ONCE``) after it has sent its rows and
-    left its transaction open: ``raise`` as an exception, ``exit`` by killing the Python worker."""
+    left its transaction open (``atomicity=partition``: after it committed its transaction):
+    ``raise`` as an exception, ``exit`` by killing the Python worker."""
     mode = os.environ.get("ONCELOG_SPARK_TASK_FAULT")
     if mode and _once(os.environ.get("ONCELOG_SPARK_TASK_FAULT_ONCE")):
         if mode == "exit":

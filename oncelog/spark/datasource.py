@@ -41,7 +41,8 @@ from . import offsets as off
 from .options import SinkOptions, SourceOptions, sink_options, source_options
 from .source import SCHEMA, SCHEMA_WITH_HEADERS, OffsetPlanner, handle_data_loss, read_range
 from .barrier import in_commit_runner
-from .sink import check_schema, driver_abort, driver_commit, driver_open_barrier, driver_recover, run_write_task
+from .sink import (check_schema, driver_abort, driver_commit, driver_open_barrier, driver_prepare_partition_markers,
+                   driver_recover, run_write_task)
 
 log = logging.getLogger("oncelog.spark")
 
@@ -192,7 +193,8 @@ def _query_id_from_checkpoint(opts: SinkOptions) -> str | None:
 
 
 class OncelogStreamWriter(DataSourceStreamArrowWriter):
-    """Exactly-once (or at-least-once) micro-batch sink; see :mod:`oncelog.spark.commit`."""
+    """Exactly-once (or at-least-once) micro-batch sink; see :mod:`oncelog.spark.commit`
+    (``atomicity=batch``) and :mod:`oncelog.spark.partition` (``atomicity=partition``)."""
 
     def __init__(self, opts: SinkOptions, barrier: tuple[str, int, int] | None = None) -> None:
         self.opts = opts
@@ -257,7 +259,11 @@ class OncelogDataSource(DataSource):
             query_id = _query_id_from_checkpoint(opts)
             if query_id is not None:
                 opts = _with_prefix(opts, f"oncelog-{query_id}")
-        if opts.exactly_once and opts.transactional_id_prefix is not None:
+        if opts.exactly_once and opts.atomicity == "partition":
+            # The tasks' progress markers live on the commit-log topic: it must exist before
+            # they commit. Nothing to recover: each task finishes (or fences) its own partition.
+            driver_prepare_partition_markers(opts)
+        elif opts.exactly_once and opts.transactional_id_prefix is not None:
             # On the driver, before this micro-batch's tasks: finish what a crashed run decided
             # (not a Spark contract, so commit() and abort() recover too).
             outcome = driver_recover(opts)

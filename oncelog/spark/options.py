@@ -230,7 +230,7 @@ class SinkOptions:
     kafka: dict[str, str]
     topic: str | None
     delivery_guarantee: str  # "exactly-once" | "at-least-once"
-    atomicity: str  # "batch"
+    atomicity: str  # "batch" | "partition" (see oncelog.spark.partition)
     transactional_id_prefix: str | None  # None: derived from the query id
     transaction_timeout_ms: int
     commit_log_topic: str
@@ -258,9 +258,15 @@ def sink_options(options: Mapping[str, str], *, batch: bool = False) -> SinkOpti
     if guarantee not in ("exactly-once", "at-least-once"):
         raise OptionError(f"option deliveryGuarantee={guarantee!r} must be exactly-once or at-least-once")
     atomicity = _get(options, "atomicity", "batch").lower()
-    if atomicity != "batch":
-        raise OptionError(f"option atomicity={atomicity!r}: only 'batch' is implemented (each micro-batch's "
-                          "output becomes visible all at once)")
+    if atomicity not in ("batch", "partition"):
+        raise OptionError(f"option atomicity={atomicity!r} must be batch (a micro-batch commits as a whole, "
+                          "decided by the driver) or partition (each write task commits its own transaction)")
+    if atomicity == "partition" and guarantee != "exactly-once":
+        raise OptionError("option atomicity=partition is a mode of deliveryGuarantee=exactly-once "
+                          "(at-least-once writes have no transactions to scope)")
+    if atomicity == "partition" and batch:
+        raise OptionError("option atomicity=partition is for streaming writes (writeStream): its progress "
+                          "markers are keyed by micro-batch id; a batch write (df.write) uses atomicity=batch")
     kconf = kafka_config(options)
     for forbidden in ("transactional.id", "key.serializer", "value.serializer", "enable.idempotence"):
         if forbidden in kconf:

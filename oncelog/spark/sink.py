@@ -7,8 +7,12 @@ and ``headers`` (array<struct<key string, value binary>>). Rows without a partit
 Kafka's default partitioner puts them: murmur2 of the key, or a sticky partition per Arrow
 batch for null keys.
 
-``deliveryGuarantee=exactly-once`` (default): each task writes into one transaction that it
-leaves open and reports in its commit message; the driver commits all of them or none.
+``deliveryGuarantee=exactly-once`` (default) with ``atomicity=batch`` (default): each task
+writes into one transaction that it leaves open and reports in its commit message; the driver
+commits all of them or none (:mod:`oncelog.spark.commit`). With ``atomicity=partition`` each
+task commits its own transaction together with a progress marker, and a replayed task whose
+marker shows its batch done writes nothing (:mod:`oncelog.spark.partition`; exactly-once only
+with deterministic replay).
 ``at-least-once``: plain acks=all produce, nothing to commit (what Spark's own Kafka sink does:
 a re-executed batch is written again).
 """
@@ -30,6 +34,7 @@ from ..client.recordcodec import HEADER_TYPE, _Blobs, encode_batch, encode_recor
 from .commit import CommitProtocol, Txn, crash_point, task_fault
 from .barrier import open_barrier
 from .options import SinkOptions
+from .partition import PartitionTransaction
 from .source import cached_client
 
 log = logging.getLogger("oncelog.spark")
@@ -90,6 +95,8 @@ class SinkCommitMessage(WriterCommitMessage):
     # The batch's visibility barrier (oncelog.spark.barrier), opened by the driver before the
     # tasks and carried through them to commit(), which runs in another process.
     barrier: tuple[str, int, int] | None = None
+    committed_by_task: bool = False  # atomicity=partition: the task committed its transaction itself
+    skipped: bool = False  # atomicity=partition: the marker showed this batch done; nothing written
 
 
 # ---------------------------------------------------------------------------------------------
@@ -270,6 +277,8 @@ def run_write_task(opts: SinkOptions, batches, *, prefix: str | None, run_id: st
         run_id = (ctx.getLocalProperty("spark.jobGroup.id") or "")[:8]
     run_id = run_id or uuid.uuid4().hex[:8]
     client = cached_client(opts.bootstrap, opts.kafka)
+    if opts.exactly_once and opts.atomicity == "partition":
+        return _write_partition_txn(opts, client, batches, prefix, run_id, partition_id, attempt, ctx)
     txn_id = f"{prefix}-{run_id}-{partition_id}-{attempt}" if opts.exactly_once else None
     writer = TaskWriter(client, opts, txn_id)
     try:
@@ -288,6 +297,50 @@ def run_write_task(opts: SinkOptions, batches, *, prefix: str | None, run_id: st
         txn = (txn_id, p.producer_id, p.producer_epoch)
     parts = tuple(sorted(writer.producer.partitions)) if writer.producer is not None else ()
     return SinkCommitMessage(prefix, run_id, partition_id, attempt, txn, writer.records, parts, barrier)
+
+
+def _write_partition_txn(opts: SinkOptions, client: KafkaClient, batches, prefix: str, run_id: str,
+                         partition_id: int, attempt: int, ctx) -> SinkCommitMessage:
+    """``atomicity=partition``: this task's rows and its progress marker in one transaction
+    that the task commits itself (steps in :mod:`oncelog.spark.partition`)."""
+    raw = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
+    if raw is None:
+        raise ValueError("atomicity=partition needs a streaming micro-batch id (streaming.sql.batchId); "
+                         "it is for writeStream only")
+    batch_id = int(raw)
+    txn = PartitionTransaction(client, prefix, partition_id, batch_id, opts.commit_log_topic,
+                               opts.transaction_timeout_ms)
+    batches = iter(batches)
+    first = next((b for b in batches if b.num_rows), None)
+    # Step 1 even for an empty task: it fences earlier attempts of this partition and ends
+    # whatever transaction they left open.
+    if not txn.begin():
+        seen = 0 if first is None else first.num_rows + sum(b.num_rows for b in batches)
+        txn.check_replay(seen)
+        txn.producer.close()
+        log.info("%s: batch %d partition %d already committed (%d rows); writing nothing",
+                 prefix, batch_id, partition_id, txn.done.records)
+        return SinkCommitMessage(prefix, run_id, partition_id, attempt, None, 0, committed_by_task=True,
+                                 skipped=True)
+    if first is None:
+        txn.producer.close()
+        return SinkCommitMessage(prefix, run_id, partition_id, attempt, None, 0, committed_by_task=True)
+    writer = TaskWriter(client, opts, txn.producer.transactional_id)
+    writer.producer = txn.producer
+    try:
+        writer.write(first)
+        for batch in batches:
+            writer.write(batch)
+        writer.flush()
+        parts = tuple(sorted(txn.producer.partitions))
+        txn.commit(writer.records)
+    except BaseException:
+        txn.abort()
+        raise
+    crash_point("task-committed", batch_id)
+    task_fault()  # after the commit: the retry must find the marker and write nothing
+    return SinkCommitMessage(prefix, run_id, partition_id, attempt, None, writer.records, parts,
+                             committed_by_task=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,6 +379,13 @@ def driver_commit(opts: SinkOptions, messages, batch_id: int) -> str:
     crash_point("before-commit", batch_id)
     if not opts.exactly_once:
         return "at-least-once"
+    if opts.atomicity == "partition":
+        # Every task committed its own transaction (or found it committed): nothing to decide.
+        done = [m for m in messages if m is not None]
+        skipped = sum(1 for m in done if m.skipped)
+        log.info("batch %d: %d partition(s) committed by their tasks (%d records), %d already committed before",
+                 batch_id, len(done) - skipped, sum(m.records for m in done), skipped)
+        return "committed-by-tasks"
     prefix = _prefix(opts, messages)
     if prefix is None:
         return "empty"
@@ -340,6 +400,10 @@ def driver_commit(opts: SinkOptions, messages, batch_id: int) -> str:
 def driver_abort(opts: SinkOptions, messages, batch_id: int) -> str:
     if not opts.exactly_once:
         return "at-least-once"
+    if opts.atomicity == "partition":
+        # Committed partitions stay committed (their markers make a replay skip them); an
+        # attempt that failed mid-transaction is aborted by the next InitProducerId of its id.
+        return "nothing-to-abort"
     prefix = _prefix(opts, messages)
     if prefix is None:
         return "unknown-query"
@@ -350,6 +414,13 @@ def driver_abort(opts: SinkOptions, messages, batch_id: int) -> str:
 
 def driver_recover(opts: SinkOptions) -> str | None:
     return _run_protocol(opts, opts.transactional_id_prefix, lambda p: p.recover())
+
+
+def driver_prepare_partition_markers(opts: SinkOptions) -> None:
+    """``atomicity=partition``, on the driver before the tasks: the markers' topic must exist."""
+    from .commit import CommitLog
+
+    CommitLog(cached_client(opts.bootstrap, opts.kafka), opts.bootstrap, opts.commit_log_topic).ensure_topic()
 
 
 def driver_open_barrier(opts: SinkOptions) -> tuple[str, int, int] | None:

@@ -21,6 +21,7 @@ def main() -> int:
     ap.add_argument("--max-per-trigger", type=int, default=300)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--guarantee", default="exactly-once")
+    ap.add_argument("--atomicity", default="batch")
     ap.add_argument("--timeout", type=float, default=240)
     args = ap.parse_args()
     os.environ.setdefault("ONCELOG_SPARK_CRASH_PGID", str(os.getpgid(0)))
@@ -36,6 +37,7 @@ def main() -> int:
         "cast(concat(topic, ':', cast(partition as string), ':', cast(offset as string)) as binary))) as headers")
     q = (out.writeStream.format("oncelog").option("kafka.bootstrap.servers", args.bootstrap)
          .option("topic", args.output).option("deliveryGuarantee", args.guarantee)
+         .option("atomicity", args.atomicity)
          .option("checkpointLocation", args.checkpoint).trigger(availableNow=True).start())
     finished = q.awaitTermination(args.timeout)
     if not finished:

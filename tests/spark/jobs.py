@@ -39,12 +39,12 @@ def fill_input(bootstrap: str, topic: str, n: int, *, partitions: int = 3, abort
 
 def run_job(bootstrap: str, input_topic: str, output_topic: str, checkpoint: str, *, env: dict | None = None,
             log_path: str, timeout: float = 300, max_per_trigger: int = 300, guarantee: str = "exactly-once",
-            master: str = "local[2]") -> int:
+            master: str = "local[2]", atomicity: str = "batch") -> int:
     """Run tests/spark/eos_job.py in a new process group; returns its exit code (-9 after a
     crash point's SIGKILL)."""
     cmd = [sys.executable, "-m", "tests.spark.eos_job", "--bootstrap", bootstrap, "--input", input_topic,
            "--output", output_topic, "--checkpoint", checkpoint, "--max-per-trigger", str(max_per_trigger),
-           "--guarantee", guarantee, "--master", master, "--timeout", str(timeout - 30)]
+           "--guarantee", guarantee, "--atomicity", atomicity, "--master", master, "--timeout", str(timeout - 30)]
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env={**spark_env(), **(env or {})}, stdout=log, stderr=log,
                                 start_new_session=True)

@@ -88,7 +88,9 @@ def test_bad_columns_and_options_fail_at_start_naming_them(spark, broker, tmp_pa
         (base.selectExpr("value", "1 as partition", "'t' as topic").selectExpr("value", "cast(partition as long) as partition", "topic"),
          {}, "partition attribute type must be an int"),
         (base.selectExpr("value"), {"topic": "x", "deliveryGuarantee": "twice"}, "deliveryGuarantee"),
-        (base.selectExpr("value"), {"topic": "x", "atomicity": "partition"}, "atomicity"),
+        (base.selectExpr("value"), {"topic": "x", "atomicity": "row"}, "atomicity"),
+        (base.selectExpr("value"), {"topic": "x", "atomicity": "partition", "deliveryGuarantee": "at-least-once"},
+         "atomicity=partition is a mode of deliveryGuarantee=exactly-once"),
         (base.selectExpr("value"), {"topic": "x", "kafka.transactional.id": "t"}, "kafka.transactional.id"),
         (base.selectExpr("value"), {"topic": "x", "transaction.timeout.ms": "3600000"}, "transaction.max.timeout.ms"),
     ]
