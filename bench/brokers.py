@@ -83,9 +83,9 @@ class RunningBroker:
             self.proc = self._oncelog.proc
             return self
         if self.target.kind == "oncelog":
-            data_dir = os.path.join(self.work_dir, self.target.name.replace(":", "-"))
+            data_dir = os.path.join(self.work_dir, self.target.name.replace(":", "-").replace("@", "-").replace("/", "_"))
             b = BrokerProcess(data_dir, fsync=self.target.fsync,
-                              extra_args=["--num-partitions", str(self.partitions)])
+                              extra_args=["--num-partitions", str(self.partitions)], source_tree=self.target.tree)
             b.start()
             self._oncelog, self.proc, self.bootstrap, self.log_path = b, b.proc, b.bootstrap, b.log_path
             return self

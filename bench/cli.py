@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--modes", default=",".join(DEFAULT_MODES),
                    help=f"producer modes of the produce suite, of: {', '.join(MODES)} (eos and txn bring their own)")
     p.add_argument("--targets", default=",".join(DEFAULT_TARGETS),
-                   help="brokers: tansu, oncelog-never, oncelog-always, oncelog-interval:MS")
+                   help="brokers: tansu, oncelog-never, oncelog-always, oncelog-interval:MS; "
+                        "oncelog-...@DIR runs the broker from the source tree DIR (old vs new side by side)")
     p.add_argument("--consume-split", choices=["all", "partitions"], default="all",
                    help="all: every consumer process reads every partition (records/s counts all "
                         "deliveries); partitions: the partitions are shared out round-robin")

@@ -7,6 +7,8 @@ so a new mode (idempotent, transactional, ...) is one more entry in :data:`MODES
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, field
 
 
@@ -109,26 +111,35 @@ DEFAULT_MODES = ["acks1", "acksall"]
 
 @dataclass(frozen=True)
 class Target:
-    """A broker under test: ``oncelog-<fsync>`` (never, always, interval:MS) or ``tansu``."""
+    """A broker under test: ``oncelog-<fsync>`` (never, always, interval:MS) or ``tansu``.
+
+    ``oncelog-<fsync>@<dir>`` runs the broker from another source tree (e.g. a ``git worktree``
+    of an older commit), so that two versions are measured side by side in one run."""
 
     name: str
     kind: str  # "oncelog" | "tansu"
     fsync: str | None = None
+    tree: str | None = None  # source tree of the broker; None: this one
 
     @classmethod
     def parse(cls, text: str) -> "Target":
         if text == "tansu":
             return cls("tansu", "tansu")
         if text.startswith("oncelog-"):
-            fsync = text.removeprefix("oncelog-")
+            spec, _, tree = text.partition("@")
+            fsync = spec.removeprefix("oncelog-")
+            if tree and not os.path.isdir(os.path.join(tree, "oncelog")):
+                raise ValueError(f"target {text!r}: {tree!r} holds no oncelog package")
             if fsync in ("never", "always") or (fsync.startswith("interval:") and fsync[9:].isdigit()):
-                return cls(text, "oncelog", fsync)
+                return cls(text, "oncelog", fsync, os.path.abspath(tree) if tree else None)
         raise ValueError(f"unknown target {text!r}: use tansu, oncelog-never, oncelog-always or "
-                         f"oncelog-interval:MS")
+                         f"oncelog-interval:MS, optionally @<source tree>")
 
     @property
     def label(self) -> str:
-        return "Tansu (memory)" if self.kind == "tansu" else f"oncelog fsync {self.fsync}"
+        if self.kind == "tansu":
+            return "Tansu (memory)"
+        return f"oncelog fsync {self.fsync}" + (f" @{os.path.basename(self.tree)}" if self.tree else "")
 
 
 DEFAULT_TARGETS = ["oncelog-never", "oncelog-always", "tansu"]

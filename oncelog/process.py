@@ -22,7 +22,7 @@ class BrokerProcess:
     def __init__(self, data_dir: str, *, fsync: str = "always", port: int = 0, extra_args: list[str] = (),
                  log_path: str | None = None, env: dict[str, str] | None = None,
                  group_initial_rebalance_delay_ms: int = 0, group_min_session_timeout_ms: int | None = None,
-                 group_max_session_timeout_ms: int | None = None) -> None:
+                 group_max_session_timeout_ms: int | None = None, source_tree: str | None = None) -> None:
         self.data_dir = data_dir
         self.fsync = fsync
         self.port = port
@@ -40,6 +40,11 @@ class BrokerProcess:
         self.proc: subprocess.Popen | None = None
         self.host = "127.0.0.1"
         self.env = dict(env or {})  # extra environment, e.g. ONCELOG_CRASH_POINT for crash tests
+        # Run the broker from another checkout (benchmarks: old vs new commit in one run); it
+        # is both the working directory and PYTHONPATH, so `-m oncelog` imports that tree.
+        self.source_tree = source_tree
+        if source_tree:
+            self.env["PYTHONPATH"] = source_tree
 
     @property
     def bootstrap(self) -> str:
@@ -52,7 +57,8 @@ class BrokerProcess:
                "--group-initial-rebalance-delay-ms", str(self.group_initial_rebalance_delay_ms),
                *self.group_session_timeout_args, *self.extra_args]
         log_file = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, env={**os.environ, **self.env})
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, env={**os.environ, **self.env},
+                                     cwd=self.source_tree)
         log_file.close()
         deadline = time.monotonic() + timeout
         line = b""

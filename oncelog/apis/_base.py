@@ -7,11 +7,12 @@ awaitable of it, or None for requests that get no response (Produce with acks=0)
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
@@ -48,6 +49,21 @@ def build(cls: type, **values: Any):
     and each version's class keeps the fields it has."""
     names = _field_names(cls)
     return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def reply_later(make_response: Callable[..., Any]) -> tuple[asyncio.Future, Callable[..., None]]:
+    """The bridge from a coordinator's callback to the server: a future for ``handle`` to
+    return, and the ``respond(*answer)`` callback to hand the coordinator. The first call
+    builds the response with ``make_response(*answer)`` and resolves the future; later calls
+    are ignored (a coordinator may answer a request that was already answered, e.g. a join
+    superseded by a rebalance timeout)."""
+    fut = asyncio.get_running_loop().create_future()
+
+    def respond(*answer) -> None:
+        if not fut.done():
+            fut.set_result(make_response(*answer))
+
+    return fut, respond
 
 
 class Applied:

@@ -1,9 +1,7 @@
 """What the transaction APIs share: the edge where the transaction coordinator's domain errors
-become wire error codes, and the futures their handlers answer through."""
+become wire error codes (the futures they answer through: :func:`._base.reply_later`)."""
 
 from __future__ import annotations
-
-import asyncio
 
 from kio.schema.errors import ErrorCode
 
@@ -38,12 +36,3 @@ def producer_answer(outcome, api_key: int, api_version: int) -> tuple[ErrorCode,
     if isinstance(outcome, errors.KafkaError):
         return error_code(outcome, api_key, api_version), -1, -1
     return ErrorCode.none, outcome.producer_id, outcome.producer_epoch
-
-
-def future():
-    return asyncio.get_running_loop().create_future()
-
-
-def resolve(fut, value) -> None:
-    if not fut.done():
-        fut.set_result(value)

@@ -8,8 +8,8 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from ..errors import KafkaError
-from ._base import NO_THROTTLE, OK, build, response_module
-from ._txn import error_code, future, resolve
+from ._base import NO_THROTTLE, OK, build, response_module, reply_later
+from ._txn import error_code
 
 API_KEY = 24
 MIN_VERSION = 0
@@ -49,11 +49,10 @@ def _topic_results(m, codes):
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     if ctx.api_version <= 3:
-        fut = future()
+        fut, respond = reply_later(lambda codes: build(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
+                                                       results_by_topic_v3_and_below=_topic_results(m, codes)))
         _one(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
-             request.v3_and_below_producer_epoch, request.v3_and_below_topics, False,
-             lambda codes: resolve(fut, build(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
-                                              results_by_topic_v3_and_below=_topic_results(m, codes))))
+             request.v3_and_below_producer_epoch, request.v3_and_below_topics, False, respond)
         return fut
     return _batched(ctx, request, m)
 
@@ -61,9 +60,8 @@ def handle(ctx, request):
 async def _batched(ctx, request, m):
     results = []
     for t in request.transactions:
-        fut = future()
-        _one(ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only,
-             lambda codes, fut=fut: resolve(fut, codes))
+        fut, respond = reply_later(lambda codes: codes)
+        _one(ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only, respond)
         codes = await fut
         results.append(m.AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=_topic_results(m, codes)))
     return build(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, error_code=OK,

@@ -3,9 +3,8 @@ and metadata get tombstones in ``__consumer_offsets``."""
 
 from __future__ import annotations
 
-import asyncio
 
-from ._base import NO_THROTTLE, build, response_module
+from ._base import NO_THROTTLE, build, response_module, reply_later
 
 API_KEY = 42
 MIN_VERSION = 0
@@ -14,13 +13,9 @@ MAX_VERSION = 2
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
-    fut = asyncio.get_running_loop().create_future()
     names = list(request.groups_names)
-
-    def respond(results):
-        if not fut.done():
-            fut.set_result(build(m.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(
-                m.DeletableGroupResult(group_id=g, error_code=results[g]) for g in names)))
+    fut, respond = reply_later(lambda results: build(m.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(
+        m.DeletableGroupResult(group_id=g, error_code=results[g]) for g in names)))
 
     ctx.broker.groups.delete_groups(names, respond)
     return fut

@@ -4,8 +4,8 @@ by every EndTxn and returned, so a late request of this transaction cannot touch
 
 from __future__ import annotations
 
-from ._base import NO_THROTTLE, build, response_module
-from ._txn import future, producer_answer, resolve
+from ._base import NO_THROTTLE, build, response_module, reply_later
+from ._txn import producer_answer
 
 API_KEY = 26
 MIN_VERSION = 0
@@ -14,12 +14,13 @@ MAX_VERSION = 5
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
-    fut = future()
 
-    def respond(outcome):
+    def response(outcome):
         code, pid, epoch = producer_answer(outcome, API_KEY, ctx.api_version)
-        resolve(fut, build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=code, producer_id=pid,
-                           producer_epoch=epoch))
+        return build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=code, producer_id=pid,
+                     producer_epoch=epoch)
+
+    fut, respond = reply_later(response)
 
     ctx.broker.txn.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
                            request.committed, ctx.api_version >= 5, respond)

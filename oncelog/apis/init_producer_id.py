@@ -17,8 +17,8 @@ from kio.schema.errors import ErrorCode
 
 from ..notices import notice
 from ..txn.state import MAX_EPOCH
-from ._base import NO_THROTTLE, OK, build, response_module
-from ._txn import future, producer_answer, resolve
+from ._base import NO_THROTTLE, OK, build, response_module, reply_later
+from ._txn import producer_answer
 
 log = logging.getLogger("oncelog.txn")
 
@@ -32,16 +32,16 @@ def handle(ctx, request):
     ids = ctx.broker.producer_ids
     code, pid, epoch = OK, -1, -1
     if request.transactional_id is not None:
-        fut = future()
-
-        def respond(outcome):
+        def response(outcome):
             err, pid, epoch = producer_answer(outcome, API_KEY, ctx.api_version)
             if err == OK and epoch > 0:
                 notice(log, "transactional id %s: InitProducerId from client %s (%s) moved producer id %d to epoch "
                        "%d: any earlier instance is fenced", request.transactional_id, ctx.client_id, ctx.peer, pid,
                        epoch)
-            resolve(fut, build(m.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=err,
-                               producer_id=pid, producer_epoch=epoch))
+            return build(m.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=err,
+                         producer_id=pid, producer_epoch=epoch)
+
+        fut, respond = reply_later(response)
 
         ctx.broker.txn.init_producer_id(
             request.transactional_id, int(request.transaction_timeout.total_seconds() * 1000),

@@ -4,9 +4,8 @@ join gets MEMBER_ID_REQUIRED with the id to use (KIP-394)."""
 
 from __future__ import annotations
 
-import asyncio
 
-from ._base import NO_THROTTLE, build, response_module
+from ._base import NO_THROTTLE, build, response_module, reply_later
 
 API_KEY = 11
 MIN_VERSION = 2
@@ -15,18 +14,16 @@ MAX_VERSION = 9
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
-    fut = asyncio.get_running_loop().create_future()
-
-    def respond(result):
-        if fut.done():
-            return
+    def response(result):
         members = tuple(build(m.JoinGroupResponseMember, member_id=mid, group_instance_id=iid, metadata=meta)
                         for mid, iid, meta in result.members)
-        fut.set_result(build(m.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=result.error,
-                             generation_id=result.generation, protocol_type=result.protocol_type,
-                             protocol_name=result.protocol_name if ctx.api_version >= 7 else (result.protocol_name or ""),
-                             leader=result.leader, skip_assignment=result.skip_assignment, member_id=result.member_id,
-                             members=members))
+        return build(m.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=result.error,
+                     generation_id=result.generation, protocol_type=result.protocol_type,
+                     protocol_name=result.protocol_name if ctx.api_version >= 7 else (result.protocol_name or ""),
+                     leader=result.leader, skip_assignment=result.skip_assignment, member_id=result.member_id,
+                     members=members)
+
+    fut, respond = reply_later(response)
 
     rebalance_timeout = getattr(request, "rebalance_timeout", None)
     ctx.broker.groups.join(

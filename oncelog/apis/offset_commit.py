@@ -12,13 +12,12 @@ name. An unknown id gets UNKNOWN_TOPIC_ID for all its partitions, whatever the g
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from kio.schema.errors import ErrorCode
 
 from ..groups.records import OffsetValue
-from ._base import NO_THROTTLE, OK, build, response_module
+from ._base import NO_THROTTLE, OK, build, response_module, reply_later
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -65,16 +64,14 @@ def handle(ctx, request):
 
     if not to_store:
         return response()
-    fut = asyncio.get_running_loop().create_future()
-
     def stored(err):
         if err != OK:
             for tp in to_store:
                 codes[tp] = err
-        if not fut.done():
-            fut.set_result(response())
+        return response()
 
-    broker.groups.commit_offsets(request.group_id, to_store, stored)
+    fut, respond = reply_later(stored)
+    broker.groups.commit_offsets(request.group_id, to_store, respond)
     return fut
 
 

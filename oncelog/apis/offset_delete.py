@@ -3,9 +3,8 @@ are not subscribed to (GROUP_SUBSCRIBED_TO_TOPIC otherwise)."""
 
 from __future__ import annotations
 
-import asyncio
 
-from ._base import NO_THROTTLE, OK, build, response_module
+from ._base import NO_THROTTLE, OK, build, response_module, reply_later
 
 API_KEY = 47
 MIN_VERSION = 0
@@ -14,17 +13,16 @@ MAX_VERSION = 0
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
-    fut = asyncio.get_running_loop().create_future()
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
 
-    def respond(error, results):
-        if fut.done():
-            return
+    def response(error, results):
         topics = tuple(m.OffsetDeleteResponseTopic(name=t.name, partitions=tuple(
             m.OffsetDeleteResponsePartition(partition_index=p.partition_index,
                                             error_code=results.get((t.name, p.partition_index), OK))
             for p in t.partitions)) for t in request.topics) if error == OK else ()
-        fut.set_result(build(m.OffsetDeleteResponse, error_code=error, throttle_time=NO_THROTTLE, topics=topics))
+        return build(m.OffsetDeleteResponse, error_code=error, throttle_time=NO_THROTTLE, topics=topics)
+
+    fut, respond = reply_later(response)
 
     ctx.broker.groups.delete_offsets(request.group_id, partitions, respond)
     return fut

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 
-from ._base import NO_THROTTLE, build, response_module
+from ._base import NO_THROTTLE, build, response_module, reply_later
 
 API_KEY = 14
 MIN_VERSION = 0
@@ -13,13 +12,9 @@ MAX_VERSION = 5
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
-    fut = asyncio.get_running_loop().create_future()
-
-    def respond(result):
-        if not fut.done():
-            fut.set_result(build(m.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=result.error,
-                                 protocol_type=result.protocol_type, protocol_name=result.protocol_name,
-                                 assignment=result.assignment))
+    fut, respond = reply_later(lambda result: build(
+        m.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=result.error, protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name, assignment=result.assignment))
 
     ctx.broker.groups.sync(
         group_id=request.group_id, generation=request.generation_id, member_id=request.member_id,

@@ -13,8 +13,8 @@ from kio.schema.errors import ErrorCode
 
 from ..errors import KafkaError
 from ..groups import records as gr
-from ._base import NO_THROTTLE, OK, build, response_module
-from ._txn import error_code, future, resolve
+from ._base import NO_THROTTLE, OK, build, response_module, reply_later
+from ._txn import error_code
 
 API_KEY = 28
 MIN_VERSION = 0
@@ -58,13 +58,13 @@ def handle(ctx, request):
         return response()
     records = [(gr.encode_key(gr.OffsetKey(request.group_id, t, p)), gr.encode_offset_value(v)) for (t, p), v in values.items()]
     broker.groups.stage_txn_offsets(request.producer_id, request.group_id, values)
-    fut = future()
-
     def stored(err):
         if err != OK:
             for tp in values:
                 codes[tp] = err
-        resolve(fut, response())
+        return response()
 
-    broker.offsets_topic.persist_transactional(request.group_id, request.producer_id, request.producer_epoch, records, stored)
+    fut, respond = reply_later(stored)
+    broker.offsets_topic.persist_transactional(request.group_id, request.producer_id, request.producer_epoch, records,
+                                               respond)
     return fut

@@ -3,8 +3,8 @@ to abort a hanging transaction (KIP-664) whose coordinator no longer knows it.""
 
 from __future__ import annotations
 
-from ._base import OK, build, response_module
-from ._txn import error_code, future, resolve
+from ._base import OK, build, response_module, reply_later
+from ._txn import error_code
 
 API_KEY = 27
 MIN_VERSION = 1
@@ -16,10 +16,10 @@ async def handle(ctx, request):
     results = []
     for marker in request.markers:
         parts = {(t.name, p) for t in marker.topics for p in t.partition_indexes}
-        fut = future()
+        fut, respond = reply_later(lambda error: error)
         results_by_partition = ctx.broker.markers.write(
-            marker.producer_id, marker.producer_epoch, bool(marker.transaction_result), parts,
-            lambda error, fut=fut: resolve(fut, error), marker.coordinator_epoch)
+            marker.producer_id, marker.producer_epoch, bool(marker.transaction_result), parts, respond,
+            marker.coordinator_epoch)
         codes = {tp: error_code(e, API_KEY, ctx.api_version) for tp, e in results_by_partition.items()}
         err = error_code(await fut, API_KEY, ctx.api_version)
         topics = tuple(

@@ -47,6 +47,9 @@ def test_crash_matrix_one_restart_after_each_kill(broker, tmp_path, uniq):
     assert not d.get("open_transactions"), d
 
 
+@pytest.mark.skipif(os.environ.get("ONCELOG_SOAK") != "full",
+                    reason="tests/test_demo.py::test_demo_at_least_once_shows_the_duplicates shows the same end to "
+                           "end in CI; ONCELOG_SOAK=full")
 def test_at_least_once_duplicates_after_a_crash(broker, tmp_path, uniq):
     """What Spark's own Kafka sink does: the re-executed batch is written again."""
     inp, out = f"in-{uniq}", f"out-{uniq}"
