@@ -120,7 +120,7 @@ class Broker:
         self.node_id = config.node_id
         self.logs = LogManager(config.data_dir, config.fsync, config.log,
                                checkpoint_interval_s=config.checkpoint_interval_s,
-                               retention_check_interval_s=config.retention_check_interval_s)
+                               retention_check_interval_s=config.retention_check_interval_s, clock=clock)
         self.logs.node_id = config.node_id
         self.logs.default_partitions = config.num_partitions
         self.logs.producer_id_expiration_ms = config.producer_id_expiration_ms

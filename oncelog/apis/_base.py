@@ -12,22 +12,56 @@ import dataclasses
 import datetime
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from ..broker import BrokerConfig
+    from ..groups.coordinator import GroupCoordinator
+    from ..groups.store import OffsetsTopic
+    from ..partition import PartitionManager
+    from ..producer_ids import ProducerIdManager
+    from ..storage.log_manager import LogManager
+    from ..txn.coordinator import TransactionCoordinator
+    from ..txn.markers import MarkerWriter
 
 NO_THROTTLE = datetime.timedelta(0)
 OK = ErrorCode.none
 
 
+class BrokerView(Protocol):
+    """What a handler may touch of the broker: this and nothing else (``Broker`` implements
+    it; tests/apis/test_boundary.py checks every handler's ``broker.<name>`` against it).
+    Handlers append and read through ``partitions`` (the :class:`~oncelog.partition.Partition`
+    owns producer state, markers and the last stable offset), ask the coordinators through
+    their methods, and read topic metadata and configs from ``logs``."""
+
+    config: "BrokerConfig"
+    node_id: int
+    clock: Callable[[], int]  # wall-clock milliseconds, injected (tests drive it)
+    advertised: tuple[str, int]
+    coordinator_key_types: set[int]  # FindCoordinator key types served (0 groups, 1 transactions)
+    logs: "LogManager"  # topics, their configs and metadata; appends go through partitions
+    partitions: "PartitionManager"
+    groups: "GroupCoordinator"
+    offsets_topic: "OffsetsTopic"
+    txn: "TransactionCoordinator"
+    markers: "MarkerWriter"
+    producer_ids: "ProducerIdManager"
+
+    def partition_exists(self, topic: str, partition: int) -> bool: ...
+
+    def offset_fetch_error(self, group_id: str, topic: str, partition: int) -> ErrorCode: ...
+
+    def describe_config(self) -> dict[str, str | None]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    broker: "Broker"
+    broker: BrokerView
     api_version: int
     correlation_id: int
     client_id: str | None

@@ -12,7 +12,6 @@ name. An unknown id gets UNKNOWN_TOPIC_ID for all its partitions, whatever the g
 
 from __future__ import annotations
 
-import time
 
 from kio.schema.errors import ErrorCode
 
@@ -34,7 +33,7 @@ def handle(ctx, request):
         generation = request.generation_id
     group_error = broker.groups.validate_offset_commit(request.group_id, generation, request.member_id,
                                                        getattr(request, "group_instance_id", None))
-    now = int(time.time() * 1000)
+    now = broker.clock()
     by_id = ctx.api_version >= 10
     names = [_name(broker, t) if by_id else t.name for t in request.topics]
     codes: dict[tuple[str | None, int], ErrorCode] = {}

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from .. import errors
 from ..notices import notice
@@ -117,7 +116,7 @@ async def _add_then_append(ctx, request, missing):
 
 def _append_all(ctx, request):
     acks = request.acks
-    now_ms = int(time.time() * 1000)
+    now_ms = ctx.broker.clock()
     verify_txn = _txn_verifier(ctx.broker.txn, request.transactional_id)
     outcome: list[tuple[str, list[list]]] = []
     pending = []

@@ -10,7 +10,6 @@ reported durable through a callback. Replays read every batch from the log start
 from __future__ import annotations
 
 import logging
-import time
 from typing import Callable, Iterator
 
 from kio.schema.errors import ErrorCode
@@ -43,7 +42,7 @@ class InternalTopic:
         """Append ``records`` to the partition of ``key``; ``on_done`` once durable. Returns the
         batch's offset (-1 if the write failed)."""
         partition = self.manager.get(self.name, self.partition_for(key))
-        now = int(time.time() * 1000)
+        now = self.manager.logs.clock()
         data = rb.build_batch(records, timestamp_ms=now, producer_id=producer_id, producer_epoch=producer_epoch,
                               attributes=rb.ATTR_TRANSACTIONAL if transactional else 0)
         try:

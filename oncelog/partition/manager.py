@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from ..storage.log_manager import LogManager
 from ..storage.partition_log import PartitionLog
@@ -75,7 +74,7 @@ class PartitionManager:
     async def apply_retention(self) -> int:
         """Retention of segments, and expiry of idle producer state (producer.id.expiration.ms).
         Returns how many segments were deleted."""
-        now = int(time.time() * 1000)
+        now = self.logs.clock()
         removed = expired = 0
         async with self.flusher.lock:
             for partition in self.all():

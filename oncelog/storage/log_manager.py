@@ -30,6 +30,7 @@ import re
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import configs as cfgs
@@ -73,7 +74,10 @@ class DataDirMismatch(RuntimeError):
 
 class LogManager:
     def __init__(self, data_dir: str, policy: FsyncPolicy, default_config: LogConfig,
-                 checkpoint_interval_s: float = 10.0, retention_check_interval_s: float = 300.0) -> None:
+                 checkpoint_interval_s: float = 10.0, retention_check_interval_s: float = 300.0,
+                 clock: Callable[[], int] | None = None) -> None:
+        # Wall-clock milliseconds (the broker's injected clock): compaction and flush.ms deadlines.
+        self.clock = clock or (lambda: int(time.time() * 1000))
         self.data_dir = os.path.abspath(data_dir)
         self.policy = policy
         self.default_config = default_config
@@ -298,7 +302,7 @@ class LogManager:
         from .cleaner import compact, needs_compaction
 
         saved = 0
-        now = int(time.time() * 1000)
+        now = self.clock()
         async with self.flusher.lock:
             for topic in list(self.topics.values()):
                 if not topic.config.compact:
@@ -324,7 +328,7 @@ class LogManager:
         while True:
             limits = [t.config.flush_ms for t in self.topics.values() if t.config.flush_ms < cfgs.LONG_MAX]
             await asyncio.sleep(min(max(min(limits, default=1000), 10), 1000) / 1000)
-            now = int(time.time() * 1000)
+            now = self.clock()
             for topic in list(self.topics.values()):
                 if topic.config.flush_ms < cfgs.LONG_MAX or topic.config.flush_messages < cfgs.LONG_MAX:
                     for plog in topic.logs:
