@@ -1,0 +1,176 @@
+"""Fetch (key 1) against an in-process broker: isolation levels around open and aborted
+transactions, offsets out of range, byte limits (KIP-74), topic ids, sessions and long polls."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+from .harness import E, READ_COMMITTED, READ_UNCOMMITTED, batch, committed_view, records_of, run, wait_until
+
+
+async def _log_with_open_transaction(api):
+    """t-0: a, b (plain) | t1 t2 t3 (transaction of "tx", open) | c (plain): offsets 0-5."""
+    await api.create_topic("t")
+    assert (await api.produce("t", batch([b"a", b"b"]))).base_offset == 0
+    pid, epoch = await api.begin("tx", [("t", 0)])
+    txn = await api.produce("t", batch([b"t1", b"t2", b"t3"], pid=pid, epoch=epoch, seq=0, transactional=True),
+                            transactional_id="tx")
+    assert (txn.error_code, txn.base_offset) == (E.none, 2)
+    assert (await api.produce("t", batch([b"c"]))).base_offset == 5
+    return pid, epoch
+
+
+def _values(records):
+    return [r.value for r in records]
+
+
+def test_read_committed_stops_at_the_last_stable_offset_of_an_open_transaction(tmp_path):
+    async def scenario(api):
+        await _log_with_open_transaction(api)
+        uncommitted = await api.fetch("t", 0, isolation_level=READ_UNCOMMITTED)
+        assert (uncommitted.high_watermark, uncommitted.last_stable_offset) == (6, 2)
+        assert [r.offset for r in records_of(uncommitted.records)] == [0, 1, 2, 3, 4, 5]
+        assert uncommitted.aborted_transactions is None  # only read_committed fetches get the list
+
+        committed = await api.fetch("t", 0, isolation_level=READ_COMMITTED)
+        assert (committed.error_code, committed.high_watermark, committed.last_stable_offset) == (E.none, 6, 2)
+        assert _values(records_of(committed.records)) == [b"a", b"b"]  # not even the plain "c" after it
+        assert not committed.aborted_transactions
+        # at the LSO, and inside the open transaction: nothing yet, and not an error
+        for offset in (2, 4, 6):
+            at = await api.fetch("t", offset, isolation_level=READ_COMMITTED)
+            assert (at.error_code, at.records or b"") == (E.none, b"")
+
+    run(tmp_path, scenario)
+
+
+def test_after_an_abort_read_committed_lists_the_aborted_transaction(tmp_path):
+    async def scenario(api):
+        pid, epoch = await _log_with_open_transaction(api)
+        assert (await api.end_txn("tx", pid, epoch, commit=False)).error_code == E.none
+        # the ABORT marker (offset 6) moves the LSO once it is durable
+        p = await wait_until(lambda: _fetch_if(api, lambda p: p.last_stable_offset == 7, isolation_level=READ_COMMITTED),
+                             "the ABORT marker to become stable")
+        assert (p.high_watermark, p.last_stable_offset) == (7, 7)
+        assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, 2)]
+        # the batches come back as stored; the consumer drops the aborted ones by that list
+        records = records_of(p.records)
+        assert [r.offset for r in records] == [0, 1, 2, 3, 4, 5, 6]
+        assert records[-1].control is not None and records[-1].producer_id == pid
+        assert _values(committed_view(p)) == [b"a", b"b", b"c"]
+        # a fetch starting inside the aborted range still names the transaction
+        later = await api.fetch("t", 4, isolation_level=READ_COMMITTED)
+        assert [(a.producer_id, a.first_offset) for a in later.aborted_transactions] == [(pid, 2)]
+        # a fetch after its marker does not
+        after = await api.fetch("t", 7, isolation_level=READ_COMMITTED)
+        assert not after.aborted_transactions
+        # read_uncommitted sees everything and gets no list
+        uncommitted = await api.fetch("t", 0)
+        assert uncommitted.aborted_transactions is None
+        assert _values(r for r in records_of(uncommitted.records) if r.control is None) == [
+            b"a", b"b", b"t1", b"t2", b"t3", b"c"]
+
+    run(tmp_path, scenario)
+
+
+async def _fetch_if(api, condition, topic="t", offset=0, **kwargs):
+    p = await api.fetch(topic, offset, **kwargs)
+    return p if condition(p) else None
+
+
+def test_a_fetch_offset_outside_the_log_is_offset_out_of_range(tmp_path):
+    async def scenario(api):
+        await api.create_topic("t")
+        await api.produce("t", batch([b"a", b"b"]))
+        for offset in (3, 100, -1):
+            p = await api.fetch("t", offset)
+            assert (p.error_code, p.records or b"") == (E.offset_out_of_range, b""), offset
+            assert (p.high_watermark, p.log_start_offset) == (2, 0)
+        # at the high watermark: nothing to read yet, which is not an error
+        p = await api.fetch("t", 2)
+        assert (p.error_code, p.records or b"") == (E.none, b"")
+        # an error in one partition does not spoil the others
+        resp = await api.fetch_request({("t", 0): 0, ("u", 0): 0})
+        codes = {t.topic: t.partitions[0].error_code for t in resp.responses}
+        assert codes == {"t": E.none, "u": E.unknown_topic_or_partition}
+
+    run(tmp_path, scenario)
+
+
+def test_max_bytes_returns_at_least_one_whole_batch_and_never_part_of_one(tmp_path):
+    async def scenario(api):
+        await api.create_topic("t")
+        await api.create_topic("u")
+        sizes = []
+        for i in range(3):
+            data = batch([bytes([65 + i]) * 1000])
+            sizes.append(len(data))
+            await api.produce("t", data)
+        await api.produce("u", batch([b"u" * 1000]))
+        # a limit smaller than the first batch: that batch anyway, whole (KIP-74)
+        for limit in dict(max_bytes=10, partition_max_bytes=10).items():
+            p = await api.fetch("t", 0, **dict([limit]))
+            assert len(p.records) == sizes[0], limit
+            assert [r.offset for r in records_of(p.records)] == [0]
+        # a limit between one and two batches: only whole batches
+        p = await api.fetch("t", 0, max_bytes=sizes[0] + sizes[1] - 1)
+        assert [r.offset for r in records_of(p.records)] == [0]
+        p = await api.fetch("t", 0, max_bytes=sizes[0] + sizes[1])
+        assert [r.offset for r in records_of(p.records)] == [0, 1]
+        # only the first partition with data may exceed the limit: the next one gets nothing
+        resp = await api.fetch_request({("t", 0): 0, ("u", 0): 0}, max_bytes=10)
+        got = {t.topic: records_of(t.partitions[0].records) for t in resp.responses}
+        assert [r.offset for r in got["t"]] == [0] and got["u"] == []
+        assert {t.topic: t.partitions[0].error_code for t in resp.responses} == {"t": E.none, "u": E.none}
+
+    run(tmp_path, scenario)
+
+
+def test_fetch_v13_names_topics_by_id(tmp_path):
+    async def scenario(api):
+        await api.create_topic("t")
+        await api.produce("t", batch([b"a"]))
+        resp = await api.fetch_request({("t", 0): 0}, version=13)
+        [t] = resp.responses
+        assert t.topic_id == api.broker.logs.topics["t"].topic_id
+        assert _values(records_of(t.partitions[0].records)) == [b"a"]
+        stranger = uuid.uuid4()
+        resp = await api.fetch_request({(stranger, 0): 0}, version=13)
+        [t] = resp.responses
+        assert (t.topic_id, t.partitions[0].error_code) == (stranger, E.unknown_topic_id)
+
+    run(tmp_path, scenario)
+
+
+def test_a_fetch_session_is_not_kept(tmp_path):
+    async def scenario(api):
+        await api.create_topic("t")
+        resp = await api.fetch_request({("t", 0): 0}, session_id=7)
+        assert (resp.error_code, resp.session_id, resp.responses) == (E.fetch_session_id_not_found, 0, ())
+        resp = await api.fetch_request({("t", 0): 0})
+        assert (resp.error_code, resp.session_id) == (E.none, 0)  # 0: no session was created
+
+    run(tmp_path, scenario)
+
+
+def test_a_long_poll_is_answered_when_data_arrives_or_when_max_wait_passes(tmp_path):
+    async def scenario(api):
+        await api.create_topic("t")
+        started = time.monotonic()
+        waiting = asyncio.ensure_future(api.fetch_request({("t", 0): 0}, min_bytes=1, max_wait_ms=3000))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        await api.produce("t", batch([b"a"]))
+        resp = await waiting
+        assert time.monotonic() - started < 2
+        assert _values(records_of(resp.responses[0].partitions[0].records)) == [b"a"]
+        # nothing arrives: an empty answer after max_wait
+        started = time.monotonic()
+        resp = await api.fetch_request({("t", 0): 1}, min_bytes=1, max_wait_ms=150)
+        assert time.monotonic() - started >= 0.14
+        assert (resp.responses[0].partitions[0].error_code, resp.responses[0].partitions[0].records or b"") == (
+            E.none, b"")
+
+    run(tmp_path, scenario)
