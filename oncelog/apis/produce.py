@@ -65,6 +65,12 @@ def _txn_verifier(txn, transactional_id: str | None):
     """KIP-890 part 1, for :meth:`Partition.append`: may this transactional batch be written?"""
 
     def verify(part, header) -> None:
+        if transactional_id is None:
+            # Kafka authorizes a transactional write on its transactional id; without one the
+            # answer is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (KafkaApis.handleProduceRequest).
+            raise errors.TransactionalIdAuthorizationFailed(
+                f"{part.name}: transactional records from producer {header.producer_id} in a Produce request "
+                "without a transactional id")
         try:
             txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch, part.topic, part.index)
         except errors.KafkaError as exc:

@@ -42,7 +42,7 @@ import os
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..errors import InvalidProducerEpoch, OutOfOrderSequence, UnknownProducerId
+from ..errors import InvalidProducerEpoch, InvalidTxnState, OutOfOrderSequence, UnknownProducerId
 
 MAX_CACHED_BATCHES = 5
 INT32_MAX = 0x7FFFFFFF
@@ -158,6 +158,11 @@ class ProducerStateManager:
                     raise UnknownProducerId(f"producer {pid}: no batches retained; sequence {first} cannot be checked")
             elif not in_sequence(cur_last, first):
                 raise OutOfOrderSequence(f"producer {pid} epoch {epoch}: expected sequence {(cur_last + 1) & INT32_MAX}, got {first}")
+            if not h.is_transactional and entry is not None and entry.current_txn_first_offset >= 0:
+                # Kafka's ProducerAppendInfo: inside its open transaction a producer writes
+                # transactional batches only (a plain one would bypass the markers).
+                raise InvalidTxnState(f"Expected transactional write from producer {pid}: its transaction on this "
+                                      f"partition is open since offset {entry.current_txn_first_offset}")
             staged[pid] = (epoch, last)
             pending.append(PendingBatch(pid, epoch, first, last, h.record_count, h.is_transactional))
         return pending, None

@@ -241,12 +241,9 @@ def test_produce_v12_adds_the_partition_to_the_transaction_implicitly(tmp_path):
 
 
 # ---------------------------------------------------------------------- divergences from Kafka
-# Found by these tests and reported, not fixed here (product code is not this module's to
-# change); strict, so each turns into a failure, to drop the marker, once the handler agrees.
+# Found by these tests (Kafka's answers; fixed in the partition's producer state and in Produce).
 
 
-@pytest.mark.xfail(strict=True, reason="a producer's non-transactional batch inside its open transaction is "
-                   "accepted; Kafka's ProducerAppendInfo refuses it (INVALID_TXN_STATE)")
 def test_a_plain_batch_from_a_producer_with_an_open_transaction_is_invalid_txn_state(tmp_path):
     async def scenario(api):
         await api.create_topic("t")
@@ -260,8 +257,6 @@ def test_a_plain_batch_from_a_producer_with_an_open_transaction_is_invalid_txn_s
     run(tmp_path, scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="transactional records in a Produce without a transactional id are "
-                   "verified by producer id and accepted; Kafka answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
 def test_transactional_records_without_a_transactional_id_are_refused(tmp_path):
     async def scenario(api):
         await api.create_topic("t")
