@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode
 from . import apis, configs
 from .apis import api_versions
 from .apis._base import Applied, RequestContext
+from .errors import KafkaError
 from .notices import log_rejections
 from .groups.coordinator import GroupConfig, GroupCoordinator
 from .groups.store import OffsetsTopic
@@ -209,12 +210,14 @@ class Broker:
         t = self.logs.topics.get(topic)
         return t is not None and 0 <= partition < t.partitions
 
-    def offset_fetch_error(self, group_id: str, topic: str, partition: int):
-        """require_stable OffsetFetch: UNSTABLE_OFFSET_COMMIT while a transactional commit of
-        this partition's offset awaits its marker."""
-        if self.groups.has_pending_txn_offset(group_id, topic, partition):
-            return ErrorCode.unstable_offset_commit
-        return ErrorCode.none
+    def offset_fetch_error(self, group_id: str, topic: str, partition: int) -> KafkaError | None:
+        """require_stable OffsetFetch: UnstableOffsetCommit while a transactional commit of
+        this partition's offset awaits its marker, else None."""
+        try:
+            self.groups.check_stable_offset(group_id, topic, partition)
+        except KafkaError as exc:
+            return exc
+        return None
 
     def set_listening(self, host: str, port: int) -> None:
         self.listening = (host, port)

@@ -20,6 +20,7 @@ from kio.static.constants import EntityType
 
 if TYPE_CHECKING:
     from ..broker import BrokerConfig
+    from ..errors import KafkaError
     from ..groups.coordinator import GroupCoordinator
     from ..groups.store import OffsetsTopic
     from ..partition import PartitionManager
@@ -54,7 +55,7 @@ class BrokerView(Protocol):
 
     def partition_exists(self, topic: str, partition: int) -> bool: ...
 
-    def offset_fetch_error(self, group_id: str, topic: str, partition: int) -> ErrorCode: ...
+    def offset_fetch_error(self, group_id: str, topic: str, partition: int) -> "KafkaError | None": ...
 
     def describe_config(self) -> dict[str, str | None]: ...
 

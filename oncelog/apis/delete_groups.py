@@ -5,6 +5,7 @@ from __future__ import annotations
 
 
 from ._base import NO_THROTTLE, build, response_module, reply_later
+from ._groups import error_code
 
 API_KEY = 42
 MIN_VERSION = 0
@@ -15,7 +16,7 @@ def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     names = list(request.groups_names)
     fut, respond = reply_later(lambda results: build(m.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(
-        m.DeletableGroupResult(group_id=g, error_code=results[g]) for g in names)))
+        m.DeletableGroupResult(group_id=g, error_code=error_code(results[g])) for g in names)))
 
     ctx.broker.groups.delete_groups(names, respond)
     return fut

@@ -4,10 +4,10 @@ without authorized operations (Kafka adds them only to groups described without 
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
-
+from .. import errors
 from ._acl import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS, authorized
 from ._base import NO_THROTTLE, OK, build, response_module
+from ._groups import error_code
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -22,8 +22,9 @@ def handle(ctx, request):
         group = ctx.broker.groups.describe(gid)
         if group is None:
             if ctx.api_version >= 6:
-                out.append(build(m.DescribedGroup, error_code=ErrorCode.group_id_not_found,
-                                 error_message=f"Group {gid} not found.", group_id=gid, group_state="Dead",
+                missing = errors.GroupIdNotFound(f"Group {gid} not found.")
+                out.append(build(m.DescribedGroup, error_code=error_code(missing),
+                                 error_message=str(missing), group_id=gid, group_state="Dead",
                                  protocol_type="", protocol_data="", members=(),
                                  authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
             else:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ._base import NO_THROTTLE, build, response_module
+from ..errors import KafkaError
+from ._base import NO_THROTTLE, OK, build, response_module
+from ._groups import error_code
 
 API_KEY = 12
 MIN_VERSION = 0
@@ -11,6 +13,10 @@ MAX_VERSION = 4
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
-    code = ctx.broker.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
-                                       getattr(request, "group_instance_id", None))
+    try:
+        ctx.broker.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
+                                    getattr(request, "group_instance_id", None))
+        code = OK
+    except KafkaError as exc:
+        code = error_code(exc)
     return build(m.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=code)

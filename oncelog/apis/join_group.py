@@ -6,6 +6,7 @@ from __future__ import annotations
 
 
 from ._base import NO_THROTTLE, build, response_module, reply_later
+from ._groups import error_code
 
 API_KEY = 11
 MIN_VERSION = 2
@@ -17,7 +18,7 @@ def handle(ctx, request):
     def response(result):
         members = tuple(build(m.JoinGroupResponseMember, member_id=mid, group_instance_id=iid, metadata=meta)
                         for mid, iid, meta in result.members)
-        return build(m.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=result.error,
+        return build(m.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(result.error),
                      generation_id=result.generation, protocol_type=result.protocol_type,
                      protocol_name=result.protocol_name if ctx.api_version >= 7 else (result.protocol_name or ""),
                      leader=result.leader, skip_assignment=result.skip_assignment, member_id=result.member_id,

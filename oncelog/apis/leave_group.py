@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._base import NO_THROTTLE, OK, build, response_module
+from ._groups import error_code
 
 API_KEY = 13
 MIN_VERSION = 0
@@ -15,7 +16,7 @@ def handle(ctx, request):
         members = [(x.member_id, x.group_instance_id) for x in request.members]
     else:
         members = [(request.member_id, None)]
-    codes = ctx.broker.groups.leave(request.group_id, members)
+    codes = [error_code(e) for e in ctx.broker.groups.leave(request.group_id, members)]
     if ctx.api_version < 3:
         return build(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=codes[0])
     results = tuple(m.MemberResponse(member_id=mid, group_instance_id=iid, error_code=code)

@@ -13,10 +13,11 @@ name. An unknown id gets UNKNOWN_TOPIC_ID for all its partitions, whatever the g
 from __future__ import annotations
 
 
-from kio.schema.errors import ErrorCode
-
+from .. import errors
+from ..errors import KafkaError
 from ..groups.records import OffsetValue
-from ._base import NO_THROTTLE, OK, build, response_module, reply_later
+from ._base import NO_THROTTLE, build, response_module, reply_later
+from ._groups import error_code
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -31,42 +32,50 @@ def handle(ctx, request):
     generation = getattr(request, "generation_id_or_member_epoch", None)
     if generation is None:
         generation = request.generation_id
-    group_error = broker.groups.validate_offset_commit(request.group_id, generation, request.member_id,
-                                                       getattr(request, "group_instance_id", None))
+    try:
+        broker.groups.validate_offset_commit(request.group_id, generation, request.member_id,
+                                             getattr(request, "group_instance_id", None))
+        group_error = None
+    except KafkaError as exc:
+        group_error = exc
     now = broker.clock()
     by_id = ctx.api_version >= 10
     names = [_name(broker, t) if by_id else t.name for t in request.topics]
-    codes: dict[tuple[str | None, int], ErrorCode] = {}
+    # Per partition None (stored) or the domain error; mapped to codes in the response.
+    results: dict[tuple[str | None, int], KafkaError | None] = {}
     to_store: dict[tuple[str, int], OffsetValue] = {}
     for t, name in zip(request.topics, names):
         for p in t.partitions:
             tp = (name, p.partition_index)
             if name is None:
-                codes[tp] = ErrorCode.unknown_topic_id
-            elif group_error != OK:
-                codes[tp] = group_error
+                results[tp] = errors.UnknownTopicId(f"OffsetCommit: no topic has the id {t.topic_id}")
+            elif group_error is not None:
+                results[tp] = group_error
             elif not broker.partition_exists(name, p.partition_index):
-                codes[tp] = ErrorCode.unknown_topic_or_partition
+                results[tp] = errors.UnknownTopicOrPartition(f"OffsetCommit: no partition {name}-{p.partition_index}")
             elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
-                codes[tp] = ErrorCode.offset_metadata_too_large
+                results[tp] = errors.OffsetMetadataTooLarge(
+                    f"OffsetCommit: the metadata of {name}-{p.partition_index} is "
+                    f"{len(p.committed_metadata.encode())} bytes, above offset.metadata.max.bytes="
+                    f"{OFFSET_METADATA_MAX_BYTES}")
             else:
-                codes[tp] = OK
+                results[tp] = None
                 to_store[tp] = OffsetValue(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                                            p.committed_metadata or "", now)
 
     def response():
         return build(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(
             build(m.OffsetCommitResponseTopic, name=name, topic_id=getattr(t, "topic_id", None), partitions=tuple(
-                m.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=codes[(name, p.partition_index)])
+                m.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error_code(results[(name, p.partition_index)]))
                 for p in t.partitions))
             for t, name in zip(request.topics, names)))
 
     if not to_store:
         return response()
-    def stored(err):
-        if err != OK:
+    def stored(err: KafkaError | None):
+        if err is not None:
             for tp in to_store:
-                codes[tp] = err
+                results[tp] = err
         return response()
 
     fut, respond = reply_later(stored)

@@ -4,7 +4,8 @@ are not subscribed to (GROUP_SUBSCRIBED_TO_TOPIC otherwise)."""
 from __future__ import annotations
 
 
-from ._base import NO_THROTTLE, OK, build, response_module, reply_later
+from ._base import NO_THROTTLE, build, response_module, reply_later
+from ._groups import error_code
 
 API_KEY = 47
 MIN_VERSION = 0
@@ -18,9 +19,9 @@ def handle(ctx, request):
     def response(error, results):
         topics = tuple(m.OffsetDeleteResponseTopic(name=t.name, partitions=tuple(
             m.OffsetDeleteResponsePartition(partition_index=p.partition_index,
-                                            error_code=results.get((t.name, p.partition_index), OK))
-            for p in t.partitions)) for t in request.topics) if error == OK else ()
-        return build(m.OffsetDeleteResponse, error_code=error, throttle_time=NO_THROTTLE, topics=topics)
+                                            error_code=error_code(results.get((t.name, p.partition_index))))
+            for p in t.partitions)) for t in request.topics) if error is None else ()
+        return build(m.OffsetDeleteResponse, error_code=error_code(error), throttle_time=NO_THROTTLE, topics=topics)
 
     fut, respond = reply_later(response)
 

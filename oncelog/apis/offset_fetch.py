@@ -11,6 +11,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from ._base import NO_THROTTLE, OK, build, response_module
+from ._groups import error_code
 
 API_KEY = 9
 MIN_VERSION = 1
@@ -36,7 +37,7 @@ def _group_topics(ctx, group_id, topics, require_stable, part_cls, topic_cls):
     found = broker.groups.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list] = {}
     for (topic, partition), value in found.items():
-        code = broker.offset_fetch_error(group_id, topic, partition) if require_stable else OK
+        code = error_code(broker.offset_fetch_error(group_id, topic, partition)) if require_stable else OK
         by_topic.setdefault(topic, []).append(build(
             part_cls, partition_index=partition, committed_offset=value.offset if value and code == OK else -1,
             committed_leader_epoch=value.leader_epoch if value and code == OK else -1,

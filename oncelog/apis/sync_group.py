@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 from ._base import NO_THROTTLE, build, response_module, reply_later
+from ._groups import error_code
 
 API_KEY = 14
 MIN_VERSION = 0
@@ -13,7 +14,7 @@ MAX_VERSION = 5
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     fut, respond = reply_later(lambda result: build(
-        m.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=result.error, protocol_type=result.protocol_type,
+        m.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(result.error), protocol_type=result.protocol_type,
         protocol_name=result.protocol_name, assignment=result.assignment))
 
     ctx.broker.groups.sync(

@@ -9,11 +9,10 @@ require_stable — until the COMMIT marker (or vanish on ABORT)."""
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
-
+from .. import errors
 from ..errors import KafkaError
 from ..groups import records as gr
-from ._base import NO_THROTTLE, OK, build, response_module, reply_later
+from ._base import NO_THROTTLE, build, response_module, reply_later
 from ._txn import error_code
 
 API_KEY = 28
@@ -24,44 +23,45 @@ MAX_VERSION = 5
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     broker = ctx.broker
+    error: KafkaError | None = None
     try:
         broker.txn.check_txn_offset_commit(request.transactional_id, request.producer_id, request.producer_epoch,
                                            request.group_id)
-    except KafkaError as exc:
-        error = error_code(exc, API_KEY, ctx.api_version)
-    else:
-        error = broker.groups.validate_txn_offset_commit(
+        broker.groups.validate_txn_offset_commit(
             request.group_id, getattr(request, "generation_id", -1), getattr(request, "member_id", "") or "",
             getattr(request, "group_instance_id", None))
-    codes = {}
+    except KafkaError as exc:
+        error = exc
+    # Per partition None (staged) or the domain error; mapped to codes in the response.
+    results: dict[tuple[str, int], KafkaError | None] = {}
     values = {}
     now = broker.clock()
     for t in request.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
-            if error != OK:
-                codes[tp] = error
+            if error is not None:
+                results[tp] = error
             elif not broker.partition_exists(*tp):
-                codes[tp] = ErrorCode.unknown_topic_or_partition
+                results[tp] = errors.UnknownTopicOrPartition(f"TxnOffsetCommit: no partition {tp[0]}-{tp[1]}")
             else:
-                codes[tp] = OK
+                results[tp] = None
                 values[tp] = gr.OffsetValue(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                                             p.committed_metadata or "", now)
 
     def response():
         return build(m.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(
             m.TxnOffsetCommitResponseTopic(name=t.name, partitions=tuple(
-                m.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=codes[(t.name, p.partition_index)])
+                m.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error_code(results[(t.name, p.partition_index)], API_KEY, ctx.api_version))
                 for p in t.partitions)) for t in request.topics))
 
     if not values:
         return response()
     records = [(gr.encode_key(gr.OffsetKey(request.group_id, t, p)), gr.encode_offset_value(v)) for (t, p), v in values.items()]
     broker.groups.stage_txn_offsets(request.producer_id, request.group_id, values)
-    def stored(err):
-        if err != OK:
+    def stored(err: KafkaError | None):
+        if err is not None:
             for tp in values:
-                codes[tp] = err
+                results[tp] = err
         return response()
 
     fut, respond = reply_later(stored)

@@ -11,7 +11,11 @@ Sans-IO: no sockets, no asyncio, no clock of its own.
   ``respond`` callback, called exactly once per request.
 * Durable effects go through the injected ``persist(group_id, records, on_done)``: records for
   ``__consumer_offsets`` (group metadata, offset commits, tombstones). ``on_done(error)`` is
-  called when they are durable; only then are commits visible and Sync answers sent.
+  called when they are durable (``error`` None) or not (a :class:`~oncelog.errors.KafkaError`);
+  only then are commits visible and Sync answers sent.
+* Errors are domain errors (:mod:`oncelog.errors`), each with a message naming what was wrong:
+  results and ``respond`` callbacks carry one (None for success), checks that answer at once
+  raise them. Handlers turn them into wire codes at the edge (:mod:`oncelog.apis._groups`).
 
 Group states (Kafka's classic protocol)::
 
@@ -37,8 +41,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kio.schema.errors import ErrorCode
-
+from .. import errors
+from ..errors import KafkaError
 from ..notices import notice
 from ..state_machine import IllegalStateTransition, check_transition  # noqa: F401 (IllegalStateTransition: re-exported)
 
@@ -114,7 +118,7 @@ class Member:
 
 @dataclass(frozen=True)
 class JoinResult:
-    error: ErrorCode
+    error: KafkaError | None
     generation: int = -1
     protocol_type: str | None = None
     protocol_name: str | None = None
@@ -126,7 +130,7 @@ class JoinResult:
 
 @dataclass(frozen=True)
 class SyncResult:
-    error: ErrorCode
+    error: KafkaError | None
     protocol_type: str | None = None
     protocol_name: str | None = None
     assignment: bytes = b""
@@ -209,7 +213,7 @@ def _consumer_subscription_topics(meta: bytes) -> set[str]:
         return set()
 
 
-Persist = Callable[[str, list[tuple[bytes, bytes | None]], Callable[[ErrorCode], None]], None]
+Persist = Callable[[str, list[tuple[bytes, bytes | None]], Callable[[KafkaError | None], None]], None]
 
 
 class GroupCoordinator:
@@ -229,19 +233,28 @@ class GroupCoordinator:
              protocols: list[tuple[str, bytes]], require_known_member_id: bool,
              respond: Callable[[JoinResult], None]) -> None:
         now = self.clock()
+        def fail(error: KafkaError) -> None:
+            respond(JoinResult(error, member_id=member_id))
+
         if not group_id:
-            return respond(JoinResult(ErrorCode.invalid_group_id, member_id=member_id))
+            return fail(errors.InvalidGroupId("JoinGroup: the group id is empty"))
         if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
-            return respond(JoinResult(ErrorCode.invalid_session_timeout, member_id=member_id))
+            return fail(errors.InvalidSessionTimeout(
+                f"group {group_id!r}: session timeout {session_timeout_ms} ms is outside "
+                f"[{self.config.min_session_timeout_ms}, {self.config.max_session_timeout_ms}] ms "
+                "(group.min/max.session.timeout.ms)"))
         group = self.groups.get(group_id)
         if group is None:
             if member_id:
-                return respond(JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
+                return fail(errors.UnknownMemberId(f"group {group_id!r} does not exist, so has no member {member_id!r}"))
             group = self.groups[group_id] = Group(group_id, state_timestamp_ms=now)
         if group.state is S.DEAD:
-            return respond(JoinResult(ErrorCode.coordinator_not_available, member_id=member_id))
+            return fail(errors.CoordinatorNotAvailable(f"group {group_id!r} is being removed (Dead)"))
         if not group.supports(protocol_type, protocols):
-            return respond(JoinResult(ErrorCode.inconsistent_group_protocol, member_id=member_id))
+            return fail(errors.InconsistentGroupProtocol(
+                f"group {group_id!r}: protocol type {protocol_type!r} with protocols "
+                f"{[n for n, _ in protocols]} matches none its members support "
+                f"(type {group.protocol_type!r}, {sorted(group.candidate_protocols())})"))
         if rebalance_timeout_ms <= 0:
             rebalance_timeout_ms = session_timeout_ms
         member_args = dict(group_instance_id=group_instance_id, client_id=client_id, client_host=client_host,
@@ -251,7 +264,7 @@ class GroupCoordinator:
             known = group.static_members.get(group_instance_id)
             if known is not None and known != member_id:
                 # A zombie of a replaced static member: fenced, it must not fence the new one.
-                return respond(JoinResult(ErrorCode.fenced_instance_id, member_id=member_id))
+                return fail(_fenced(group_id, group_instance_id, member_id, known))
         if not member_id:
             new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
             if group_instance_id is not None:
@@ -260,13 +273,15 @@ class GroupCoordinator:
                     self._replace_static_member(group, old_id, new_id, member_args, respond, now)
                     return None
             if len(group.members) + len(group.pending_members) >= self.config.max_size:
-                return respond(JoinResult(ErrorCode.group_max_size_reached, member_id=member_id))
+                return fail(errors.GroupMaxSizeReached(
+                    f"group {group_id!r} has reached group.max.size={self.config.max_size} members"))
             if group_instance_id is not None:
                 self._add_member(group, new_id, member_args, respond, now)
                 return None
             if require_known_member_id:
                 group.pending_members[new_id] = now + session_timeout_ms
-                return respond(JoinResult(ErrorCode.member_id_required, member_id=new_id))
+                return respond(JoinResult(errors.MemberIdRequired(
+                    f"group {group_id!r}: join again with the member id {new_id!r} (KIP-394)"), member_id=new_id))
             self._add_member(group, new_id, member_args, respond, now)
             return None
         if member_id in group.pending_members:
@@ -275,16 +290,18 @@ class GroupCoordinator:
             return None
         member = group.members.get(member_id)
         if member is None:
-            return respond(JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
+            return fail(_unknown_member(group_id, member_id))
         if group_instance_id is not None and group.static_members.get(group_instance_id) != member_id:
-            return respond(JoinResult(ErrorCode.fenced_instance_id, member_id=member_id))
+            return fail(_fenced(group_id, group_instance_id, member_id, group.static_members.get(group_instance_id)))
         changed = member.protocols != list(protocols)
         member.protocols = list(protocols)
         member.session_timeout_ms, member.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
         member.deadline_ms = now + session_timeout_ms
         if member.join_respond is not None:
             # Pipelined duplicate join: the earlier request must still get exactly one answer.
-            member.join_respond(JoinResult(ErrorCode.rebalance_in_progress, member_id=member_id))
+            member.join_respond(JoinResult(errors.RebalanceInProgress(
+                f"group {group_id!r}: member {member_id!r} sent another JoinGroup; this one is superseded"),
+                member_id=member_id))
             member.join_respond = None
         if group.state is S.PREPARING_REBALANCE:
             member.join_respond = respond
@@ -298,7 +315,8 @@ class GroupCoordinator:
                 # A rejoin without changes (e.g. the join response was lost): current generation.
                 respond(self._join_result(group, member))
         else:
-            respond(JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
+            fail(errors.UnknownMemberId(f"group {group_id!r} is {group.state.value}: member {member_id!r} "
+                                        "must join as a new member"))
         return None
 
     def _replace_static_member(self, group: Group, old_id: str, new_id: str, args: dict, respond, now: int) -> None:
@@ -308,10 +326,11 @@ class GroupCoordinator:
         old = group.members.pop(old_id)
         notice(log, "group %s: static member %s (client %s) replaced by %s; the old member id %s is fenced",
                group.group_id, old.group_instance_id, args.get("client_id"), new_id, old_id)
+        fenced = _fenced(group.group_id, old.group_instance_id, old_id, new_id)
         if old.join_respond:
-            old.join_respond(JoinResult(ErrorCode.fenced_instance_id, member_id=old_id))
+            old.join_respond(JoinResult(fenced, member_id=old_id))
         if old.sync_respond:
-            old.sync_respond(SyncResult(ErrorCode.fenced_instance_id))
+            old.sync_respond(SyncResult(fenced))
         member = Member(member_id=new_id, **args)
         member.assignment = old.assignment
         member.deadline_ms = now + member.session_timeout_ms
@@ -359,7 +378,9 @@ class GroupCoordinator:
             for m in group.members.values():
                 m.assignment = b""
                 if m.sync_respond:
-                    m.sync_respond(SyncResult(ErrorCode.rebalance_in_progress))
+                    m.sync_respond(SyncResult(errors.RebalanceInProgress(
+                        f"group {group.group_id!r}: generation {group.generation} is rebalancing again "
+                        f"({reason or 'unspecified'})")))
                     m.sync_respond = None
         was_empty = group.state is S.EMPTY
         if group.state is not S.PREPARING_REBALANCE:
@@ -428,7 +449,7 @@ class GroupCoordinator:
         if member.member_id == group.leader_id:
             members = tuple((m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
                             for m in group.members.values())
-        return JoinResult(ErrorCode.none, group.generation, group.protocol_type, group.protocol_name,
+        return JoinResult(None, group.generation, group.protocol_type, group.protocol_name,
                           group.leader_id or "", member.member_id, members)
 
     # ------------------------------------------------------------------ SyncGroup
@@ -437,23 +458,28 @@ class GroupCoordinator:
              protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
              respond: Callable[[SyncResult], None]) -> None:
         group = self.groups.get(group_id)
-        error = self._check_member(group, member_id, group_instance_id)
+        error = self._check_member(group_id, group, member_id, group_instance_id)
         if error is not None:
             return respond(SyncResult(error))
         if generation != group.generation:
-            return respond(SyncResult(ErrorCode.illegal_generation))
+            return respond(SyncResult(_illegal_generation(group, generation)))
         if (protocol_type and protocol_type != group.protocol_type) or (protocol_name and protocol_name != group.protocol_name):
-            return respond(SyncResult(ErrorCode.inconsistent_group_protocol))
+            return respond(SyncResult(errors.InconsistentGroupProtocol(
+                f"group {group_id!r}: SyncGroup for protocol {protocol_type!r}/{protocol_name!r}, the group's is "
+                f"{group.protocol_type!r}/{group.protocol_name!r}")))
         member = group.members[member_id]
         member.deadline_ms = self.clock() + member.session_timeout_ms
         if group.state is S.PREPARING_REBALANCE:
-            return respond(SyncResult(ErrorCode.rebalance_in_progress))
+            return respond(SyncResult(errors.RebalanceInProgress(
+                f"group {group_id!r} is rebalancing: rejoin before SyncGroup")))
         if group.state is S.STABLE:
-            return respond(SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name, member.assignment))
+            return respond(SyncResult(None, group.protocol_type, group.protocol_name, member.assignment))
         if group.state is not S.COMPLETING_REBALANCE:
-            return respond(SyncResult(ErrorCode.unknown_member_id))
+            return respond(SyncResult(errors.UnknownMemberId(
+                f"group {group_id!r} is {group.state.value}: member {member_id!r} must rejoin")))
         if member.sync_respond is not None:
-            member.sync_respond(SyncResult(ErrorCode.rebalance_in_progress))
+            member.sync_respond(SyncResult(errors.RebalanceInProgress(
+                f"group {group_id!r}: member {member_id!r} sent another SyncGroup; this one is superseded")))
         member.sync_respond = respond
         if member_id != group.leader_id:
             return None
@@ -461,77 +487,81 @@ class GroupCoordinator:
             m.assignment = assignments.get(mid, b"")
         this_generation = group.generation
 
-        def stored(err: ErrorCode) -> None:
+        def stored(err: KafkaError | None) -> None:
             if group.state is not S.COMPLETING_REBALANCE or group.generation != this_generation:
                 return  # a new rebalance started meanwhile; its members were told already
-            if err != ErrorCode.none:
-                self._prepare_rebalance(group, self.clock(), f"storing the group's assignment failed ({err.name})")
+            if err is not None:
+                self._prepare_rebalance(group, self.clock(), f"storing the group's assignment failed ({err})")
                 return
             group.transition(S.STABLE, self.clock())
             for m in group.members.values():
                 if m.sync_respond:
-                    m.sync_respond(SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name, m.assignment))
+                    m.sync_respond(SyncResult(None, group.protocol_type, group.protocol_name, m.assignment))
                     m.sync_respond = None
 
         self._store_group(group, stored)
         return None
 
-    def _check_member(self, group: Group | None, member_id: str, instance_id: str | None) -> ErrorCode | None:
+    @staticmethod
+    def _check_member(group_id: str, group: Group | None, member_id: str, instance_id: str | None) -> KafkaError | None:
         if group is None or group.state is S.DEAD:
-            return ErrorCode.unknown_member_id
+            return errors.UnknownMemberId(f"group {group_id!r} does not exist, so has no member {member_id!r}")
         if instance_id is not None:
             known = group.static_members.get(instance_id)
             if known is not None and known != member_id:
-                return ErrorCode.fenced_instance_id
+                return _fenced(group.group_id, instance_id, member_id, known)
         if member_id not in group.members:
-            return ErrorCode.unknown_member_id
+            return _unknown_member(group.group_id, member_id)
         return None
 
     # ------------------------------------------------------------------ Heartbeat / LeaveGroup
 
-    def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
+    def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> None:
+        """Keep the member alive; raises what it must do instead (rejoin, resync, ...)."""
         group = self.groups.get(group_id)
-        error = self._check_member(group, member_id, group_instance_id)
+        error = self._check_member(group_id, group, member_id, group_instance_id)
         if error is not None:
-            return error
+            raise error
         if group.state is S.EMPTY:
-            return ErrorCode.unknown_member_id
+            raise errors.UnknownMemberId(f"group {group_id!r} is Empty: member {member_id!r} must rejoin")
         if generation != group.generation:
-            return ErrorCode.illegal_generation
+            raise _illegal_generation(group, generation)
         member = group.members[member_id]
         member.deadline_ms = self.clock() + member.session_timeout_ms
         if group.state is S.PREPARING_REBALANCE:
-            return ErrorCode.rebalance_in_progress
-        return ErrorCode.none
+            raise errors.RebalanceInProgress(f"group {group_id!r} is rebalancing: member {member_id!r} must rejoin")
 
-    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[ErrorCode]:
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[KafkaError | None]:
+        """Remove members; per member (in order) None or the error saying why not."""
         group = self.groups.get(group_id)
-        results = []
+        results: list[KafkaError | None] = []
         for member_id, instance_id in members:
             if group is None or group.state is S.DEAD:
-                results.append(ErrorCode.unknown_member_id)
+                results.append(errors.UnknownMemberId(
+                    f"group {group_id!r} does not exist, so has no member {member_id or instance_id!r}"))
                 continue
             if instance_id is not None:
                 known = group.static_members.get(instance_id)
                 if known is None:
-                    results.append(ErrorCode.unknown_member_id)
+                    results.append(errors.UnknownMemberId(
+                        f"group {group_id!r} has no static member with instance id {instance_id!r}"))
                     continue
                 if member_id and known != member_id:
-                    results.append(ErrorCode.fenced_instance_id)
+                    results.append(_fenced(group_id, instance_id, member_id, known))
                     continue
                 member_id = known
             if member_id in group.pending_members:
                 del group.pending_members[member_id]
                 self._check_join_complete(group)
-                results.append(ErrorCode.none)
+                results.append(None)
                 continue
             if member_id not in group.members:
-                results.append(ErrorCode.unknown_member_id)
+                results.append(_unknown_member(group_id, member_id))
                 continue
             notice(log, "group %s: member %s (client %s) left", group_id, member_id,
                    group.members[member_id].client_id)
             self._remove_member_and_rebalance(group, member_id, f"member {member_id} left")
-            results.append(ErrorCode.none)
+            results.append(None)
         return results
 
     def _drop_member(self, group: Group, member_id: str) -> None:
@@ -540,10 +570,12 @@ class GroupCoordinator:
             del group.static_members[member.group_instance_id]
         if group.leader_id == member_id:
             group.leader_id = next(iter(group.members), None)
-        if member.join_respond:
-            member.join_respond(JoinResult(ErrorCode.unknown_member_id, member_id=member_id))
-        if member.sync_respond:
-            member.sync_respond(SyncResult(ErrorCode.unknown_member_id))
+        if member.join_respond or member.sync_respond:
+            removed = errors.UnknownMemberId(f"group {group.group_id!r}: member {member_id!r} was removed")
+            if member.join_respond:
+                member.join_respond(JoinResult(removed, member_id=member_id))
+            if member.sync_respond:
+                member.sync_respond(SyncResult(removed))
 
     def _remove_member_and_rebalance(self, group: Group, member_id: str, reason: str = "") -> None:
         self._drop_member(group, member_id)
@@ -638,26 +670,29 @@ class GroupCoordinator:
     def list_groups(self) -> list[Group]:
         return [g for g in self.groups.values() if g.state is not S.DEAD]
 
-    def delete_groups(self, group_ids: list[str], respond: Callable[[dict[str, ErrorCode]], None]) -> None:
-        results: dict[str, ErrorCode] = {}
+    def delete_groups(self, group_ids: list[str], respond: Callable[[dict[str, KafkaError | None]], None]) -> None:
+        """Delete Empty groups; answers per group id None or the error saying why not."""
+        results: dict[str, KafkaError | None] = {}
         records: list[tuple[bytes, bytes | None]] = []
         now = self.clock()
         for gid in dict.fromkeys(group_ids):  # a repeated id is one group
             group = self.groups.get(gid)
             if group is None or group.state is S.DEAD:
-                results[gid] = ErrorCode.group_id_not_found
+                results[gid] = errors.GroupIdNotFound(f"Group {gid} not found.")
             elif group.state is not S.EMPTY:
-                results[gid] = ErrorCode.non_empty_group
+                results[gid] = errors.NonEmptyGroup(
+                    f"group {gid!r} is {group.state.value} with {len(group.members)} member(s): only Empty groups "
+                    "can be deleted")
             else:
                 records += [(encode_key(OffsetKey(gid, t, p)), None) for t, p in group.offsets]
                 records.append((encode_key(GroupKey(gid)), None))
                 group.transition(S.DEAD, now)
                 del self.groups[gid]
-                results[gid] = ErrorCode.none
+                results[gid] = None
         if not records:
             return respond(results)
         # Group ids of one request may live on different partitions: persist per group.
-        self._persist_many(records, lambda err: respond({g: (err if e == ErrorCode.none else e) for g, e in results.items()}))
+        self._persist_many(records, lambda err: respond({g: (err if e is None else e) for g, e in results.items()}))
         return None
 
     def _persist_many(self, records, on_done) -> None:
@@ -667,10 +702,10 @@ class GroupCoordinator:
         for key, value in records:
             by_group.setdefault(decode_key(key).group, []).append((key, value))
         remaining = [len(by_group)]
-        worst = [ErrorCode.none]
+        worst: list[KafkaError | None] = [None]
 
         def one_done(err):
-            if err != ErrorCode.none:
+            if err is not None:
                 worst[0] = err
             remaining[0] -= 1
             if remaining[0] == 0:
@@ -682,39 +717,38 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ offsets
 
     def validate_offset_commit(self, group_id: str, generation: int, member_id: str,
-                               group_instance_id: str | None) -> ErrorCode:
-        """May these offsets be committed? Creates a simple (unmanaged) group for generation -1
-        commits to an unknown group, as Kafka does."""
+                               group_instance_id: str | None) -> None:
+        """May these offsets be committed? Raises why not. Creates a simple (unmanaged) group for
+        generation -1 commits to an unknown group, as Kafka does."""
         if not group_id:
-            return ErrorCode.invalid_group_id
+            raise errors.InvalidGroupId("OffsetCommit: the group id is empty")
         group = self.groups.get(group_id)
         if group is None:
             if generation < 0:
                 self.groups[group_id] = Group(group_id, state_timestamp_ms=self.clock())
-                return ErrorCode.none
-            return ErrorCode.illegal_generation
+                return
+            raise errors.IllegalGeneration(f"group {group_id!r} does not exist, so has no generation {generation}")
         if group.state is S.DEAD:
-            return ErrorCode.coordinator_not_available
+            raise errors.CoordinatorNotAvailable(f"group {group_id!r} is being removed (Dead)")
         if generation < 0 and group.state is S.EMPTY:
-            return ErrorCode.none
-        error = self._check_member(group, member_id, group_instance_id)
+            return
+        error = self._check_member(group_id, group, member_id, group_instance_id)
         if error is not None:
-            return error
+            raise error
         if generation != group.generation:
-            return ErrorCode.illegal_generation
+            raise _illegal_generation(group, generation)
         if group.state is S.COMPLETING_REBALANCE:
-            return ErrorCode.rebalance_in_progress
+            raise errors.RebalanceInProgress(f"group {group_id!r} is completing a rebalance: commit after SyncGroup")
         member = group.members[member_id]
         member.deadline_ms = self.clock() + member.session_timeout_ms
-        return ErrorCode.none
 
     def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetValue],
-                       on_done: Callable[[ErrorCode], None]) -> None:
+                       on_done: Callable[[KafkaError | None], None]) -> None:
         """Persist then apply validated offsets (call validate_offset_commit first)."""
         records = [(encode_key(OffsetKey(group_id, t, p)), encode_offset_value(v)) for (t, p), v in offsets.items()]
 
-        def stored(err: ErrorCode) -> None:
-            if err == ErrorCode.none:
+        def stored(err: KafkaError | None) -> None:
+            if err is None:
                 group = self.groups.get(group_id)
                 if group is not None:
                     group.offsets.update(offsets)
@@ -730,28 +764,32 @@ class GroupCoordinator:
         return {tp: offsets.get(tp) for tp in partitions}
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]],
-                       respond: Callable[[ErrorCode, dict], None]) -> None:
+                       respond: Callable[[KafkaError | None, dict[tuple[str, int], KafkaError | None]], None]) -> None:
+        """OffsetDelete: answers (the group's error or None, per partition None or its error)."""
         group = self.groups.get(group_id)
         if group is None or group.state is S.DEAD:
-            return respond(ErrorCode.group_id_not_found, {})
+            return respond(errors.GroupIdNotFound(f"Group {group_id} not found."), {})
         subscribed = group.subscribed_topics() if group.state is not S.EMPTY else set()
         if subscribed is None and group.state is not S.EMPTY:
-            return respond(ErrorCode.non_empty_group, {})
-        results = {}
+            return respond(errors.NonEmptyGroup(
+                f"group {group_id!r} is {group.state.value} with protocol type {group.protocol_type!r}: its "
+                "subscriptions are unknown, so no offsets can be deleted"), {})
+        results: dict[tuple[str, int], KafkaError | None] = {}
         deleted = []
         for tp in partitions:
             if tp[0] in subscribed:
-                results[tp] = ErrorCode.group_subscribed_to_topic
+                results[tp] = errors.GroupSubscribedToTopic(
+                    f"group {group_id!r} is {group.state.value} and its members subscribe to topic {tp[0]!r}")
             else:
-                results[tp] = ErrorCode.none
+                results[tp] = None
                 if tp in group.offsets:
                     deleted.append(tp)
         if not deleted:
-            return respond(ErrorCode.none, results)
+            return respond(None, results)
         records = [(encode_key(OffsetKey(group_id, t, p)), None) for t, p in deleted]
 
         def stored(err):
-            if err == ErrorCode.none:
+            if err is None:
                 for tp in deleted:
                     group.offsets.pop(tp, None)
             respond(err, results)
@@ -782,25 +820,33 @@ class GroupCoordinator:
         return any(key in staged for staged in self.pending_txn_offsets.values())
 
     def validate_txn_offset_commit(self, group_id: str, generation: int, member_id: str,
-                                   group_instance_id: str | None) -> ErrorCode:
-        """KIP-447: a transactional commit carrying group metadata is fenced like a plain one."""
+                                   group_instance_id: str | None) -> None:
+        """KIP-447: a transactional commit carrying group metadata is fenced like a plain one;
+        raises why not."""
         if not group_id:
-            return ErrorCode.invalid_group_id
+            raise errors.InvalidGroupId("TxnOffsetCommit: the group id is empty")
         if generation < 0 and not member_id:
-            return ErrorCode.none  # no group metadata sent (older clients / standalone)
+            return  # no group metadata sent (older clients / standalone)
         group = self.groups.get(group_id)
         if group is None or group.state is S.DEAD:
-            return ErrorCode.illegal_generation
-        error = self._check_member(group, member_id, group_instance_id)
+            raise errors.IllegalGeneration(f"group {group_id!r} does not exist, so has no generation {generation}")
+        error = self._check_member(group_id, group, member_id, group_instance_id)
         if error is not None:
-            return error
+            raise error
         if generation != group.generation:
-            return ErrorCode.illegal_generation
-        return ErrorCode.none
+            raise _illegal_generation(group, generation)
+
+    def check_stable_offset(self, group_id: str, topic: str, partition: int) -> None:
+        """require_stable OffsetFetch: raises UnstableOffsetCommit while a transactional commit
+        of this partition's offset awaits its marker."""
+        if self.has_pending_txn_offset(group_id, topic, partition):
+            raise errors.UnstableOffsetCommit(
+                f"group {group_id!r}: the offset of {topic}-{partition} has a transactional commit awaiting its "
+                "transaction's end")
 
     # ------------------------------------------------------------------ persistence
 
-    def _store_group(self, group: Group, on_done: Callable[[ErrorCode], None]) -> None:
+    def _store_group(self, group: Group, on_done: Callable[[KafkaError | None], None]) -> None:
         value = GroupValue(
             protocol_type=group.protocol_type or "", generation=group.generation, protocol=group.protocol_name,
             leader=group.leader_id, state_timestamp=group.state_timestamp_ms,
@@ -846,3 +892,16 @@ class GroupCoordinator:
                 group.static_members[m.group_instance_id] = m.member_id
         group.state = S.STABLE if group.members else S.EMPTY
         group.state_timestamp_ms = value.state_timestamp
+
+
+def _unknown_member(group_id: str, member_id: str) -> errors.UnknownMemberId:
+    return errors.UnknownMemberId(f"group {group_id!r} has no member {member_id!r}")
+
+
+def _fenced(group_id: str, instance_id: str | None, member_id: str, current: str | None) -> errors.FencedInstanceId:
+    return errors.FencedInstanceId(f"group {group_id!r}: static member {instance_id!r} is now member {current!r}; "
+                                   f"member id {member_id!r} is fenced")
+
+
+def _illegal_generation(group: Group, generation: int) -> errors.IllegalGeneration:
+    return errors.IllegalGeneration(f"group {group.group_id!r} is at generation {group.generation}, not {generation}")

@@ -186,10 +186,11 @@ def test_initial_delay_extends_while_members_join_and_is_capped_by_the_rebalance
     timeout)."""
     from kio.schema.errors import ErrorCode
 
+    from oncelog.apis._groups import error_code
     from oncelog.groups.coordinator import GroupConfig, GroupCoordinator
 
     now = [0]
-    coord = GroupCoordinator(lambda: now[0], lambda _g, _r, on_done: on_done(ErrorCode.none),
+    coord = GroupCoordinator(lambda: now[0], lambda _g, _r, on_done: on_done(None),
                              GroupConfig(initial_rebalance_delay_ms=3000))
     answers = {}
 
@@ -215,7 +216,7 @@ def test_initial_delay_extends_while_members_join_and_is_capped_by_the_rebalance
     assert sorted(answers) == ["a", "b", "c"]
     assert {t for t, _ in answers.values()} == {7000}
     assert {r.generation for _, r in answers.values()} == {1}
-    assert all(r.error == ErrorCode.none for _, r in answers.values())
+    assert all(error_code(r.error) == ErrorCode.none for _, r in answers.values())
 
 
 # ---------------------------------------------------------------- 4. producer state outlives DeleteRecords

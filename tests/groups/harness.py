@@ -6,11 +6,16 @@ KAFKA_STORAGE_ERROR, or later, when the test says so). Expected behaviour is Kaf
 group coordinator (GroupCoordinator / GroupMetadata / MemberMetadata), KIP-394 and KIP-345.
 Divergences from Kafka found by these tests were fixed; the last section holds their regression tests.
 
+The coordinator answers domain errors (:mod:`oncelog.errors`); the tests assert wire codes, so its
+answers are turned into codes as the handlers do (:func:`oncelog.apis._groups.error_code`) by
+:class:`CodedCoordinator`, and the fake ``persist`` turns the codes tests give it into domain errors.
+
 Shared by the test modules of this package, one per section of the coordinator."""
 
 from __future__ import annotations
 
 
+import dataclasses
 import itertools
 
 
@@ -21,6 +26,10 @@ import pytest
 
 
 from kio.schema.errors import ErrorCode
+
+
+from oncelog import errors
+from oncelog.apis._groups import error_code
 
 
 from oncelog.groups.coordinator import (
@@ -89,22 +98,74 @@ class Once:
         return self.calls[0]
 
 
+def _coded(result):
+    """A JoinResult / SyncResult with its domain error as the handler's wire code."""
+    return dataclasses.replace(result, error=error_code(result.error))
+
+
+def _domain(code: ErrorCode) -> errors.KafkaError | None:
+    """What a fake write answers for a test's error code: None for NONE, else the domain error."""
+    return None if code == E.none else errors.error_for_code(code, f"test: {code.name}")
+
+
+def _raised_code(check, *args) -> ErrorCode:
+    try:
+        check(*args)
+    except errors.KafkaError as exc:
+        return error_code(exc)
+    return E.none
+
+
+class CodedCoordinator(GroupCoordinator):
+    """The coordinator with every answer as a wire code, as its handlers send it."""
+
+    def join(self, *, respond, **kwargs):
+        return super().join(respond=lambda result: respond(_coded(result)), **kwargs)
+
+    def sync(self, *, respond, **kwargs):
+        return super().sync(respond=lambda result: respond(_coded(result)), **kwargs)
+
+    def heartbeat(self, *args):
+        return _raised_code(super().heartbeat, *args)
+
+    def leave(self, group_id, members):
+        return [error_code(e) for e in super().leave(group_id, members)]
+
+    def validate_offset_commit(self, *args):
+        return _raised_code(super().validate_offset_commit, *args)
+
+    def validate_txn_offset_commit(self, *args):
+        return _raised_code(super().validate_txn_offset_commit, *args)
+
+    def commit_offsets(self, group_id, offsets, on_done):
+        return super().commit_offsets(group_id, offsets, lambda err: on_done(error_code(err)))
+
+    def delete_offsets(self, group_id, partitions, respond):
+        return super().delete_offsets(group_id, partitions, lambda err, results: respond(
+            error_code(err), {tp: error_code(e) for tp, e in results.items()}))
+
+    def delete_groups(self, group_ids, respond):
+        return super().delete_groups(group_ids, lambda results: respond(
+            {g: error_code(e) for g, e in results.items()}))
+
+
 class Harness:
     def __init__(self, config: GroupConfig | None = None, persist_mode: str = "ok"):
         self.now = 1_000_000
         self.persist_mode = persist_mode  # "ok" | "fail" | "defer"
         self.persisted: list[tuple[str, list[tuple[bytes, bytes | None]]]] = []
         self.deferred: list = []
-        self.coord = GroupCoordinator(lambda: self.now, self._persist, config or GroupConfig())
+        self.coord = CodedCoordinator(lambda: self.now, self._persist, config or GroupConfig())
 
     def _persist(self, group_id, records, on_done):
+        """Answers domain errors; ``deferred`` holds callbacks that take a test's code."""
         self.persisted.append((group_id, list(records)))
         if self.persist_mode == "ok":
-            on_done(E.none)
+            on_done(None)
         elif self.persist_mode == "fail":
-            on_done(E.kafka_storage_error)
+            on_done(_domain(E.kafka_storage_error))
         else:
-            self.deferred.append(on_done)
+            self.deferred.append(lambda code: on_done(_domain(code)))
 
     def release(self, error=E.none):
         pending, self.deferred = self.deferred, []
