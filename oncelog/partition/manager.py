@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..storage.log_manager import LogManager
+from ..storage.log_manager import LogManager, cancel_tasks
 from ..storage.partition_log import PartitionLog
 from .partition import Partition
 
@@ -88,13 +88,7 @@ class PartitionManager:
 
     async def close(self) -> None:
         """Clean shutdown: every partition's state snapshotted, then the logs flushed and closed."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_tasks(self._tasks)
         for partition in self._partitions.values():
             partition.close()
         await self.logs.close()

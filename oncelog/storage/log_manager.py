@@ -57,6 +57,18 @@ def validate_topic_name(name: str | None) -> None:
         raise errors.InvalidTopic(f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'")
 
 
+async def cancel_tasks(tasks: list[asyncio.Task]) -> None:
+    """Cancel background tasks and wait until each has stopped (a task that failed earlier
+    must not stop the shutdown)."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        try:
+            await task
+        except (asyncio.CancelledError, Exception):
+            pass
+
+
 @dataclass
 class Topic:
     name: str
@@ -230,13 +242,7 @@ class LogManager:
             self._tasks.append(loop.create_task(self.flusher.interval_task()))
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_tasks(self._tasks)
         for plog in self.all_logs():
             self.flusher._dirty[plog] = None
         await self.flusher.run_round(full=True)
