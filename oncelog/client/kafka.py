@@ -705,6 +705,18 @@ class TransactionalProducer:
                     raise KafkaProtocolError(rp.error_code, f"Produce to {topic}-{partition} "
                                              f"(transactional id {self.transactional_id!r})", rp.error_message)
 
+    def send_record(self, topic: str, partition: int, key: bytes, value: bytes) -> None:
+        """One record, in its own batch, in the open transaction (decisions, barriers)."""
+        import pyarrow as pa
+
+        from .recordcodec import encode_batch, encode_records
+
+        records = encode_records(pa.array([key], pa.binary()), pa.array([value], pa.binary()), None)
+        batch = encode_batch(records, 1, timestamp_ms=int(time.time() * 1000), producer_id=self.producer_id,
+                             producer_epoch=self.producer_epoch,
+                             base_sequence=self.next_sequence(topic, partition, 1), transactional=True)
+        self.send(topic, partition, batch, 1)
+
     def flush(self) -> None:
         for queue in self.in_flight.values():
             while queue:

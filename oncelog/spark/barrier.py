@@ -38,12 +38,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import time
-
-import pyarrow as pa
 
 from ..client.kafka import KafkaClient, KafkaProtocolError, TransactionalProducer
-from ..client.recordcodec import encode_batch, encode_records
 
 log = logging.getLogger("oncelog.spark")
 
@@ -82,13 +78,8 @@ def open_barrier(client: KafkaClient, prefix: str, topic: str, transaction_timeo
         partitions = sorted(meta.partitions)
         producer.add_partitions([(topic, p) for p in partitions])
         value = json.dumps({"barrier": prefix, "batch": batch_hint}, sort_keys=True).encode()
-        records = encode_records(pa.array([BARRIER_KEY], pa.binary()), pa.array([value], pa.binary()), None)
-        now = int(time.time() * 1000)
         for p in partitions:
-            batch = encode_batch(records, 1, timestamp_ms=now, producer_id=producer.producer_id,
-                                 producer_epoch=producer.producer_epoch,
-                                 base_sequence=producer.next_sequence(topic, p, 1), transactional=True)
-            producer.send(topic, p, batch, 1)
+            producer.send_record(topic, p, BARRIER_KEY, value)
         producer.flush()  # acknowledged before any task may write
         return (producer.transactional_id, producer.producer_id, producer.producer_epoch)
     finally:

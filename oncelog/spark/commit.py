@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from ..client.kafka import READ_COMMITTED, KafkaClient, KafkaProtocolError, TransactionalProducer
-from ..client.recordcodec import decode_batches, encode_batch, encode_records
+from ..client.recordcodec import decode_batches
 from .barrier import barrier_id, close_barrier
 
 log = logging.getLogger("oncelog.spark")
@@ -109,6 +109,17 @@ def task_fault() -> None:
         if mode == "exit":
             os._exit(17)
         raise RuntimeError("injected task failure (ONCELOG_SPARK_TASK_FAULT)")
+
+
+def init_transactional(producer: TransactionalProducer) -> None:
+    """InitProducerId, with a timeout above the broker's maximum told as the option it is."""
+    try:
+        producer.init()
+    except KafkaProtocolError as exc:
+        if exc.code == ErrorCode.invalid_transaction_timeout:
+            raise ValueError(f"transaction.timeout.ms={producer.transaction_timeout_ms} is larger than the "
+                             "broker allows (transaction.max.timeout.ms, 15 minutes by default)") from None
+        raise
 
 
 @dataclass(frozen=True)
@@ -221,13 +232,7 @@ class CommitProtocol:
         d = self.decider
         topic = self.log.topic
         d.add_partitions([(topic, 0)])
-        import pyarrow as pa
-
-        records = encode_records(pa.array([self.prefix.encode()], pa.binary()), pa.array([decision.encode()], pa.binary()), None)
-        batch = encode_batch(records, 1, timestamp_ms=int(time.time() * 1000), producer_id=d.producer_id,
-                             producer_epoch=d.producer_epoch, base_sequence=d.next_sequence(topic, 0, 1),
-                             transactional=True)
-        d.send(topic, 0, batch, 1)
+        d.send_record(topic, 0, self.prefix.encode(), decision.encode())
         d.flush()
         code = self.client.end_txn(d.transactional_id, d.producer_id, d.producer_epoch, commit=True)
         d.partitions.clear()
@@ -339,13 +344,7 @@ class CommitProtocol:
         the tasks wrote and before ``commit()``, when the batch's own transactions are open
         and undecided; a sweep then would abort them. Orphans are swept by ``commit()`` and
         ``abort()``, after the decision."""
-        try:
-            self.decider.init()
-        except KafkaProtocolError as exc:
-            if exc.code == ErrorCode.invalid_transaction_timeout:
-                raise ValueError(f"transaction.timeout.ms={self.decider.transaction_timeout_ms} is larger than the "
-                                 "broker allows (transaction.max.timeout.ms, 15 minutes by default)") from None
-            raise
+        init_transactional(self.decider)
         if not self._log_exists():
             return None
         latest = self.log.latest(self.prefix)

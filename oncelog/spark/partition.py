@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from ..client.kafka import KafkaClient, KafkaProtocolError, TransactionalProducer
-from .commit import crash_point
+from .commit import crash_point, init_transactional
 
 log = logging.getLogger("oncelog.spark")
 
@@ -123,13 +123,7 @@ class PartitionTransaction:
     def begin(self) -> bool:
         """Steps 1-2. True when this batch's rows for this partition must be written; False
         when the marker shows them (or a later batch) already committed (step 3)."""
-        try:
-            self.producer.init()
-        except KafkaProtocolError as exc:
-            if exc.code == ErrorCode.invalid_transaction_timeout:
-                raise ValueError(f"transaction.timeout.ms={self.producer.transaction_timeout_ms} is larger than the "
-                                 "broker allows (transaction.max.timeout.ms, 15 minutes by default)") from None
-            raise
+        init_transactional(self.producer)
         marker = Marker.read(self.client, self.marker_tp, self.prefix, self.partition_id)
         if marker is not None and marker.batch_id >= self.batch_id:
             self.done = marker
