@@ -38,7 +38,6 @@ from .events import WATERMARK_DELAY_MS, WINDOW_MS
 
 ORDER_SCHEMA = "order_id string, customer string, amount decimal(12,2), ts long, items int"
 HEADER = "oncelog.source"
-JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"  # local_session's own, kept when adding more
 
 
 class ProgressLog:
@@ -166,9 +165,8 @@ def main(argv=None) -> int:
     for name in ("ONCELOG_SPARK_TASK_FAULT", "ONCELOG_SPARK_TASK_FAULT_ONCE"):
         if os.environ.get(name):
             extra[f"spark.executorEnv.{name}"] = os.environ[name]
-    if a.java_options:
-        extra["spark.driver.extraJavaOptions"] = f"{JAVA_OPTIONS} {a.java_options}"
-    spark = local_session(a.master, app_name=f"oncelog-pipeline-{a.run}", rocksdb=True, extra=extra)
+    spark = local_session(a.master, app_name=f"oncelog-pipeline-{a.run}", rocksdb=True, java_options=a.java_options,
+                          extra=extra)
     try:
         jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     except Exception:  # noqa: BLE001 - only used to make the JVM class-data archive (jvmcache)

@@ -97,4 +97,28 @@ class JvmCache:
             return False, f"jcmd exit {res.returncode}: {(res.stdout + res.stderr).strip()[-200:]}"
         size = os.path.getsize(tmp)
         os.replace(tmp, self.path)
+        self.prune()
         return True, f"{size / 1e6:.0f} MB in {time.time() - t:.1f}s"
+
+    KEEP = 3  # archives kept in the cache folder (each ~130 MB): one per Java/PySpark installation
+
+    def prune(self) -> list[str]:
+        """Remove all but the ``KEEP`` newest archives: every new virtualenv (a clean clone's CI
+        run, say) has a new key, and the old archives would otherwise pile up."""
+        folder = os.path.dirname(self.path)
+        archives = []
+        for name in os.listdir(folder):
+            full = os.path.join(folder, name)
+            if name.startswith("spark-driver-") and name.endswith(".jsa") and full != self.path:
+                try:
+                    archives.append((os.stat(full).st_mtime, full))
+                except OSError:
+                    pass
+        removed = []
+        for _, full in sorted(archives, reverse=True)[self.KEEP - 1:]:
+            try:
+                os.remove(full)
+                removed.append(full)
+            except OSError:
+                pass
+        return removed

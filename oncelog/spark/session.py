@@ -13,8 +13,14 @@ import os
 import sys
 
 
+# C1 only and the serial collector: a driver JVM of a short local job starts and warms up sooner.
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def local_session(master: str = "local[2]", *, app_name: str = "oncelog", shuffle_partitions: int = 2,
-                  rocksdb: bool = False, extra: dict[str, str] | None = None):
+                  rocksdb: bool = False, java_options: str = "", extra: dict[str, str] | None = None):
+    """``java_options``: more options for the driver's JVM, after ours (e.g. the class-data
+    archive of ``oncelog.pipeline.jvmcache``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -26,7 +32,7 @@ def local_session(master: str = "local[2]", *, app_name: str = "oncelog", shuffl
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.python.worker.faulthandler.enabled", "true")
-               .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))
+               .config("spark.driver.extraJavaOptions", f"{DRIVER_JAVA_OPTIONS} {java_options}".strip()))
     if rocksdb:
         builder = builder.config("spark.sql.streaming.stateStore.providerClass",
                                  "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")

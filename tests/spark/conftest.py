@@ -26,12 +26,22 @@ def spark_env() -> dict[str, str]:
     return env
 
 
+def driver_java_options() -> str:
+    """Map the demo's class-data archive of Spark's driver JVM when there is one (see
+    ``oncelog.pipeline.jvmcache``; the demo's tests run first in this group and make it): each
+    driver start of the crash tests is then ~5 s shorter. Without one, drivers start as usual."""
+    from oncelog.pipeline.jvmcache import JvmCache
+
+    cache = JvmCache.locate()
+    return cache.java_options() if cache.ready() else ""
+
+
 @pytest.fixture(scope="session")
 def spark():
     os.environ.update({k: v for k, v in spark_env().items() if k.startswith("PYSPARK") or k == "PYTHONPATH"})
     from oncelog.spark.session import local_session
 
-    session = local_session("local[2,3]", app_name="oncelog-tests")
+    session = local_session("local[2,3]", app_name="oncelog-tests", java_options=driver_java_options())
     yield session
     session.stop()
 

@@ -23,11 +23,12 @@ def main() -> int:
     ap.add_argument("--guarantee", default="exactly-once")
     ap.add_argument("--atomicity", default="batch")
     ap.add_argument("--timeout", type=float, default=240)
+    ap.add_argument("--java-options", default="", help="more JVM options for the driver (--java-options=-XX:...)")
     args = ap.parse_args()
     os.environ.setdefault("ONCELOG_SPARK_CRASH_PGID", str(os.getpgid(0)))
     from oncelog.spark.session import local_session
 
-    spark = local_session(args.master, app_name="oncelog-eos-job")
+    spark = local_session(args.master, app_name="oncelog-eos-job", java_options=args.java_options)
     src = (spark.readStream.format("oncelog").option("kafka.bootstrap.servers", args.bootstrap)
            .option("subscribe", args.input).option("startingOffsets", "earliest")
            .option("maxOffsetsPerTrigger", args.max_per_trigger).load())

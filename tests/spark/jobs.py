@@ -12,7 +12,7 @@ import confluent_kafka as ck
 from oncelog.audit import audit
 
 from ..helpers import create_topic
-from .conftest import ROOT, spark_env
+from .conftest import ROOT, driver_java_options, spark_env
 
 
 def fill_input(bootstrap: str, topic: str, n: int, *, partitions: int = 3, abort_every: int = 4,
@@ -45,6 +45,9 @@ def run_job(bootstrap: str, input_topic: str, output_topic: str, checkpoint: str
     cmd = [sys.executable, "-m", "tests.spark.eos_job", "--bootstrap", bootstrap, "--input", input_topic,
            "--output", output_topic, "--checkpoint", checkpoint, "--max-per-trigger", str(max_per_trigger),
            "--guarantee", guarantee, "--atomicity", atomicity, "--master", master, "--timeout", str(timeout - 30)]
+    java_options = driver_java_options()
+    if java_options:
+        cmd.append(f"--java-options={java_options}")
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env={**spark_env(), **(env or {})}, stdout=log, stderr=log,
                                 start_new_session=True)
