@@ -157,9 +157,8 @@ class Api:
                               transactional_id: str | None = None, version: int = PRODUCE_V):
         """The whole ProduceResponse (None for acks=0) for ``{(topic, partition): records}``."""
         m = request_module(PRODUCE, version)
-        by_topic: dict[str, list] = {}
-        for (topic, index), records in parts.items():
-            by_topic.setdefault(topic, []).append(m.PartitionProduceData(index=index, records=records))
+        by_topic = _by_topic((topic, m.PartitionProduceData(index=index, records=records))
+                             for (topic, index), records in parts.items())
         return await self.call(PRODUCE, version, m.ProduceRequest(
             transactional_id=transactional_id, acks=acks, timeout=datetime.timedelta(seconds=WAIT_S),
             topic_data=tuple(m.TopicProduceData(name=t, partition_data=tuple(ps)) for t, ps in by_topic.items())))
@@ -181,11 +180,9 @@ class Api:
         with ``min_bytes`` > 0 and a ``max_wait_ms``. From v13 topics go by id: a name is looked
         up, a :class:`uuid.UUID` is sent as it is."""
         m = request_module(FETCH, version)
-        by_topic: dict = {}
-        for (topic, index), offset in parts.items():
-            by_topic.setdefault(topic, []).append(m.FetchPartition(
-                partition=index, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
-                log_start_offset=-1, partition_max_bytes=partition_max_bytes))
+        by_topic = _by_topic((topic, m.FetchPartition(
+            partition=index, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+            log_start_offset=-1, partition_max_bytes=partition_max_bytes)) for (topic, index), offset in parts.items())
         if version >= 13:
             topics = tuple(m.FetchTopic(topic_id=t if isinstance(t, uuid.UUID) else self.broker.logs.topics[t].topic_id,
                                         partitions=tuple(ps)) for t, ps in by_topic.items())
@@ -238,9 +235,7 @@ class Api:
                              version: int = 3) -> dict[tuple[str, int], ErrorCode]:
         """AddPartitionsToTxn v0-3: each partition's error code."""
         m = request_module(ADD_PARTITIONS_TO_TXN, version)
-        by_topic: dict[str, list[int]] = {}
-        for topic, index in partitions:
-            by_topic.setdefault(topic, []).append(index)
+        by_topic = _by_topic(partitions)
         resp = await self.call(ADD_PARTITIONS_TO_TXN, version, m.AddPartitionsToTxnRequest(
             v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=pid,
             v3_and_below_producer_epoch=epoch,
@@ -268,11 +263,10 @@ class Api:
         """TxnOffsetCommit without group metadata (generation -1, member ""), as a producer-only
         commit sends it: each partition's error code."""
         m = request_module(TXN_OFFSET_COMMIT, version)
-        by_topic: dict[str, list] = {}
-        for (topic, index), offset in offsets.items():
-            by_topic.setdefault(topic, []).append(m.TxnOffsetCommitRequestPartition(
-                **_known(m.TxnOffsetCommitRequestPartition, partition_index=index, committed_offset=offset,
-                         committed_leader_epoch=-1, committed_metadata=metadata)))
+        by_topic = _by_topic((topic, m.TxnOffsetCommitRequestPartition(
+            **_known(m.TxnOffsetCommitRequestPartition, partition_index=index, committed_offset=offset,
+                     committed_leader_epoch=-1, committed_metadata=metadata)))
+            for (topic, index), offset in offsets.items())
         resp = await self.call(TXN_OFFSET_COMMIT, version, m.TxnOffsetCommitRequest(**_known(
             m.TxnOffsetCommitRequest, transactional_id=transactional_id, group_id=group_id, producer_id=pid,
             producer_epoch=epoch, generation_id=-1, member_id="", group_instance_id=None,
@@ -282,14 +276,21 @@ class Api:
     async def offset_fetch(self, group_id: str, partitions, *, require_stable: bool = True, version: int = 7):
         """OffsetFetch v7 (one group): (top-level error, {(topic, partition): (error, offset, metadata)})."""
         m = request_module(OFFSET_FETCH, version)
-        by_topic: dict[str, list[int]] = {}
-        for topic, index in partitions:
-            by_topic.setdefault(topic, []).append(index)
+        by_topic = _by_topic(partitions)
         resp = await self.call(OFFSET_FETCH, version, m.OffsetFetchRequest(
             group_id=group_id, require_stable=require_stable,
             topics=tuple(m.OffsetFetchRequestTopic(name=t, partition_indexes=tuple(ps)) for t, ps in by_topic.items())))
         return resp.error_code, {(t.name, p.partition_index): (p.error_code, p.committed_offset, p.metadata)
                                  for t in resp.topics for p in t.partitions}
+
+
+def _by_topic(pairs) -> dict[str, list]:
+    """``(topic, item)`` pairs grouped by topic, in first-seen order: the shape of every
+    request's topics array."""
+    grouped: dict[str, list] = {}
+    for topic, item in pairs:
+        grouped.setdefault(topic, []).append(item)
+    return grouped
 
 
 def _known(cls, **values):
