@@ -48,7 +48,7 @@ from ..errors import OffsetOutOfRangeError
 from ..protocol import records as rb
 from .cleaner import finish_interrupted_swaps
 from .files import atomic_write
-from .segment import Segment, recover_segment
+from .segment import OffsetOverflow, Segment, recover_segment
 
 log = logging.getLogger("oncelog.storage")
 
@@ -262,14 +262,19 @@ class PartitionLog:
         self._scan_from(start_index, position, offset)
 
     def _scan_from(self, index: int, position: int, offset: int) -> None:
-        for i in range(index, len(self.segments)):
+        i = index
+        while i < len(self.segments):
             seg = self.segments[i]
             if i > index:
                 position, offset = 0, seg.base_offset
             valid, next_offset, problem = recover_segment(seg, position, offset, allow_gaps=self.may_have_gaps)
             self.recovery_scanned_bytes += valid - position
+            i += 1
             if problem is None:
                 continue
+            if isinstance(problem, OffsetOverflow) and self._split_overflowed(i - 1, valid):
+                continue
+            i -= 1
             file_size = os.fstat(seg.fd).st_size
             dropped = self.segments[i + 1 :]
             log.warning(
@@ -282,6 +287,31 @@ class PartitionLog:
             del self.segments[i + 1 :]
             self.bases = [s.base_offset for s in self.segments]
             return
+
+    def _split_overflowed(self, i: int, position: int) -> bool:
+        """Segment ``i`` holds valid batches from ``position`` on that are beyond its int32
+        relative range (left by an older broker): move them to a new segment, as Kafka's
+        splitOverflowedSegment does, so nothing is lost and appends work again. A split cut
+        short by a crash (the new segment written, the old one not yet cut) is finished.
+        False when a later segment overlaps them: the caller truncates (the log is damaged)."""
+        seg = self.segments[i]
+        split_base = rb.parse_header(seg.read(position, rb.HEADER_SIZE)).base_offset
+        nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
+        if nxt is not None and nxt.base_offset <= split_base:
+            tail = os.fstat(seg.fd).st_size - position
+            if nxt.base_offset < split_base or seg.read(position, tail) != nxt.read(0, tail):
+                return False
+            log.warning("recovery finished an interrupted split of %s-%d at offset %d", self.topic,
+                        self.partition, split_base)
+            seg.truncate_to(position, split_base)
+            os.fsync(seg.fd)
+            return True
+        log.warning("recovery split %s-%d: batches from offset %d are beyond the int32 relative range of "
+                    "segment %d; moved to a new segment, nothing lost", self.topic, self.partition, split_base,
+                    seg.base_offset)
+        self.segments.insert(i + 1, seg.split_at(position, split_base))
+        self.bases = [s.base_offset for s in self.segments]
+        return True
 
     def _read_log_start(self) -> int:
         try:
@@ -360,8 +390,13 @@ class PartitionLog:
         for header, first in zip(batches, firsts):
             buffers.append(rb.pack_base_offset(first))
             buffers.append(view[header.position + 8 : header.position + header.size])
-        self._maybe_roll(size, now_ms)
+        self._maybe_roll(size, now_ms, next_offset - 1)
         seg = self.active
+        if not seg.can_hold(next_offset - 1):
+            # One append spanning more than 2^31 offsets from a fresh segment: write it in parts,
+            # each starting a segment of its own where it would overflow (real producers cannot
+            # get here: a batch holds its records, so a request holds at most millions).
+            return self._append_split(buffers, batches, firsts, now_ms)
         if seg.first_append_ms is None:
             seg.first_append_ms = now_ms
         seg.append(buffers, batches, firsts)
@@ -373,10 +408,26 @@ class PartitionLog:
             self.advance_high_watermark(seg.next_offset)
         return firsts
 
-    def _maybe_roll(self, incoming: int, now_ms: int) -> None:
+    def _append_split(self, buffers: list, batches: list[rb.BatchHeader], firsts: list[int], now_ms: int) -> list[int]:
+        start = 0
+        for j in range(1, len(batches) + 1):
+            if j == len(batches) or not self.active.can_hold(firsts[j] + batches[j].last_offset_delta):
+                self.active.append(buffers[2 * start : 2 * j], batches[start:j], firsts[start:j])
+                if j < len(batches):
+                    self.roll()
+                start = j
+        self.dirty = True
+        self.unflushed_since_ms = self.unflushed_since_ms or now_ms
+        self.unflushed_records += self.log_end_offset - firsts[0]
+        if not self.sync_hw:
+            self.advance_high_watermark(self.log_end_offset)
+        return firsts
+
+    def _maybe_roll(self, incoming: int, now_ms: int, last_offset: int) -> None:
         """Kafka's LogSegment.shouldRoll: the batch would not fit in segment.bytes, the segment
         is older than segment.ms (max.compaction.lag.ms for compacted topics, if earlier) less
-        its jitter, or an index is full (segment.index.bytes)."""
+        its jitter, an index is full (segment.index.bytes), or ``last_offset`` would not fit the
+        segment's int32 relative offsets."""
         seg = self.active
         if seg.size == 0:
             return
@@ -384,7 +435,7 @@ class PartitionLog:
         too_big = seg.size + incoming > cfg.segment_size
         too_old = (seg.first_append_ms is not None
                    and now_ms - seg.first_append_ms > cfg.max_segment_ms - seg.roll_jitter_ms - 1)
-        if too_big or too_old or seg.index_full(cfg.segment_index_bytes):
+        if too_big or too_old or seg.index_full(cfg.segment_index_bytes) or not seg.can_hold(last_offset):
             self.roll()
 
     def roll(self) -> None:

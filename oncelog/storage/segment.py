@@ -19,6 +19,12 @@ On-disk format (all integers big-endian), in the partition directory ``<topic>-<
     ``relative_offset`` has timestamps <= ``timestamp``. A search for the first record with
     ts >= T starts at the last entry whose timestamp < T.
 
+Offsets relative to ``base_offset`` are int32 in both indexes, so every offset in a segment is at
+most ``base_offset + MAX_RELATIVE_OFFSET`` (Kafka's ``LogSegment.canConvertToRelativeOffset``):
+the log rolls before an append would pass it, and recovery splits a segment that holds batches
+beyond it (Kafka's ``splitOverflowedSegment``; such segments were left by brokers before this
+check, when one batch could claim 2^31 offsets).
+
 The index files are not fsynced on every append: they are derived data. Recovery truncates
 index entries that point beyond the validated end of the .log and rebuilds the ones for the
 tail it re-scanned (see :mod:`oncelog.storage.partition_log`).
@@ -34,6 +40,7 @@ from array import array
 from ..protocol import records as rb
 
 INDEX_ENTRY = struct.Struct(">ii")
+MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # offsets are stored as int32 relative to the segment's base
 TIME_ENTRY = struct.Struct(">qi")
 
 
@@ -66,6 +73,10 @@ class Segment:
         self._time_fd: int | None = None
         self._bytes_since_index = 0
         self.roll_jitter_ms = 0  # segment.jitter.ms drawn for this segment (the active one rolls earlier)
+
+    def can_hold(self, offset: int) -> bool:
+        """Kafka's canConvertToRelativeOffset: ``offset`` fits the int32 relative indexes."""
+        return 0 <= offset - self.base_offset <= MAX_RELATIVE_OFFSET
 
     # ------------------------------------------------------------------ indexes
 
@@ -212,6 +223,39 @@ class Segment:
                 p = header.size
             position += p
 
+    def split_at(self, position: int, base_offset: int) -> "Segment":
+        """Move the batches from ``position`` (a batch boundary whose batch starts at
+        ``base_offset``) to a new segment based there; this one ends at ``position``. The new
+        file is written and fsynced before this one is cut, so a crash in between leaves the
+        batches in both files, and the next recovery splits again (the new file is replaced)."""
+        new_path = os.path.join(self.directory, segment_name(base_offset, ".log"))
+        tmp = new_path + ".split"
+        end = os.fstat(self.fd).st_size
+        with open(tmp, "wb") as out:
+            pos = position
+            while pos < end:
+                chunk = os.pread(self.fd, min(1 << 20, end - pos), pos)
+                if not chunk:
+                    break
+                out.write(chunk)
+                pos += len(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        for suffix in (".index", ".timeindex"):  # stale ones from an interrupted split
+            try:
+                os.unlink(os.path.join(self.directory, segment_name(base_offset, suffix)))
+            except FileNotFoundError:
+                pass
+        os.replace(tmp, new_path)
+        dir_fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        self.truncate_to(position, base_offset)
+        os.fsync(self.fd)
+        return Segment(self.directory, base_offset, index_interval=self.index_interval)
+
     def truncate_to(self, size: int, next_offset: int) -> None:
         """Drop bytes at and after ``size`` (a batch boundary) and the index entries for them."""
         os.ftruncate(self.fd, size)
@@ -256,6 +300,11 @@ def _read_file(path: str) -> bytes:
         return b""
 
 
+class OffsetOverflow(str):
+    """A recovery ``problem`` that is not damage: the batch is valid but its offsets do not fit
+    this segment's int32 relative range. The caller splits the segment there (nothing lost)."""
+
+
 def recover_segment(segment: Segment, position: int, expected_offset: int, *,
                     allow_gaps: bool = False) -> tuple[int, int, str | None]:
     """Validate batches from ``position`` to the end of the file, re-indexing them.
@@ -263,7 +312,8 @@ def recover_segment(segment: Segment, position: int, expected_offset: int, *,
     ``allow_gaps``: compacted logs have gaps between batches; elsewhere a gap is corruption.
     Returns ``(valid_size, next_offset, problem)``: the byte length of the valid prefix, the
     offset after its last batch, and a description of the first invalid batch (None if the
-    whole tail was valid). The caller truncates to ``valid_size`` and logs ``problem``.
+    whole tail was valid). The caller truncates to ``valid_size`` and logs ``problem``, or, for
+    an :class:`OffsetOverflow`, moves the bytes from ``valid_size`` on to a new segment.
     """
     import crc32c
 
@@ -293,6 +343,11 @@ def recover_segment(segment: Segment, position: int, expected_offset: int, *,
             break
         if header.last_offset_delta < 0:
             problem = f"negative last offset delta at byte {pos}"
+            break
+        if not segment.can_hold(header.last_offset) and pos > 0:
+            problem = OffsetOverflow(
+                f"batch at byte {pos} (offsets {header.base_offset}..{header.last_offset}) is beyond the int32 "
+                f"relative range of segment {segment.base_offset}")
             break
         segment._maybe_index(header.base_offset, pos, header.max_timestamp)
         segment._bytes_since_index += header.size
