@@ -21,7 +21,7 @@ import os
 
 from ..protocol import records as rb
 from .files import atomic_write
-from .segment import Segment, segment_name
+from .segment import MAX_RELATIVE_OFFSET, Segment, segment_name
 
 COMPACTED_MARKER = "compacted"  # also partition_log.COMPACTED_MARKER
 
@@ -73,6 +73,12 @@ def cleanable_segments(plog, now_ms: int) -> list:
     min.compaction.lag.ms the leading ones whose newest record is at least that old (Kafka's
     first uncleanable offset)."""
     closed = [s for s in plog.segments[:-1] if s not in plog.pending_closed]
+    # They are merged into one segment based at the first one's base offset: every offset must
+    # fit its int32 relative indexes (Kafka's groupSegmentsBySize bounds a group the same way).
+    for n, seg in enumerate(closed):
+        if seg.next_offset - 1 - closed[0].base_offset > MAX_RELATIVE_OFFSET:
+            closed = closed[:n]
+            break
     lag = plog.config.min_compaction_lag_ms
     if lag <= 0:
         return closed

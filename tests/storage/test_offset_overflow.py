@@ -123,3 +123,21 @@ def test_a_split_interrupted_after_the_new_file_is_redone(tmp_path):
     assert [v for _, v in read_all(plog)] == values
     assert [s.base_offset for s in plog.segments] == [0, HUGE + 1]
     assert os.path.getsize(os.path.join(tmp_path, f"{0:020d}.log")) == tail_at
+
+
+def test_the_cleaner_never_merges_segments_spanning_more_than_the_relative_range(tmp_path):
+    from oncelog.storage.cleaner import cleanable_segments
+
+    plog = PartitionLog.open(str(tmp_path), "t", 0, LogConfig(cleanup_policy="compact"), sync_hw=False,
+                             recovery_point=None, clean_shutdown=False)
+    append_value(plog, b"a")
+    raw = lying_batch(HUGE)
+    plog.append(bytearray(raw), rb.scan_batches(raw), 1000)
+    plog.roll()
+    append_value(plog, b"b")  # offset 1 + HUGE: beyond segment 0's range
+    plog.roll()
+    append_value(plog, b"c")
+    for seg in plog.take_flush_work()[0]:
+        seg.flush()
+    # segments 0 and 1+HUGE would merge into one based at 0: only the first is cleanable
+    assert [s.base_offset for s in cleanable_segments(plog, 1000)] == [0]
