@@ -5,9 +5,14 @@ the body. api_key, api_version and correlation_id sit at the same offsets in bot
 versions, so they are peeked with ``struct`` before choosing the classes. Trailing bytes after
 the body are tolerated (librdkafka sends some on Metadata).
 
+Before kio sees a frame, :func:`.guard.check_request` walks it with the same schema and
+refuses any array, string or bytes length the frame cannot hold: kio's native reader allocates
+an array's full declared size up front, and an allocation failure there aborts the process
+(see :mod:`.guard`). Every refusal and every error kio raises comes out as :class:`DecodeError`.
+
 kio raises ``KeyError`` on an unknown tagged field, where the protocol says to skip it. We
 handle that by retrying the decode on a copy of the frame whose unknown tagged fields have been
-removed (:func:`_strip_unknown_tags`) – a slow path that real clients do not hit today.
+removed (:func:`.tags.strip_unknown_tags`) – a slow path that real clients do not hit today.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from .guard import Refused, check_request
 from .tags import strip_unknown_tags
 
 _PEEK = struct.Struct(">hhi")
@@ -72,6 +78,10 @@ def decode_request(frame: bytes, api_key: int, api_version: int) -> tuple[Reques
     cls = request_class(api_key, api_version)
     header_cls = cls.__header_schema__
     try:
+        check_request(cls, frame)
+    except Refused as exc:
+        raise DecodeError(f"cannot decode {cls.__name__} v{api_version}: {exc}") from None
+    try:
         try:
             header, used = reader(header_cls)(frame, 0)
             body, _ = reader(cls)(frame, used)
@@ -83,7 +93,9 @@ def decode_request(frame: bytes, api_key: int, api_version: int) -> tuple[Reques
             clean = bytes(clean)
             header, used = reader(header_cls)(clean, 0)
             body, _ = reader(cls)(clean, used)
-    except Exception as exc:  # kio raises assorted errors on garbage
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # kio raises assorted errors on garbage; a Rust panic is a BaseException
         raise DecodeError(f"cannot decode {cls.__name__} v{api_version}: {exc!r}") from exc
     info = RequestHeaderInfo(api_key, api_version, header.correlation_id, getattr(header, "client_id", None))
     return info, body
