@@ -44,6 +44,7 @@ from ..protocol.records import (
     ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
     CONTROL_ABORT,
+    DECOMPRESSED_LIMIT_MAX,
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -346,8 +347,10 @@ def split_rows(sizes: np.ndarray, max_batch_bytes: int) -> list[tuple[int, int]]
 
 
 def _decompress(codec: int, data: bytes) -> bytes:
+    # Bounded as the broker bounds it: the client does not know the topic's max.message.bytes, so
+    # the broker's largest limit (a batch larger than that was never accepted).
     try:
-        return decompress_records(codec, data)
+        return decompress_records(codec, data, DECOMPRESSED_LIMIT_MAX)
     except InvalidBatch as exc:
         raise CorruptRecords(str(exc)) from None
 

@@ -72,20 +72,36 @@ def validate(records, batches: list[rb.BatchHeader], config: LogConfig, *, acks:
 
 
 def _validate_records(cfg: LogConfig, records, batches: list[rb.BatchHeader], now_ms: int, tp: str) -> None:
-    """Kafka's LogValidator.validateRecord for what needs the records themselves: keys on
-    compacted topics, and CreateTime timestamps within [now - before.max, now + after.max].
+    """Kafka's LogValidator: every record of every batch is read (decompressed within the
+    topic's limit, :func:`oncelog.protocol.records.decompressed_limit`) and its structure checked
+    (:func:`oncelog.protocol.records.walk_records`); then, where the topic's config asks, keys
+    on compacted topics and CreateTime timestamps within [now - before.max, now + after.max].
     The first batch with bad records fails the partition with its record errors."""
     compacted = cfg.compact
     create_time = cfg.message_timestamp_type == "CreateTime"
     before, after = cfg.message_timestamp_before_max_ms, cfg.message_timestamp_after_max_ms
+    limit = rb.decompressed_limit(cfg.max_message_bytes)
     for h in batches:
         log_append_batch = bool(h.attributes & rb.ATTR_TIMESTAMP_TYPE)
-        if not (compacted or (log_append_batch and not create_time)
-                or (create_time and (before < LONG_MAX or h.max_timestamp - now_ms > after))):
+        # The records' keys and timestamps are kept only when a config needs them: the timestamp
+        # bounds are first checked against the batch header's max timestamp.
+        need = (compacted or (log_append_batch and not create_time)
+                or (create_time and (before < LONG_MAX or h.max_timestamp - now_ms > after)))
+        metas: list | None = [] if need else None
+        try:
+            rb.check_records(records, h, limit=limit, metas=metas)
+        except rb.RecordsTooLarge as exc:
+            raise errors.MessageTooLarge(f"{tp}: {exc.reason}") from None
+        except rb.InvalidBatch as exc:
+            err = errors.InvalidRecord(f"{tp}: {exc.reason}")
+            err.record_errors = exc.record_errors
+            raise err from None
+        if not need:
             continue
         problems: list[tuple[int, str]] = []
         bad_timestamp = False
-        for index, ts, has_key in rb.iter_record_meta(records[h.position : h.position + h.size]):
+        for index, (ts_delta, has_key) in enumerate(metas):
+            ts = h.max_timestamp if log_append_batch else h.base_timestamp + ts_delta
             if compacted and not has_key:
                 problems.append((index, f"Compacted topic cannot accept message without key in topic partition {tp}"))
             elif create_time and ts != -1:
@@ -115,12 +131,13 @@ def recompress(cfg: LogConfig, records, batches: list[rb.BatchHeader]):
     codec = rb.CODEC_NAMES[cfg.compression_type]
     if all(h.compression == codec for h in batches):
         return records, batches
+    limit = rb.decompressed_limit(cfg.max_message_bytes)
     level = {rb.COMPRESSION_GZIP: cfg.compression_gzip_level, rb.COMPRESSION_LZ4: cfg.compression_lz4_level,
              rb.COMPRESSION_ZSTD: cfg.compression_zstd_level}.get(codec)
     out = bytearray()
     for h in batches:
         batch = records[h.position : h.position + h.size]
-        out += batch if h.compression == codec else rb.recompress_batch(batch, codec, level)
+        out += batch if h.compression == codec else rb.recompress_batch(batch, codec, level, limit)
     data = bytes(out)
     try:
         return data, rb.scan_batches(data, max_batch_bytes=cfg.max_message_bytes, verify_crc=False)

@@ -29,7 +29,9 @@ recomputing the checksum.
 
 from __future__ import annotations
 
+import mmap
 import struct
+import threading
 from dataclasses import dataclass
 
 import crc32c
@@ -44,6 +46,8 @@ ATTR_TIMESTAMP_TYPE = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 
+COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD = 0, 1, 2, 3, 4
+
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
@@ -56,11 +60,13 @@ _MAX_TIMESTAMP = struct.Struct(">q")
 class InvalidBatch(ValueError):
     """A record batch failed header validation; ``reason`` names what was wrong."""
 
-    def __init__(self, reason: str, *, corrupt: bool = True) -> None:
+    def __init__(self, reason: str, *, corrupt: bool = True, record_errors: tuple = ()) -> None:
         super().__init__(reason)
         self.reason = reason
         # corrupt=True maps to CORRUPT_MESSAGE, False to INVALID_RECORD.
         self.corrupt = corrupt
+        # KIP-467: (index of the record in its batch, message) where Kafka names the record.
+        self.record_errors = record_errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +147,10 @@ def scan_batches(
                 raise InvalidBatch(
                     f"CRC mismatch at byte {pos}: header says {header.crc:#010x}, data gives {actual:#010x}"
                 )
+        if header.attributes & ATTR_COMPRESSION_MASK > COMPRESSION_ZSTD:
+            # Kafka's CompressionType.forId
+            raise InvalidBatch(f"Unknown compression type id: {header.attributes & ATTR_COMPRESSION_MASK}",
+                               corrupt=False)
         if header.record_count < 1 or header.last_offset_delta != header.record_count - 1:
             raise InvalidBatch(
                 f"record count {header.record_count} does not match last offset delta "
@@ -266,12 +276,14 @@ def _read_varint(buf, pos: int) -> tuple[int, int]:
     return (result >> 1) ^ -(result & 1), pos
 
 
-def iter_records(batch: bytes | memoryview):
+def iter_records(batch: bytes | memoryview, limit: int | None = None):
     """Yield (offset, timestamp, key, value) of a batch, decompressing it if needed (internal
-    topics, control records, the log cleaner; never on the produce/fetch hot path)."""
+    topics, control records, the log cleaner; never on the produce/fetch hot path). ``limit``:
+    the decompressed size allowed (:func:`decompress_view`), by default the default topic's."""
     header = parse_header(batch, 0)
     if header.compression:
-        batch = decompress_records(header.compression, memoryview(batch)[HEADER_SIZE : header.size])
+        batch = decompress_records(header.compression, memoryview(batch)[HEADER_SIZE : header.size],
+                                   DEFAULT_DECOMPRESSED_LIMIT if limit is None else limit)
         pos = 0
     else:
         pos = HEADER_SIZE
@@ -290,14 +302,15 @@ def iter_records(batch: bytes | memoryview):
         yield header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value
 
 
-def iter_records_raw(batch: bytes | memoryview):
+def iter_records_raw(batch: bytes | memoryview, limit: int | None = None):
     """Yield (offset, timestamp, key, value, attributes, rest) of every record of a batch
-    (decompressed if needed); ``rest`` is the record's bytes after its offset delta (key, value
-    and headers as written), so a record can be re-encoded with new deltas and nothing else
-    changed (:func:`encode_raw_record`)."""
+    (decompressed if needed, within ``limit`` as :func:`iter_records`); ``rest`` is the record's
+    bytes after its offset delta (key, value and headers as written), so a record can be
+    re-encoded with new deltas and nothing else changed (:func:`encode_raw_record`)."""
     header = parse_header(batch, 0)
     if header.compression:
-        body = decompress_records(header.compression, memoryview(batch)[HEADER_SIZE : header.size])
+        body = decompress_records(header.compression, memoryview(batch)[HEADER_SIZE : header.size],
+                                  DEFAULT_DECOMPRESSED_LIMIT if limit is None else limit)
         pos = 0
     else:
         body, pos = batch, HEADER_SIZE
@@ -322,47 +335,346 @@ def encode_raw_record(offset_delta: int, timestamp_delta: int, attributes: int, 
     return _varint(len(inner)) + inner
 
 
-COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD = 0, 1, 2, 3, 4
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
+# ---------------------------------------------------------------------------------------------
+# Bounded decompression. Kafka streams a compressed batch record by record and never holds it
+# whole; here a batch is decompressed into one buffer, so its size is capped instead: a batch
+# whose records decompress to more than the cap is refused (Produce: MESSAGE_TOO_LARGE) and never
+# materialised beyond cap + 1 bytes (cramjam's ``*_into`` functions stop when the output buffer is
+# full; snappy blocks carry their length up front). The cap is min(64 x the topic's
+# max.message.bytes, 256 MiB): 64 MiB with the default max.message.bytes, which is 64 times what
+# an uncompressed batch may be, and less than librdkafka's default receive.message.max.bytes
+# (100,000,000), the most a default librdkafka consumer accepts for a decompressed batch.
 
-def decompress_records(codec: int, data) -> bytes:
-    """The records section of a compressed batch, decompressed. Only ListOffsets by timestamp
-    needs this (one batch per lookup), so cramjam is imported on first use."""
+DECOMPRESSION_RATIO = 64
+DECOMPRESSED_LIMIT_MAX = 256 * 1024 * 1024
+DEFAULT_MAX_MESSAGE_BYTES = 1048588  # Kafka's message.max.bytes default
+
+
+def decompressed_limit(max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
+    """The most bytes a batch's records may decompress to, for a topic's ``max.message.bytes``."""
+    return max(min(DECOMPRESSION_RATIO * max_message_bytes, DECOMPRESSED_LIMIT_MAX), 0)
+
+
+DEFAULT_DECOMPRESSED_LIMIT = decompressed_limit()
+
+
+class RecordsTooLarge(InvalidBatch):
+    """A compressed batch whose records decompress to more than the limit (Produce:
+    MESSAGE_TOO_LARGE, not INVALID_RECORD: a Java producer then splits the batch and retries)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the records of a compressed batch decompress to more than {limit} bytes (the limit: "
+                         f"min({DECOMPRESSION_RATIO} x max.message.bytes, {DECOMPRESSED_LIMIT_MAX} bytes))",
+                         corrupt=False)
+        self.limit = limit
+
+
+_SCRATCH_KEEP = 8 * 1024 * 1024  # a per-thread output buffer up to this size is kept for the next batch
+
+
+class _Scratch(threading.local):
+    buf: bytearray | None = None
+
+
+_scratch = _Scratch()
+
+
+def _decompress_into(codec: int, data, out) -> int:
+    """Decompress ``data`` into ``out``; the number of bytes written. Raises
+    cramjam.DecompressionError (also when ``out`` is too small) or InvalidBatch."""
     import cramjam
 
-    data = bytes(data)
     if codec == COMPRESSION_GZIP:
-        return bytes(cramjam.gzip.decompress(data))
-    if codec == COMPRESSION_SNAPPY:
-        # The Java client and librdkafka write xerial-framed snappy: a 16-byte header, then
-        # (int32 length, raw snappy block) chunks.
-        if data[:8] == _XERIAL_MAGIC:
-            out = bytearray()
-            pos = 16
-            while pos + 4 <= len(data):
-                (size,) = struct.unpack_from(">i", data, pos)
-                pos += 4
-                out += bytes(cramjam.snappy.decompress_raw(data[pos : pos + size]))
-                pos += size
-            return bytes(out)
-        return bytes(cramjam.snappy.decompress_raw(data))
+        return cramjam.gzip.decompress_into(data, out)
     if codec == COMPRESSION_LZ4:
-        return bytes(cramjam.lz4.decompress(data))
+        return cramjam.lz4.decompress_into(data, out)
     if codec == COMPRESSION_ZSTD:
-        return bytes(cramjam.zstd.decompress(data))
-    raise InvalidBatch(f"unknown compression codec {codec}", corrupt=False)
+        return cramjam.zstd.decompress_into(data, out)
+    raise InvalidBatch(f"Unknown compression type id: {codec}", corrupt=False)
 
 
-def iter_offsets_and_timestamps(batch: bytes | memoryview):
+def _snappy_blocks(data) -> list:
+    """The raw snappy blocks of a snappy records section: xerial-framed (what the Java client
+    and librdkafka write: a 16-byte header, then (int32 length, raw block) chunks) or one raw
+    block."""
+    if bytes(data[:8]) != _XERIAL_MAGIC:
+        return [data]
+    blocks = []
+    pos, end = 16, len(data)
+    if end < 16:
+        raise InvalidBatch("truncated xerial snappy header", corrupt=False)
+    while pos < end:
+        if end - pos < 4:
+            raise InvalidBatch("truncated xerial snappy chunk length", corrupt=False)
+        (size,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        if size < 0 or pos + size > end:
+            raise InvalidBatch(f"xerial snappy chunk of {size} bytes overruns the records", corrupt=False)
+        blocks.append(data[pos : pos + size])
+        pos += size
+    return blocks
+
+
+def decompress_view(codec: int, data, limit: int = DEFAULT_DECOMPRESSED_LIMIT):
+    """The records section ``data`` of a batch compressed with ``codec``, decompressed, as a
+    buffer of exactly its length. Never materialises more than ``limit`` + 1 bytes: raises
+    :class:`RecordsTooLarge` beyond ``limit``, :class:`InvalidBatch` (INVALID_RECORD) when the
+    payload does not decompress or the codec is unknown. The result may be this thread's
+    reused scratch buffer: valid until the next call on the same thread (copy it to keep it)."""
+    import cramjam
+
+    if codec == COMPRESSION_NONE:
+        return memoryview(data)
+    try:
+        if codec == COMPRESSION_SNAPPY:
+            blocks = _snappy_blocks(memoryview(data))
+            sizes = [cramjam.snappy.decompress_raw_len(bytes(b)) for b in blocks]
+            total = sum(sizes)
+            if total > limit:
+                raise RecordsTooLarge(limit)
+            out = bytearray(total)
+            pos = 0
+            view = memoryview(out)
+            for block, size in zip(blocks, sizes):
+                if cramjam.snappy.decompress_raw_into(bytes(block), view[pos : pos + size]) != size:
+                    raise InvalidBatch("snappy block shorter than its declared length", corrupt=False)
+                pos += size
+            return view
+        if codec not in (COMPRESSION_GZIP, COMPRESSION_LZ4, COMPRESSION_ZSTD):
+            raise InvalidBatch(f"Unknown compression type id: {codec}", corrupt=False)
+        # First into this thread's scratch buffer (no allocation on the hot path); a batch that
+        # does not fit is decompressed again into an anonymous mapping of limit + 1 bytes, whose
+        # untouched pages cost nothing and which is unmapped afterwards.
+        scratch = _scratch.buf
+        if scratch is None:
+            scratch = _scratch.buf = bytearray(1 << 20)
+        if len(scratch) > limit:
+            scratch_view = memoryview(scratch)[: limit + 1]
+        else:
+            scratch_view = memoryview(scratch)
+        try:
+            n = _decompress_into(codec, data, scratch_view)
+        except cramjam.DecompressionError as exc:
+            if "failed to write whole buffer" not in str(exc):
+                raise
+        else:
+            if n > limit:
+                raise RecordsTooLarge(limit)
+            return scratch_view[:n]
+        if len(scratch_view) > limit:
+            raise RecordsTooLarge(limit)
+        big = mmap.mmap(-1, limit + 1)
+        try:
+            n = _decompress_into(codec, data, big)
+        except cramjam.DecompressionError as exc:
+            big.close()
+            if "failed to write whole buffer" in str(exc):
+                raise RecordsTooLarge(limit) from None
+            raise
+        if n > limit:
+            big.close()
+            raise RecordsTooLarge(limit)
+        if n < _SCRATCH_KEEP:
+            # Keep a scratch buffer this size for the next batches (the producer's batches are alike).
+            _scratch.buf = scratch = bytearray(min(1 << (n + 1).bit_length(), _SCRATCH_KEEP))
+            scratch[:n] = big[:n]
+            big.close()
+            return memoryview(scratch)[:n]
+        out = bytearray(big[:n])
+        big.close()
+        return memoryview(out)
+    except cramjam.DecompressionError as exc:
+        raise InvalidBatch(f"Failed to decompress record stream: {exc}", corrupt=False) from None
+
+
+def decompress_records(codec: int, data, limit: int = DEFAULT_DECOMPRESSED_LIMIT) -> bytes:
+    """The records section of a compressed batch, decompressed (a copy: see
+    :func:`decompress_view` for the limit and the errors)."""
+    return bytes(decompress_view(codec, data, limit))
+
+
+# ---------------------------------------------------------------------------------------------
+# Record validation: every record of a client's batch, as Kafka's LogValidator reads them through
+# DefaultRecordBatch's iterator and DefaultRecord.readFrom, with their exception messages. A
+# record is: varint length, int8 attributes, varlong timestamp delta, varint offset delta, varint
+# key length (-1: null) and key, varint value length and value, varint header count, and per
+# header a varint key length (>= 0) and key, a varint value length and value. Varints are
+# zig-zag LEB128, at most 5 bytes (varlong 10), as Kafka's ByteUtils reads them.
+
+
+class _Malformed(Exception):
+    """A varint longer than Kafka reads, or a value out of its range (never escapes this module)."""
+
+
+def _uvarint(b, p: int, max_bytes: int) -> tuple[int, int]:
+    """(raw unsigned value, next position) of the varint at ``p``, at most ``max_bytes`` long."""
+    u = shift = 0
+    for q in range(p, p + max_bytes):
+        x = b[q]
+        u |= (x & 0x7F) << shift
+        if x < 0x80:
+            return u, q + 1
+        shift += 7
+    raise _Malformed
+
+
+def _svarint(b, p: int) -> tuple[int, int]:
+    """(int32 value, next position) of the zig-zag varint at ``p`` (slow path: 2+ bytes)."""
+    u, p = _uvarint(b, p, 5)
+    if u > 0xFFFFFFFF:
+        raise _Malformed
+    return (u >> 1) ^ -(u & 1), p
+
+
+def _header_fields(b, p: int, end: int, count: int) -> int:
+    """Skip ``count`` record headers from ``p``; the position after them."""
+    if count < 0:
+        raise InvalidBatch(f"Found invalid number of record headers {count}", corrupt=False)
+    if count > end - p:
+        raise InvalidBatch(f"Found invalid number of record headers. {count} is larger than the remaining size "
+                           "of the buffer", corrupt=False)
+    for _ in range(count):
+        size, p = _svarint(b, p)
+        if size < 0:
+            raise InvalidBatch(f"Invalid negative header key size {size}", corrupt=False)
+        p += size
+        size, p = _svarint(b, p)
+        if size >= 0:
+            p += size
+        elif size != -1:
+            raise _Malformed
+    return p
+
+
+def walk_records(b, pos: int, end: int, count: int, metas: list | None = None) -> None:
+    """Read the ``count`` records that must exactly fill ``b[pos:end]`` (an uncompressed records
+    section), checking what Kafka's DefaultRecord.readFrom checks: every length consistent, the
+    record's fields ending exactly at its declared size, header count and key sizes, no short
+    read and no trailing bytes. Also that the offset deltas are 0..count-1 (Kafka refused
+    anything else before 2.4; a consumer computes offsets from them). ``metas``: if given,
+    (timestamp delta, has key) of every record is appended to it.
+
+    Raises :class:`InvalidBatch` (INVALID_RECORD): Kafka throws InvalidRecordException for all of
+    them. Lengths below -1 (null) are refused too, where Kafka reads any negative length as null.
+
+    The hot path of every Produce: written for CPython's speed, one loop with the one- and two-byte
+    varints (every length below 8 KiB, every offset delta below 8192) decoded inline.
+    """
+    i = 0
+    try:
+        while i < count:
+            if pos >= end:
+                raise InvalidBatch("Incorrect declared batch size, premature EOF reached", corrupt=False)
+            x = b[pos]
+            if x < 0x80:
+                size = (x >> 1) ^ -(x & 1)
+                p = pos + 1
+            else:
+                size, p = _svarint(b, pos)
+            start = p
+            rend = p + size
+            if rend > end:
+                raise InvalidBatch(f"Invalid record size: expected {size} bytes in record payload, but instead the "
+                                   f"buffer has only {end - p} remaining bytes.", corrupt=False)
+            # attributes (unused in v2), then the timestamp delta (varlong)
+            x = b[p + 1]
+            if x < 0x80:
+                ts_delta = x
+                p += 2
+            else:
+                ts_delta, p = _uvarint(b, p + 1, 10)
+                if ts_delta > 0xFFFFFFFFFFFFFFFF:
+                    raise _Malformed
+            # offset delta: zig-zag(i) is 2i, one byte below 64, two below 8192
+            x = b[p]
+            twice = i << 1
+            if x == twice < 0x80:
+                p += 1
+            elif x == (twice & 0x7F) | 0x80 and twice < 0x4000 and b[p + 1] == twice >> 7:
+                p += 2
+            else:
+                delta, _ = _svarint(b, p)
+                raise InvalidBatch(
+                    f"Inner record {i} has offset delta {delta}: the batch does not have incremental offsets, "
+                    f"expected offset delta is {i}", corrupt=False, record_errors=((i, f"Inner record {i} has offset "
+                                                                                      f"delta {delta}, expected {i}"),))
+            # key
+            x = b[p]
+            if x < 0x80:
+                klen = (x >> 1) ^ -(x & 1)
+                p += 1
+            else:
+                y = b[p + 1]
+                if y < 0x80:
+                    klen = (((y << 7) | (x & 0x7F)) >> 1) ^ -(x & 1)
+                    p += 2
+                else:
+                    klen, p = _svarint(b, p)
+            if klen >= 0:
+                p += klen
+            elif klen != -1:
+                raise _Malformed
+            # value
+            x = b[p]
+            if x < 0x80:
+                vlen = (x >> 1) ^ -(x & 1)
+                p += 1
+            else:
+                y = b[p + 1]
+                if y < 0x80:
+                    vlen = (((y << 7) | (x & 0x7F)) >> 1) ^ -(x & 1)
+                    p += 2
+                else:
+                    vlen, p = _svarint(b, p)
+            if vlen >= 0:
+                p += vlen
+            elif vlen != -1:
+                raise _Malformed
+            # headers
+            x = b[p]
+            if x == 0:
+                p += 1
+            else:
+                headers, p = _svarint(b, p)
+                p = _header_fields(b, p, end, headers)
+            if p != rend:
+                raise InvalidBatch(f"Invalid record size: expected to read {size} bytes in record payload, but "
+                                   f"instead read {p - start}", corrupt=False)
+            if metas is not None:
+                metas.append(((ts_delta >> 1) ^ -(ts_delta & 1), klen >= 0))
+            pos = rend
+            i += 1
+    except (IndexError, _Malformed):
+        raise InvalidBatch("Found invalid record structure", corrupt=False) from None
+    if pos != end:
+        raise InvalidBatch("Incorrect declared batch size, records still remaining in file", corrupt=False)
+
+
+def check_records(buf, header: BatchHeader, *, limit: int = DEFAULT_DECOMPRESSED_LIMIT,
+                  metas: list | None = None) -> None:
+    """Validate every record of the batch ``header`` of ``buf`` (decompressing it within
+    ``limit``): :func:`walk_records`. Raises :class:`InvalidBatch` or :class:`RecordsTooLarge`."""
+    start = header.position + HEADER_SIZE
+    end = header.position + header.size
+    if header.compression == COMPRESSION_NONE:
+        walk_records(buf, start, end, header.record_count, metas)
+        return
+    body = decompress_view(header.compression, memoryview(buf)[start:end], limit)
+    walk_records(body, 0, len(body), header.record_count, metas)
+
+
+def iter_offsets_and_timestamps(batch: bytes | memoryview, limit: int | None = None):
     """Yield (offset, timestamp) of every record of one batch, compressed or not, in offset
     order. LogAppendTime batches: every record has the batch's max timestamp (as Kafka's
     DefaultRecord.timestamp() answers). Reads only each record's length, timestamp delta and
-    offset delta."""
+    offset delta. ``limit``: as :func:`iter_records`."""
     header = parse_header(batch, 0)
     log_append = bool(header.attributes & ATTR_TIMESTAMP_TYPE)
     if header.compression:
-        body = decompress_records(header.compression, memoryview(batch)[HEADER_SIZE : header.size])
+        body = decompress_records(header.compression, memoryview(batch)[HEADER_SIZE : header.size],
+                                  DEFAULT_DECOMPRESSED_LIMIT if limit is None else limit)
         pos = 0
     else:
         body = batch
@@ -411,30 +723,14 @@ CODEC_NAMES = {"uncompressed": COMPRESSION_NONE, "gzip": COMPRESSION_GZIP, "snap
                "lz4": COMPRESSION_LZ4, "zstd": COMPRESSION_ZSTD}
 
 
-def records_section(batch) -> bytes | memoryview:
-    """The records of one batch, decompressed when needed (the bytes after the header)."""
+def records_section(batch, limit: int | None = None) -> bytes | memoryview:
+    """The records of one batch, decompressed when needed (the bytes after the header), within
+    ``limit`` as :func:`iter_records`."""
     header = parse_header(batch, 0)
     body = memoryview(batch)[HEADER_SIZE : header.size]
-    return decompress_records(header.compression, body) if header.compression else body
-
-
-def iter_record_meta(batch):
-    """Yield (index, timestamp, has_key) of every record of one batch, compressed or not.
-    LogAppendTime batches: every record has the batch's max timestamp (as Kafka's
-    DefaultRecord.timestamp() answers)."""
-    header = parse_header(batch, 0)
-    log_append = bool(header.attributes & ATTR_TIMESTAMP_TYPE)
-    body = records_section(batch)
-    pos = 0
-    for index in range(header.record_count):
-        length, pos = _read_varint(body, pos)
-        end = pos + length
-        pos += 1  # attributes
-        ts_delta, pos = _read_varint(body, pos)
-        _, pos = _read_varint(body, pos)  # offset delta
-        klen, pos = _read_varint(body, pos)
-        yield index, header.max_timestamp if log_append else header.base_timestamp + ts_delta, klen >= 0
-        pos = end
+    if not header.compression:
+        return body
+    return decompress_records(header.compression, body, DEFAULT_DECOMPRESSED_LIMIT if limit is None else limit)
 
 
 def compress_records(codec: int, data, level: int | None = None) -> bytes:
@@ -518,11 +814,12 @@ def xxh32(data: bytes, seed: int = 0) -> int:
     return h
 
 
-def recompress_batch(batch, codec: int, level: int | None = None) -> bytes:
+def recompress_batch(batch, codec: int, level: int | None = None, limit: int | None = None) -> bytes:
     """The same batch (offsets, timestamps, producer fields, records) with its records section
-    compressed with ``codec`` (COMPRESSION_NONE: decompressed): new attributes, length and CRC."""
+    compressed with ``codec`` (COMPRESSION_NONE: decompressed): new attributes, length and CRC.
+    ``limit``: the decompressed size allowed, as :func:`iter_records`."""
     header = parse_header(batch, 0)
-    body = compress_records(codec, records_section(batch), level)
+    body = compress_records(codec, records_section(batch, limit), level)
     tail = bytearray(memoryview(batch)[21:HEADER_SIZE])
     struct.pack_into(">h", tail, 0, (header.attributes & ~ATTR_COMPRESSION_MASK) | codec)
     tail += body

@@ -59,9 +59,15 @@ def _next_offset_of(path: str, base: int) -> int:
     return nxt
 
 
-def _keyed_records(batch: bytes):
-    """(offset, timestamp, key, value, attributes, rest) of each record: see rb.iter_records_raw."""
-    return list(rb.iter_records_raw(batch))
+def _keyed_records(batch: bytes, limit: int) -> list | None:
+    """(offset, timestamp, key, value, attributes, rest) of each record: see rb.iter_records_raw;
+    None for a batch that cannot be read within the decompression ``limit`` (or whose records are
+    malformed, stored before validation): the cleaner keeps such a batch whole."""
+    try:
+        return list(rb.iter_records_raw(batch, limit))
+    except (ValueError, IndexError) as exc:
+        log.warning("compaction keeps an unreadable batch whole: %s", exc)
+        return None
 
 
 def _compactable(h: rb.BatchHeader) -> bool:
@@ -121,12 +127,13 @@ def compact(plog, now_ms: int, delete_retention_ms: int | None = None) -> int:
     closed = cleanable_segments(plog, now_ms)
     if len(closed) < 2 and not (closed and closed[0].size > 0):
         return 0
+    limit = rb.decompressed_limit(plog.config.max_message_bytes)
     # Pass 1: the latest offset of every key (later data supersedes).
     latest: dict[bytes, int] = {}
     for seg in (plog.segments if plog.config.min_compaction_lag_ms <= 0 else closed):
         for pos, h in seg.iter_headers(0):
             if _compactable(h):
-                for offset, _, key, *_ in _keyed_records(seg.read(pos, h.size)):
+                for offset, _, key, *_ in _keyed_records(seg.read(pos, h.size), limit) or ():
                     if key is not None:
                         latest[key] = offset
     # Pass 2: rewrite the closed segments. First make it durable that this log may now have
@@ -150,7 +157,11 @@ def compact(plog, now_ms: int, delete_retention_ms: int | None = None) -> int:
                 if not _compactable(h):
                     out.write(batch)
                     continue
-                kept = [r for r in _keyed_records(batch)
+                records = _keyed_records(batch, limit)
+                if records is None:
+                    out.write(batch)
+                    continue
+                kept = [r for r in records
                         if r[2] is None or (latest.get(r[2]) == r[0]
                                             and (r[3] is not None or now_ms - r[1] < delete_retention_ms))]
                 if len(kept) == h.record_count:

@@ -546,10 +546,24 @@ class PartitionLog:
             for position, header in seg.iter_headers(pos):
                 if header.last_offset < start or header.max_timestamp < timestamp:
                     continue
-                for offset, ts in rb.iter_offsets_and_timestamps(seg.read(position, header.size)):
+                for offset, ts in self._offsets_and_timestamps(seg, position, header, start):
                     if offset >= start and ts >= timestamp:
                         return offset, ts
         return None
+
+    def _offsets_and_timestamps(self, seg: Segment, position: int, header: rb.BatchHeader,
+                                start: int) -> list[tuple[int, int]]:
+        """(offset, timestamp) of every record of one batch, decompressed within the topic's
+        limit (rb.decompressed_limit). A batch that cannot be read so (a decompression bomb or
+        malformed records stored before validation) counts as one record, at its first offset
+        at or above ``start``, with its max timestamp: what Kafka answered before KIP-734."""
+        try:
+            return list(rb.iter_offsets_and_timestamps(seg.read(position, header.size),
+                                                       rb.decompressed_limit(self.config.max_message_bytes)))
+        except (ValueError, IndexError) as exc:
+            log.warning("%s-%d: batch at offset %d read as one record: %s", self.topic, self.partition,
+                        header.base_offset, exc)
+            return [(max(header.base_offset, start), header.max_timestamp)]
 
     def offset_of_max_timestamp(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with the largest timestamp (KIP-734, exact
@@ -566,7 +580,7 @@ class PartitionLog:
         if best is None:
             return None
         max_ts, seg, position, header = best
-        for offset, ts in rb.iter_offsets_and_timestamps(seg.read(position, header.size)):
+        for offset, ts in self._offsets_and_timestamps(seg, position, header, start):
             if offset >= start and ts == max_ts:
                 return offset, max_ts
         return max(header.base_offset, start), max_ts
