@@ -63,6 +63,12 @@ class BrokerConfig:
     auto_create_topics: bool = True
     num_partitions: int = 1
     socket_request_max_bytes: int = 100 * 1024 * 1024
+    # Resource limits (server.py): Kafka's names; see configs.py for the defaults' reasons.
+    queued_max_request_bytes: int = 100 * 1024 * 1024  # <= 0: unbounded (Kafka's default -1)
+    max_connections: int = 1000
+    max_connections_per_ip: int = (1 << 31) - 1
+    connections_max_idle_ms: int = 600_000  # < 0: never
+    request_read_timeout_ms: int = 30_000  # oncelog.request.read.timeout.ms; <= 0: never
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint_interval_s: float = 10.0
     retention_check_interval_s: float = 300.0
@@ -86,6 +92,11 @@ class BrokerConfig:
             "auto.create.topics.enable": str(self.auto_create_topics).lower(),
             "num.partitions": str(self.num_partitions),
             "socket.request.max.bytes": str(self.socket_request_max_bytes),
+            "queued.max.request.bytes": str(self.queued_max_request_bytes),
+            "max.connections": str(self.max_connections),
+            "max.connections.per.ip": str(self.max_connections_per_ip),
+            "connections.max.idle.ms": str(self.connections_max_idle_ms),
+            "oncelog.request.read.timeout.ms": str(self.request_read_timeout_ms),
             "log.dirs": self.data_dir,
             "log.segment.bytes": str(c.segment_bytes),
             "log.roll.ms": str(c.segment_ms),

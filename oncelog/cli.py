@@ -75,7 +75,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--retention-bytes", type=_size, default=_DEFAULTS.retention_bytes, help="per partition; -1 = no limit")
     s.add_argument("--retention-check-ms", type=int, default=300_000, help="how often retention runs")
     s.add_argument("--max-message-bytes", type=_size, default=_DEFAULTS.max_message_bytes)
-    s.add_argument("--socket-request-max-bytes", type=_size, default=100 * 1024 * 1024)
+    s.add_argument("--socket-request-max-bytes", type=_size, default=100 * 1024 * 1024,
+                   help="socket.request.max.bytes: a request frame declaring more closes the connection before "
+                        "anything is allocated for it (default 100m, as Kafka)")
+    s.add_argument("--queued-max-request-bytes", type=_size, default=100 * 1024 * 1024,
+                   help="queued.max.request.bytes: bytes of requests received and not yet answered, over all "
+                        "connections; at the limit the broker stops reading until answers free memory "
+                        "(default 100m; Kafka's -1 is unbounded; <= 0 unbounded)")
+    s.add_argument("--max-connections", type=int, default=1000,
+                   help="max.connections: connections at once; one more is closed at once (default 1000; "
+                        "Kafka's is unbounded)")
+    s.add_argument("--max-connections-per-ip", type=int, default=(1 << 31) - 1,
+                   help="max.connections.per.ip: connections at once from one address; one more is closed at "
+                        "once (default 2147483647, as Kafka)")
+    s.add_argument("--connections-max-idle-ms", type=int, default=600_000,
+                   help="connections.max.idle.ms: close a connection with nothing received, in progress or "
+                        "unanswered for this long (default 600000, as Kafka; -1 never)")
+    s.add_argument("--request-read-timeout-ms", type=int, default=30_000,
+                   help="oncelog.request.read.timeout.ms (oncelog's own): a request frame must arrive completely "
+                        "within this long of its first byte, else the connection is closed (slowloris; "
+                        "default 30000; <= 0 never)")
     s.add_argument("--offsets-topic-partitions", type=int, default=10, help="partitions of __consumer_offsets")
     s.add_argument("--offsets-topic-segment-bytes", type=_size, default=16 << 20,
                    help="segment size of __consumer_offsets (compaction works on closed segments)")
@@ -167,6 +186,9 @@ SERVE_OPTION_CONFIGS = {
     "segment_bytes": ("log.segment.bytes",), "segment_ms": ("log.roll.ms",), "retention_ms": ("log.retention.ms",),
     "retention_bytes": ("log.retention.bytes",), "retention_check_ms": ("log.retention.check.interval.ms",),
     "max_message_bytes": ("message.max.bytes",), "socket_request_max_bytes": ("socket.request.max.bytes",),
+    "queued_max_request_bytes": ("queued.max.request.bytes",), "max_connections": ("max.connections",),
+    "max_connections_per_ip": ("max.connections.per.ip",), "connections_max_idle_ms": ("connections.max.idle.ms",),
+    "request_read_timeout_ms": ("oncelog.request.read.timeout.ms",),
     "offsets_topic_partitions": ("offsets.topic.num.partitions",),
     "offsets_topic_segment_bytes": ("offsets.topic.segment.bytes",),
     "log_cleaner_interval_ms": ("log.cleaner.backoff.ms",),
@@ -220,6 +242,8 @@ def cmd_serve(args) -> int:
                                retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
                                max_message_bytes=args.max_message_bytes)
         log_config.validate()
+        if args.max_connections < 0 or args.max_connections_per_ip < 0:
+            raise ValueError("--max-connections and --max-connections-per-ip must be >= 0")
         if args.node_id < 0:
             raise ValueError(f"--node-id must be >= 0, not {args.node_id}")
         if args.group_min_session_timeout_ms > args.group_max_session_timeout_ms:
@@ -232,6 +256,10 @@ def cmd_serve(args) -> int:
     config = BrokerConfig(data_dir=args.data_dir, host=args.host, port=args.port, advertise=args.advertise,
                           fsync=fsync, auto_create_topics=not args.no_auto_create_topics,
                           num_partitions=args.num_partitions, socket_request_max_bytes=args.socket_request_max_bytes,
+                          queued_max_request_bytes=args.queued_max_request_bytes,
+                          max_connections=args.max_connections, max_connections_per_ip=args.max_connections_per_ip,
+                          connections_max_idle_ms=args.connections_max_idle_ms,
+                          request_read_timeout_ms=args.request_read_timeout_ms,
                           log=log_config, retention_check_interval_s=args.retention_check_ms / 1000,
                           offsets_topic_partitions=args.offsets_topic_partitions,
                           offsets_topic_segment_bytes=args.offsets_topic_segment_bytes,

@@ -481,7 +481,33 @@ _BROKER_OWN = [
     BrokerConfigDef("auto.create.topics.enable", T.BOOLEAN, "true", None,
                     "Metadata for an unknown topic creates it (serve --no-auto-create-topics turns it off)."),
     BrokerConfigDef("socket.request.max.bytes", T.INT, str(100 * 1024 * 1024), None,
-                    "Larger request frames are refused before any allocation.", validator=at_least(1)),
+                    "A request frame declaring more closes the connection before anything is allocated for it; "
+                    "a frame's buffer grows as its bytes arrive (a declared size reserves nothing).",
+                    validator=at_least(1)),
+    BrokerConfigDef("queued.max.request.bytes", T.LONG, "-1", None,
+                    "Bytes of requests received and not yet answered, over all connections (frames being "
+                    "received count as they arrive). At the limit the broker stops reading from connections "
+                    "until answers free memory (clients see latency, never an error); one frame already being "
+                    "received may finish, so memory is bounded by this + one request + 64 KiB per connection. "
+                    "oncelog's default bounds memory (Kafka's -1, unbounded, lets stalled or pipelining clients "
+                    "take all of it); <= 0 is unbounded. oncelog cannot change it while running.",
+                    oncelog_default=str(100 * 1024 * 1024)),
+    BrokerConfigDef("max.connections", T.INT, str(INT_MAX), None,
+                    "Connections accepted at once; one over it is closed at once (logged, rate limited). "
+                    "oncelog's default keeps a flood of connections below the open-file limit (which serve "
+                    "raises to fit); Kafka's is unbounded. oncelog cannot change it while running (Kafka can).",
+                    oncelog_default="1000", validator=at_least(0)),
+    BrokerConfigDef("max.connections.per.ip", T.INT, str(INT_MAX), None,
+                    "Connections accepted at once from one IP address; one over it is closed at once (logged, "
+                    "rate limited). oncelog cannot change it while running (Kafka can).", validator=at_least(0)),
+    BrokerConfigDef("connections.max.idle.ms", T.LONG, "600000", None,
+                    "A connection with no request received, in progress or unanswered for this long is closed "
+                    "(clients reconnect); -1 never. Checked by one sweep every min(1 s, a quarter of this)."),
+    BrokerConfigDef("oncelog.request.read.timeout.ms", T.LONG, None, None,
+                    "oncelog's own (Kafka has none): a request frame must arrive completely within this long of "
+                    "its first byte, else the connection is closed and the partial frame freed (slowloris). Time "
+                    "the broker itself paused reading (queued.max.request.bytes) does not count; <= 0 never.",
+                    oncelog_default="30000"),
     BrokerConfigDef("default.replication.factor", T.INT, "1", None, "Always 1: one broker."),
     BrokerConfigDef("offsets.topic.replication.factor", T.SHORT, "3", None, "Always 1: one broker.",
                     oncelog_default="1"),

@@ -8,12 +8,31 @@ pipeline; the frames wait here. One exception keeps pipelined producers fast: an
 Produce whose records are appended and that only waits for its fsync (``Applied``) lets the
 next *Produce* on the connection start, so consecutive produces share one group-commit fsync;
 any other request waits until those produces are answered. Responses are written strictly in
-request order. Bad input only ever closes the connection it came on:
+request order.
 
-* a frame whose size prefix exceeds ``socket.request.max.bytes`` is refused before any buffer
-  for it is allocated;
-* a request that cannot be decoded, or names an API/version we do not serve, is logged with the
-  client's address, client id (when known) and API, and the connection is closed.
+Bad input only ever closes the connection it came on, and every resource a client can make the
+broker hold is bounded (Kafka's names; each is a ``serve`` option and in DescribeConfigs):
+
+* ``socket.request.max.bytes``: a larger size prefix closes the connection before anything is
+  allocated for the frame; a frame's buffer grows as its bytes arrive (protocol/framing.py).
+* ``queued.max.request.bytes``: the bytes of requests received and not yet answered, over all
+  connections (frames being received count as they are allocated). At the limit, a connection
+  that reads stops reading (``pause_reading``, Kafka's muted channel) until the total drops;
+  one frame already being received may finish meanwhile (the *exceed token*), so a frame larger
+  than what is left always completes and the broker never deadlocks on its own memory.
+  Bound: the limit + one frame + one read (64 KiB) per connection.
+* ``max.connections`` / ``max.connections.per.ip``: a connection over either is closed at once.
+* ``connections.max.idle.ms``: a connection with nothing received, in progress or queued for
+  that long is closed (one periodic sweep over the connections, no timer per connection).
+* ``oncelog.request.read.timeout.ms`` (oncelog's own): a frame must arrive completely within
+  this long of its first byte (slowloris), not counting time the broker itself paused reading.
+  The connection is closed and its partial frame freed.
+
+Logging: one WARNING line per offending connection (address, client id when known, API and
+version, what was wrong), at most ``BAD_INPUT_LINES_PER_S`` a second overall, the rest
+summarised ("suppressed K more"); never a traceback for a client's mistake. A broker bug (an
+exception other than :class:`ProtocolViolation` while handling a request) is logged at ERROR,
+with a traceback at most once a minute.
 """
 
 from __future__ import annotations
@@ -21,67 +40,299 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import resource
 import signal
+import struct
+import time
 
 from .apis._base import Applied
 from .broker import Broker, ProtocolViolation
 from .protocol import codec
-from .protocol.framing import BufferedFrameReader, FrameTooLarge, InvalidFrame
+from .protocol.framing import SCRATCH_BYTES, BufferedFrameReader, FrameTooLarge, InvalidFrame
 
 log = logging.getLogger("oncelog.server")
 
 MAX_IN_FLIGHT = 1000  # pipelined requests per connection before we stop reading
 PRODUCE = 0
+MIN_READ = 64 * 1024  # a read over queued.max.request.bytes takes at most this much
+BAD_INPUT_LINES_PER_S = 10
+TRACEBACK_EVERY_S = 60.0
+_PAUSE_IN_FLIGHT = 1
+_PAUSE_MEMORY = 2
+
+
+class RateLimitedLog:
+    """At most ``per_second`` lines a second through it; the others are counted, and the next
+    line written (or :meth:`flush`, called by the server's sweep) says how many were suppressed."""
+
+    def __init__(self, logger: logging.Logger, per_second: int = BAD_INPUT_LINES_PER_S, clock=time.monotonic) -> None:
+        self.logger = logger
+        self.per_second = per_second
+        self.clock = clock
+        self.window = 0.0
+        self.written = 0
+        self.suppressed = 0
+
+    def log(self, level: int, fmt: str, *args, exc_info=None) -> bool:
+        now = self.clock()
+        if now - self.window >= 1.0:
+            self.flush(now)
+            self.window, self.written = now, 0
+        if self.written >= self.per_second:
+            self.suppressed += 1
+            return False
+        self.written += 1
+        self.logger.log(level, fmt, *args, exc_info=exc_info)
+        return True
+
+    def flush(self, now: float | None = None) -> None:
+        now = self.clock() if now is None else now
+        if self.suppressed and now - self.window >= 1.0:
+            self.logger.warning("suppressed %d more bad-input or connection warning(s) in the last %.1fs",
+                                self.suppressed, now - self.window)
+            self.suppressed = 0
+
+
+class Limits:
+    """One server's resource limits and their shared state: the request memory pool
+    (queued.max.request.bytes), connection counts, the idle/read-timeout sweep, the scratch
+    read buffer every connection's reader shares, and the rate-limited bad-input log."""
+
+    def __init__(self, config) -> None:
+        self.max_frame = config.socket_request_max_bytes
+        q = config.queued_max_request_bytes
+        self.memory_limit = q if q > 0 else None
+        self.max_connections = config.max_connections
+        self.max_per_ip = config.max_connections_per_ip
+        idle = config.connections_max_idle_ms
+        self.idle_s = idle / 1000 if idle >= 0 else None
+        timeout = config.request_read_timeout_ms
+        self.read_timeout_s = timeout / 1000 if timeout > 0 else None
+        self.scratch = bytearray(SCRATCH_BYTES)
+        self.used = 0  # bytes of requests received and not yet answered, over all connections
+        self.waiting: dict[KafkaConnection, None] = {}  # paused for memory, in pause order
+        self.exceeder: KafkaConnection | None = None  # may finish its frame over the limit
+        self.connections: set[KafkaConnection] = set()
+        self.per_ip: collections.Counter = collections.Counter()
+        self.bad = RateLimitedLog(log)
+        self.last_traceback = -TRACEBACK_EVERY_S
+
+    def budget(self) -> int | None:
+        if self.memory_limit is None:
+            return None
+        return max(self.memory_limit - self.used, MIN_READ)
+
+    def over(self) -> bool:
+        return self.memory_limit is not None and self.used >= self.memory_limit
+
+    def release(self, nbytes: int) -> None:
+        self.used -= nbytes
+        if not self.waiting:
+            return
+        if not self.over():
+            waiting, self.waiting = self.waiting, {}
+            for conn in waiting:
+                conn.resume(_PAUSE_MEMORY)
+        elif self.exceeder is None:
+            self.pass_token()
+
+    def pass_token(self) -> None:
+        """The exceed token is free: hand it to the first connection paused mid-frame, so the
+        frames holding memory can complete even when nothing else will free any."""
+        self.exceeder = None
+        for conn in self.waiting:
+            if conn.reader.in_progress:
+                self.exceeder = conn
+                conn.exceed_frame = conn.reader.completed
+                del self.waiting[conn]
+                conn.resume(_PAUSE_MEMORY)
+                return
+
+    def sweep_interval(self) -> float:
+        limits = [x for x in (self.idle_s, self.read_timeout_s) if x is not None]
+        return min([1.0] + [x / 4 for x in limits]) if limits else 1.0
+
+    def sweep(self) -> None:
+        """Close connections idle or stalled mid-frame too long; flush the log's summary."""
+        now = time.monotonic()
+        timeout, idle = self.read_timeout_s, self.idle_s
+        for conn in list(self.connections):
+            if conn.closed:
+                continue
+            if conn.frame_started is not None:
+                if timeout is not None and not conn.pause_reasons and now - conn.frame_started > timeout:
+                    got, size = conn.reader.progress
+                    declared = f"{size}-byte request frame" if size >= 0 else "request size prefix"
+                    conn.bad_input(f"request read timeout (oncelog.request.read.timeout.ms="
+                                   f"{int(timeout * 1000)}): {got} bytes of a {declared} received")
+            elif idle is not None and now - conn.active_at > idle and conn.is_idle():
+                log.info("closed idle connection from %s (connections.max.idle.ms=%d)", conn.peer, int(idle * 1000))
+                conn.abort()
+        self.bad.flush(now)
+
+    def internal_error(self, fmt: str, *args, exc: BaseException) -> None:
+        """A broker bug: ERROR, with a traceback at most once every TRACEBACK_EVERY_S."""
+        now = time.monotonic()
+        if now - self.last_traceback >= TRACEBACK_EVERY_S:
+            self.last_traceback = now
+            log.error(fmt, *args, exc_info=exc)
+        else:
+            self.bad.log(logging.ERROR, fmt + ": %r (traceback logged at most once a minute)", *args, exc)
+
+    def loop_exception(self, loop, context) -> None:
+        """asyncio's exception handler: network errors (accept hitting the fd limit, a reset)
+        are one rate-limited line; anything else is a broker bug."""
+        exc = context.get("exception")
+        message = context.get("message", "unhandled exception in the event loop")
+        if exc is None or isinstance(exc, OSError):
+            self.bad.log(logging.WARNING, "%s%s", message, f": {exc!r}" if exc is not None else "")
+        else:
+            self.internal_error("%s", message, exc=exc)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Broker, connections: set) -> None:
+    def __init__(self, broker: Broker, limits: Limits) -> None:
         self.broker = broker
-        self.connections = connections
-        self.reader = BufferedFrameReader(broker.config.socket_request_max_bytes)
+        self.limits = limits
+        self.reader = BufferedFrameReader(limits.max_frame, scratch=limits.scratch)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        # Responses in request order: each slot is chunks (ready) or a Task (pending).
+        self.ip: str | None = None  # set once admitted (counted in limits.per_ip)
+        self.client_id: str | None = None  # from the last request header seen
+        # Responses in request order: each slot is (chunks (ready) or a Task (pending), request bytes).
         self.slots: collections.deque = collections.deque()
         # Frames received but not yet dispatched (an earlier request is still being processed).
         self.queued: collections.deque = collections.deque()
         self.busy: asyncio.Future | None = None  # the request being processed, if it is async
         self.applied_waits = 0  # Produces appended and waiting for durability only
-        self.paused = False
+        self.pause_reasons = 0  # _PAUSE_* bits
         self.closed = False
+        self.held = 0  # this connection's share of limits.used: unanswered frames + the reader's buffer
+        self.reading = 0  # the reader's buffer, as last counted
+        self.exceed_frame = -1  # the frame the exceed token was given for
+        self.frame_started: float | None = None  # monotonic time the unfinished frame began
+        self.active_at = time.monotonic()
+
+    # ---------------------------------------------------------------- connection life
 
     def connection_made(self, transport) -> None:
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.connections.add(self)
+        ip = peer[0] if peer else "?"
+        limits = self.limits
+        if len(limits.connections) >= limits.max_connections:
+            self.closed = True
+            limits.bad.log(logging.WARNING, "refused connection from %s: max.connections=%d reached",
+                           self.peer, limits.max_connections)
+            transport.abort()
+            return
+        if limits.per_ip[ip] >= limits.max_per_ip:
+            self.closed = True
+            limits.bad.log(logging.WARNING, "refused connection from %s: max.connections.per.ip=%d reached for %s",
+                           self.peer, limits.max_per_ip, ip)
+            transport.abort()
+            return
+        self.ip = ip
+        limits.per_ip[ip] += 1
+        limits.connections.add(self)
 
     def connection_lost(self, exc) -> None:
         self.closed = True
-        self.connections.discard(self)
-        for slot in self.slots:
+        limits = self.limits
+        if self.ip is None:
+            return  # refused in connection_made
+        limits.connections.discard(self)
+        limits.per_ip[self.ip] -= 1
+        if not limits.per_ip[self.ip]:
+            del limits.per_ip[self.ip]
+        self.ip = None
+        for slot, _ in self.slots:
             if isinstance(slot, asyncio.Future):
                 slot.cancel()
         self.slots.clear()
         self.queued.clear()
+        self.reader = None  # frees a partial frame now
+        limits.waiting.pop(self, None)
+        held, self.held, self.reading = self.held, 0, 0
+        limits.release(held)
+        if limits.exceeder is self:
+            limits.pass_token()
+
+    def abort(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    def is_idle(self) -> bool:
+        return not self.slots and not self.queued and self.busy is None and not self.reader.in_progress
+
+    # ---------------------------------------------------------------- reading
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self.reader.get_buffer()
+        return self.reader.get_buffer(self.limits.budget())
 
     def buffer_updated(self, nbytes: int) -> None:
         if self.closed:
             return
+        reader = self.reader
+        limits = self.limits
         try:
-            frames = self.reader.updated(nbytes)
+            frames = reader.updated(nbytes)
         except (FrameTooLarge, InvalidFrame) as exc:
-            log.warning("closing connection from %s: %s", self.peer, exc)
-            self.abort()
+            self.bad_input(str(exc))
             return
-        self.queued.extend(frames)
-        self._pump()
-        if len(self.slots) + len(self.queued) > MAX_IN_FLIGHT and not self.paused and not self.closed:
-            self.paused = True
+        now = self.active_at = time.monotonic()
+        buffered = reader.buffered
+        added = buffered - self.reading
+        for frame in frames:
+            added += len(frame)
+        self.reading = buffered
+        self.held += added
+        limits.used += added
+        if reader.in_progress:
+            if self.frame_started is None or frames:
+                self.frame_started = now
+        else:
+            self.frame_started = None
+        if frames:
+            self.queued.extend(frames)
+            try:
+                self._pump()
+            except Exception as exc:  # never let a bug escape into the event loop
+                limits.internal_error("closing connection from %s: internal error", self.peer, exc=exc)
+                self.abort()
+                return
+        if self.closed:
+            return
+        if len(self.slots) + len(self.queued) > MAX_IN_FLIGHT:
+            self.pause(_PAUSE_IN_FLIGHT)
+        passed = limits.exceeder is self and reader.completed != self.exceed_frame
+        if passed:
+            limits.pass_token()  # its frame is complete: another's may finish now, not its next one
+        if limits.over():
+            if reader.in_progress and not passed and (limits.exceeder is None or limits.exceeder is self):
+                limits.exceeder = self
+                self.exceed_frame = reader.completed
+            else:
+                self.pause(_PAUSE_MEMORY)
+                limits.waiting[self] = None
+
+    def pause(self, reason: int) -> None:
+        if not self.pause_reasons and not self.closed:
             self.transport.pause_reading()
+        self.pause_reasons |= reason
+
+    def resume(self, reason: int) -> None:
+        if not self.pause_reasons & reason:
+            return
+        self.pause_reasons &= ~reason
+        if not self.pause_reasons and not self.closed:
+            if self.frame_started is not None:
+                self.frame_started = time.monotonic()  # the time we paused is not the client's
+            self.transport.resume_reading()
+
+    # ---------------------------------------------------------------- requests
 
     def _pump(self) -> None:
         """Dispatch queued frames while nothing earlier on this connection is in progress."""
@@ -93,23 +344,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
             queued.popleft()
             self._dispatch(frame)
 
-    def _dispatch(self, frame: bytes) -> None:
+    def _dispatch(self, frame) -> None:
+        nbytes = len(frame)
         try:
             result = self.broker.handle_frame(frame, self.peer)
         except ProtocolViolation as exc:
-            self._reject(frame, str(exc))
+            self.bad_input(f"malformed or unsupported request: {exc}", frame)
             return
-        except Exception:
-            log.exception("closing connection from %s: internal error handling %s", self.peer, _describe(frame))
+        except Exception as exc:
+            self.limits.internal_error("closing connection from %s: internal error handling %s", self.peer,
+                                       _describe(frame), exc=exc)
             self.abort()
             return
         if result is None:
+            self._release(nbytes)
             return
         if isinstance(result, list):
             if not self.slots:
                 self.transport.writelines(result)
+                self._release(nbytes)
                 return
-            self.slots.append(result)
+            self.slots.append((result, nbytes))
             return
         if isinstance(result, Applied):
             task = asyncio.ensure_future(result.awaitable)
@@ -119,7 +374,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             task = asyncio.ensure_future(result)
             self.busy = task
             task.add_done_callback(self._on_busy_done)
-        self.slots.append(task)
+        self.slots.append((task, nbytes))
+
+    def _release(self, nbytes: int) -> None:
+        self.held -= nbytes
+        self.limits.release(nbytes)
 
     def _on_applied_done(self, task: asyncio.Future) -> None:
         self.applied_waits -= 1
@@ -134,15 +393,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         exc = task.exception()
         if exc is not None:
-            log.error("closing connection from %s: request failed: %r", self.peer, exc, exc_info=exc)
+            self.limits.internal_error("closing connection from %s: request failed", self.peer, exc=exc)
             self.abort()
             return
-        self._flush()
+        try:
+            self._flush()
+        except Exception as exc:  # never let a bug escape into the event loop
+            self.limits.internal_error("closing connection from %s: internal error", self.peer, exc=exc)
+            self.abort()
 
     def _flush(self) -> None:
         slots = self.slots
+        released = 0
         while slots:
-            head = slots[0]
+            head, nbytes = slots[0]
             if isinstance(head, asyncio.Future):
                 if not head.done():
                     break
@@ -151,23 +415,51 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 chunks = head
             slots.popleft()
             self.transport.writelines(chunks)
+            released += nbytes
+        if released:
+            self.active_at = time.monotonic()
+            self._release(released)
         self._pump()
-        if self.paused and not self.closed and len(slots) + len(self.queued) < MAX_IN_FLIGHT // 2:
-            self.paused = False
-            self.transport.resume_reading()
+        if self.pause_reasons & _PAUSE_IN_FLIGHT and len(slots) + len(self.queued) < MAX_IN_FLIGHT // 2:
+            self.resume(_PAUSE_IN_FLIGHT)
 
-    def _reject(self, frame: bytes, reason: str) -> None:
-        log.warning("closing connection from %s: malformed or unsupported request (%s): %s",
-                    self.peer, _describe(frame), reason)
+    # ---------------------------------------------------------------- bad input
+
+    def bad_input(self, reason: str, frame=None) -> None:
+        """Close this connection for a client's mistake: one WARNING line (rate limited), no
+        traceback."""
+        if frame is not None:
+            what = _describe(frame)
+            client_id = _client_id(frame)
+            if client_id is not None:
+                self.client_id = client_id
+        else:
+            what = None
+        details = ", ".join(x for x in (f"client_id={self.client_id!r}" if self.client_id is not None else None,
+                                        what) if x)
+        self.limits.bad.log(logging.WARNING, "closing connection from %s%s: %s", self.peer,
+                            f" ({details})" if details else "", reason)
         self.abort()
 
-    def abort(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.abort()
+
+_CLIENT_ID_LEN = struct.Struct(">h")
+_CLIENT_ID_MAX = 100
 
 
-def _describe(frame: bytes) -> str:
+def _client_id(frame) -> str | None:
+    """The client id of a request header (v1 and v2 put it at offset 8), escaped and cut to
+    _CLIENT_ID_MAX characters for a log line; None when absent or unreadable."""
+    if len(frame) < 10:
+        return None
+    n = _CLIENT_ID_LEN.unpack_from(frame, 8)[0]
+    if n < 0 or len(frame) < 10 + n:
+        return None
+    text = bytes(frame[10 : 10 + min(n, _CLIENT_ID_MAX)]).decode("utf-8", "replace")
+    text = text.encode("unicode_escape").decode("ascii")  # no newline or control byte reaches the log
+    return text[:_CLIENT_ID_MAX] + ("..." if n > _CLIENT_ID_MAX else "")
+
+
+def _describe(frame) -> str:
     try:
         api_key, version, correlation_id = codec.peek_header(frame)
     except codec.DecodeError:
@@ -177,18 +469,39 @@ def _describe(frame: bytes) -> str:
     return f"api={api_key_map.get(api_key, api_key)} v{version} correlation_id={correlation_id}"
 
 
+def _raise_fd_limit(needed: int) -> None:
+    """Each connection is a file descriptor: raise the soft RLIMIT_NOFILE (to at most the hard
+    one) so max.connections is reached before accept() fails with EMFILE."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (OSError, ValueError):
+            target = soft
+        if target < needed:
+            log.warning("open file limit %d is below max.connections plus the logs' files (%d): raise ulimit -n",
+                        target, needed)
+
+
 async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:
     """Run until ``stop`` is set or SIGTERM/SIGINT arrives; then stop accepting, close
     connections, flush and checkpoint every log, and mark the shutdown clean."""
     loop = asyncio.get_running_loop()
+    limits = Limits(broker.config)
+    loop.set_exception_handler(limits.loop_exception)
+    _raise_fd_limit(min(broker.config.max_connections, 1 << 20) + 1024)
     broker.open()
-    connections: set[KafkaConnection] = set()
-    server = await loop.create_server(lambda: KafkaConnection(broker, connections),
+    server = await loop.create_server(lambda: KafkaConnection(broker, limits),
                                       broker.config.host, broker.config.port, reuse_address=True, backlog=1024)
     sock = server.sockets[0].getsockname()
     broker.set_listening(sock[0], sock[1])
     broker.partitions.start_background()
     ticker = loop.create_task(broker.tick_task())
+    sweeper = loop.create_task(_sweep(limits))
     stop = stop or asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
@@ -204,9 +517,20 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
     await stop.wait()
     log.info("stopping")
     ticker.cancel()
+    sweeper.cancel()
     server.close()
-    for conn in list(connections):
+    for conn in list(limits.connections):
         conn.abort()
     await server.wait_closed()
     await broker.partitions.close()
     log.info("stopped cleanly")
+
+
+async def _sweep(limits: Limits) -> None:
+    interval = limits.sweep_interval()
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            limits.sweep()
+        except Exception as exc:
+            limits.internal_error("connection sweep failed", exc=exc)

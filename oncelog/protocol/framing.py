@@ -5,6 +5,19 @@ Every request and response is ``int32 size`` followed by ``size`` bytes.
 frames. It refuses a frame whose declared size exceeds ``max_frame_bytes`` (Kafka's
 ``socket.request.max.bytes``) as soon as the 4-byte prefix is seen, before allocating anything
 for it.
+
+Memory invariants (issue 17: a declared size is a claim, not a reservation):
+
+* An idle connection holds no read buffer: reads land in a *scratch* buffer that every reader
+  of one event loop may share (the loop reads one socket at a time and :meth:`updated` copies
+  out everything it keeps before returning).
+* A frame being received holds at most ``max(GROWTH * received, FIRST_CAPACITY)`` bytes
+  (never more than its declared size): its buffer grows geometrically as bytes arrive, so a
+  prefix declaring 100 MiB followed by silence costs 64 KiB, not 100 MiB. A frame whose bytes
+  are mostly here already (a 1 MiB produce: the first read brings 256 KiB) gets its final
+  buffer at once and is passed on as a read-only view of it, never copied.
+* :attr:`BufferedFrameReader.buffered` is what the reader holds for its unfinished frame, for
+  the server's ``queued.max.request.bytes`` accounting.
 """
 
 from __future__ import annotations
@@ -12,6 +25,11 @@ from __future__ import annotations
 import struct
 
 _SIZE = struct.Struct(">i")
+
+SCRATCH_BYTES = 256 * 1024  # one read of pipelined small requests
+LARGE_FRAME = 64 * 1024  # frames at least this large are received into a buffer of their own
+FIRST_CAPACITY = 64 * 1024  # a large frame's first buffer when little of it has arrived
+GROWTH = 4  # a large frame's buffer is at most GROWTH x the bytes received (or FIRST_CAPACITY)
 
 
 class FrameTooLarge(ValueError):
@@ -26,64 +44,151 @@ class InvalidFrame(ValueError):
 
 
 class BufferedFrameReader:
-    """Frames for an ``asyncio.BufferedProtocol``: the transport reads straight into buffers we
-    hand out, so a large request (a 1 MiB produce) lands in a buffer of its final size and is
-    passed on as a read-only view, never copied; small frames are cut from a shared read buffer.
+    """Frames for an ``asyncio.BufferedProtocol``.
 
-    Protocol: ``get_buffer()`` → memoryview to receive into; ``updated(n)`` → completed frames
-    (``bytes`` or read-only ``memoryview``). Oversized frames are refused from the prefix alone.
+    Protocol: ``get_buffer(budget)`` → writable memoryview to receive into (at most ``budget``
+    bytes when given); ``updated(n)`` → completed frames (``bytes``, or a read-only
+    ``memoryview`` for large frames). Oversized or negative sizes raise from the prefix alone.
+
+    Small frames (under ``LARGE_FRAME``) are cut from the scratch buffer; one split across reads
+    is stitched in a small bytearray holding only the bytes received. A large frame gets its
+    own bytearray, sized to the frame when at least 1/``GROWTH`` of it has arrived and grown
+    geometrically (a new buffer and one copy of what arrived) otherwise.
     """
 
-    __slots__ = ("_buf", "_start", "_end", "_big", "_big_got", "_max")
+    __slots__ = ("_max", "_scratch", "_partial", "_frame", "_got", "_size", "completed")
 
-    def __init__(self, max_frame_bytes: int, chunk: int = 256 * 1024) -> None:
-        self._buf = bytearray(chunk)
-        self._start = 0
-        self._end = 0
-        self._big: bytearray | None = None
-        self._big_got = 0
+    def __init__(self, max_frame_bytes: int, chunk: int = SCRATCH_BYTES, scratch: bytearray | None = None) -> None:
         self._max = max_frame_bytes
+        self._scratch = scratch if scratch is not None else bytearray(chunk)
+        self._partial: bytearray | None = None  # a small frame's bytes so far, prefix included
+        self._frame: bytearray | None = None  # a large frame's buffer (body only)
+        self._got = 0  # body bytes of the large frame received
+        self._size = 0  # its declared size
+        self.completed = 0  # frames returned so far: identifies the frame in progress
 
-    def get_buffer(self) -> memoryview:
-        if self._big is not None:
-            return memoryview(self._big)[self._big_got :]
-        if self._end == len(self._buf):
-            # Move the partial frame at the front to make room.
-            pending = self._end - self._start
-            self._buf[:pending] = self._buf[self._start : self._end]
-            self._start, self._end = 0, pending
-        return memoryview(self._buf)[self._end :]
+    @property
+    def in_progress(self) -> bool:
+        """True while part of a frame (even part of its size prefix) has arrived."""
+        return self._frame is not None or self._partial is not None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes allocated for the unfinished frame (0 when none)."""
+        if self._frame is not None:
+            return len(self._frame)
+        if self._partial is not None:
+            return len(self._partial)
+        return 0
+
+    @property
+    def progress(self) -> tuple[int, int]:
+        """(bytes received, bytes declared) of the unfinished frame, prefix excluded;
+        (n, -1) while its size prefix is incomplete."""
+        if self._frame is not None:
+            return self._got, self._size
+        if self._partial is not None:
+            if len(self._partial) < 4:
+                return len(self._partial), -1
+            return len(self._partial) - 4, _SIZE.unpack_from(self._partial)[0]
+        return 0, 0
+
+    def get_buffer(self, budget: int | None = None) -> memoryview:
+        frame = self._frame
+        if frame is not None:
+            got = self._got
+            if got == len(frame):
+                frame = self._grow(got)
+            end = len(frame) if budget is None else min(len(frame), got + max(budget, 1))
+            return memoryview(frame)[got:end]
+        scratch = self._scratch
+        if budget is not None and budget < len(scratch):
+            return memoryview(scratch)[: max(budget, 1)]
+        return memoryview(scratch)
+
+    def _grow(self, got: int) -> bytearray:
+        new = bytearray(min(self._size, GROWTH * got))
+        new[:got] = self._frame
+        self._frame = new
+        return new
 
     def updated(self, nbytes: int) -> list:
-        if self._big is not None:
-            self._big_got += nbytes
-            if self._big_got < len(self._big):
+        if self._frame is not None:
+            self._got += nbytes
+            if self._got < self._size:
                 return []
-            frame = memoryview(self._big).toreadonly()
-            self._big = None
+            frame = memoryview(self._frame).toreadonly()
+            self._frame = None
+            self.completed += 1
             return [frame]
-        self._end += nbytes
-        frames = []
-        buf = self._buf
-        while self._end - self._start >= 4:
-            size = _SIZE.unpack_from(buf, self._start)[0]
-            if size < 0:
-                raise InvalidFrame(f"negative frame size {size}")
-            if size > self._max:
-                raise FrameTooLarge(size, self._max)
-            body = self._start + 4
-            if self._end - body >= size:
-                frames.append(bytes(buf[body : body + size]))
-                self._start = body + size
+        frames: list = []
+        data = memoryview(self._scratch)[:nbytes]
+        pos = 0
+        if self._partial is not None:
+            pos = self._continue_partial(data, frames)
+            if self.in_progress:
+                return frames
+        while nbytes - pos >= 4:
+            size = self._check(_SIZE.unpack_from(data, pos)[0])
+            body = pos + 4
+            if nbytes - body >= size:
+                frames.append(bytes(data[body : body + size]))
+                self.completed += 1
+                pos = body + size
                 continue
-            if size > len(buf) // 2:
-                # Large frame: give it its own buffer and receive the rest straight into it.
-                self._big = bytearray(size)
-                have = self._end - body
-                self._big[:have] = buf[body : self._end]
-                self._big_got = have
-                self._start = self._end = 0
-            break
-        if self._start == self._end:
-            self._start = self._end = 0
+            if size >= LARGE_FRAME:
+                self._start_large(size, data[body:nbytes])
+            else:
+                self._partial = bytearray(data[pos:nbytes])
+            return frames
+        if pos < nbytes:
+            self._partial = bytearray(data[pos:nbytes])  # part of a size prefix
         return frames
+
+    def _continue_partial(self, data: memoryview, frames: list) -> int:
+        """Feed the start of ``data`` to the small frame (or size prefix) in progress; returns
+        how many bytes of ``data`` it took."""
+        partial = self._partial
+        pos = 0
+        if len(partial) < 4:
+            pos = min(4 - len(partial), len(data))
+            partial += data[:pos]
+            if len(partial) < 4:
+                return pos
+            size = self._check(_SIZE.unpack_from(partial)[0])
+            if size >= LARGE_FRAME:
+                self._partial = None
+                have = data[pos : pos + min(size, len(data) - pos)]
+                pos += len(have)
+                if len(have) == size:
+                    frames.append(bytes(have))
+                    self.completed += 1
+                else:
+                    self._start_large(size, have)
+                return pos
+        size = _SIZE.unpack_from(partial)[0]
+        take = min(4 + size - len(partial), len(data) - pos)
+        partial += data[pos : pos + take]
+        pos += take
+        if len(partial) == 4 + size:
+            frames.append(bytes(memoryview(partial)[4:]))
+            self._partial = None
+            self.completed += 1
+        return pos
+
+    def _start_large(self, size: int, have) -> None:
+        got = len(have)
+        capacity = min(size, max(FIRST_CAPACITY, GROWTH * got))
+        try:
+            frame = bytearray(capacity)
+        except MemoryError:
+            raise InvalidFrame(f"no memory for a request frame of {size} bytes") from None
+        frame[:got] = have
+        self._frame, self._got, self._size = frame, got, size
+
+    def _check(self, size: int) -> int:
+        if size < 0:
+            raise InvalidFrame(f"negative frame size {size}")
+        if size > self._max:
+            raise FrameTooLarge(size, self._max)
+        return size
