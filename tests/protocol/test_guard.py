@@ -188,10 +188,23 @@ def test_a_walk_is_generated_for_every_request_the_broker_serves():
 
 # --------------------------------------------------------------------------- fuzz finds
 
-# Frames found by tests/fuzz/fuzz_requests.py, each once a crash or a non-DecodeError exception.
-FUZZ_FINDS: list[str] = []
+# Frames found by tests/fuzz/fuzz_requests.py run with the guard switched off: each made kio
+# ask for 28 to 272 GB and abort the process (found within 1,000 to 47,000 inputs per run).
+# With the guard on, the harness has found nothing (see the report of issue 17).
+FUZZ_FINDS = [
+    "001400050016000000000101009ffafafa3afafad1fa00131e1717171717610000d701012a000029000100",
+    "0001001101000000000000520100010107000101012a01ffffffffffffffffffffffffff7e00",
+    "0001000d03030003000d000000000000004c03000000400000000000070000000000000d00010000000003010003ffffffffffffff19",
+    "0003000a00000000000000f6ffffff100a00",
+    "002300030100ffff000000fffffffe2e00",
+    "001000050000000a000772646b61666b6100949e949e0d0000010100010100",
+    "0001000f00000000000000000000020000ff00ffff0000ffffffff5bffffffffffffffff5bff000000000000ffffffffffff00000000"
+    "0000000000fe00e603000000000000000000000000070272276433000000000000000016",
+    "001800040000ffffffff00ffffffff160000000000000000000000000000",
+    "0003000c00000000000000ffffffff6166ffffffff07",
+]
 
 
 @pytest.mark.parametrize("hexframe", FUZZ_FINDS)
 def test_fuzz_finds_give_decode_error(hexframe):
-    refused(bytes.fromhex(hexframe))
+    assert ": array of " in refused(bytes.fromhex(hexframe))
