@@ -3,6 +3,9 @@
 The protocol says a receiver skips tagged fields it does not know (KIP-482); kio raises
 ``KeyError`` instead. This module walks a frame with the schema of kio's classes and copies it
 without the unknown tags. It is the slow path: it runs only after kio refused a frame.
+
+It trusts the lengths and counts it reads (its loops and kio's array readers allocate by them):
+that is safe only because codec runs it on frames :mod:`.guard` has already bounded.
 """
 
 from __future__ import annotations
