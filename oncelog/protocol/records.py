@@ -539,6 +539,13 @@ def _header_fields(b, p: int, end: int, count: int) -> int:
         size, p = _svarint(b, p)
         if size < 0:
             raise InvalidBatch(f"Invalid negative header key size {size}", corrupt=False)
+        try:
+            # A header key is a String in Kafka's record format. Java decodes a bad one with
+            # replacement characters; Python consumers (kafka-python, aiokafka) fail on the whole
+            # batch: refused here, stricter than Kafka.
+            str(b[p : p + size], "utf-8")
+        except UnicodeDecodeError:
+            raise InvalidBatch("Invalid header key: not UTF-8", corrupt=False) from None
         p += size
         size, p = _svarint(b, p)
         if size >= 0:
@@ -578,7 +585,11 @@ def walk_records(b, pos: int, end: int, count: int, metas: list | None = None) -
             if rend > end:
                 raise InvalidBatch(f"Invalid record size: expected {size} bytes in record payload, but instead the "
                                    f"buffer has only {end - p} remaining bytes.", corrupt=False)
-            # attributes (unused in v2), then the timestamp delta (varlong)
+            # attributes (unused in v2; kafka-python reads the byte as a varint, so one with its
+            # high bit set shifts every field after it: refused, stricter than Kafka), then the
+            # timestamp delta (varlong)
+            if b[p] & 0x80:
+                raise InvalidBatch(f"Invalid record attributes {b[p]:#04x}", corrupt=False)
             x = b[p + 1]
             if x < 0x80:
                 ts_delta = x

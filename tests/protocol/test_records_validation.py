@@ -83,6 +83,18 @@ def test_headers_and_varints_as_kafka_reads_them():
     assert exc.reason.startswith("Found invalid number of record headers. 1000 is larger")
 
 
+def test_what_breaks_python_consumers_is_refused_stricter_than_kafka():
+    # Found by tests/fuzz/fuzz_batches.py: kafka-python (and aiokafka) cannot read these batches,
+    # Kafka's broker accepts them.
+    body = b"\x00" + rb._varint(0) * 2 + rb._varint(-1) * 2 + rb._varint(1) + rb._varint(1) + b"\x8f" + rb._varint(-1)
+    assert _refused(bad.raw_batch(rb._varint(len(body)) + body, count=1)).reason == "Invalid header key: not UTF-8"
+    rec = bytearray(bad.record(0))
+    rec[1] = 0x80  # record attributes with the high bit: kafka-python reads the byte as a varint
+    assert _refused(bad.raw_batch(bytes(rec), count=1)).reason == "Invalid record attributes 0x80"
+    rec[1] = 0x40  # unused bits Kafka ignores: accepted
+    assert len(_check(bad.raw_batch(bytes(rec), count=1))) == 1
+
+
 def test_unknown_codecs_are_refused_at_the_header():
     for codec in (5, 6, 7):
         with pytest.raises(rb.InvalidBatch, match=f"Unknown compression type id: {codec}"):
