@@ -28,7 +28,7 @@ _SIZE = struct.Struct(">i")
 
 SCRATCH_BYTES = 256 * 1024  # one read of pipelined small requests
 LARGE_FRAME = 64 * 1024  # frames at least this large are received into a buffer of their own
-FIRST_CAPACITY = 64 * 1024  # a large frame's first buffer when little of it has arrived
+FIRST_CAPACITY = 16 * 1024  # a large frame's first buffer when little of it has arrived
 GROWTH = 4  # a large frame's buffer is at most GROWTH x the bytes received (or FIRST_CAPACITY)
 
 
