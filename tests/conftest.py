@@ -47,7 +47,70 @@ def broker(broker_factory) -> BrokerProcess:
     return broker_factory()
 
 
-_PROCESS_FIXTURES = {"broker", "broker_factory", "spark"}
+# Apache Kafka itself (oncelog.apache_kafka): one single node and one 3-node cluster per test
+# session (per xdist worker), each started on first use and shared by the tests that ask for it;
+# a test that kills a node need not restart it (the next user gets every node running again).
+# Tests using them are marked `apache_kafka` (and e2e) and must live under tests/kafka/, which
+# runs on one worker as its own xdist scope: beside Spark's group, the longest share, not after it
+# (a Spark test that needs Apache Kafka too runs in Spark's scope and starts its own there). Without
+# Java 17+ or Maven, or when Maven Central does not resolve Kafka, they skip with the reason, except
+# under CI=true, where that fails: CI must really run them.
+_APACHE_KAFKA_PATHS = ("tests/kafka/",)
+_APACHE_KAFKA_FIXTURES = {"apache_kafka", "apache_kafka_cluster"}
+_APACHE_KAFKA_NODES = {"apache_kafka": 1, "apache_kafka_cluster": 3}  # fixture -> nodes
+_apache_kafka_clusters: dict = {}  # nodes -> this session's KafkaCluster
+
+
+def _apache_kafka_session(nodes: int):
+    from oncelog.apache_kafka import ApacheKafkaUnavailable, KafkaCluster
+
+    cluster = KafkaCluster(nodes=nodes)
+    try:
+        cluster.start()
+    except ApacheKafkaUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"Apache Kafka is unavailable and CI=true requires its tests to run: {exc}", pytrace=False)
+        pytest.skip(f"Apache Kafka unavailable: {exc}")
+    _apache_kafka_clusters[nodes] = cluster
+    yield cluster
+    _apache_kafka_clusters.pop(nodes, None)
+    cluster.stop(graceful=False)
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """Stop a session's Apache Kafka once the next test does not use it (their tests run in a row):
+    an idle 3-node cluster costs ~7% of a core for the rest of the run. A later user starts it anew."""
+    wanted = {_APACHE_KAFKA_NODES[f] for f in getattr(nextitem, "fixturenames", ()) if f in _APACHE_KAFKA_NODES}
+    for nodes, cluster in _apache_kafka_clusters.items():
+        if nodes not in wanted and cluster.members:
+            cluster.stop(graceful=False)
+
+
+@pytest.fixture(scope="session")
+def _apache_kafka_1():
+    yield from _apache_kafka_session(1)
+
+
+@pytest.fixture(scope="session")
+def _apache_kafka_3():
+    yield from _apache_kafka_session(3)
+
+
+@pytest.fixture
+def apache_kafka(_apache_kafka_1):
+    """A single-node Apache Kafka (KafkaCluster): ``.bootstrap``, ``.kill(1)``, ``.restart(1)``."""
+    _apache_kafka_1.ensure_running()
+    return _apache_kafka_1
+
+
+@pytest.fixture
+def apache_kafka_cluster(_apache_kafka_3):
+    """A 3-node Apache Kafka (RF 3, min.insync.replicas=2) with every node running."""
+    _apache_kafka_3.ensure_running()
+    return _apache_kafka_3
+
+
+_PROCESS_FIXTURES = {"broker", "broker_factory", "spark"} | _APACHE_KAFKA_FIXTURES
 
 
 _SPARK_PATHS = ("tests/spark/", "tests/test_demo.py")  # every test that starts Spark, and only those
@@ -66,7 +129,9 @@ def pytest_xdist_make_scheduler(config, log):
 
     class SparkOnOneWorker(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "spark" if _starts_spark(nodeid) else nodeid
+            if _starts_spark(nodeid):
+                return "spark"
+            return "apache_kafka" if nodeid.startswith(_APACHE_KAFKA_PATHS) else nodeid
 
     return SparkOnOneWorker(config, log)
 
@@ -79,10 +144,17 @@ def pytest_collection_modifyitems(config, items):
         if "spark" in fixtures and not _starts_spark(item.nodeid):
             raise pytest.UsageError(f"{item.nodeid} uses the spark fixture: put it under {' or '.join(_SPARK_PATHS)}, "
                                     "which run on one worker")
+        if _APACHE_KAFKA_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.apache_kafka)
+            if not item.nodeid.startswith(_APACHE_KAFKA_PATHS + _SPARK_PATHS):
+                raise pytest.UsageError(f"{item.nodeid} uses Apache Kafka: put it under {_APACHE_KAFKA_PATHS[0]}, "
+                                        "which runs on one worker (one Apache Kafka per session)")
     # Spark's tests first (one group: xdist hands the largest group out first anyway), the broker's
     # in their own order after them. The demo's lead: their first driver makes the class-data
     # archive of Spark's JVM that the later drivers map (tests/spark/conftest.py).
-    items.sort(key=lambda item: (not _starts_spark(item.nodeid), not item.nodeid.startswith("tests/test_demo.py")))
+    # Apache Kafka's tests next: one long scope, handed out early to the other worker.
+    items.sort(key=lambda item: (not _starts_spark(item.nodeid), not item.nodeid.startswith("tests/test_demo.py"),
+                                 not item.nodeid.startswith(_APACHE_KAFKA_PATHS)))
 
 
 @pytest.fixture(autouse=True)
