@@ -316,9 +316,11 @@ _BATCH_HEAD = struct.Struct(">qiibI")
 
 
 def encode_batch(records: bytes, count: int, *, timestamp_ms: int, producer_id: int = -1,
-                 producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False) -> bytes:
-    """Wrap an encoded records section into an uncompressed magic-v2 batch with its CRC."""
-    attributes = ATTR_TRANSACTIONAL if transactional else 0
+                 producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False,
+                 compression: int = COMPRESSION_NONE) -> bytes:
+    """Wrap an encoded records section into a magic-v2 batch with its CRC. With
+    ``compression`` (a codec id), ``records`` is the section already compressed with it."""
+    attributes = (ATTR_TRANSACTIONAL if transactional else 0) | (compression & ATTR_COMPRESSION_MASK)
     tail = _BATCH_TAIL.pack(attributes, count - 1, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
                             base_sequence, count) + records
     crc = crc32c.crc32c(tail)

@@ -38,7 +38,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from . import offsets as off
-from .options import SinkOptions, SourceOptions, sink_options, source_options
+from .options import OptionError, SinkOptions, SourceOptions, sink_options, source_options
+from .workerpython import check_driver_session
 from .source import SCHEMA, SCHEMA_WITH_HEADERS, OffsetPlanner, handle_data_loss, read_range
 from .barrier import in_commit_runner
 from .sink import (check_schema, driver_abort, driver_commit, driver_open_barrier, driver_prepare_partition_markers,
@@ -60,8 +61,48 @@ class OffsetRangePartition(InputPartition):
         return off.OffsetRange(self.topic, self.partition, self.start, self.end)
 
 
-def _input_partitions(ranges: list[off.OffsetRange]) -> list[OffsetRangePartition]:
+def _input_partitions(opts: SourceOptions, ranges: list[off.OffsetRange]) -> list[OffsetRangePartition]:
+    """One read task per range, large ranges split by minPartitions / maxRecordsPerPartition."""
+    ranges = off.split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition)
     return [OffsetRangePartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+
+
+def _read(opts: SourceOptions, partition):
+    # PySpark gives a batch read that planned no partition one bare InputPartition(None)
+    # (plan_data_source_read.py): an empty range has no rows.
+    if not isinstance(partition, OffsetRangePartition):
+        return iter(())
+    return read_range(opts, partition.as_range())
+
+
+class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A streaming query whose options are wrong for streaming (e.g. endingOffsets). Raising in
+    ``streamReader()`` would bury the message under PySpark's own UnboundLocalError (its runner's
+    ``finally: reader.stop()``), so the reader is made and refuses on the first call instead."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def _refuse(self):
+        raise OptionError(self.message)
+
+    def initialOffset(self) -> dict:
+        self._refuse()
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        self._refuse()
+
+    def getDefaultReadLimit(self):
+        self._refuse()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._refuse()
+
+    def partitions(self, start: dict, end: dict):
+        self._refuse()
+
+    def read(self, partition):
+        self._refuse()
 
 
 class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -138,10 +179,10 @@ class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return off.canonical(self._latest) if self._latest is not None else None
 
     def partitions(self, start: dict, end: dict):
-        return _input_partitions(off.ranges(off.from_json(start), off.from_json(end)))
+        return _input_partitions(self.opts, off.ranges(off.from_json(start), off.from_json(end)))
 
     def read(self, partition: OffsetRangePartition):
-        return read_range(self.opts, partition.as_range())
+        return _read(self.opts, partition)
 
     def commit(self, end: dict) -> None:
         # Progress lives in Spark's checkpoint; nothing to do here (called one batch late, and
@@ -165,16 +206,16 @@ class OncelogBatchReader(DataSourceReader):
         try:
             tps = planner.partitions()
             start = planner.resolve(self.opts.starting, tps, default_kind="earliest")
-            end = planner.resolve(self.opts.ending, tps, default_kind="latest")
+            end = planner.resolve(self.opts.ending, tps, default_kind="latest", starting=False)
         finally:
             planner.close()
         for tp in tps:
             if end[tp] < start[tp]:
                 raise ValueError(f"{tp[0]}-{tp[1]}: endingOffsets {end[tp]} is before startingOffsets {start[tp]}")
-        return _input_partitions(off.ranges(start, end))
+        return _input_partitions(self.opts, off.ranges(start, end))
 
     def read(self, partition: OffsetRangePartition):
-        return read_range(self.opts, partition.as_range())
+        return _read(self.opts, partition)
 
 
 def _query_id_from_checkpoint(opts: SinkOptions) -> str | None:
@@ -237,17 +278,32 @@ class OncelogDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        # spark.dataSource.register() calls this on the driver: the one place where a driver
+        # can tell, before any worker starts, that the workers' Python lacks oncelog.
+        check_driver_session()
         return "oncelog"
 
     def schema(self):
-        include = str(self.options.get("includeheaders", "false")).lower() == "true"
-        return SCHEMA_WITH_HEADERS if include else SCHEMA
+        # Called by load() (spark.read and spark.readStream alike, so the rules of one mode
+        # wait for reader()/streamReader()): option errors surface at load(), as with Spark's
+        # Kafka source, and not at start() or the first action.
+        try:
+            opts = source_options(self.options, batch=None)
+        except OptionError as exc:
+            raise OptionError(str(exc)) from None
+        return SCHEMA_WITH_HEADERS if opts.include_headers else SCHEMA
 
     def streamReader(self, schema):
-        return OncelogStreamReader(source_options(self.options))
+        try:
+            return OncelogStreamReader(source_options(self.options))
+        except OptionError as exc:
+            return RefusedStreamReader(str(exc))
 
     def reader(self, schema):
-        return OncelogBatchReader(source_options(self.options, batch=True))
+        try:
+            return OncelogBatchReader(source_options(self.options, batch=True))
+        except OptionError as exc:
+            raise OptionError(str(exc)) from None
 
     def streamWriter(self, schema, overwrite: bool):
         opts = sink_options(self.options)
@@ -276,6 +332,11 @@ class OncelogDataSource(DataSource):
         return OncelogStreamWriter(opts)
 
     def writer(self, schema, overwrite: bool):
+        if overwrite:
+            # Spark's Kafka sink refuses Overwrite and Ignore (_LEGACY_ERROR_TEMP_3081); PySpark
+            # itself refuses ErrorIfExists and Ignore for every Python data source.
+            raise OptionError("Save mode Overwrite not allowed for oncelog (a Kafka topic cannot be truncated). "
+                              "The allowed save mode is Append: df.write.format(\"oncelog\").mode(\"append\")")
         opts = sink_options(self.options, batch=True)
         check_schema(schema, opts)
         if opts.exactly_once and opts.topic is not None and opts.hook("barrier") != "false":

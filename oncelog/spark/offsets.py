@@ -104,3 +104,50 @@ def ranges(start: Offsets, end: Offsets) -> list[OffsetRange]:
         if e > s:
             out.append(OffsetRange(topic, partition, s, e))
     return out
+
+
+def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """``r`` cut into ``parts`` consecutive ranges of near-equal size, the last ones taking the
+    rounding (Spark's getDividedPartition)."""
+    out = []
+    remaining = r.end - r.start
+    start = r.start
+    for part in range(parts):
+        size = remaining // (parts - part)
+        remaining -= size
+        end = min(start + size, r.end)
+        out.append(OffsetRange(r.topic, r.partition, start, end))
+        start = end
+    return out
+
+
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None = None,
+                 max_records: int | None = None) -> list[OffsetRange]:
+    """Spark's KafkaOffsetRangeCalculator.getRanges (4.x): drop empty ranges; with
+    ``maxRecordsPerPartition`` cut every range into ceil(size / max) parts; then, when fewer
+    ranges than ``minPartitions`` remain, cut the large ones further in proportion to their
+    size (a range whose share rounds to one part stays whole). Deterministic: the same input
+    gives the same ranges in the same order, so a replayed batch has the same read tasks."""
+    ranges = [r for r in ranges if r.end > r.start]
+    if (min_partitions is None or len(ranges) >= min_partitions) and max_records is None:
+        return ranges
+    if max_records is not None:
+        ranges = [p for r in ranges for p in _divide(r, math.ceil((r.end - r.start) / max_records))
+                  if p.end > p.start]
+    if min_partitions is None or min_partitions <= len(ranges):
+        return ranges
+
+    def part_count(size: int, total: int, parts: int) -> int:
+        # Scala's math.round: half up
+        return max(math.floor(size / total * parts + 0.5), 1)
+
+    total = sum(r.end - r.start for r in ranges)
+    unsplit = [r for r in ranges if part_count(r.end - r.start, total, min_partitions) == 1]
+    unsplit_tps = {(r.topic, r.partition) for r in unsplit}
+    split_total = total - sum(r.end - r.start for r in unsplit)
+    split_min = max(min_partitions - len(unsplit), 1)
+    out = []
+    for r in ranges:
+        parts = 1 if (r.topic, r.partition) in unsplit_tps else part_count(r.end - r.start, split_total, split_min)
+        out += [p for p in _divide(r, parts) if p.end > p.start]
+    return out

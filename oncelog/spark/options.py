@@ -21,6 +21,27 @@ DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 # Spark hands these to every data source; they are not connector options.
 _SPARK_OPTIONS = {"path", "checkpointlocation", "queryname"}
 
+# Every option the source understands (lower-case, as Spark hands them over): Spark's Kafka
+# source's options, all implemented. Spark ignores an option it does not know; a misspelt
+# ``endingTimestmap`` would then read everything, so an unknown option is refused instead.
+SOURCE_OPTION_NAMES = (
+    "assign", "subscribe", "subscribePattern",
+    "startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
+    "endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp",
+    "failOnDataLoss", "includeHeaders", "minPartitions", "maxRecordsPerPartition",
+    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
+    "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "kafkaConsumer.pollTimeoutMs", "groupIdPrefix",
+)
+SINK_OPTION_NAMES = (
+    "topic", "deliveryGuarantee", "atomicity", "transactionalIdPrefix", "transaction.timeout.ms",
+    "commitLogTopic", "txnAppId", "txnVersion",
+)
+
+# Kafka's producer compression.type values, and the codec ids of a record batch's attributes.
+COMPRESSION_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+# KIP-390's compression.<codec>.level bounds (Kafka's GzipCompression, Lz4Compression, ZstdCompression).
+_COMPRESSION_LEVELS = {"gzip": (1, 9), "lz4": (1, 17), "zstd": (-131072, 22)}
+
 
 class OptionError(ValueError):
     """An option is missing, unknown in combination, or has a bad value."""
@@ -69,6 +90,15 @@ def _duration_ms(options: Mapping[str, str], name: str, default: int) -> int:
     return int(m.group(1)) * {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}[unit]
 
 
+def check_known(options: Mapping[str, str], names, what: str) -> None:
+    """Refuse options that are not ``kafka.*``, not Spark's own, and not in ``names``."""
+    known = {n.lower() for n in names} | _SPARK_OPTIONS
+    unknown = sorted(k for k in options if not k.startswith(("kafka.", "oncelog.test.")) and k.lower() not in known)
+    if unknown:
+        raise OptionError(f"unknown {what} option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} (options are "
+                          f"case-insensitive; the {what} accepts {', '.join(names)}, and kafka.* for the client)")
+
+
 def kafka_config(options: Mapping[str, str]) -> dict[str, str]:
     """The ``kafka.*`` options with the prefix removed (keys lower-case, as Spark hands them)."""
     return {k[len("kafka."):]: str(v) for k, v in options.items() if k.startswith("kafka.")}
@@ -87,7 +117,9 @@ def bootstrap_servers(options: Mapping[str, str]) -> str:
 
 @dataclass(frozen=True)
 class OffsetSpec:
-    """startingOffsets / endingOffsets: ``kind`` is earliest | latest | json | timestamp."""
+    """startingOffsets / endingOffsets: ``kind`` is earliest | latest | json | timestamp
+    (``timestamp`` set: startingTimestamp/endingTimestamp for every partition; else
+    ``per_partition``: startingOffsetsByTimestamp/endingOffsetsByTimestamp)."""
 
     kind: str
     per_partition: dict[str, dict[str, int]] = field(default_factory=dict)  # json/timestamp specs
@@ -111,6 +143,13 @@ class SourceOptions:
     isolation_level: int = 1  # read_committed unless kafka.isolation.level says otherwise
     poll_timeout_ms: int = 120_000
     partition_max_bytes: int = 8 * 1024 * 1024
+    # startingOffsetsByTimestampStrategy: what a starting timestamp after a partition's last
+    # record means: "error" (Spark's default) fails the query, "latest" starts at the end.
+    starting_timestamp_strategy: str = "error"
+    min_partitions: int | None = None  # split large ranges into about this many read tasks
+    max_records_per_partition: int | None = None  # split ranges larger than this
+    fetch_offset_num_retries: int = 3  # attempts of a driver offset look-up (Spark's default)
+    fetch_offset_retry_interval_ms: int = 1000
 
     def matches(self, topic: str) -> bool:
         if self.subscribe:
@@ -150,8 +189,41 @@ def _offset_spec(options: Mapping[str, str], name: str, default: str, *, batch_e
     return OffsetSpec("json", spec)
 
 
-def source_options(options: Mapping[str, str], *, batch: bool = False) -> SourceOptions:
-    """Validate a source's options (``batch`` for ``spark.read``)."""
+def _position_spec(options: Mapping[str, str], *, edge: str, default: str, batch: bool | None) -> OffsetSpec:
+    """startingX or endingX: ``<edge>Offsets``, ``<edge>Timestamp``, ``<edge>OffsetsByTimestamp``
+    (at most one). ``batch`` None: a check at load time, when Spark does not say whether the
+    query is batch or streaming (mode-specific rules wait for the reader)."""
+    names = [f"{edge}Offsets", f"{edge}Timestamp", f"{edge}OffsetsByTimestamp"]
+    given = [n for n in names if _get(options, n) is not None]
+    if len(given) > 1:
+        raise OptionError(f"options {' and '.join(given)} cannot be used together")
+    starting = edge == "starting"
+    if _get(options, f"{edge}Timestamp") is not None:
+        raw = _get(options, f"{edge}Timestamp").strip()
+        if not raw.lstrip("-").isdigit():
+            raise OptionError(f"option {edge}Timestamp={raw!r} must be a timestamp in milliseconds (a long)")
+        return OffsetSpec("timestamp", timestamp=_int(options, f"{edge}Timestamp", minimum=0))
+    if _get(options, f"{edge}OffsetsByTimestamp") is not None:
+        if _get(options, f"{edge}OffsetsByTimestamp").strip().lower() in ("earliest", "latest"):
+            raise OptionError(f"option {edge}OffsetsByTimestamp must be JSON of timestamps in milliseconds like "
+                              '{"topic":{"0":1700000000000}}')
+        spec = _offset_spec(options, f"{edge}OffsetsByTimestamp", "{}")
+        for topic, parts in spec.per_partition.items():
+            for p, ts in parts.items():
+                if ts < 0:
+                    raise OptionError(f"option {edge}OffsetsByTimestamp: {topic}-{p} has a negative timestamp {ts}")
+        return OffsetSpec("timestamp", spec.per_partition)
+    spec = _offset_spec(options, f"{edge}Offsets", default, batch_start=starting and batch is True,
+                        batch_end=not starting and batch is not False)
+    if starting and batch and spec.kind == "latest":
+        raise OptionError("option startingOffsets=latest is not allowed for a batch query")
+    return spec
+
+
+def source_options(options: Mapping[str, str], *, batch: bool | None = False) -> SourceOptions:
+    """Validate a source's options (``batch`` for ``spark.read``; None at load time, when the
+    mode is not known yet: everything but the mode-specific rules is checked)."""
+    check_known(options, SOURCE_OPTION_NAMES, "source")
     bootstrap = bootstrap_servers(options)
     strategies = [n for n in ("subscribe", "subscribePattern", "assign") if _get(options, n) is not None]
     if len(strategies) != 1:
@@ -177,27 +249,30 @@ def source_options(options: Mapping[str, str], *, batch: bool = False) -> Source
             assign = {t: tuple(sorted(int(p) for p in ps)) for t, ps in parsed.items()}
         except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
             raise OptionError(f'option assign={raw!r} must be JSON like {{"topicA":[0,1],"topicB":[2,4]}}') from None
-    conflicting = [n for n in ("startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp")
-                   if _get(options, n) is not None]
-    if len(conflicting) > 1:
-        raise OptionError(f"options {' and '.join(conflicting)} cannot be used together")
-    if _get(options, "startingTimestamp") is not None:
-        starting = OffsetSpec("timestamp", timestamp=_int(options, "startingTimestamp", minimum=0))
-    elif _get(options, "startingOffsetsByTimestamp") is not None:
-        spec = _offset_spec(options, "startingOffsetsByTimestamp", "{}")
-        starting = OffsetSpec("timestamp", spec.per_partition)
-    else:
-        starting = _offset_spec(options, "startingOffsets", "earliest" if batch else "latest", batch_start=batch)
-        if batch and starting.kind == "latest":
-            raise OptionError("option startingOffsets=latest is not allowed for a batch query")
-    ending = OffsetSpec("latest")
-    if _get(options, "endingOffsets") is not None:
-        if not batch:
-            raise OptionError("option endingOffsets is for batch queries (spark.read) only")
-        ending = _offset_spec(options, "endingOffsets", "latest", batch_end=True)
+    starting = _position_spec(options, edge="starting", default="earliest" if batch else "latest", batch=batch)
+    ending_given = [n for n in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp") if _get(options, n) is not None]
+    if ending_given and batch is False:
+        raise OptionError(f"option {ending_given[0]} is for batch queries (spark.read) only: a streaming query has no end")
+    ending = _position_spec(options, edge="ending", default="latest", batch=batch)
+    if starting.kind == "timestamp" and ending.kind == "timestamp" and starting.timestamp is None \
+            and ending.timestamp is None:
+        # As Spark's checkOffsetLimitValidity: the same partitions, each starting no later than it ends.
+        s_keys = {(t, p) for t, ps in starting.per_partition.items() for p in ps}
+        e_keys = {(t, p) for t, ps in ending.per_partition.items() for p in ps}
+        if s_keys != e_keys:
+            raise OptionError("options startingOffsetsByTimestamp and endingOffsetsByTimestamp must name the same "
+                              f"partitions (only in one: {', '.join(f'{t}-{p}' for t, p in sorted(s_keys ^ e_keys))})")
+        for t, p in sorted(s_keys):
+            if starting.per_partition[t][p] > ending.per_partition[t][p]:
+                raise OptionError(f"options startingOffsetsByTimestamp/endingOffsetsByTimestamp: {t}-{p} starts at "
+                                  f"{starting.per_partition[t][p]}, after its end {ending.per_partition[t][p]}")
+    strategy = _get(options, "startingOffsetsByTimestampStrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise OptionError(f"option startingOffsetsByTimestampStrategy={strategy!r} must be error (fail when no record "
+                          "is at or after the starting timestamp) or latest (start at the end then)")
     kconf = kafka_config(options)
     for forbidden in ("group.id", "auto.offset.reset", "enable.auto.commit", "key.deserializer",
-                      "value.deserializer"):
+                      "value.deserializer", "interceptor.classes"):
         if forbidden in kconf:
             raise OptionError(f"option kafka.{forbidden} is not supported: the source manages offsets itself "
                               "(use startingOffsets)")
@@ -217,6 +292,11 @@ def source_options(options: Mapping[str, str], *, batch: bool = False) -> Source
         isolation_level=1 if isolation == "read_committed" else 0,
         poll_timeout_ms=_int(options, "kafkaConsumer.pollTimeoutMs", 120_000, minimum=1),
         partition_max_bytes=_int(options, "kafka.max.partition.fetch.bytes", 8 * 1024 * 1024, minimum=1),
+        starting_timestamp_strategy=strategy,
+        min_partitions=_int(options, "minPartitions", minimum=1),
+        max_records_per_partition=_int(options, "maxRecordsPerPartition", minimum=1),
+        fetch_offset_num_retries=_int(options, "fetchOffset.numRetries", 3, minimum=1),
+        fetch_offset_retry_interval_ms=_int(options, "fetchOffset.retryIntervalMs", 1000, minimum=0),
     )
 
 
@@ -238,6 +318,8 @@ class SinkOptions:
     checkpoint_location: str | None
     txn_app_id: str | None = None  # batch writes from foreachBatch: Delta's idempotent-write names
     txn_version: int | None = None
+    compression: int = 0  # kafka.compression.type as a record batch codec id (0: none)
+    compression_level: int | None = None  # kafka.compression.<codec>.level (None: the codec's default)
     # Test hooks (options "oncelog.test.*"; options reach the commit runner, environment
     # variables set after the JVM started do not): "barrier"="false" turns the visibility
     # barrier off; "commitStaggerMs" spaces the EndTxns of a batch so a reader can look
@@ -252,7 +334,29 @@ class SinkOptions:
         return self.delivery_guarantee == "exactly-once"
 
 
+def _compression(kconf: Mapping[str, str]) -> tuple[int, int | None]:
+    """kafka.compression.type (Kafka's producer values) and its kafka.compression.<codec>.level."""
+    name = kconf.get("compression.type", "none").strip().lower()
+    if name not in COMPRESSION_CODECS:
+        raise OptionError(f"option kafka.compression.type={name!r} must be one of {', '.join(COMPRESSION_CODECS)}")
+    level = None
+    for codec, (low, high) in _COMPRESSION_LEVELS.items():
+        raw = kconf.get(f"compression.{codec}.level")
+        if raw is None:
+            continue
+        try:
+            value = int(raw)
+        except ValueError:
+            raise OptionError(f"option kafka.compression.{codec}.level={raw!r} is not an integer") from None
+        if not low <= value <= high:
+            raise OptionError(f"option kafka.compression.{codec}.level={value} must be between {low} and {high}")
+        if codec == name:
+            level = value
+    return COMPRESSION_CODECS[name], level
+
+
 def sink_options(options: Mapping[str, str], *, batch: bool = False) -> SinkOptions:
+    check_known(options, SINK_OPTION_NAMES, "sink")
     bootstrap = bootstrap_servers(options)
     guarantee = _get(options, "deliveryGuarantee", "exactly-once").lower().replace("_", "-")
     if guarantee not in ("exactly-once", "at-least-once"):
@@ -283,6 +387,7 @@ def sink_options(options: Mapping[str, str], *, batch: bool = False) -> SinkOpti
         raise OptionError("a batch write (df.write) with deliveryGuarantee=exactly-once needs txnAppId and "
                           "txnVersion (e.g. the query name and the batchId inside foreachBatch); use "
                           "deliveryGuarantee=at-least-once for a plain batch write")
+    compression, compression_level = _compression(kconf)
     prefix = _get(options, "transactionalIdPrefix")
     if prefix is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", prefix):
         raise OptionError(f"option transactionalIdPrefix={prefix!r} may hold only letters, digits, '.', '_', '-'")
@@ -295,6 +400,7 @@ def sink_options(options: Mapping[str, str], *, batch: bool = False) -> SinkOpti
         max_batch_bytes=int(kconf.get("batch.size", kconf.get("max.request.size", 1_000_000))),
         checkpoint_location=_get(options, "checkpointLocation"),
         txn_app_id=app_id, txn_version=version,
+        compression=compression, compression_level=compression_level,
         test_hooks=tuple(sorted((k[len("oncelog.test."):], str(v)) for k, v in options.items()
                                 if k.startswith("oncelog.test."))),
     )

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from ..client.kafka import KafkaClient, TransactionalProducer
 from ..client.partitioner import partitions_for_keys
 from ..client.recordcodec import HEADER_TYPE, _Blobs, encode_batch, encode_records, record_sizes, split_rows
+from ..protocol.records import compress_records
 from .commit import CommitProtocol, Txn, crash_point, task_fault
 from .barrier import open_barrier
 from .options import SinkOptions
@@ -237,12 +238,16 @@ class TaskWriter:
                 count = e - s
                 sl = (lambda a: None if a is None else a.slice(s, count))
                 records = encode_records(sl(keys), sl(values), sl(headers))
+                codec = self.opts.compression
+                if codec:  # kafka.compression.type: compressed as the Java client writes it
+                    records = compress_records(codec, records, self.opts.compression_level)
                 if self.transactional_id is not None:
                     batch_bytes = encode_batch(records, count, timestamp_ms=now, producer_id=producer.producer_id,
                                                producer_epoch=producer.producer_epoch,
-                                               base_sequence=producer.next_sequence(topic, p, count), transactional=True)
+                                               base_sequence=producer.next_sequence(topic, p, count), transactional=True,
+                                               compression=codec)
                 else:
-                    batch_bytes = encode_batch(records, count, timestamp_ms=now)
+                    batch_bytes = encode_batch(records, count, timestamp_ms=now, compression=codec)
                 producer.send(topic, p, batch_bytes, count)
                 self.records += count
 

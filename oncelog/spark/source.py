@@ -78,7 +78,12 @@ def handle_data_loss(opts: SourceOptions, message: str) -> None:
 
 
 class OffsetPlanner:
-    """The driver's view of the subscribed partitions and their offsets (one per runner)."""
+    """The driver's view of the subscribed partitions and their offsets (one per runner).
+
+    Every look-up (Metadata, ListOffsets) is tried ``fetchOffset.numRetries`` times,
+    ``fetchOffset.retryIntervalMs`` apart, on a fresh client each time, as Spark's
+    KafkaOffsetReaderAdmin.withRetries does: a broker restarting while a batch is planned
+    costs a retry, not the query."""
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
@@ -92,11 +97,32 @@ class OffsetPlanner:
             self._client = KafkaClient(self.opts.bootstrap, self.opts.kafka)
         return self._client
 
+    def _retrying(self, what: str, call):
+        opts = self.opts
+        attempt = 1
+        while True:
+            try:
+                return call(self.client)
+            except (OSError, KafkaProtocolError) as exc:
+                if attempt >= opts.fetch_offset_num_retries:
+                    raise
+                log.warning("%s failed (attempt %d of %d, fetchOffset.numRetries), retrying in %d ms: %s", what,
+                            attempt, opts.fetch_offset_num_retries, opts.fetch_offset_retry_interval_ms, exc)
+                attempt += 1
+                time.sleep(opts.fetch_offset_retry_interval_ms / 1000)
+                self.close()  # a fresh client, as Spark resets its admin
+
+    def _metadata(self, topics):
+        return self._retrying("Metadata", lambda c: c.metadata(topics))
+
+    def _list_offsets(self, specs) -> dict:
+        return self._retrying("ListOffsets", lambda c: c.list_offsets(specs, self.opts.isolation_level))
+
     def partitions(self) -> list[tuple[str, int]]:
         """The subscribed partitions that exist now, sorted."""
         opts = self.opts
         if opts.assign is not None:
-            meta = self.client.metadata(sorted(opts.assign))
+            meta = self._metadata(sorted(opts.assign))
             out = []
             for topic, parts in opts.assign.items():
                 known = meta.get(topic)
@@ -105,10 +131,7 @@ class OffsetPlanner:
                         raise ValueError(f"assigned partition {topic}-{p} does not exist")
                     out.append((topic, p))
             return sorted(out)
-        if opts.subscribe:
-            meta = self.client.metadata(list(opts.subscribe))
-        else:
-            meta = self.client.metadata(None)
+        meta = self._metadata(list(opts.subscribe) if opts.subscribe else None)
         out = []
         for topic, tm in meta.items():
             if tm.error.value != 0 or not opts.matches(topic) or topic.startswith("__"):
@@ -119,14 +142,14 @@ class OffsetPlanner:
     def list(self, tps, spec: int) -> off.Offsets:
         if not tps:
             return {}
-        res = self.client.list_offsets({tp: spec for tp in tps}, self.opts.isolation_level)
+        res = self._list_offsets({tp: spec for tp in tps})
         return {tp: o for tp, (o, _ts) in res.items()}
 
     def available(self, tps) -> off.Offsets:
         """Latest readable offsets: the last stable offset at read_committed."""
         return self.list(tps, LATEST)
 
-    def resolve(self, spec, tps, *, default_kind: str) -> off.Offsets:
+    def resolve(self, spec, tps, *, default_kind: str, starting: bool = True) -> off.Offsets:
         """Turn a startingOffsets/endingOffsets spec into concrete offsets for ``tps``.
 
         A partition is resolved once per planner: asking again gives the same offset. Spark
@@ -140,14 +163,14 @@ class OffsetPlanner:
                 for p in parts:
                     if (topic, int(p)) not in subscribed:
                         raise ValueError(f"offsets given for {topic}-{p}, which is not subscribed or does not exist")
-        key = (repr(spec), default_kind)
+        key = (repr(spec), default_kind, starting)
         known = self._resolved.setdefault(key, {})
         missing = [tp for tp in tps if tp not in known]
         if missing:
-            known.update(self._resolve(spec, missing, default_kind=default_kind))
+            known.update(self._resolve(spec, missing, default_kind=default_kind, starting=starting))
         return {tp: known[tp] for tp in tps}
 
-    def _resolve(self, spec, tps, *, default_kind: str) -> off.Offsets:
+    def _resolve(self, spec, tps, *, default_kind: str, starting: bool) -> off.Offsets:
         kind = spec.kind
         if kind == "earliest":
             return self.list(tps, EARLIEST)
@@ -169,18 +192,27 @@ class OffsetPlanner:
                 else:
                     out[tp] = given
             return out
-        # timestamp
-        out = {}
+        # timestamp: the first offset whose timestamp is at least the given one (ListOffsets)
+        edge = "starting" if starting else "ending"
         by_ts: dict[tuple[str, int], int] = {}
         for tp in tps:
             ts = spec.timestamp if spec.timestamp is not None else spec.per_partition.get(tp[0], {}).get(str(tp[1]))
             if ts is None:
-                raise ValueError(f"startingOffsetsByTimestamp gives no timestamp for {tp[0]}-{tp[1]}")
+                raise ValueError(f"{edge}OffsetsByTimestamp gives no timestamp for {tp[0]}-{tp[1]} (as Spark's Kafka "
+                                 "source, it must name every subscribed partition)")
             by_ts[tp] = ts
-        res = self.client.list_offsets(by_ts, self.opts.isolation_level) if by_ts else {}
+        res = self._list_offsets(by_ts) if by_ts else {}
+        out = {}
         latest = None
-        for tp, (o, _ts) in res.items():
-            if o < 0:  # no record at or after the timestamp: start at the end, as Spark does
+        for tp, (o, _ts) in sorted(res.items()):
+            if o < 0:
+                # No record at or after the timestamp. An end is then the end of the log; a
+                # start follows startingOffsetsByTimestampStrategy (Spark's readTimestampOffsets).
+                if starting and self.opts.starting_timestamp_strategy == "error":
+                    raise ValueError(f"No offset matched from request of topic-partition {tp[0]}-{tp[1]} and "
+                                     f"timestamp {by_ts[tp]} (no record at or after it; set "
+                                     "startingOffsetsByTimestampStrategy=latest to start at the end of the "
+                                     "partition instead)")
                 latest = latest or self.available(tps)
                 o = latest[tp]
             out[tp] = o

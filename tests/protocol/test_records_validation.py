@@ -74,6 +74,14 @@ def test_record_count_must_match_the_records_present():
     assert _refused(bad.trailing_bytes()).reason == "Incorrect declared batch size, records still remaining in file"
 
 
+def test_a_lying_count_allocates_nothing_by_it():
+    # Found by tests/fuzz/fuzz_batches.py (out of memory): the bulk walk sized its arrays by the
+    # declared count. A 2^31 - 1 count over a few records is refused at once.
+    data = bad.raw_batch(b"".join(bad.record(i) for i in range(30)), count=bad.INT32_MAX)
+    assert _refused(data).reason == "Incorrect declared batch size, records still remaining in file" or \
+        "premature EOF" in _refused(data).reason
+
+
 def test_headers_and_varints_as_kafka_reads_them():
     assert _refused(bad.negative_header_count()).reason == "Found invalid number of record headers -1"
     assert _refused(bad.null_header_key()).reason == "Invalid negative header key size -1"

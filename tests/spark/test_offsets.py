@@ -20,7 +20,7 @@ import pytest
 from pyspark.sql.datasource import CaseInsensitiveDict
 
 from oncelog.spark import offsets as off
-from oncelog.spark.options import OptionError, source_options
+from oncelog.spark.options import COMPRESSION_CODECS, OptionError, sink_options, source_options
 
 # ---------------------------------------------------------------------------------------------
 # rate_limit
@@ -250,3 +250,179 @@ def test_option_errors_name_the_option(given, batch, names):
 def test_option_bootstrap_servers_required():
     with pytest.raises(OptionError, match="kafka.bootstrap.servers"):
         source_options(CaseInsensitiveDict({"subscribe": "a"}))
+
+
+# ---------------------------------------------------------------------------------------------
+# split_ranges: Spark's KafkaOffsetRangeCalculator (minPartitions, maxRecordsPerPartition), on
+# examples worked by hand from its rules:
+#   max:  every range cut into ceil(size / max) parts, near-equal, the last ones taking the rest
+#   min:  if fewer ranges than min: part(range) = max(round(size / total * min), 1); ranges with
+#         one part stay whole (their whole partition), the rest share max(min - #whole, 1) parts
+#         in proportion to size
+
+
+def R(t, p, s, e):
+    return off.OffsetRange(t, p, s, e)
+
+
+def test_split_ranges_without_options_drops_only_empty_ranges():
+    ranges = [R("a", 0, 0, 10), R("a", 1, 5, 5), R("b", 0, 3, 9)]
+    assert off.split_ranges(ranges) == [R("a", 0, 0, 10), R("b", 0, 3, 9)]
+    assert off.split_ranges(ranges, min_partitions=2) == [R("a", 0, 0, 10), R("b", 0, 3, 9)]
+
+
+def test_split_ranges_min_partitions_splits_one_range():
+    assert off.split_ranges([R("t", 0, 1, 4)], min_partitions=3) == [R("t", 0, 1, 2), R("t", 0, 2, 3), R("t", 0, 3, 4)]
+
+
+def test_split_ranges_min_partitions_splits_the_skewed_partition_only():
+    # total 24: a-0 gets round(4/24*3 = 0.5) = 1 part (stays whole); b-0 shares max(3-1, 1) = 2
+    # parts over the split total 20: round(20/20*2) = 2
+    got = off.split_ranges([R("a", 0, 1, 5), R("b", 0, 1, 21)], min_partitions=3)
+    assert got == [R("a", 0, 1, 5), R("b", 0, 1, 11), R("b", 0, 11, 21)]
+
+
+def test_split_ranges_max_records_per_partition():
+    # ceil(10/4) = 3 parts: 10//3 = 3, 7//2 = 3, 4
+    assert off.split_ranges([R("t", 0, 0, 10)], max_records=4) == [R("t", 0, 0, 3), R("t", 0, 3, 6), R("t", 0, 6, 10)]
+    assert off.split_ranges([R("t", 0, 0, 4)], max_records=4) == [R("t", 0, 0, 4)]
+
+
+def test_split_ranges_max_records_then_min_partitions():
+    # max 5: t-0 -> [0,5) [5,10); u-0 [0,2) stays. 3 ranges < 4: total 12, u-0 round(2/12*4) = 1
+    # stays whole; the t-0 halves share 3 parts over 10: round(5/10*3 = 1.5) = 2 each
+    got = off.split_ranges([R("t", 0, 0, 10), R("u", 0, 0, 2)], min_partitions=4, max_records=5)
+    assert got == [R("t", 0, 0, 2), R("t", 0, 2, 5), R("t", 0, 5, 7), R("t", 0, 7, 10), R("u", 0, 0, 2)]
+
+
+def test_split_ranges_cover_every_offset_once_and_are_deterministic():
+    rng = random.Random(7)
+    for _ in range(300):
+        ranges = []
+        for p in range(rng.randint(1, 5)):
+            s = rng.randint(0, 1000)
+            ranges.append(R("t", p, s, s + rng.choice([0, 1, 2, rng.randint(0, 5000)])))
+        mn = rng.choice([None, 1, 3, 8, 50])
+        mx = rng.choice([None, 1, 7, 100, 10_000])
+        got = off.split_ranges(ranges, mn, mx)
+        assert got == off.split_ranges(list(ranges), mn, mx)
+        for r in ranges:
+            parts = [g for g in got if g.partition == r.partition]
+            covered = [o for g in parts for o in range(g.start, g.end)]
+            assert covered == list(range(r.start, r.end))
+            assert all(g.end > g.start for g in parts)
+            if mx is not None:
+                assert all(g.end - g.start <= mx for g in parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# options Spark users pass: implemented, or refused with a message naming them
+
+
+def test_ending_timestamps_and_the_starting_strategy():
+    o = source_options(opts(subscribe="t", endingTimestamp="1700000000000"), batch=True)
+    assert (o.ending.kind, o.ending.timestamp) == ("timestamp", 1_700_000_000_000)
+    o = source_options(opts(subscribe="t", startingOffsetsByTimestamp='{"t": {"0": 5, "1": 6}}',
+                            endingOffsetsByTimestamp='{"t": {"0": 9, "1": 6}}'), batch=True)
+    assert (o.ending.kind, o.ending.per_partition) == ("timestamp", {"t": {"0": 9, "1": 6}})
+    assert o.starting_timestamp_strategy == "error"  # Spark's default
+    o = source_options(opts(subscribe="t", startingTimestamp="5", startingOffsetsByTimestampStrategy="LATEST"))
+    assert o.starting_timestamp_strategy == "latest"
+
+
+def test_partitioning_and_offset_fetch_options():
+    o = source_options(opts(subscribe="t"))
+    assert (o.min_partitions, o.max_records_per_partition) == (None, None)
+    assert (o.fetch_offset_num_retries, o.fetch_offset_retry_interval_ms) == (3, 1000)  # Spark's defaults
+    o = source_options(opts(subscribe="t", minPartitions="8", maxRecordsPerPartition="1000",
+                            fetchOffset__numRetries="10", fetchOffset__retryIntervalMs="50"), batch=True)
+    assert (o.min_partitions, o.max_records_per_partition) == (8, 1000)
+    assert (o.fetch_offset_num_retries, o.fetch_offset_retry_interval_ms) == (10, 50)
+
+
+def test_every_spark_kafka_source_option_is_known():
+    spark_options = {  # Spark's KafkaSourceProvider option keys (4.x), with valid values
+        "assign": None, "subscribe": "t", "subscribePattern": None, "startingOffsets": "earliest",
+        "failOnDataLoss": "false", "minPartitions": "2", "maxRecordsPerPartition": "10",
+        "fetchOffset.numRetries": "2", "fetchOffset.retryIntervalMs": "10", "kafkaConsumer.pollTimeoutMs": "1000",
+        "groupIdPrefix": "g", "includeHeaders": "true", "endingOffsets": "latest",
+        "startingOffsetsByTimestampStrategy": "latest",
+    }
+    given = CaseInsensitiveDict({"kafka.bootstrap.servers": "h:1", "kafka.client.id": "c",
+                                 **{k: v for k, v in spark_options.items() if v is not None}})
+    source_options(given, batch=True)
+    stream = CaseInsensitiveDict({k: v for k, v in given.items() if k != "endingoffsets"})
+    source_options(CaseInsensitiveDict({**stream, "maxOffsetsPerTrigger": "5", "minOffsetsPerTrigger": "1",
+                                        "maxTriggerDelay": "1s"}))
+
+
+def test_load_time_check_leaves_mode_rules_to_the_reader():
+    # schema() cannot tell spark.read from spark.readStream: the mode's own rules wait
+    both = opts(subscribe="t", startingOffsets="latest", endingOffsets="latest")
+    source_options(both, batch=None)
+    with pytest.raises(OptionError, match="endingOffsets is for batch queries"):
+        source_options(both, batch=False)
+    with pytest.raises(OptionError, match="startingOffsets=latest"):
+        source_options(both, batch=True)
+    with pytest.raises(OptionError, match="minPartitions"):
+        source_options(opts(subscribe="t", minPartitions="0"), batch=None)
+
+
+@pytest.mark.parametrize("given,batch,names", [
+    ({"subscribe": "a", "endingTimestamp": "5"}, False, ["endingTimestamp", "batch"]),
+    ({"subscribe": "a", "endingOffsetsByTimestamp": '{"a": {"0": 5}}'}, False, ["endingOffsetsByTimestamp"]),
+    ({"subscribe": "a", "endingTimestamp": "soon"}, True, ["endingTimestamp"]),
+    ({"subscribe": "a", "endingTimestamp": "5", "endingOffsets": "latest"}, True, ["endingOffsets", "endingTimestamp"]),
+    ({"subscribe": "a", "startingOffsetsByTimestamp": '{"a": {"0": 5}}', "endingOffsetsByTimestamp": '{"a": {"1": 5}}'},
+     True, ["startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "a-0", "a-1"]),
+    ({"subscribe": "a", "startingOffsetsByTimestamp": '{"a": {"0": 9}}', "endingOffsetsByTimestamp": '{"a": {"0": 5}}'},
+     True, ["a-0"]),
+    ({"subscribe": "a", "startingOffsetsByTimestamp": "latest"}, False, ["startingOffsetsByTimestamp"]),
+    ({"subscribe": "a", "startingOffsetsByTimestamp": '{"a": {"0": -5}}'}, False, ["startingOffsetsByTimestamp"]),
+    ({"subscribe": "a", "startingOffsetsByTimestampStrategy": "earliest"}, False, ["startingOffsetsByTimestampStrategy"]),
+    ({"subscribe": "a", "minPartitions": "0"}, False, ["minPartitions"]),
+    ({"subscribe": "a", "minPartitions": "many"}, True, ["minPartitions"]),
+    ({"subscribe": "a", "maxRecordsPerPartition": "0"}, True, ["maxRecordsPerPartition"]),
+    ({"subscribe": "a", "fetchOffset.numRetries": "0"}, False, ["fetchOffset.numRetries"]),
+    ({"subscribe": "a", "fetchOffset.retryIntervalMs": "-1"}, False, ["fetchOffset.retryIntervalMs"]),
+    ({"subscribe": "a", "kafka.interceptor.classes": "x.Y"}, False, ["kafka.interceptor.classes"]),
+    ({"subscribe": "a", "endingTimestmap": "5"}, True, ["endingtimestmap", "unknown source option"]),
+    ({"subscribe": "a", "maxOffsetPerTrigger": "5"}, False, ["maxoffsetpertrigger"]),
+])
+def test_new_option_errors_name_the_option(given, batch, names):
+    options = CaseInsensitiveDict({"kafka.bootstrap.servers": "127.0.0.1:9092", **given})
+    with pytest.raises(OptionError) as e:
+        source_options(options, batch=batch)
+    for name in names:
+        assert name in str(e.value)
+
+
+def sink(**kw) -> CaseInsensitiveDict:
+    base = {"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "t"}
+    base.update({k.replace("__", "."): str(v) for k, v in kw.items()})
+    return CaseInsensitiveDict(base)
+
+
+def test_sink_compression_type_and_level():
+    assert sink_options(sink()).compression == 0
+    for name, codec in COMPRESSION_CODECS.items():
+        assert sink_options(sink(kafka__compression__type=name.upper())).compression == codec
+    o = sink_options(sink(kafka__compression__type="zstd", kafka__compression__zstd__level="7",
+                          kafka__compression__gzip__level="2"))
+    assert (o.compression, o.compression_level) == (4, 7)  # the gzip level is for gzip only
+    for bad, name in [({"kafka__compression__type": "brotli"}, "kafka.compression.type"),
+                      ({"kafka__compression__type": "gzip", "kafka__compression__gzip__level": "12"},
+                       "kafka.compression.gzip.level"),
+                      ({"kafka__compression__lz4__level": "x"}, "kafka.compression.lz4.level")]:
+        with pytest.raises(OptionError, match=name.replace(".", r"\.")):
+            sink_options(sink(**bad))
+
+
+def test_sink_refuses_unknown_options_and_keeps_sparks_own():
+    o = sink_options(sink(checkpointLocation="/tmp/c", queryName="q", path="/p", kafka__acks="all",
+                          oncelog__test__barrier="false", deliveryGuarantee="at-least-once"))
+    assert o.checkpoint_location == "/tmp/c" and o.hook("barrier") == "false"
+    with pytest.raises(OptionError, match="unknown sink option deliveryguarantees"):
+        sink_options(sink(deliveryGuarantees="exactly-once"))
+    with pytest.raises(OptionError, match="subscribe"):
+        sink_options(sink(subscribe="t"))  # a source option given to the sink

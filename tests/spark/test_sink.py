@@ -222,3 +222,67 @@ def test_decided_batch_aborted_by_the_coordinator_fails_loudly(broker, uniq):
     with pytest.raises(BatchLostError, match="batch 7 lost"):
         CommitProtocol(client, broker.bootstrap, f"commits-{uniq}", prefix, 60_000).commit(8, [])
     client.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Save modes and kafka.compression.type (issue 18)
+
+
+def test_overwrite_save_mode_is_refused_as_by_sparks_kafka_sink(spark, broker, uniq):
+    topic = f"ow-{uniq}"
+    create_topic(broker.bootstrap, topic, 1)
+    df = spark.createDataFrame([("a",)], "value string")
+    w = (df.write.format("oncelog").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic)
+         .option("deliveryGuarantee", "at-least-once"))
+    with pytest.raises(Exception, match="Save mode Overwrite not allowed for oncelog") as err:
+        w.mode("overwrite").save()
+    assert 'mode("append")' in str(err.value)
+    w.mode("append").save()
+    assert [v for _o, _k, v, _h in consume_all(broker.bootstrap, topic, 1, expected=1, timeout=20)[0]] == [b"a"]
+
+
+def _stored_codecs(bootstrap: str, topic: str, consumed: dict[int, list]) -> set[int]:
+    """The compression codec (batch header attributes) of every stored batch holding a record
+    that was consumed: the sink's rows, not the exactly-once sink's aborted one-record barrier
+    batches, which no read_committed reader returns."""
+    from oncelog.protocol.records import scan_batches
+
+    client = KafkaClient(bootstrap)
+    try:
+        fetched = client.fetch({(topic, p): 0 for p in consumed}, isolation_level=0, max_wait_ms=10)
+    finally:
+        client.close()
+    codecs = set()
+    for (_t, p), pf in fetched.items():
+        offsets = {o for o, _k, _v, _h in consumed[p]}
+        for h in scan_batches(pf.records):
+            if any(h.base_offset + d in offsets for d in range(h.last_offset_delta + 1)):
+                codecs.add(h.compression)
+    assert sum(len(v) for v in consumed.values()) > 0
+    return codecs
+
+
+@pytest.mark.parametrize("codec,codec_id", [("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4)])
+def test_compression_type_compresses_what_the_sink_writes(spark, broker, uniq, codec, codec_id):
+    topic = f"z-{codec}-{uniq}"
+    create_topic(broker.bootstrap, topic, 2)
+    rows = [(f"k{i}", f"value {i} " * (i % 13)) for i in range(400)]
+    (spark.createDataFrame(rows, "key string, value string").write.format("oncelog")
+     .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic)
+     .option("deliveryGuarantee", "at-least-once").option("kafka.compression.type", codec).mode("append").save())
+    got = consume_all(broker.bootstrap, topic, 2, expected=400, timeout=30)  # librdkafka decompresses them
+    assert _stored_codecs(broker.bootstrap, topic, got) == {codec_id}
+    assert sorted((k.decode(), v.decode()) for recs in got.values() for _o, k, v, _h in recs) == sorted(rows)
+
+
+def test_compression_in_exactly_once_streaming_writes(spark, broker, tmp_path, uniq):
+    src, out = f"src-{uniq}", f"zout-{uniq}"
+    create_topic(broker.bootstrap, src, 2)
+    create_topic(broker.bootstrap, out, 2)
+    produce(broker.bootstrap, src, 200)
+    df = stream_to(spark, broker.bootstrap, src, None).selectExpr("key", "value")
+    run_available_now(df, broker.bootstrap, str(tmp_path / "ck"), topic=out, **{"kafka.compression.type": "lz4",
+                                                                                   "kafka.compression.lz4.level": "3"})
+    got = consume_all(broker.bootstrap, out, 2, expected=200, timeout=30, isolation="read_committed")
+    assert _stored_codecs(broker.bootstrap, out, got) == {3}
+    assert sorted(v for recs in got.values() for _o, _k, v, _h in recs) == sorted(b"v%d" % i for i in range(200))

@@ -767,3 +767,227 @@ def test_replay_after_the_topic_was_recreated_smaller(spark, broker, uniq, tmp_p
     # the replayed batch reads what the range now holds, and the query goes on
     assert by_offset(again.rows()) == produced.rows()
     assert time.monotonic() - started < 100  # no wait for the poll timeout (120 s)
+
+
+# ---------------------------------------------------------------------------------------------
+# What a new Spark user tried (issue 18): empty ranges, the options Spark's Kafka source has,
+# errors at load(), retried offset look-ups, and format("oncelog") with no register call
+
+
+def test_batch_reads_of_empty_ranges_return_no_rows(spark, broker, uniq):
+    # PySpark hands a batch read that planned no partition one bare InputPartition(None)
+    empty, full = f"empty-{uniq}", f"full-{uniq}"
+    create_topic(broker.bootstrap, empty, 2)
+    create_topic(broker.bootstrap, full, 1)
+    base = int(time.time() * 1000) - 600_000
+    produce(broker.bootstrap, full, 10, timestamp=lambda i: base + i, batch_per_record=True)
+    assert batch_read(spark, broker, subscribe=empty) == []
+    same = json.dumps({full: {"0": 4}})
+    assert batch_read(spark, broker, subscribe=full, startingOffsets=same, endingOffsets=same) == []
+    # a starting timestamp after the last record: with strategy latest, the end (no rows) ...
+    assert batch_read(spark, broker, subscribe=full, startingTimestamp=base + 60_000,
+                      startingOffsetsByTimestampStrategy="latest") == []
+    # ... with Spark's default strategy (error), the reason
+    with pytest.raises(Exception, match=rf"No offset matched from request of topic-partition {full}-0 and "
+                                        rf"timestamp {base + 60_000}") as err:
+        batch_read(spark, broker, subscribe=full, startingTimestamp=base + 60_000)
+    assert "as_range" not in str(err.value)
+    # a starting timestamp inside the data still reads
+    assert [r[2] for r in by_offset(batch_read(spark, broker, subscribe=full, startingTimestamp=base + 7))] == [7, 8, 9]
+
+
+def test_ending_timestamp_and_ending_offsets_by_timestamp(spark, broker, uniq):
+    topic = f"endts-{uniq}"
+    create_topic(broker.bootstrap, topic, 2)
+    base = int(time.time() * 1000) - 600_000
+    produced = produce(broker.bootstrap, topic, 80, partitions=[0, 1], timestamp=lambda i: base + 10 * i,
+                       batch_per_record=True)
+
+    def until(partition: int, ts: int, start_ts: int | None = None) -> list[tuple]:
+        """Kafka's rule: the end is the first record whose timestamp is at least ``ts``."""
+        rows = produced.rows(partition=partition)
+        end = next((r[2] for r in rows if r[5] >= ts), None)
+        first = 0 if start_ts is None else next((r[2] for r in rows if r[5] >= start_ts), None)
+        return [r for r in rows if r[2] >= first and (end is None or r[2] < end)]
+
+    cut = base + 10 * 41 + 5
+    got = by_offset(batch_read(spark, broker, subscribe=topic, endingTimestamp=cut))
+    assert got == until(0, cut) + until(1, cut)
+    assert 0 < len(got) < 80
+    # after the last record: everything (the end of the log, as Spark)
+    assert len(batch_read(spark, broker, subscribe=topic, endingTimestamp=base + 60_000)) == 80
+    start_ts, end_ts = {"0": base + 10 * 10, "1": base + 10 * 21}, {"0": base + 10 * 30, "1": base + 10 * 21}
+    got = by_offset(batch_read(spark, broker, subscribe=topic, startingOffsetsByTimestamp=json.dumps({topic: start_ts}),
+                               endingOffsetsByTimestamp=json.dumps({topic: end_ts})))
+    assert got == until(0, end_ts["0"], start_ts["0"]) + until(1, end_ts["1"], start_ts["1"])
+    assert got and not until(1, end_ts["1"], start_ts["1"])  # an empty partition range next to a full one
+
+
+def _tasks_per_batch(collector: Collector) -> dict[int, int]:
+    with collector.lock:
+        return {b: len({r[7] for r in rows}) for b, rows in collector.batches.items() if rows}
+
+
+def test_min_partitions_and_max_records_per_partition_split_read_tasks(spark, broker, uniq, tmp_path):
+    topic = f"split-{uniq}"
+    create_topic(broker.bootstrap, topic, 2)
+    produced = produce(broker.bootstrap, topic, 100, partitions=[0, 0, 0, 1])  # 75 and 25 records
+    opts = source_options_for(broker, subscribe=topic, minPartitions=5)
+    df = spark.read.format("oncelog").options(**opts).load()
+    # total 100 < 5 ranges: 1-0 gets round(25/100*5) = 1 part, 0-0 the other 4
+    assert df.rdd.getNumPartitions() == 5
+    rows = df.selectExpr(*COLUMNS, "spark_partition_id() as task").collect()
+    assert by_offset([_row(r, False) for r in rows]) == produced.rows()
+    assert len({r.task for r in rows if r.partition == 0}) == 4
+    df = spark.read.format("oncelog").options(**source_options_for(broker, subscribe=topic, maxRecordsPerPartition=10)).load()
+    assert df.rdd.getNumPartitions() == 8 + 3  # ceil(75/10) + ceil(25/10)
+    assert by_offset(batch_read(spark, broker, subscribe=topic, maxRecordsPerPartition=10)) == produced.rows()
+    # streaming: every micro-batch is split the same way
+    collector, _ = run_available_now(spark, broker, tmp_path / "ckpt", subscribe=topic, startingOffsets="earliest",
+                                     maxRecordsPerPartition=20, maxOffsetsPerTrigger=60)
+    assert by_offset(collector.rows()) == produced.rows()
+    with collector.lock:
+        sizes = {b: len(rows) for b, rows in collector.batches.items()}
+    assert sizes[0] == 60
+    assert _tasks_per_batch(collector)[0] == 3 + 1  # 45 of 0-0 in ceil(45/20) tasks, 15 of 1-0 in one
+
+
+def test_option_errors_surface_at_load_with_a_clean_message(spark, broker, tmp_path):
+    for reader in (spark.read, spark.readStream):
+        with pytest.raises(Exception) as err:
+            (reader.format("oncelog").option("kafka.bootstrap.servers", broker.bootstrap).option("subscribe", "t")
+             .option("startingOffsets", "first").load())
+        text = str(err.value)
+        assert "option startingOffsets='first' must be earliest, latest or JSON" in text
+        assert "UnboundLocalError" not in text
+        with pytest.raises(Exception, match="unknown source option endingtimestmap"):
+            (reader.format("oncelog").option("kafka.bootstrap.servers", broker.bootstrap).option("subscribe", "t")
+             .option("endingTimestmap", "5").load())
+    # a rule of one mode waits for the query of that mode: no PySpark UnboundLocalError after it
+    df = stream(spark, broker, subscribe="t", endingOffsets="latest")
+    q = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ck")).start()
+    try:
+        with pytest.raises(StreamingQueryException) as err:
+            q.awaitTermination(TIMEOUT)
+        text = str(err.value)
+    finally:
+        q.stop()
+    assert "option endingOffsets is for batch queries (spark.read) only" in text
+    assert "UnboundLocalError" not in text
+    with pytest.raises(Exception, match="startingOffsets=latest is not allowed for a batch query"):
+        batch_read(spark, broker, subscribe="t", startingOffsets="latest")
+
+
+def test_driver_offset_lookups_retry_across_a_broker_restart(broker, uniq):
+    from oncelog.spark.source import OffsetPlanner
+
+    topic = f"restart-{uniq}"
+    create_topic(broker.bootstrap, topic, 2)
+    produce(broker.bootstrap, topic, 30, partitions=[0, 1])
+    tps = [(topic, 0), (topic, 1)]
+    want = list_offsets(broker, tps, LATEST)
+    patient = OffsetPlanner(source_options(CaseInsensitiveDict(source_options_for(
+        broker, subscribe=topic, **{"fetchOffset.numRetries": 600, "fetchOffset.retryIntervalMs": 100}))))
+    once = OffsetPlanner(source_options(CaseInsensitiveDict(source_options_for(
+        broker, subscribe=topic, **{"fetchOffset.numRetries": 1}))))
+    assert patient.available(patient.partitions()) == want  # connected before the restart
+    broker.kill()
+    with pytest.raises(OSError):  # one attempt: a refused connection ends the look-up
+        once.available(tps)
+    result: dict = {}
+
+    def plan():
+        try:
+            result["offsets"] = patient.available(patient.partitions())
+        except BaseException as exc:  # reported below
+            result["error"] = exc
+
+    t = threading.Thread(target=plan)
+    t.start()
+    broker.restart()  # same port
+    t.join(TIMEOUT)
+    assert not t.is_alive()
+    assert result == {"offsets": want}
+    patient.close()
+    once.close()
+
+
+def test_pyspark_finds_the_data_source_without_a_register_call():
+    # PySpark's own lookup (lookup_data_sources._main, run in a Python worker once per
+    # application): importable pyspark_* modules exposing a DataSource named DefaultSource
+    import io
+    import tomllib
+
+    from pyspark import cloudpickle
+    from pyspark.serializers import read_int
+    from pyspark.sql.worker.lookup_data_sources import _main
+    from setuptools import find_packages
+
+    from oncelog.spark.datasource import OncelogDataSource
+    from tests.spark.conftest import ROOT
+
+    out = io.BytesIO()
+    _main(io.BytesIO(), out)
+    out.seek(0)
+    found = {}
+    for _ in range(read_int(out)):
+        name = out.read(read_int(out)).decode()
+        found[name] = cloudpickle.loads(out.read(read_int(out)))
+    assert found["oncelog"] is OncelogDataSource
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        include = tomllib.load(f)["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert "pyspark_oncelog" in find_packages(ROOT, include=include)  # shipped in the wheel
+
+
+def test_format_oncelog_works_in_a_fresh_application_without_register(broker, uniq, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.spark.conftest import driver_java_options, spark_env
+
+    topic = f"auto-{uniq}"
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, 12)
+    script = tmp_path / "job.py"
+    script.write_text(f"""
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.driver.extraJavaOptions", {driver_java_options()!r}).getOrCreate())
+n = (spark.read.format("oncelog").option("kafka.bootstrap.servers", {broker.bootstrap!r})
+     .option("subscribe", {topic!r}).load().count())
+print("ROWS", n)
+spark.stop()
+""")
+    # cwd elsewhere: the package is found on the workers' sys.path (PYTHONPATH here, site-packages
+    # for an installed oncelog), not because the job runs from the checkout
+    done = subprocess.run([sys.executable, str(script)], cwd=str(tmp_path), env=spark_env(), capture_output=True,
+                          text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "ROWS 12" in done.stdout
+
+
+def test_a_worker_python_without_oncelog_is_refused_at_register_saying_what_to_do(spark, tmp_path):
+    import stat
+    import sys
+
+    from oncelog.spark import OncelogDataSource
+    from oncelog.spark.workerpython import WorkerPythonError, worker_python_problem
+
+    # a real interpreter that cannot import oncelog nor pyarrow: isolated, without site-packages
+    bare = tmp_path / "bare-python"
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
+    bare.chmod(bare.stat().st_mode | stat.S_IEXEC)
+    assert worker_python_problem(sys.executable) is None
+    problem = worker_python_problem(str(bare))
+    assert "cannot import oncelog and pyarrow" in problem and "PYSPARK_PYTHON" in problem
+    assert "No module named" not in problem
+    sc = spark.sparkContext
+    before = sc.pythonExec
+    sc.pythonExec = str(bare)  # what SparkContext takes from PYSPARK_PYTHON
+    try:
+        with pytest.raises(WorkerPythonError, match=f"set PYSPARK_PYTHON .* e.g. PYSPARK_PYTHON={sys.executable}"):
+            spark.dataSource.register(OncelogDataSource)
+    finally:
+        sc.pythonExec = before
+    spark.dataSource.register(OncelogDataSource)
