@@ -6,6 +6,9 @@ These tests check the harness that issue 18's connector tests and the demo stand
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 import uuid
 
@@ -14,6 +17,32 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka]
+
+
+def test_two_first_fetches_at_once_run_maven_once(tmp_path):
+    """The cache is shared: of two processes fetching into an empty cache at the same moment, one
+    runs Maven and the other waits on the lock and finds the jars; later calls run nothing."""
+    from oncelog.apache_kafka import ApacheKafkaUnavailable, fetch
+
+    try:
+        fetch()  # Maven's own repository warm: the fetches below copy jars, they download nothing
+    except ApacheKafkaUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"Apache Kafka is unavailable and CI=true requires its tests to run: {exc}")
+        pytest.skip(f"Apache Kafka unavailable: {exc}")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    code = "from oncelog.apache_kafka import fetch; print(fetch(quiet=False).lib)"
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    lib = tmp_path / "oncelog" / "apache-kafka" / fetch().version / "lib"
+    assert {out.strip() for out, _ in outs} == {str(lib)}
+    assert sum("fetching Apache Kafka" in err for _, err in outs) == 1, outs
+    assert any(name.startswith("kafka_2.13-") for name in os.listdir(lib))
+    again = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "fetching" not in again.stderr, again
+    assert sorted(os.listdir(lib.parent)) == [".lock", "fetch.json", "fetch.log", "lib", "log4j2.properties"]
 
 
 def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
