@@ -26,8 +26,8 @@ and what this module itself queries, so it works whatever ``CLIENT`` demands) an
 and acks=all writes and transactions go on. Readiness is a Metadata answer listing every live
 node, polled; no fixed sleeps. JVMs are sized for a 2-core shared machine (a small heap,
 SerialGC, C1 only for a fast start; ``quick_start=False`` gives the full JIT for benchmarks).
-A node dies with the process that started it (``PR_SET_PDEATHSIG``): a crashed test run
-leaves no JVMs behind.
+A node dies with the thread that started it (``PR_SET_PDEATHSIG``): a crashed test run leaves
+no JVMs behind, so start and restart nodes from a thread that outlives them (the main thread).
 """
 
 from __future__ import annotations
