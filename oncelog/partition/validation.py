@@ -8,8 +8,8 @@ a domain error (:mod:`oncelog.errors`), mapped to its wire code by the Produce h
 
 :func:`scan` — the headers, no record is read:
 
-* a null or malformed records field: length, magic, CRC32C, record count — CORRUPT_MESSAGE
-  for damage, INVALID_RECORD for what a producer could not have meant;
+* a null or malformed records field: length, magic, CRC32C, codec (0-4), record count —
+  CORRUPT_MESSAGE for damage, INVALID_RECORD for what a producer could not have meant;
 * a batch larger than ``max.message.bytes`` — MESSAGE_TOO_LARGE;
 * a control batch (only the transaction coordinator writes markers) — INVALID_RECORD.
 
@@ -19,13 +19,18 @@ a domain error (:mod:`oncelog.errors`), mapped to its wire code by the Produce h
 
 * ``min.insync.replicas`` above 1 refuses acks=all — NOT_ENOUGH_REPLICAS (the ISR is this
   broker alone);
+* every record of every batch, as Kafka's LogValidator reads it through DefaultRecord.readFrom
+  (:func:`oncelog.protocol.records.check_records`): record lengths, key/value/header sizes,
+  header count and keys, offset deltas 0..n-1, exactly recordCount records and no trailing
+  bytes, a compressed payload that decompresses — INVALID_RECORD with Kafka's message (the
+  offset delta error names its record in KIP-467 ``record_errors``); a compressed batch whose
+  records decompress to more than min(64 x ``max.message.bytes``, 256 MiB) — MESSAGE_TOO_LARGE;
 * ``cleanup.policy=compact`` refuses records without a key, and ``message.timestamp.*``
   refuses CreateTime records out of bounds (and LogAppendTime batches on a CreateTime topic) —
   INVALID_RECORD / INVALID_TIMESTAMP with per-record errors (KIP-467 ``record_errors``: the
-  index of the record in its batch). Records are read only when a config needs them: the
-  timestamp bounds are first checked against the batch header's max timestamp, so with the
-  default ``message.timestamp.before.max.ms`` a batch's records are read only if that header is
-  already too far in the future.
+  index of the record in its batch). The records' keys and timestamps are kept from the walk
+  only when a config needs them: the timestamp bounds are first checked against the batch
+  header's max timestamp.
 
 :func:`recompress` — the one conversion, after the producer-state check and before the write:
 ``compression.type`` other than ``producer`` recompresses batches of another codec.
