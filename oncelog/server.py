@@ -175,7 +175,7 @@ class Limits:
                     declared = f"{size}-byte request frame" if size >= 0 else "request size prefix"
                     conn.bad_input(f"request read timeout (oncelog.request.read.timeout.ms="
                                    f"{int(timeout * 1000)}): {got} bytes of a {declared} received")
-            elif idle is not None and now - conn.active_at > idle and conn.is_idle():
+            elif idle is not None and now - conn.active_at > idle and not conn.pause_reasons and conn.is_idle():
                 log.info("closed idle connection from %s (connections.max.idle.ms=%d)", conn.peer, int(idle * 1000))
                 conn.abort()
         self.bad.flush(now)
@@ -284,7 +284,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # ---------------------------------------------------------------- reading
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self.reader.get_buffer(self.limits.budget())
+        limits = self.limits
+        # The exceed token's holder may finish its frame over the limit, at full speed.
+        return self.reader.get_buffer(None if limits.exceeder is self else limits.budget())
 
     def buffer_updated(self, nbytes: int) -> None:
         if self.closed:

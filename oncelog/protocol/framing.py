@@ -12,8 +12,9 @@ Memory invariants (issue 17: a declared size is a claim, not a reservation):
   of one event loop may share (the loop reads one socket at a time and :meth:`updated` copies
   out everything it keeps before returning).
 * A frame being received holds at most ``max(GROWTH * received, FIRST_CAPACITY)`` bytes
-  (never more than its declared size): its buffer grows geometrically as bytes arrive, so a
-  prefix declaring 100 MiB followed by silence costs 64 KiB, not 100 MiB. A frame whose bytes
+  (never more than its declared size, nor more than received + the read's budget): its buffer
+  grows geometrically as bytes arrive, so a prefix declaring 100 MiB followed by silence costs
+  16 KiB, not 100 MiB. A frame whose bytes
   are mostly here already (a 1 MiB produce: the first read brings 256 KiB) gets its final
   buffer at once and is passed on as a read-only view of it, never copied.
 * :attr:`BufferedFrameReader.buffered` is what the reader holds for its unfinished frame, for
@@ -56,7 +57,7 @@ class BufferedFrameReader:
     geometrically (a new buffer and one copy of what arrived) otherwise.
     """
 
-    __slots__ = ("_max", "_scratch", "_partial", "_frame", "_got", "_size", "completed")
+    __slots__ = ("_max", "_scratch", "_partial", "_frame", "_got", "_size", "_budget", "completed")
 
     def __init__(self, max_frame_bytes: int, chunk: int = SCRATCH_BYTES, scratch: bytearray | None = None) -> None:
         self._max = max_frame_bytes
@@ -65,6 +66,7 @@ class BufferedFrameReader:
         self._frame: bytearray | None = None  # a large frame's buffer (body only)
         self._got = 0  # body bytes of the large frame received
         self._size = 0  # its declared size
+        self._budget: int | None = None  # the last read's budget: also caps what a buffer may grow by
         self.completed = 0  # frames returned so far: identifies the frame in progress
 
     @property
@@ -94,20 +96,29 @@ class BufferedFrameReader:
         return 0, 0
 
     def get_buffer(self, budget: int | None = None) -> memoryview:
+        """The buffer for the next read. ``budget`` (memory the caller lets this read add, at
+        least 1) caps both the read and what a large frame's buffer may grow by for it."""
+        if budget is not None:
+            budget = max(budget, 1)
+        self._budget = budget
         frame = self._frame
         if frame is not None:
             got = self._got
             if got == len(frame):
                 frame = self._grow(got)
-            end = len(frame) if budget is None else min(len(frame), got + max(budget, 1))
+            end = len(frame) if budget is None else min(len(frame), got + budget)
             return memoryview(frame)[got:end]
         scratch = self._scratch
         if budget is not None and budget < len(scratch):
-            return memoryview(scratch)[: max(budget, 1)]
+            return memoryview(scratch)[:budget]
         return memoryview(scratch)
 
+    def _capacity(self, got: int) -> int:
+        capacity = min(self._size, max(FIRST_CAPACITY, GROWTH * got))
+        return capacity if self._budget is None else min(capacity, got + self._budget)
+
     def _grow(self, got: int) -> bytearray:
-        new = bytearray(min(self._size, GROWTH * got))
+        new = bytearray(self._capacity(got))
         new[:got] = self._frame
         self._frame = new
         return new
@@ -178,13 +189,13 @@ class BufferedFrameReader:
 
     def _start_large(self, size: int, have) -> None:
         got = len(have)
-        capacity = min(size, max(FIRST_CAPACITY, GROWTH * got))
+        self._size = size
         try:
-            frame = bytearray(capacity)
+            frame = bytearray(self._capacity(got))
         except MemoryError:
             raise InvalidFrame(f"no memory for a request frame of {size} bytes") from None
         frame[:got] = have
-        self._frame, self._got, self._size = frame, got, size
+        self._frame, self._got = frame, got
 
     def _check(self, size: int) -> int:
         if size < 0:

@@ -78,14 +78,24 @@ def test_a_frame_mostly_here_is_passed_on_without_a_copy():
     assert frame == body
 
 
-def test_budget_caps_each_read():
+def test_budget_caps_each_read_and_what_a_buffer_grows_by():
     reader = BufferedFrameReader(MiB, chunk=256 * 1024)
     assert len(reader.get_buffer(1000)) == 1000
     assert len(reader.get_buffer(None)) == 256 * 1024
-    deliver(reader, struct.pack(">i", 500_000) + bytes(100_000), budget=1000)
-    assert len(reader.get_buffer(5000)) == 5000
-    frames = deliver(reader, bytes(400_000), budget=7000)
+    wire = struct.pack(">i", 500_000) + bytes(500_000)
+    received, frames = 0, []
+    while received < len(wire):
+        buf = reader.get_buffer(7000)
+        assert 0 < len(buf) <= 7000
+        n = min(len(buf), len(wire) - received)
+        buf[:n] = wire[received : received + n]
+        received += n
+        frames += reader.updated(n)
+        assert reader.buffered <= received + 7000  # memory follows what arrived plus one read's budget
     assert [len(f) for f in frames] == [500_000]
+    # without a budget the same frame takes a few geometric steps, not one per read
+    reader = BufferedFrameReader(MiB, chunk=256 * 1024)
+    assert deliver(reader, wire[:20_000]) == [] and reader.buffered == 4 * (20_000 - 4)
 
 
 @pytest.mark.parametrize("prefix, error", [(struct.pack(">i", 1001), FrameTooLarge), (struct.pack(">i", -1), InvalidFrame)])
