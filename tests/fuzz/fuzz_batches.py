@@ -83,8 +83,39 @@ def fix_crcs(data: bytes) -> bytes:
     return bytes(out)
 
 
+def bulk_agrees(data: bytes, header: rb.BatchHeader) -> None:
+    """The bulk walk (numpy, used from BULK_MIN_RECORDS records) accepts only what the
+    record-by-record walk accepts, with the same keys and timestamps: checked on every input,
+    whatever its record count."""
+    start, end = header.position + rb.HEADER_SIZE, header.position + header.size
+    body = data
+    if header.compression:
+        try:
+            body = bytes(rb.decompress_view(header.compression, memoryview(data)[start:end], LIMIT))
+        except rb.InvalidBatch:
+            return
+        start, end = 0, len(body)
+    bulk: list = []
+    if rb._walk_bulk(body, start, end, header.record_count, bulk):
+        one_by_one: list = []
+        try:
+            rb.walk_records(body, start, end, header.record_count, one_by_one)
+        except rb.InvalidBatch as exc:
+            raise Disagreement(f"the bulk walk accepted what walk_records refuses: {exc}") from exc
+        if bulk != one_by_one:
+            raise Disagreement("the bulk walk read other keys or timestamps")
+
+
+LIMIT = rb.decompressed_limit(16 * 1024)
+
+
 def test_one_input(data: bytes) -> None:
     data = fix_crcs(data)
+    try:
+        for header in rb.scan_batches(data):
+            bulk_agrees(data, header)
+    except rb.InvalidBatch:
+        pass
     try:
         batches = validation.scan(data, CONFIG, name="fuzz-0")
         validation.validate(data, batches, CONFIG, acks=1, now_ms=NOW_MS, name="fuzz-0", node_id=1)
