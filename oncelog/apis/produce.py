@@ -133,6 +133,12 @@ def _append_all(ctx, request):
             try:
                 if acks not in (0, 1, -1):
                     raise errors.InvalidRequiredAcks(f"acks must be 0, 1 or -1, not {acks}")
+                records = pd.records
+                if (ctx.api_version < 7 and records is not None and len(records) >= rb.HEADER_SIZE
+                        and records[22] & rb.ATTR_COMPRESSION_MASK == rb.COMPRESSION_ZSTD):
+                    # Kafka's ProduceRequest.validateRecords (KIP-110): zstd needs Produce v7+.
+                    raise errors.UnsupportedCompressionType(
+                        f"Produce requests with version {ctx.api_version} are not allowed to use ZStandard compression")
                 base, start, durable = append_partition(ctx, topic_data.name, pd.index, pd.records, now_ms, acks,
                                                         verify_txn)
                 entry[2], entry[3] = base, start

@@ -214,3 +214,16 @@ def test_a_partition_with_a_stored_bomb_still_answers_list_offsets_by_timestamp(
         assert plog.offset_of_max_timestamp() == (0, 5000)
 
     run(tmp_path, scenario)
+
+
+def test_zstd_needs_produce_v7_as_in_kafka(tmp_path):
+    body = b"".join(bad.record(i) for i in range(3))
+    zstd = bad.raw_batch(rb.compress_records(rb.COMPRESSION_ZSTD, body), count=3, attributes=rb.COMPRESSION_ZSTD)
+
+    async def scenario(api):
+        await api.create_topic("t")
+        assert (await api.produce("t", zstd, version=6)).error_code == E.unsupported_compression_type
+        assert (await api.produce("t", zstd, version=7)).error_code == E.none
+        return api.log_end("t")
+
+    assert run(tmp_path, scenario) == 3
