@@ -1,9 +1,11 @@
 """Produce (key 0), v3-12: magic-v2 record batches only.
 
 Per partition: decode, :meth:`oncelog.partition.Partition.append`, map errors, answer. The
-partition validates every batch header-only (length, magic, CRC32C, record count,
-``max.message.bytes``) before anything is written; a partition with any bad batch gets
-CORRUPT_MESSAGE / INVALID_RECORD / MESSAGE_TOO_LARGE and nothing of it is stored. Valid batches
+partition validates every batch (length, magic, CRC32C, codec, record count,
+``max.message.bytes``) and every record in it as Kafka's LogValidator does, decompressing within
+a limit (:mod:`oncelog.partition.validation`), before anything is written; a partition with any
+bad batch gets CORRUPT_MESSAGE / INVALID_RECORD / MESSAGE_TOO_LARGE and nothing of it is stored.
+A zstd batch in a Produce below v7 is UNSUPPORTED_COMPRESSION_TYPE (Kafka's KIP-110 rule). Valid batches
 are appended with offsets patched in. acks=0 gets no response; acks=1 is answered once the
 bytes are in the log (page cache); acks=-1 (all) under ``--fsync always`` once a group-commit
 fsync covering them has finished (see :mod:`oncelog.storage.flusher`). Clients may not write to
