@@ -273,6 +273,16 @@ class OncelogBatchWriter(DataSourceArrowWriter):
         driver_abort(self.opts, messages, self.opts.txn_version or 0)
 
 
+def _clean(validate, options, **kwargs):
+    """``validate(options)``, an OptionError raised from here: PySpark prints the traceback of
+    a data source's error, and the user needs the message, not the validator's frames."""
+    try:
+        return validate(options, **kwargs)
+    except OptionError as exc:
+        error = OptionError(str(exc))
+    raise error
+
+
 class OncelogDataSource(DataSource):
     """Kafka-protocol source and sink with exactly-once semantics. Format name ``oncelog``."""
 
@@ -287,10 +297,7 @@ class OncelogDataSource(DataSource):
         # Called by load() (spark.read and spark.readStream alike, so the rules of one mode
         # wait for reader()/streamReader()): option errors surface at load(), as with Spark's
         # Kafka source, and not at start() or the first action.
-        try:
-            opts = source_options(self.options, batch=None)
-        except OptionError as exc:
-            raise OptionError(str(exc)) from None
+        opts = _clean(source_options, self.options, batch=None)
         return SCHEMA_WITH_HEADERS if opts.include_headers else SCHEMA
 
     def streamReader(self, schema):
@@ -300,13 +307,10 @@ class OncelogDataSource(DataSource):
             return RefusedStreamReader(str(exc))
 
     def reader(self, schema):
-        try:
-            return OncelogBatchReader(source_options(self.options, batch=True))
-        except OptionError as exc:
-            raise OptionError(str(exc)) from None
+        return OncelogBatchReader(_clean(source_options, self.options, batch=True))
 
     def streamWriter(self, schema, overwrite: bool):
-        opts = sink_options(self.options)
+        opts = _clean(sink_options, self.options)
         check_schema(schema, opts)
         if overwrite:
             raise ValueError("oncelog does not support Complete output mode (a Kafka topic cannot be truncated); "
@@ -337,7 +341,7 @@ class OncelogDataSource(DataSource):
             # itself refuses ErrorIfExists and Ignore for every Python data source.
             raise OptionError("Save mode Overwrite not allowed for oncelog (a Kafka topic cannot be truncated). "
                               "The allowed save mode is Append: df.write.format(\"oncelog\").mode(\"append\")")
-        opts = sink_options(self.options, batch=True)
+        opts = _clean(sink_options, self.options, batch=True)
         check_schema(schema, opts)
         if opts.exactly_once and opts.topic is not None and opts.hook("barrier") != "false":
             # Spark calls writer() once, on the driver, before the tasks (the commit gets this

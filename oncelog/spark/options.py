@@ -30,8 +30,14 @@ SOURCE_OPTION_NAMES = (
     "endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp",
     "failOnDataLoss", "includeHeaders", "minPartitions", "maxRecordsPerPartition",
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
-    "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "kafkaConsumer.pollTimeoutMs", "groupIdPrefix",
+    "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "kafkaConsumer.pollTimeoutMs",
 )
+# Spark's Kafka source options that have no meaning here: refused with the reason, not ignored.
+_REFUSED_SOURCE_OPTIONS = {
+    "groupidprefix": "option groupIdPrefix is not supported: the source joins no consumer group (it assigns "
+                     "partitions itself and keeps its offsets in Spark's checkpoint), so there is no group id to "
+                     "prefix and no group ACL to grant; remove the option",
+}
 SINK_OPTION_NAMES = (
     "topic", "deliveryGuarantee", "atomicity", "transactionalIdPrefix", "transaction.timeout.ms",
     "commitLogTopic", "txnAppId", "txnVersion",
@@ -223,6 +229,9 @@ def _position_spec(options: Mapping[str, str], *, edge: str, default: str, batch
 def source_options(options: Mapping[str, str], *, batch: bool | None = False) -> SourceOptions:
     """Validate a source's options (``batch`` for ``spark.read``; None at load time, when the
     mode is not known yet: everything but the mode-specific rules is checked)."""
+    for name, reason in _REFUSED_SOURCE_OPTIONS.items():
+        if name in {k.lower() for k in options}:
+            raise OptionError(reason)
     check_known(options, SOURCE_OPTION_NAMES, "source")
     bootstrap = bootstrap_servers(options)
     strategies = [n for n in ("subscribe", "subscribePattern", "assign") if _get(options, n) is not None]

@@ -345,7 +345,7 @@ def test_every_spark_kafka_source_option_is_known():
         "assign": None, "subscribe": "t", "subscribePattern": None, "startingOffsets": "earliest",
         "failOnDataLoss": "false", "minPartitions": "2", "maxRecordsPerPartition": "10",
         "fetchOffset.numRetries": "2", "fetchOffset.retryIntervalMs": "10", "kafkaConsumer.pollTimeoutMs": "1000",
-        "groupIdPrefix": "g", "includeHeaders": "true", "endingOffsets": "latest",
+        "includeHeaders": "true", "endingOffsets": "latest",
         "startingOffsetsByTimestampStrategy": "latest",
     }
     given = CaseInsensitiveDict({"kafka.bootstrap.servers": "h:1", "kafka.client.id": "c",
@@ -388,6 +388,7 @@ def test_load_time_check_leaves_mode_rules_to_the_reader():
     ({"subscribe": "a", "kafka.interceptor.classes": "x.Y"}, False, ["kafka.interceptor.classes"]),
     ({"subscribe": "a", "endingTimestmap": "5"}, True, ["endingtimestmap", "unknown source option"]),
     ({"subscribe": "a", "maxOffsetPerTrigger": "5"}, False, ["maxoffsetpertrigger"]),
+    ({"subscribe": "a", "groupIdPrefix": "team-a"}, False, ["groupIdPrefix", "no consumer group"]),
 ])
 def test_new_option_errors_name_the_option(given, batch, names):
     options = CaseInsensitiveDict({"kafka.bootstrap.servers": "127.0.0.1:9092", **given})
