@@ -202,6 +202,29 @@ def test_queued_max_request_bytes_stops_reading_and_everything_is_answered_after
     assert broker.proc.poll() is None
 
 
+def test_frames_larger_than_queued_max_request_bytes_still_get_through(broker_factory):
+    """Frames each larger than the whole queued.max.request.bytes, on several connections at
+    once: one at a time may finish over the limit (Kafka's memory pool lets one request exceed
+    it too), so none waits for ever."""
+    broker = broker_factory(fsync="never", extra_args=["--queued-max-request-bytes", "1m",
+                                                       "--max-message-bytes", "8m"])
+    create_topic(broker.bootstrap, "big", 1)
+    clients = [RawClient(broker.bootstrap, timeout=60) for _ in range(3)]
+    frames = [[_produce_frame(c, "big", bytes(3 * MiB)) for _ in range(2)] for c in clients]
+    threads = [threading.Thread(target=lambda c=c, fs=fs: [c.sock.sendall(f) for f in fs], daemon=True)
+               for c, fs in zip(clients, frames)]
+    for t in threads:
+        t.start()
+    produce_cls = type(produce_request("big", 0, b""))
+    for c in clients:
+        for k in (1, 2):
+            cid, resp = _read(c, produce_cls)
+            assert cid == k and resp.responses[0].partition_responses[0].error_code == 0
+    for t in threads:
+        t.join(30)
+    assert list_offsets_latest(clients[0], "big") == 6
+
+
 def _read(client: RawClient, request_cls):
     from oncelog.wire_client import decode_response
 
@@ -225,6 +248,20 @@ def test_max_connections_and_per_ip(broker_factory):
     assert c, "a freed connection slot was not reused"
     log = broker.tail_log(50)
     assert "max.connections.per.ip=3 reached for 127.0.0.1" in log and "max.connections=5 reached" in log
+    for s in local + other:
+        s.close()
+    # DescribeConfigs reports the limits: given ones as static broker configs, the others as defaults
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    res = ConfigResource("broker", "1")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    got = admin.describe_configs([res])[res].result(30)
+    assert (got["max.connections"].value, got["max.connections"].source) == ("5", 4)  # STATIC_BROKER_CONFIG
+    assert (got["max.connections.per.ip"].value, got["max.connections.per.ip"].source) == ("3", 4)
+    assert (got["queued.max.request.bytes"].value, got["queued.max.request.bytes"].source) == (str(100 * MiB), 5)
+    assert got["connections.max.idle.ms"].value == "600000"
+    assert got["oncelog.request.read.timeout.ms"].value == "30000"
+    assert got["socket.request.max.bytes"].value == str(100 * MiB)
 
 
 def _served(broker, source_ip: str) -> bool:
