@@ -274,7 +274,10 @@ class Broker:
     # ------------------------------------------------------------------ dispatch
 
     def handle_frame(self, frame: bytes, peer: str):
-        api_key, version, correlation_id = codec.peek_header(frame)
+        try:
+            api_key, version, correlation_id = codec.peek_header(frame)
+        except codec.DecodeError as exc:  # a frame shorter than a request header
+            raise ProtocolViolation(str(exc)) from None
         module = apis.HANDLERS.get(api_key)
         if module is None:
             raise ProtocolViolation(f"unknown API key {api_key}")

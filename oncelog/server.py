@@ -364,7 +364,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         nbytes = len(frame)
         try:
             result = self.broker.handle_frame(frame, self.peer)
-        except (ProtocolViolation, codec.DecodeError) as exc:
+        except ProtocolViolation as exc:
             self.bad_input(f"malformed or unsupported request: {exc}", frame)
             return
         except Exception as exc:
