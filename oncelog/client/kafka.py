@@ -3,7 +3,9 @@ and the transaction requests that confluent-kafka does not expose (a producer id
 another process can use to end a transaction).
 
 It speaks only the public Kafka protocol (on kio's message classes), so it works against oncelog
-and against any Kafka cluster of version 2.8 or later with PLAINTEXT listeners. Requests go to
+and against any Kafka cluster of version 2.8 or later, over PLAINTEXT, SSL, SASL_PLAINTEXT or
+SASL_SSL listeners (TLS and SASL: :mod:`oncelog.client.security`, configured with Kafka's client
+names; a failed handshake or authentication raises at connect time, never retried). Requests go to
 the partition's leader or the key's coordinator, found through Metadata and FindCoordinator and
 refreshed when a broker answers NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR.
 
@@ -26,6 +28,7 @@ import datetime
 import io
 import logging
 import socket
+import ssl
 import struct
 import time
 from dataclasses import dataclass, field
@@ -35,6 +38,8 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
 from ..wire_client import decode_response, write_request
+from . import security as sec_mod
+from .security import KafkaSecurityError, SaslAuthenticationError, Security, SslAuthenticationError  # noqa: F401 (re-exported)
 
 log = logging.getLogger("oncelog.client")
 
@@ -102,25 +107,60 @@ def request_module(api_key: int):
     return _module(api_key, VERSIONS[api_key][1], EntityType.request)
 
 
-class Connection:
-    """One TCP connection to one broker; requests are pipelined and answered in order."""
+def _module_for_request(api_key: int, version: int):
+    return _module(api_key, version, EntityType.request)
 
-    def __init__(self, host: str, port: int, *, timeout: float, client_id: str) -> None:
+
+class Connection:
+    """One TCP connection to one broker; requests are pipelined and answered in order.
+
+    Opening it does the listener's whole handshake: TLS (when ``security`` says SSL/SASL_SSL),
+    ApiVersions, then SASL (SASL_PLAINTEXT/SASL_SSL). A refused TLS handshake or SASL exchange
+    raises :class:`~oncelog.client.security.KafkaSecurityError` (not an OSError: not retried);
+    a broker that cannot be reached raises OSError as before (retried by callers)."""
+
+    def __init__(self, host: str, port: int, *, timeout: float, client_id: str,
+                 security: Security | None = None) -> None:
         self.address = f"{host}:{port}"
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = client_id
         self.correlation_id = 0
         self.pending: collections.deque = collections.deque()
         self.api_versions: dict[int, tuple[int, int]] = {}
-        self._negotiate()
+        self.expires_at: float | None = None  # KIP-368: reconnect before the SASL session ends
+        self.responses = 0
+        self.security = security
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        try:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if security is not None and security.tls:
+                self.sock = self._tls(host, security)
+            self._negotiate()
+            if security is not None and security.sasl:
+                lifetime = sec_mod.authenticate(self, security, _module_for_request)
+                if lifetime:
+                    # As Kafka's clients: re-authenticate (here: reconnect) at 85% of the session.
+                    self.expires_at = time.monotonic() + 0.85 * lifetime
+        except ssl.SSLError as exc:
+            self.close()
+            if isinstance(exc, ssl.SSLEOFError):
+                raise ConnectionError(f"broker {self.address} closed the connection during the TLS handshake "
+                                      "(is its listener PLAINTEXT or SASL_PLAINTEXT?)") from exc
+            raise SslAuthenticationError(sec_mod.describe_ssl_error(exc, self.address, security)) from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _tls(self, host: str, security: Security) -> ssl.SSLSocket:
+        # server_hostname: SNI, and the name the certificate must hold (ssl.endpoint.identification.algorithm).
+        return security.ssl_context().wrap_socket(self.sock, server_hostname=host)
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at is not None and time.monotonic() >= self.expires_at
 
     def _negotiate(self) -> None:
         m = _module(18, 3, EntityType.request)
-        try:
-            resp = self.request(m.ApiVersionsRequest(client_software_name="oncelog", client_software_version="1"))
-        except ConnectionError:
-            raise
+        resp = self.request(m.ApiVersionsRequest(client_software_name="oncelog", client_software_version="1"))
         if resp.error_code != ErrorCode.none:
             raise UnsupportedBroker(f"{self.address}: ApiVersions v3 answered {resp.error_code.name}; "
                                     "this client needs Kafka 2.8 or later")
@@ -146,7 +186,22 @@ class Connection:
 
     def receive(self):
         cid, request_cls = self.pending.popleft()
-        size = struct.unpack(">i", self._recv_exactly(4))[0]
+        try:
+            head = self._recv_exactly(4)
+        except ConnectionError as exc:
+            if self.responses == 1 and not (self.security and self.security.sasl):
+                # Only ApiVersions answered, then closed at the first real request: what a SASL
+                # listener does to a client that did not authenticate (it may also be a restart).
+                raise ConnectionError(f"{exc} at the first request after ApiVersions (if its listener is "
+                                      "SASL_PLAINTEXT or SASL_SSL, set security.protocol and sasl.mechanism)") from None
+            raise
+        self.responses += 1
+        if sec_mod.looks_like_tls(head) and not (self.security and self.security.tls):
+            raise SslAuthenticationError(f"broker {self.address} answered with TLS: its listener is SSL or SASL_SSL; "
+                                         "set security.protocol accordingly")
+        size = struct.unpack(">i", head)[0]
+        if size < 4:
+            raise ConnectionError(f"{self.address}: response of {size} bytes")
         raw = self._recv_exactly(size)
         got, resp = decode_response(raw, request_cls)
         if got != cid:
@@ -198,16 +253,16 @@ class KafkaClient:
     """Blocking protocol client over a set of brokers found from ``bootstrap``.
 
     ``config`` holds Kafka client settings (``kafka.`` prefix removed); this client honours
-    ``client.id`` and ``request.timeout.ms`` and refuses security settings it cannot honour.
+    ``client.id``, ``request.timeout.ms`` and the security settings of
+    :mod:`oncelog.client.security` (``security.protocol``, ``ssl.*``, ``sasl.*``), and refuses at
+    construction security settings it cannot honour (SecurityConfigError, a ValueError).
     """
 
     def __init__(self, bootstrap: str, config: dict[str, str] | None = None, *, client_id: str = "oncelog-spark",
                  timeout: float | None = None) -> None:
         config = dict(config or {})
-        protocol = config.get("security.protocol", "PLAINTEXT").upper()
-        if protocol != "PLAINTEXT":
-            raise UnsupportedBroker(f"security.protocol={protocol} is not supported by oncelog's protocol client "
-                                    "(PLAINTEXT only for now)")
+        self.config = config
+        self.security = sec_mod.resolve(config)
         self.bootstrap = [tuple(h.strip().rsplit(":", 1)) for h in bootstrap.split(",") if h.strip()]
         if not self.bootstrap:
             raise ValueError("kafka.bootstrap.servers is empty")
@@ -222,10 +277,17 @@ class KafkaClient:
 
     def _connect(self, key, host: str, port: int) -> Connection:
         conn = self.conns.get(key)
+        if conn is not None and conn.expired:
+            self.drop(conn)
+            conn = None
         if conn is None:
-            conn = Connection(host, int(port), timeout=self.timeout, client_id=self.client_id)
+            conn = self.open_connection(host, port)
             self.conns[key] = conn
         return conn
+
+    def open_connection(self, host: str, port: int | str) -> Connection:
+        """A new connection with this client's id, timeout and security (TLS/SASL done)."""
+        return Connection(host, int(port), timeout=self.timeout, client_id=self.client_id, security=self.security)
 
     def node(self, node_id: int) -> Connection:
         if node_id not in self.brokers:
@@ -236,7 +298,10 @@ class KafkaClient:
         return self._connect(node_id, host, port)
 
     def any_connection(self) -> Connection:
-        for conn in self.conns.values():
+        for conn in list(self.conns.values()):
+            if conn.expired:
+                self.drop(conn)
+                continue
             return conn
         errors = []
         for host, port in self.bootstrap:
@@ -675,10 +740,13 @@ class TransactionalProducer:
         self.client.leader(topic, partition)
         node = self.client.topics[topic].partitions[partition]
         conn = self.conns.get(node)
+        if conn is not None and conn.expired and not self.in_flight.get(id(conn)):
+            conn.close()  # its SASL session ends soon (KIP-368): a new connection authenticates anew
+            self.in_flight.pop(id(conn), None)
+            conn = None
         if conn is None:
             host, port = self.client.brokers[node]
-            conn = self.conns[node] = Connection(host, int(port), timeout=self.client.timeout,
-                                                 client_id=self.client.client_id)
+            conn = self.conns[node] = self.client.open_connection(host, port)
             conn.check(0)
         return conn
 

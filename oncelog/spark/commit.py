@@ -176,7 +176,9 @@ class CommitLog:
             return
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient({"bootstrap.servers": ",".join(f"{h}:{p}" for h, p in self.client.bootstrap)})
+        from ..client.security import librdkafka_config
+
+        admin = AdminClient(librdkafka_config(self.client.config, ",".join(f"{h}:{p}" for h, p in self.client.bootstrap)))
         fut = admin.create_topics([NewTopic(self.topic, 1, -1, config={"cleanup.policy": "compact"})])[self.topic]
         try:
             fut.result(timeout=30)
