@@ -8,7 +8,7 @@ Kafka node (one JVM for the whole module) listens on:
   ``--add-scram``), PLAIN and OAUTHBEARER (Kafka's unsecured validator: development tokens);
 - MTLS, SSL with ``ssl.client.auth=required``;
 - OTHERNAME, SSL with a certificate for ``kafka.example.com`` only (a hostname mismatch);
-- SASLPLAIN, SASL_PLAINTEXT with SCRAM-SHA-512 only.
+- SASLPLAIN, SASL_PLAINTEXT with SCRAM-SHA-512 only, and 2-second sessions (KIP-368).
 
 Over SASL_SSL and mTLS the protocol client writes transactionally and reads back read_committed
 (as the sink and source do), and confluent-kafka, configured by ``librdkafka_config`` from the
@@ -253,6 +253,9 @@ def _secure_cluster(certs: Certs):
         "listener.name.client.oauthbearer.sasl.jaas.config": f"{OAUTH} required;",
         "listener.name.saslplain.sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "listener.name.saslplain.scram-sha-512.sasl.jaas.config": f"{SCRAM} required;",
+        # KIP-368 on this listener only: a session lasts 2 s, then the broker closes a connection
+        # that sends anything but a new authentication.
+        "listener.name.saslplain.scram-sha-512.connections.max.reauth.ms": "2000",
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
     }
     scram = [arg for mech in ("SCRAM-SHA-512", "SCRAM-SHA-256")
@@ -546,3 +549,24 @@ def test_missing_client_certificate_and_protocol_mismatch_fail(kafka, certs):
     internal = f"127.0.0.1:{kafka.members[1].internal_port}"
     _fails_fast(internal, {**_scram(certs), "security.protocol": "SASL_PLAINTEXT"}, SaslAuthenticationError,
                 "does not expect SASL")
+
+
+def test_session_lifetime_is_honoured(kafka, certs):
+    """A broker with connections.max.reauth.ms (KIP-368) grants a session lifetime and closes a
+    connection used past it; the client replaces its connection before then, so a client idle
+    longer than the session (a driver between batches) goes on."""
+    from oncelog.client.kafka import KafkaClient
+
+    client = KafkaClient(kafka.bootstrap_of("SASLPLAIN"), {**_scram(certs), "security.protocol": "SASL_PLAINTEXT"})
+    try:
+        client.metadata([])
+        first = next(iter(client.conns.values()))
+        assert first.expires_at is not None  # the broker granted a lifetime (SaslAuthenticate v1+)
+        while not first.expired:
+            time.sleep(0.1)
+        time.sleep(0.5)  # now past the broker's 2 s as well
+        client.metadata([])
+        assert first not in client.conns.values()
+        assert list(client.brokers) == [1]
+    finally:
+        client.close()
