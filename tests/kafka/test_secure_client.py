@@ -45,8 +45,11 @@ PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 USER, PASSWORD = "alice", "alice-secret"
 
-# Applied to the tests that need the Apache Kafka node (the unit tests above them start nothing).
-needs_kafka = [pytest.mark.e2e, pytest.mark.apache_kafka]
+
+
+def needs_kafka(test):
+    """The marks of a test that uses this module's Apache Kafka node (the unit tests start nothing)."""
+    return pytest.mark.e2e(pytest.mark.apache_kafka(test))
 
 
 def _pkcs8(key_pem: bytes, password: bytes | None = None) -> bytes:
@@ -389,6 +392,7 @@ def _round_trip(kafka, certs, bootstrap: str, config: dict) -> None:
         client.close()
 
 
+@needs_kafka
 @pytest.mark.parametrize("case", ["sasl_ssl_scram_sha_512", "mtls"])
 def test_transactions_over_sasl_ssl_and_mtls(kafka, certs, case):
     """The protocol client writes transactionally and reads read_committed over SASL_SSL with
@@ -400,6 +404,7 @@ def test_transactions_over_sasl_ssl_and_mtls(kafka, certs, case):
         _round_trip(kafka, certs, kafka.bootstrap, _scram(certs))
 
 
+@needs_kafka
 def test_commit_log_topic_created_over_sasl_ssl(kafka, certs):
     """The sink's commit log topic is created with confluent-kafka's AdminClient: the settings
     reach it through the translation."""
@@ -430,6 +435,7 @@ def _oauth_configs(certs, tmp_path):
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "PLAIN", "oauthbearer-unsecured-jaas", "oauthbearer-static-token",
                                        "oauthbearer-token-file", "oauthbearer-file-url", "SASL_PLAINTEXT"])
+@needs_kafka
 def test_every_mechanism(kafka, certs, tmp_path, mechanism):
     """Each SASL mechanism authenticates the protocol client (a Metadata and a transactional
     write read back) and confluent-kafka (a Metadata) with the same settings; confluent-kafka's
@@ -459,6 +465,7 @@ def test_every_mechanism(kafka, certs, tmp_path, mechanism):
         client.close()
 
 
+@needs_kafka
 def test_inline_pem_and_encrypted_key(kafka, certs):
     """A client certificate given inline (ssl.keystore.certificate.chain + ssl.keystore.key, KIP-651)
     with an encrypted key (ssl.key.password), trust inline with its newlines lost (as in a Spark
@@ -499,6 +506,7 @@ def _fails_fast(bootstrap: str, config: dict, error: type, *reasons: str):
     return info.value
 
 
+@needs_kafka
 def test_wrong_password_fails_with_the_brokers_message(kafka, certs):
     err = _fails_fast(kafka.bootstrap, _scram(certs, password="wrong"), SaslAuthenticationError,
                       "SASL_AUTHENTICATION_FAILED (58)", "invalid credentials", "SCRAM-SHA-512", "'alice'")
@@ -518,6 +526,7 @@ def test_wrong_password_fails_with_the_brokers_message(kafka, certs):
     client.close()
 
 
+@needs_kafka
 def test_untrusted_ca_fails(kafka, certs):
     _fails_fast(kafka.bootstrap, {**_scram(certs), "ssl.truststore.location": certs.rogue_ca}, SslAuthenticationError,
                 "is not trusted", "unable to get local issuer certificate", certs.rogue_ca)
@@ -526,6 +535,7 @@ def test_untrusted_ca_fails(kafka, certs):
                 SslAuthenticationError, "is not trusted", "the system's CAs")
 
 
+@needs_kafka
 def test_hostname_mismatch_fails_unless_the_check_is_off(kafka, certs):
     from oncelog.client.kafka import KafkaClient
 
@@ -540,6 +550,7 @@ def test_hostname_mismatch_fails_unless_the_check_is_off(kafka, certs):
         client.close()
 
 
+@needs_kafka
 def test_missing_client_certificate_and_protocol_mismatch_fail(kafka, certs):
     no_cert = {k: v for k, v in _mtls(certs).items() if "keystore" not in k}
     _fails_fast(kafka.bootstrap_of("MTLS"), no_cert, SslAuthenticationError, "requires a client certificate")
@@ -551,6 +562,7 @@ def test_missing_client_certificate_and_protocol_mismatch_fail(kafka, certs):
                 "does not expect SASL")
 
 
+@needs_kafka
 def test_session_lifetime_is_honoured(kafka, certs):
     """A broker with connections.max.reauth.ms (KIP-368) grants a session lifetime and closes a
     connection used past it; the client replaces its connection before then, so a client idle
