@@ -714,33 +714,46 @@ def _zigzag(u):
     return (u >> 1) ^ -(u & 1)
 
 
-@functools.lru_cache(maxsize=64)
-def _offset_delta_bytes(count: int):
-    """The bytes offset deltas 0..count-1 are written as (count < 8192: one or two bytes each):
-    (first bytes, second bytes, which have two, sizes)."""
-    twice = np.arange(count, dtype=np.int64) * 2
+_SHAPE_RECORDS = 8192  # the cached shapes cover batches of up to this many records (sliced)
+
+
+@functools.lru_cache(maxsize=1)
+def _offset_delta_bytes_all():
+    twice = np.arange(_SHAPE_RECORDS, dtype=np.int64) * 2
     two = twice >= 0x80
     first = np.where(two, (twice & 0x7F) | 0x80, twice).astype(np.uint8)
     return first, (twice >> 7).astype(np.uint8), two, 1 + two
 
 
+def _offset_delta_bytes(count: int):
+    """The bytes offset deltas 0..count-1 are written as (count <= 8192: one or two bytes each):
+    (first bytes, second bytes, which have two, sizes)."""
+    return tuple(x[:count] for x in _offset_delta_bytes_all())
+
+
 @functools.lru_cache(maxsize=64)
-def _same_size_shape(count: int, size0: int):
-    """Where the records of a batch of ``count`` records start, and what their length varints
-    are, if each is as large as the first (``size0``) but for its offset delta's varint, which
-    grows by a byte at 64 (count < 8192, records below 8 KiB: one- or two-byte lengths):
-    (relative starts, total bytes, record ends, length first bytes, second bytes, which have
-    two, length sizes)."""
-    index = np.arange(count, dtype=np.int64)
+def _same_size_shape_all(size0: int):
+    index = np.arange(_SHAPE_RECORDS, dtype=np.int64)
     bodies = size0 + (index >= 64)
     twice = bodies * 2
     two = twice >= 0x80
     sizes = 1 + two
     totals = bodies + sizes
-    starts = np.zeros(count, dtype=np.int64)
+    starts = np.zeros(_SHAPE_RECORDS, dtype=np.int64)
     np.cumsum(totals[:-1], out=starts[1:])
     first = np.where(two, (twice & 0x7F) | 0x80, twice).astype(np.uint8)
-    return starts, int(starts[-1] + totals[-1]), starts + totals, first, (twice >> 7).astype(np.uint8), two, sizes
+    return starts, starts + totals, first, (twice >> 7).astype(np.uint8), two, sizes
+
+
+def _same_size_shape(count: int, size0: int):
+    """Where the records of a batch of ``count`` records start, and what their length varints
+    are, if each is as large as the first (``size0``) but for its offset delta's varint, which
+    grows by a byte at 64 (count <= 8192, records below 8 KiB: one- or two-byte lengths):
+    (relative starts, total bytes, record ends, length first bytes, second bytes, which have
+    two, length sizes). Cached by record size for 8192 records; a batch takes a prefix (views,
+    no copy), so every record count of a producer hits the cache."""
+    starts, ends, first, second, two, sizes = _same_size_shape_all(size0)
+    return starts[:count], int(ends[count - 1]), ends[:count], first[:count], second[:count], two[:count], sizes[:count]
 
 
 def _same_varint(a, positions):
@@ -781,7 +794,7 @@ def _walk_bulk(b, pos: int, end: int, count: int, metas: list | None) -> bool:
     else:
         return False
     guessed = False
-    if 0 < size0 < 8000 and count < 8192:
+    if 0 < size0 < 8000 and count <= _SHAPE_RECORDS:
         rel, total, rel_ends, len_first, len_second, len_two, len_sizes = _same_size_shape(count, size0)
         if total == end - pos:
             starts = rel + pos
@@ -828,7 +841,7 @@ def _walk_bulk(b, pos: int, end: int, count: int, metas: list | None) -> bool:
         p = p + n
     else:
         p = p + 1
-    if count < 8192:  # offset deltas 0..count-1, as bytes
+    if count <= _SHAPE_RECORDS:  # offset deltas 0..count-1, as bytes
         od_first, od_second, od_two, od_sizes = _offset_delta_bytes(count)
         if not ((a.take(p, mode="clip") == od_first).all()
                 and ((a.take(p + 1, mode="clip") == od_second) | ~od_two).all()):
