@@ -335,10 +335,17 @@ _BATCH = 10_000
 def client_config(bootstrap: str, config: Mapping[str, object] | None = None) -> dict:
     """librdkafka properties for the audit's clients; keys may carry a ``kafka.`` prefix (the Spark
     connector's option style) so one options dict serves both."""
-    conf: dict = {"bootstrap.servers": bootstrap}
-    for key, value in (config or {}).items():
-        conf[key[len("kafka."):] if key.startswith("kafka.") else key] = value
+    from .client.security import librdkafka_config
+
+    plain = {(key[len("kafka."):] if key.startswith("kafka.") else key): value for key, value in (config or {}).items()}
+    # Security settings may use the Java client's names (as Spark users write them): translated
+    # once, as the connector does; everything else goes to librdkafka as given.
+    conf: dict = {k: v for k, v in plain.items() if not k.lower().startswith(_SECURITY_PREFIXES)}
+    conf.update(librdkafka_config({k: str(v) for k, v in plain.items()}, bootstrap))
     return conf
+
+
+_SECURITY_PREFIXES = ("ssl.", "sasl.", "security.protocol", "enable.sasl.")
 
 
 def _topics(names: str | Iterable[str]) -> list[str]:
