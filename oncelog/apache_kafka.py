@@ -144,12 +144,27 @@ def fetch(kafka_version: str | None = None, *, quiet: bool = True) -> Installati
     kafka_version = kafka_version or version()
     java_path = java()
     home = cache_dir(kafka_version)
+
+    def finish(work: str) -> None:
+        with open(os.path.join(home, "log4j2.properties"), "w") as f:
+            f.write(_LOG4J2)
+
+    maven_fetch(home, _pom(kafka_version), f"Apache Kafka {kafka_version}", quiet=quiet, finish=finish)
+    return Installation(kafka_version, home, java_path)
+
+
+def maven_fetch(home: str, pom: str, what: str, *, quiet: bool = True, finish=None) -> str:
+    """``home/lib``: the runtime dependencies of ``pom`` copied there by ``mvn
+    dependency:copy-dependencies`` on the first call; later calls return at once. ``lib`` appears
+    whole or not at all (built beside, renamed into place) and a file lock in ``home`` makes
+    concurrent first calls run Maven once. ``finish(work)`` runs before the rename (more files
+    for ``home``). Raises ApacheKafkaUnavailable (no Maven, or Maven did not resolve ``what``)."""
     lib = os.path.join(home, "lib")
     if os.path.isdir(lib):
-        return Installation(kafka_version, home, java_path)
+        return lib
     mvn = shutil.which("mvn")
     if not mvn:
-        raise ApacheKafkaUnavailable("no mvn on PATH: Apache Kafka is fetched from Maven Central with Maven "
+        raise ApacheKafkaUnavailable(f"no mvn on PATH: {what} is fetched from Maven Central with Maven "
                                      "(apt-get install maven)")
     try:
         os.makedirs(home, exist_ok=True)
@@ -160,15 +175,15 @@ def fetch(kafka_version: str | None = None, *, quiet: bool = True) -> Installati
     with open(os.path.join(home, ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent first call waits here, then finds lib
         if os.path.isdir(lib):
-            return Installation(kafka_version, home, java_path)
+            return lib
         work = tempfile.mkdtemp(prefix="fetch-", dir=home)
         try:
             with open(os.path.join(work, "pom.xml"), "w") as f:
-                f.write(_pom(kafka_version))
+                f.write(pom)
             out = os.path.join(work, "lib")
             log_path = os.path.join(home, "fetch.log")
             if not quiet:
-                print(f"fetching Apache Kafka {kafka_version} from Maven Central into {home} ...", file=sys.stderr)
+                print(f"fetching {what} from Maven Central into {home} ...", file=sys.stderr)
             started = time.monotonic()
             try:
                 with open(log_path, "w") as log:
@@ -177,25 +192,25 @@ def fetch(kafka_version: str | None = None, *, quiet: bool = True) -> Installati
                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         timeout=FETCH_TIMEOUT, cwd=work).returncode
             except subprocess.TimeoutExpired as exc:
-                raise ApacheKafkaUnavailable(f"mvn did not resolve Apache Kafka {kafka_version} in {FETCH_TIMEOUT:.0f} s "
+                raise ApacheKafkaUnavailable(f"mvn did not resolve {what} in {FETCH_TIMEOUT:.0f} s "
                                              f"(see {log_path})") from exc
             if rc != 0 or not os.path.isdir(out):
                 errors = [line.strip() for line in open(log_path, errors="replace") if "[ERROR]" in line][:5]
-                raise ApacheKafkaUnavailable(f"mvn could not resolve Apache Kafka {kafka_version} (exit {rc}, see "
+                raise ApacheKafkaUnavailable(f"mvn could not resolve {what} (exit {rc}, see "
                                              f"{log_path}): " + " | ".join(errors))
             jars = os.listdir(out)
             with open(os.path.join(work, "fetch.json"), "w") as f:
-                json.dump({"version": kafka_version, "jars": len(jars),
+                json.dump({"what": what, "jars": len(jars),
                            "bytes": sum(os.path.getsize(os.path.join(out, j)) for j in jars),
                            "seconds": round(time.monotonic() - started, 1),
                            "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}, f)
             os.replace(os.path.join(work, "fetch.json"), os.path.join(home, "fetch.json"))
-            with open(os.path.join(home, "log4j2.properties"), "w") as f:
-                f.write(_LOG4J2)
+            if finish is not None:
+                finish(work)
             os.rename(out, lib)  # atomic: lib is whole or absent
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    return Installation(kafka_version, home, java_path)
+    return lib
 
 
 def _cluster_id() -> str:

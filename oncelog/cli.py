@@ -210,7 +210,14 @@ def explicit_serve_options(argv: list[str] | None) -> frozenset[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    kafka_options: dict[str, str] = {}
+    if "demo" in argv:  # --kafka.NAME VALUE: argparse has no wildcard options
+        from .demo import extract_kafka_options
+
+        argv, kafka_options = extract_kafka_options(argv)
     args = build_parser().parse_args(argv)
+    args.kafka_options = kafka_options
     setup_logging(args.log_format, args.log_level)
     if args.command == "serve":
         args.explicit = explicit_serve_options(argv)

@@ -15,6 +15,13 @@ on purpose while it runs, then proved exactly-once by the auditor and a recomput
    against a ground truth recomputed from the committed input.
 
 Exit status 0 only if exactly-once held. See :mod:`oncelog.pipeline` for the parts.
+
+Elsewhere: ``--broker apache-kafka [--brokers 3]`` runs it all on Apache Kafka fetched from Maven
+Central into the user's cache (its broker kills SIGKILL the Kafka node that leads an output
+partition or coordinates the generator's transactions); ``--bootstrap-server HOST:PORT`` on any
+existing cluster, with ``--kafka.NAME VALUE`` client settings (``--kafka.security.protocol
+SASL_SSL`` ...), and no broker kills. ``--sink spark-kafka`` writes the outputs through Spark's own
+Kafka connector instead, to show what its at-least-once sink does under the same crashes.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from __future__ import annotations
 import json
 import signal
 import time
+
+KAFKA_PREFIX = "--kafka."
 
 STYLES = {"driver-kill": "bold red", "broker-kill": "bold magenta", "task-fault": "bold yellow",
           "driver-exit": "yellow", "recovered": "green", "query-failed": "yellow", "warning": "bold yellow"}
@@ -46,10 +55,50 @@ def add_arguments(demo) -> None:
     demo.add_argument("--no-jvm-cache", dest="jvm_cache", action="store_false",
                       help="do not keep a class-data archive of Spark's JVM in ~/.cache/oncelog (~130 MB; "
                            "restarts start ~5 s sooner with it)")
+    where = demo.add_argument_group("where it runs")
+    where.add_argument("--broker", choices=["oncelog", "apache-kafka"], default="oncelog",
+                       help="the cluster to start: an oncelog broker (default) or Apache Kafka, fetched with mvn "
+                            "from Maven Central into ~/.cache/oncelog on first use (needs Java 17+ and Maven)")
+    where.add_argument("--brokers", type=int, choices=[1, 3], default=1,
+                       help="Apache Kafka nodes: 3 gives replication factor 3 and min.insync.replicas=2 "
+                            "(default 1)")
+    where.add_argument("--bootstrap-server", metavar="HOST:PORT", default=None,
+                       help="run on this existing cluster instead (topics named oncelog-demo-<run id>-*, left there "
+                            "afterwards); no broker kills")
+    where.add_argument("--kafka.NAME", metavar="VALUE", dest="kafka_option_help",
+                       help="a Kafka client setting, in Kafka's names, for every client of the run (Spark's source "
+                            "and sinks, the generator, the auditor), e.g. --kafka.security.protocol SASL_SSL "
+                            "--kafka.sasl.mechanism SCRAM-SHA-512 --kafka.sasl.jaas.config '...' "
+                            "--kafka.ssl.truststore.location ca.pem (repeatable)")
+    where.add_argument("--sink", choices=["oncelog", "spark-kafka"], default="oncelog",
+                       help="spark-kafka: write both outputs with Spark's own Kafka connector (format(\"kafka\"), "
+                            "spark-sql-kafka-0-10 fetched with mvn; at-least-once) under the same chaos, to see "
+                            "its duplicates (no task failure is injected: its sink has no hook for it)")
     demo.add_argument("--data-dir", default=None, help="keep the broker's data, checkpoints and logs here "
                                                        "(a new or empty directory; default: a temp dir, removed)")
     demo.add_argument("--report", metavar="PATH", default=None, help="write the result as JSON")
     demo.add_argument("--plot", metavar="PATH", default=None, help="write a PNG: rows/s over time, crashes marked")
+
+
+def extract_kafka_options(argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Take ``--kafka.NAME VALUE`` and ``--kafka.NAME=VALUE`` out of ``argv`` (argparse has no
+    wildcard options): the rest, and ``{"kafka.NAME": VALUE}``."""
+    rest, options = [], {}
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok.startswith(KAFKA_PREFIX) and len(tok) > len(KAFKA_PREFIX) and tok != "--kafka.NAME":
+            name, eq, value = tok[2:].partition("=")
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise SystemExit(f"oncelog demo: {tok} needs a value")
+                i += 1
+                value = argv[i]
+            options[name] = value
+        else:
+            rest.append(tok)
+        i += 1
+    return rest, options
 
 
 def run(args) -> int:
@@ -60,10 +109,23 @@ def run(args) -> int:
     from .pipeline.run import Pipeline, PipelineConfig
 
     console = Console()
+    kafka_options = getattr(args, "kafka_options", None) or {}
+    if args.bootstrap_server and (args.broker != "oncelog" or args.brokers != 1):
+        console.print("[red]oncelog demo: --bootstrap-server runs on an existing cluster: no --broker or --brokers[/]")
+        return 2
+    if args.brokers != 1 and args.broker != "apache-kafka":
+        console.print("[red]oncelog demo: --brokers is for --broker apache-kafka[/]")
+        return 2
+    if kafka_options and not args.bootstrap_server:
+        console.print("[red]oncelog demo: --kafka.* settings are for a cluster of yours (--bootstrap-server); the "
+                      "clusters the demo starts are plaintext on loopback[/]")
+        return 2
     cfg = PipelineConfig(records=args.records, master=args.master, guarantee=args.delivery_guarantee,
                          driver_kills=args.driver_kills, broker_kills=args.broker_kills, task_fault=args.task_fault,
                          seed=args.seed, data_dir=args.data_dir, trigger_ms=args.trigger_ms,
-                         produce_seconds=args.produce_seconds, jvm_cache=args.jvm_cache)
+                         produce_seconds=args.produce_seconds, jvm_cache=args.jvm_cache, broker=args.broker,
+                         brokers=args.brokers, bootstrap_server=args.bootstrap_server, kafka_options=kafka_options,
+                         sink=args.sink)
     live = console.is_terminal
     bar = Progress(TextColumn("{task.description:<30}"), BarColumn(bar_width=36), MofNCompleteColumn(),
                    TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=console, disable=not live)
@@ -95,8 +157,15 @@ def run(args) -> int:
     signal.signal(signal.SIGTERM, on_sigterm)
     t0 = time.time()
     pipeline = Pipeline(cfg, on_event=on_event, on_tick=on_tick)
-    console.print(f"[bold]oncelog demo[/]: {cfg.records:,} order events, Spark {pipeline.master}, "
-                  f"{cfg.guarantee} sinks; chaos: {cfg.driver_kills} driver SIGKILLs, {cfg.broker_kills} broker "
+    if cfg.bootstrap_server:
+        where = f"the existing cluster at {cfg.bootstrap_server} (no broker kills: its brokers are not the demo's)"
+    elif cfg.broker == "apache-kafka":
+        where = f"Apache Kafka, {cfg.brokers} node{'s' if cfg.brokers > 1 else ''}"
+    else:
+        where = "an oncelog broker"
+    sinks = "Spark's own Kafka sink (at-least-once)" if cfg.sink == "spark-kafka" else f"{cfg.guarantee} sinks"
+    console.print(f"[bold]oncelog demo[/]: {cfg.records:,} order events on {where}, Spark {pipeline.master}, "
+                  f"{sinks}; chaos: {cfg.driver_kills} driver SIGKILLs, {cfg.broker_kills} broker "
                   f"SIGKILLs{', 1 task failure' if cfg.task_fault else ''}. Data in {pipeline.dir}")
     report = None
     error = None
@@ -132,7 +201,8 @@ def run(args) -> int:
     if error:
         console.print(f"[bold red]FAILED[/]: {error}", soft_wrap=True)  # a path must stay copyable
         if keep:
-            console.print(f"data, checkpoints and logs kept in {pipeline.dir} (driver.log, broker.log)")
+            console.print(f"data, checkpoints and logs kept in {pipeline.dir} (driver.log, broker.log or "
+                          f"apache-kafka/node-*/kafka.log)")
         return 2
     print_summary(console, report, cfg)
     if keep:
@@ -143,7 +213,11 @@ def run(args) -> int:
 def print_summary(console, r: dict, cfg) -> None:
     from rich.table import Table
 
-    t = Table(title=f"oncelog demo: {r['delivery_guarantee']} sinks, {r['master']}, {r['seconds']:.0f}s")
+    cl = r.get("cluster") or {}
+    where = {"apache-kafka": f"Apache Kafka ×{cl.get('nodes')}", "external": cl.get("bootstrap", "")}.get(
+        cl.get("kind"), "oncelog")
+    sinks = "Spark's Kafka sink" if r.get("sink") == "spark-kafka" else f"{r['delivery_guarantee']} sinks"
+    t = Table(title=f"oncelog demo on {where}: {sinks}, {r['master']}, {r['seconds']:.0f}s")
     t.add_column("")
     t.add_column("", justify="right")
 
@@ -190,6 +264,12 @@ def print_summary(console, r: dict, cfg) -> None:
                       f"driver and {r['broker_kills']} broker SIGKILLs.")
         if r["delivery_guarantee"] == "at-least-once":
             console.print("(with at-least-once sinks this was luck: no crash landed between a write and its commit)")
+    elif r.get("sink") == "spark-kafka":
+        console.print(f"[bold red]NOT exactly once[/], as expected of Spark's own Kafka sink (at-least-once by "
+                      f"design): after the crashes Spark ran micro-batches again whose output it had already "
+                      f"written, so {r['duplicated']:,} enriched records and {r['aggregate_duplicate_writes']:,} "
+                      f"aggregate updates are there twice. The connector's exactly-once sinks (the default) do "
+                      f"not write them again.")
     elif r["delivery_guarantee"] == "at-least-once":
         console.print(f"[bold red]NOT exactly once[/], as expected of at-least-once sinks: after the crashes Spark ran "
                       f"micro-batches (and a failed task) again whose output had already been written, so "

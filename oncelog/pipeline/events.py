@@ -170,6 +170,12 @@ def quiet_logger():
     return log
 
 
+def client_conf(bootstrap: str, conf: dict | None = None) -> dict:
+    """librdkafka settings for a client of the pipeline's cluster: ``conf`` (security, from
+    :func:`oncelog.client.security.librdkafka_config`) and the bootstrap servers."""
+    return {**(conf or {}), "bootstrap.servers": bootstrap}
+
+
 def customer_name(i: int) -> str:
     return f"c-{i:04d}"
 
@@ -178,8 +184,9 @@ class Generator:
     """Builds the events of a seeded run and writes them (``run``, usually in a thread)."""
 
     def __init__(self, bootstrap: str, topic: str, config: GeneratorConfig, *, stop: threading.Event | None = None,
-                 on_progress=None) -> None:
+                 on_progress=None, conf: dict | None = None) -> None:
         self.bootstrap = bootstrap
+        self.conf = conf  # more librdkafka settings (security) for the producer
         self.topic = topic
         self.cfg = config
         self.stats = GeneratorStats()
@@ -252,7 +259,7 @@ class Generator:
                 self._producer.flush(0)
             except Exception:
                 pass
-        p = ck.Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.cfg.transactional_id,
+        p = ck.Producer({**client_conf(self.bootstrap, self.conf), "transactional.id": self.cfg.transactional_id,
                          "linger.ms": 10, "batch.num.messages": 10_000, "compression.type": "lz4",
                          "transaction.timeout.ms": 60_000, "message.timeout.ms": 60_000,
                          "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500, "logger": quiet_logger()})
@@ -395,13 +402,15 @@ def _pick(cum: list[float], r: float) -> int:
     return min(bisect.bisect_left(cum, r), len(cum) - 1)
 
 
-def create_topics(bootstrap: str, topics: dict[str, int], timeout: float = 30.0) -> None:
-    """Create topics (name -> partitions) unless they exist."""
+def create_topics(bootstrap: str, topics: dict[str, int], timeout: float = 30.0, *, replication_factor: int = 1,
+                  conf: dict | None = None) -> None:
+    """Create topics (name -> partitions) unless they exist; ``replication_factor`` -1 takes the
+    cluster's default."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+    admin = AdminClient({**client_conf(bootstrap, conf), "logger": quiet_logger()})
     existing = set(admin.list_topics(timeout=timeout).topics)
-    new = [NewTopic(t, n, 1) for t, n in topics.items() if t not in existing]
+    new = [NewTopic(t, n, replication_factor) for t, n in topics.items() if t not in existing]
     if new:
         for t, fut in admin.create_topics(new).items():
             try:

@@ -14,7 +14,11 @@
 
 Each aggregate record carries the batch id that wrote it, so duplicates can be counted.
 ``--guarantee at-least-once`` writes everything with ``deliveryGuarantee=at-least-once``
-instead (what Spark's own Kafka sink does).
+instead (what Spark's own Kafka sink does). ``--sink spark-kafka`` writes both outputs through
+Spark's own Kafka connector instead (``format("kafka")``, its jars given with ``--jars``; the
+same headers column): at-least-once by design, whatever ``--guarantee`` says. The source is
+the connector's in every case. ``--kafka-option kafka.KEY=VALUE`` (repeatable) goes to every
+source and sink (security settings for a secured cluster, in Kafka's client names).
 
 Supervision: a query that fails (e.g. the broker went away under it) is restarted from its
 checkpoint inside this driver after a short pause. The process exits 0 after the file named by
@@ -72,6 +76,11 @@ def parse_args(argv=None):
     ap.add_argument("--queries", default="enrich,totals")
     ap.add_argument("--max-restarts", type=int, default=30)
     ap.add_argument("--java-options", default="", help="more JVM options for the driver (--java-options=-XX:...)")
+    ap.add_argument("--sink", default="oncelog", choices=["oncelog", "spark-kafka"],
+                    help="oncelog: the connector's sinks; spark-kafka: Spark's own format(\"kafka\")")
+    ap.add_argument("--jars", default="", help="comma-separated jars for spark.jars (Spark's Kafka connector)")
+    ap.add_argument("--kafka-option", action="append", default=[], metavar="kafka.KEY=VALUE",
+                    help="a Kafka client setting for every source and sink (repeatable)")
     return ap.parse_args(argv)
 
 
@@ -79,10 +88,11 @@ def build(spark, a):
     """The queries' start functions (each starts its query from its checkpoint)."""
     from pyspark.sql import functions as F
 
-    eos = a.guarantee == "exactly-once"
+    eos = a.guarantee == "exactly-once" and a.sink == "oncelog"
+    kafka_options = dict(kv.split("=", 1) for kv in a.kafka_option)
 
     def source():
-        return (spark.readStream.format("oncelog").option("kafka.bootstrap.servers", a.bootstrap)
+        return (spark.readStream.format("oncelog").options(**kafka_options).option("kafka.bootstrap.servers", a.bootstrap)
                 .option("subscribe", a.input).option("startingOffsets", "earliest")
                 .option("maxOffsetsPerTrigger", a.max_per_trigger).load())
 
@@ -112,16 +122,22 @@ def build(spark, a):
             "'in_ts_ms', unix_millis(in_ts))) AS value",
             f"array(named_struct('key', '{HEADER}', 'value', "
             "cast(concat(topic, ':', cast(partition as string), ':', cast(offset as string)) as binary))) AS headers")
-        return (out.writeStream.queryName("enrich").format("oncelog").option("kafka.bootstrap.servers", a.bootstrap)
-                .option("topic", a.enriched).option("deliveryGuarantee", a.guarantee)
+        if a.sink == "spark-kafka":  # Spark's own Kafka sink: at-least-once, no option for more
+            w = out.writeStream.queryName("enrich").format("kafka")
+        else:
+            w = out.writeStream.queryName("enrich").format("oncelog").option("deliveryGuarantee", a.guarantee)
+        return (w.options(**kafka_options).option("kafka.bootstrap.servers", a.bootstrap).option("topic", a.enriched)
                 .option("checkpointLocation", ckpt("enrich")).trigger(**trigger).start())
 
     def foreach_writer(topic: str, app_id: str, key_expr: str, value_fields: str):
         def write(batch_df, batch_id: int) -> None:
             w = (batch_df.selectExpr(f"{key_expr} AS key",
                                      f"to_json(named_struct({value_fields}, 'batch', {int(batch_id)})) AS value")
-                 .write.format("oncelog").option("kafka.bootstrap.servers", a.bootstrap).option("topic", topic))
-            if eos:
+                 .write.format("kafka" if a.sink == "spark-kafka" else "oncelog").options(**kafka_options)
+                 .option("kafka.bootstrap.servers", a.bootstrap).option("topic", topic))
+            if a.sink == "spark-kafka":
+                pass  # Spark's Kafka sink has no guarantee option: at-least-once
+            elif eos:
                 w = w.option("txnAppId", app_id).option("txnVersion", batch_id)
             else:
                 w = w.option("deliveryGuarantee", "at-least-once")
@@ -165,6 +181,8 @@ def main(argv=None) -> int:
     for name in ("ONCELOG_SPARK_TASK_FAULT", "ONCELOG_SPARK_TASK_FAULT_ONCE"):
         if os.environ.get(name):
             extra[f"spark.executorEnv.{name}"] = os.environ[name]
+    if a.jars:
+        extra["spark.jars"] = a.jars
     spark = local_session(a.master, app_name=f"oncelog-pipeline-{a.run}", rocksdb=True, java_options=a.java_options,
                           extra=extra)
     try:

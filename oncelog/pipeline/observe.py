@@ -15,9 +15,10 @@ import uuid
 
 class OutputObserver(threading.Thread):
     def __init__(self, bootstrap: str, topic: str, partitions: int, *, latency: bool = False,
-                 sample_every: float = 0.5) -> None:
+                 sample_every: float = 0.5, conf: dict | None = None) -> None:
         super().__init__(daemon=True, name=f"observe-{topic}")
         self.bootstrap = bootstrap
+        self.conf = conf  # more librdkafka settings (security)
         self.topic = topic
         self.partitions = partitions
         self.latency = latency
@@ -36,9 +37,9 @@ class OutputObserver(threading.Thread):
     def run(self) -> None:
         import confluent_kafka as ck
 
-        from .events import quiet_logger
+        from .events import client_conf, quiet_logger
 
-        consumer = ck.Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"oncelog-observer-{uuid.uuid4().hex}",
+        consumer = ck.Consumer({**client_conf(self.bootstrap, self.conf), "group.id": f"oncelog-observer-{uuid.uuid4().hex}",
                                 "enable.auto.commit": False, "isolation.level": "read_committed",
                                 "auto.offset.reset": "earliest", "fetch.wait.max.ms": 50,
                                 "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,

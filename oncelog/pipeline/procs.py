@@ -39,8 +39,10 @@ def session_members(sid: int) -> list[int]:
 class SparkDriver:
     """One run of the job at a time; ``start`` again after ``kill`` or an exit."""
 
-    def __init__(self, args: list[str], *, env: dict[str, str], log_path: str, cwd: str | None = None) -> None:
+    def __init__(self, args: list[str], *, env: dict[str, str], log_path: str, cwd: str | None = None,
+                 python: str | None = None) -> None:
         self.args = list(args)
+        self.python = python or sys.executable  # another PySpark's virtualenv (Spark's Kafka sink)
         self.env = env
         self.log_path = log_path
         self.cwd = cwd
@@ -50,7 +52,7 @@ class SparkDriver:
 
     def start(self, extra_env: dict[str, str] | None = None, extra_args: list[str] = ()) -> int:
         self.runs += 1
-        cmd = [sys.executable, "-m", "oncelog.pipeline.job", *self.args, "--run", str(self.runs), *extra_args]
+        cmd = [self.python, "-m", "oncelog.pipeline.job", *self.args, "--run", str(self.runs), *extra_args]
         with open(self.log_path, "ab") as log:
             log.write(f"\n==== run {self.runs} at {time.strftime('%H:%M:%S')}: {' '.join(cmd)}\n".encode())
             log.flush()

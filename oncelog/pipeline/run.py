@@ -20,6 +20,16 @@ the broker SIGKILL, so that the broker dies under the producer too): each run of
 fresh input to work on, the last one included. When the generator is done and the chaos is over,
 the driver is asked to drain (a marker file): it processes all available input and exits. Then
 :mod:`.verify` proves the result.
+
+The cluster (:mod:`.cluster`): an oncelog broker (default), Apache Kafka from the user's cache
+(``broker="apache-kafka"``, 1 or 3 nodes; a broker kill SIGKILLs the node leading an output
+partition, or the transaction coordinator, and restarts it), or an existing cluster
+(``bootstrap_server``: no broker kills; topic names and transactional ids get a run id so that
+nothing of an earlier run is audited). ``kafka_options`` (``kafka.*``, Kafka's client names) go to
+the job's sources and sinks and, translated, to the generator's, the observer's and the auditor's
+confluent-kafka clients. ``sink="spark-kafka"``: the job writes through Spark's own Kafka
+connector (:mod:`oncelog.spark_kafka_jars`), possibly with another PySpark in its own virtualenv;
+no task is failed on purpose then (Spark's sink has no hook for it).
 """
 
 from __future__ import annotations
@@ -36,7 +46,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from ..process import BrokerProcess
+from .cluster import ApacheKafkaCluster, ExternalCluster, OncelogCluster
 from .events import Generator, GeneratorConfig, WindowRule, create_topics, max_offsets_per_trigger, STEP_MS
 from .jvmcache import JvmCache
 from .observe import OutputObserver
@@ -71,6 +81,11 @@ class PipelineConfig:
     drain_timeout: float = 300.0
     keep_data: bool = False
     jvm_cache: bool = True  # a class-data archive of the driver's JVM (see jvmcache)
+    broker: str = "oncelog"  # oncelog | apache-kafka (ignored with bootstrap_server)
+    brokers: int = 1  # Apache Kafka nodes (1 or 3)
+    bootstrap_server: str | None = None  # an existing cluster: no broker kills
+    kafka_options: dict[str, str] = field(default_factory=dict)  # kafka.* client settings
+    sink: str = "oncelog"  # oncelog | spark-kafka (Spark's own Kafka sink)
 
 
 @dataclass
@@ -101,10 +116,15 @@ class Pipeline:
         self.on_tick = on_tick or (lambda state: None)
         self.state = State()
         self.master = with_task_retries(cfg.master)
+        if cfg.bootstrap_server:
+            cfg.broker_kills = 0  # not our brokers
+        self.spark_kafka = None  # oncelog.spark_kafka_jars.Runtime, with sink="spark-kafka"
+        if cfg.sink == "spark-kafka":
+            cfg.task_fault = False  # the fault hook is in the connector's sink
         self.rng = random.Random(cfg.seed * 7919 + 17)
         self.own_dir = cfg.data_dir is None
         self.dir = cfg.data_dir or tempfile.mkdtemp(prefix="oncelog-demo-")
-        self.broker: BrokerProcess | None = None
+        self.cluster = None  # OncelogCluster | ApacheKafkaCluster | ExternalCluster, made in setup()
         self.driver: SparkDriver | None = None
         self.generator: Generator | None = None
         self.observer: OutputObserver | None = None
@@ -121,6 +141,11 @@ class Pipeline:
         # txnAppId of the foreachBatch writes: one per pipeline (its checkpoints), the same for all
         # its driver runs; a new checkpoint under an old txnAppId would be fenced as a stale run.
         self.app_id = f"oncelog-demo-{uuid.uuid4().hex[:8]}"
+        # On a cluster that is not ours, names of this run only: no earlier run's data is audited.
+        prefix = f"{self.app_id}-" if cfg.bootstrap_server else ""
+        self.topics = {"input": prefix + INPUT, "enriched": prefix + ENRICHED, "totals": prefix + TOTALS}
+        self.generator_txn_id = f"{self.app_id}-generator"
+        self.conf: dict | None = None  # the confluent-kafka clients' security settings
         self.max_per_trigger = max_offsets_per_trigger(cfg.records)
         self.rule = WindowRule(self.max_per_trigger * STEP_MS)
 
@@ -256,14 +281,13 @@ class Pipeline:
 
     def _kill_broker(self) -> None:
         killed_at = time.time()
-        self.broker.kill()
+        what = self.cluster.kill(self.rng, self.topics, self.generator_txn_id, self.state.broker_kills)
         self.state.broker_kills += 1
-        self.event("broker-kill", f"SIGKILL to the broker (pid {self.broker.proc.pid})")
+        self.event("broker-kill", what)
         self.sleep(self.rng.uniform(0.5, 2.0))
         t = time.time()
-        self.broker.restart()
-        self.event("broker-up", f"broker restarted on the same data and port {self.broker.port} "
-                                f"in {time.time() - t:.1f}s")
+        what = self.cluster.restart()
+        self.event("broker-up", f"{what} in {time.time() - t:.1f}s")
         self._pending_recovery.append({"what": "broker SIGKILL", "at": killed_at})
         self._progress_after = time.time()
         self._run_progress = False  # the next crash waits until the pipeline moved on again
@@ -305,26 +329,57 @@ class Pipeline:
             raise ValueError(f"--data-dir {self.dir} is not empty: give a new or empty directory")
         os.makedirs(self.dir, exist_ok=True)
         self.state.phase = "broker"
-        self.broker = BrokerProcess(self.path("broker"), fsync="always", log_path=self.path("broker.log"))
-        self.broker.start()
-        self.event("broker-up", f"broker listening on {self.broker.bootstrap} (data in {self.broker.data_dir})")
-        create_topics(self.broker.bootstrap, PARTITIONS)
+        if cfg.kafka_options:
+            from ..client.security import librdkafka_config
+
+            bad = [k for k in cfg.kafka_options if not k.startswith("kafka.")]
+            if bad:
+                raise ValueError(f"Kafka client settings are given as kafka.NAME, not {', '.join(bad)}")
+            self.conf = librdkafka_config({k[len("kafka."):]: v for k, v in cfg.kafka_options.items()})
+        python, job_args = sys.executable, []
+        if cfg.sink == "spark-kafka":
+            from ..spark_kafka_jars import runtime
+
+            self.spark_kafka = rt = runtime()
+            python = rt.python
+            job_args = ["--sink", "spark-kafka", "--jars", ",".join(rt.jars)]
+            self.event("spark-kafka", f"Spark's own Kafka sink: spark-sql-kafka-0-10_2.13 {rt.spark_version} "
+                                      f"({len(rt.jars)} jars) on PySpark {rt.spark_version}" +
+                                      (f". {rt.note}" if rt.note else ""))
+            if self.jvm_cache.enabled:  # its archive is of the other Spark's classes
+                self.jvm_cache = JvmCache.locate(False)
+                self.jvm_cache_state = "off (another Spark)"
+        if cfg.bootstrap_server:
+            self.cluster = ExternalCluster(cfg.bootstrap_server)
+        elif cfg.broker == "apache-kafka":
+            self.cluster = ApacheKafkaCluster(self.dir, cfg.brokers)
+        else:
+            self.cluster = OncelogCluster(self.dir, self.path("broker.log"))
+        self.event("broker-up", self.cluster.start())
+        bootstrap = self.cluster.bootstrap
+        create_topics(bootstrap, {self.topics[k]: PARTITIONS[v] for k, v in
+                                  (("input", INPUT), ("enriched", ENRICHED), ("totals", TOTALS))},
+                      replication_factor=self.cluster.replication_factor, conf=self.conf)
+        for k, v in cfg.kafka_options.items():
+            job_args += ["--kafka-option", f"{k}={v}"]
         self.driver = SparkDriver(
-            ["--bootstrap", self.broker.bootstrap, "--input", INPUT, "--enriched", ENRICHED, "--totals", TOTALS,
+            ["--bootstrap", bootstrap, "--input", self.topics["input"], "--enriched", self.topics["enriched"],
+             "--totals", self.topics["totals"],
              "--checkpoint", self.path("checkpoints"), "--app-id", self.app_id,
              "--master", self.master, "--guarantee", cfg.guarantee, "--trigger-ms", str(cfg.trigger_ms),
              "--max-per-trigger", str(self.max_per_trigger), "--progress", self.path("progress.jsonl"),
-             "--drain", self.path("drain")],
-            env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
-            log_path=self.path("driver.log"))
-        # PYSPARK_PYTHON: Spark's Python workers must run this interpreter (pyarrow, oncelog), not
-        # whatever python3 is on the PATH.
+             "--drain", self.path("drain"), *job_args],
+            env={**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python},
+            log_path=self.path("driver.log"), python=python)
+        # PYSPARK_PYTHON: Spark's Python workers must run the driver's interpreter (pyarrow,
+        # oncelog, its PySpark), not whatever python3 is on the PATH.
 
     def start_generator(self, rate: float | None) -> threading.Thread:
         cfg = self.cfg
         gcfg = GeneratorConfig(records=cfg.records, partitions=PARTITIONS[INPUT], txn_size=cfg.txn_size, rate=rate,
-                               seed=cfg.seed, waves=cfg.driver_kills + cfg.broker_kills + 1)
-        self.generator = Generator(self.broker.bootstrap, INPUT, gcfg)
+                               seed=cfg.seed, waves=cfg.driver_kills + cfg.broker_kills + 1,
+                               transactional_id=self.generator_txn_id)
+        self.generator = Generator(self.cluster.bootstrap, self.topics["input"], gcfg, conf=self.conf)
         thread = threading.Thread(target=self._generate, daemon=True, name="generator")
         thread.start()
         return thread
@@ -388,8 +443,8 @@ class Pipeline:
             self.observer.stop()
         if self.driver is not None and self.driver.alive():
             self.driver.kill()
-        if self.broker is not None:
-            self.broker.stop()
+        if self.cluster is not None:
+            self.cluster.stop()
         if remove and self.own_dir and not self.cfg.keep_data:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -398,16 +453,17 @@ class Pipeline:
         from .verify import check_aggregate, ground_truth, totals_key
 
         self.state.phase = "verifying"
-        bootstrap = self.broker.bootstrap
+        bootstrap = self.cluster.bootstrap
+        topics, conf = self.topics, self.conf
         t = time.time()
-        aud = audit(bootstrap, [INPUT], [ENRICHED], timeout=60)
+        aud = audit(bootstrap, [topics["input"]], [topics["enriched"]], timeout=60, config=conf)
         self.event("audit", f"auditor: {aud.input_records:,} committed inputs, {aud.output_records:,} outputs, "
                             f"lost {aud.lost}, duplicated {aud.duplicated}, aborted reads {aud.aborted_reads}, "
                             f"phantom {aud.phantom} ({time.time() - t:.1f}s)")
         t = time.time()
-        truth = ground_truth(bootstrap, INPUT, self.rule)
-        totals = check_aggregate(bootstrap, TOTALS, truth.totals,
-                                 lambda d: totals_key(d["customer"], int(d["window_start_ms"])))
+        truth = ground_truth(bootstrap, topics["input"], self.rule, conf=conf)
+        totals = check_aggregate(bootstrap, topics["totals"], truth.totals,
+                                 lambda d: totals_key(d["customer"], int(d["window_start_ms"])), conf=conf)
         match = totals.ok and truth.ambiguous == 0
         self.event("aggregates", f"aggregates vs ground truth: {totals.matching:,} of {totals.expected_keys:,} "
                                  f"(customer, window) totals equal "
@@ -416,7 +472,14 @@ class Pipeline:
         gen = self.generator.stats if self.generator else None
         return {
             "exactly_once": aud.ok and match,
-            "delivery_guarantee": self.cfg.guarantee,
+            "delivery_guarantee": "at-least-once" if self.cfg.sink == "spark-kafka" else self.cfg.guarantee,
+            "sink": self.cfg.sink,
+            "spark_kafka": None if self.spark_kafka is None else {
+                "spark_version": self.spark_kafka.spark_version, "python": self.spark_kafka.python,
+                "jars": self.spark_kafka.jars, "note": self.spark_kafka.note},
+            "cluster": {"kind": self.cluster.name, "bootstrap": bootstrap,
+                        "nodes": getattr(self.cluster, "nodes", None), "topics": dict(topics)},
+            "audit": aud.to_dict(),
             "input_records": aud.input_records,
             "output_records": aud.output_records,
             "lost": aud.lost, "duplicated": aud.duplicated, "aborted_reads": aud.aborted_reads, "phantom": aud.phantom,
@@ -451,7 +514,8 @@ class Pipeline:
         """Set up, run with chaos, drain and verify; returns the report (without ``seconds``)."""
         cfg = self.cfg
         self.setup()
-        self.observer = OutputObserver(self.broker.bootstrap, ENRICHED, PARTITIONS[ENRICHED])
+        self.observer = OutputObserver(self.cluster.bootstrap, self.topics["enriched"], PARTITIONS[ENRICHED],
+                                       conf=self.conf)
         self.observer.start()
         self._start_driver()
         self.state.phase = "producing"

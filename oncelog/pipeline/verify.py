@@ -21,10 +21,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from .events import WindowRule, parse_order, quiet_logger, window_start
+from .events import WindowRule, client_conf, parse_order, quiet_logger, window_start
 
 
-def read_committed(bootstrap: str, topic: str, *, isolation: str = "read_committed", timeout: float = 60.0):
+def read_committed(bootstrap: str, topic: str, *, isolation: str = "read_committed", timeout: float = 60.0,
+                   conf: dict | None = None):
     """Yield every record of ``topic`` readable at ``isolation``, partition by partition in offset
     order, up to the end (the last stable offset at read_committed) taken when the read starts.
     A partition is done when the consumer's position reaches that end (not by counting: aborted
@@ -33,7 +34,7 @@ def read_committed(bootstrap: str, topic: str, *, isolation: str = "read_committ
     from confluent_kafka.admin import AdminClient, OffsetSpec
     from confluent_kafka import IsolationLevel
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
+    admin = AdminClient({**client_conf(bootstrap, conf), "logger": quiet_logger()})
     meta = admin.list_topics(topic, timeout=timeout).topics[topic]
     if meta.error is not None:
         raise RuntimeError(f"topic {topic}: {meta.error}")
@@ -44,7 +45,7 @@ def read_committed(bootstrap: str, topic: str, *, isolation: str = "read_committ
     todo = {p: e for (_t, p), e in ends.items() if e > 0}
     if not todo:
         return
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"oncelog-verify-{uuid.uuid4().hex}",
+    consumer = ck.Consumer({**client_conf(bootstrap, conf), "group.id": f"oncelog-verify-{uuid.uuid4().hex}",
                             "enable.auto.commit": False, "isolation.level": isolation,
                             "auto.offset.reset": "earliest", "enable.partition.eof": True, "fetch.wait.max.ms": 50,
                             "logger": quiet_logger()})
@@ -89,7 +90,8 @@ def totals_key(customer: str, window_start_ms: int) -> str:
     return f"{customer}|{window_start_ms}"
 
 
-def ground_truth(bootstrap: str, topic: str, rule: WindowRule, timeout: float = 60.0) -> Truth:
+def ground_truth(bootstrap: str, topic: str, rule: WindowRule, timeout: float = 60.0, *,
+                 conf: dict | None = None) -> Truth:
     """Per customer and event-time window: valid orders and their amount, the events Spark's
     watermark drops left out (:class:`~.events.WindowRule`)."""
     t = Truth()
@@ -97,7 +99,7 @@ def ground_truth(bootstrap: str, topic: str, rule: WindowRule, timeout: float = 
     running_max: dict[int, int] = {}
     first: dict[int, int] = {}
     customers, windows = set(), set()
-    for m in read_committed(bootstrap, topic, timeout=timeout):
+    for m in read_committed(bootstrap, topic, timeout=timeout, conf=conf):
         t.committed += 1
         o = parse_order(m.value())
         if o is None:
@@ -157,13 +159,14 @@ class AggregateCheck:
                 "examples": self.examples[:5]}
 
 
-def check_aggregate(bootstrap: str, topic: str, expected: dict, key_of, timeout: float = 60.0) -> AggregateCheck:
+def check_aggregate(bootstrap: str, topic: str, expected: dict, key_of, timeout: float = 60.0, *,
+                    conf: dict | None = None) -> AggregateCheck:
     """Compare the last value per key of ``topic`` (read_committed) with ``expected``
     (key -> (orders, amount)). ``key_of`` turns a record's decoded value into the expected dict's key."""
     res = AggregateCheck(topic, expected_keys=len(expected))
     last: dict = {}
     seen: set = set()
-    for m in read_committed(bootstrap, topic, timeout=timeout):
+    for m in read_committed(bootstrap, topic, timeout=timeout, conf=conf):
         res.updates += 1
         d = json.loads(m.value())
         k = key_of(d)
