@@ -9,13 +9,24 @@ Cells (each a streaming query over the same pre-filled topic, ``Trigger.Availabl
 * ``oncelog → exactly-once``: source and the transactional, batch-atomic sink;
 * ``oncelog → eos-partition``: source and the exactly-once sink with ``atomicity=partition``
   (each write task commits its own transaction with a progress marker);
-* ``oncelog → at-least-once``: source and the plain sink (what Spark's own Kafka sink does).
+* ``oncelog → at-least-once``: source and the plain sink (what Spark's own Kafka sink does);
+* ``Spark's Kafka source → noop``: Spark's own connector (``format("kafka")``,
+  ``kafka.isolation.level=read_committed`` as ours), on the same topic;
+* ``oncelog → Spark's Kafka sink``: our source, then Spark's own at-least-once sink.
+
+Targets (``--targets``): the cells run against an oncelog broker and against Apache Kafka (one
+node from the user's cache, full JIT), each filled with the same records, in the same run and
+the same SparkSession. Spark's connector (spark-sql-kafka-0-10, fetched with mvn) must match
+Spark's version: when Maven Central lacks the installed PySpark's, the whole benchmark re-runs
+itself under the nearest served pair's interpreter (:mod:`oncelog.spark_kafka_jars`), so that
+every cell shares one Spark; ``--no-spark-kafka`` keeps the installed PySpark and drops those
+cells.
 
 A cell's rate is rows / sum of ``triggerExecution`` over its micro-batches after the first (the
 first pays Python worker start-up and planning). Cells are interleaved over ``--rounds`` rounds
 and the median is reported. The commit's added latency per micro-batch is measured with small
 batches (``--small-rows`` per trigger): median ``triggerExecution`` of each exactly-once mode
-minus at-least-once.
+minus at-least-once, and Spark's Kafka sink's beside them.
 """
 
 from __future__ import annotations
@@ -44,8 +55,7 @@ def fill(bootstrap: str, topic: str, n: int, partitions: int, value_size: int) -
     from oncelog.client.kafka import KafkaClient, TransactionalProducer
     from oncelog.client.recordcodec import encode_batch, encode_records
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    create_topic(bootstrap, topic, partitions)
     client = KafkaClient(bootstrap)
     prod = TransactionalProducer(client, "", 60000)
     value = b"x" * value_size
@@ -121,25 +131,54 @@ def synthetic_source():
     return SyntheticSource
 
 
-def run_cell(spark, kind: str, bootstrap: str, topic: str, rows: int, per_trigger: int, work: str, tag: str) -> dict:
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    """Create ``topic`` and wait until every partition has a leader that knows it: Apache Kafka
+    answers CreateTopics before its brokers have the new partitions' metadata (a Produce then
+    gets NOT_LEADER_OR_FOLLOWER)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        t = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+        if (t is not None and t.error is None and len(t.partitions) == partitions
+                and all(p.leader >= 0 and p.error is None for p in t.partitions.values())):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}: partitions without a leader after {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+def run_cell(spark, kind: str, bootstrap: str, topic: str, rows: int, per_trigger: int, work: str, tag: str,
+             partitions: int = 4) -> dict:
     ckpt = os.path.join(work, f"ckpt-{tag}")
     if kind == "synthetic":
         df = (spark.readStream.format("oncelog_bench_synthetic").option("rows", rows)
               .option("maxRows", per_trigger).load())
+    elif kind == "spark-source":
+        df = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .option("kafka.isolation.level", "read_committed").option("maxOffsetsPerTrigger", per_trigger).load())
     else:
         df = (spark.readStream.format("oncelog").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic).option("startingOffsets", "earliest")
               .option("maxOffsetsPerTrigger", per_trigger).load())
-    if kind in ("synthetic", "source"):
+    if kind in ("synthetic", "source", "spark-source"):
         w = df.writeStream.format("noop")
     else:
         out = f"{topic}-out-{tag}"
-        w = (df.selectExpr("key", "value").writeStream.format("oncelog").option("kafka.bootstrap.servers", bootstrap)
-             .option("topic", out))
-        if kind == "eos-partition":
-            w = w.option("deliveryGuarantee", "exactly-once").option("atomicity", "partition")
+        create_topic(bootstrap, out, partitions)  # the same partitions on both targets (not auto-created)
+        if kind == "spark-sink":
+            w = df.selectExpr("key", "value").writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
         else:
-            w = w.option("deliveryGuarantee", kind)
+            w = (df.selectExpr("key", "value").writeStream.format("oncelog")
+                 .option("kafka.bootstrap.servers", bootstrap))
+            if kind == "eos-partition":
+                w = w.option("deliveryGuarantee", "exactly-once").option("atomicity", "partition")
+            else:
+                w = w.option("deliveryGuarantee", kind)
+        w = w.option("topic", out)
     q = w.option("checkpointLocation", ckpt).trigger(availableNow=True).start()
     q.awaitTermination(1800)
     if q.exception() is not None:
@@ -155,8 +194,33 @@ def run_cell(spark, kind: str, bootstrap: str, topic: str, rows: int, per_trigge
 
 
 LABELS = {"synthetic": "synthetic Arrow → noop (ceiling)", "source": "oncelog source → noop",
+          "spark-source": "Spark's Kafka source → noop",
           "exactly-once": "oncelog → exactly-once sink", "eos-partition": "oncelog → exactly-once, atomicity=partition",
-          "at-least-once": "oncelog → at-least-once sink"}
+          "at-least-once": "oncelog → at-least-once sink",
+          "spark-sink": "oncelog → Spark's Kafka sink (at-least-once)"}
+SPARK_KAFKA_KINDS = {"spark-source", "spark-sink"}
+LATENCY_KINDS = ("exactly-once", "eos-partition", "at-least-once", "spark-sink")
+TARGET_NAMES = {"oncelog": "oncelog broker", "apache-kafka": "Apache Kafka (1 node)"}
+REEXEC_ENV = "ONCELOG_BENCH_SPARK_PAIRED"
+
+
+def _paired_runtime(console, use_spark_kafka: bool, argv: list[str]):
+    """Spark's Kafka connector's jars for this interpreter's Spark; re-executes the benchmark under
+    the paired PySpark's interpreter when this one's has no connector on Maven Central."""
+    if not use_spark_kafka:
+        return None
+    from oncelog.spark_kafka_jars import runtime
+
+    rt = runtime(quiet=False)
+    if rt.python != sys.executable:
+        if os.environ.get(REEXEC_ENV):
+            raise RuntimeError(f"re-executed under {rt.python}, which still is not PySpark {rt.spark_version}")
+        console.print(f"[yellow]{rt.note}[/]: the whole benchmark runs there, our cells included")
+        env = {**os.environ, REEXEC_ENV: "1", "PYSPARK_PYTHON": rt.python, "PYSPARK_DRIVER_PYTHON": rt.python,
+               "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+        sys.stdout.flush()
+        os.execve(rt.python, [rt.python, "-m", "bench", "spark", *argv], env)
+    return rt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,83 +234,139 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--small-rows", type=int, default=1000, help="rows per trigger of the commit-latency cells")
     ap.add_argument("--small-batches", type=int, default=15)
-    ap.add_argument("--fsync", default="never", help="broker --fsync policy")
+    ap.add_argument("--fsync", default="never", help="oncelog broker --fsync policy")
+    ap.add_argument("--targets", default="oncelog,apache-kafka",
+                    help="clusters to run every cell against: oncelog, apache-kafka (one node, from the cache)")
+    ap.add_argument("--no-spark-kafka", dest="spark_kafka", action="store_false",
+                    help="no cells of Spark's own Kafka connector (and no change of PySpark to pair with it)")
     ap.add_argument("--json", help="write the figures here")
+    argv = sys.argv[2:] if argv is None else list(argv)
     args = ap.parse_args(argv)
     console = Console()
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    unknown = set(targets) - set(TARGET_NAMES)
+    if unknown or not targets:
+        ap.error(f"--targets: unknown {', '.join(sorted(unknown)) or '(none)'}; choose from {', '.join(TARGET_NAMES)}")
+    rt = _paired_runtime(console, args.spark_kafka, argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    import pyspark
+
     from oncelog.process import BrokerProcess
     from oncelog.spark.session import local_session
 
+    kinds = [k for k in LABELS if rt is not None or k not in SPARK_KAFKA_KINDS]
+    lat_kinds = [k for k in LATENCY_KINDS if k in kinds]
     work = tempfile.mkdtemp(prefix="oncelog-bench-spark-")
-    broker = BrokerProcess(os.path.join(work, "broker"), fsync=args.fsync).start()
+    clusters: dict[str, object] = {}
+    boot: dict[str, str] = {}
     try:
-        t0 = time.monotonic()
-        fill(broker.bootstrap, "bench-in", args.records, args.partitions, 100)
-        small = args.small_rows * args.small_batches
-        fill(broker.bootstrap, "bench-small", small, args.partitions, 100)
-        console.print(f"filled {args.records:,} records in {time.monotonic() - t0:.1f} s; starting Spark")
-        spark = local_session("local[2]", app_name="oncelog-bench")
+        for target in targets:
+            t0 = time.monotonic()
+            if target == "oncelog":
+                b = BrokerProcess(os.path.join(work, "broker"), fsync=args.fsync).start()
+                clusters[target], boot[target] = b, b.bootstrap
+            else:
+                from oncelog.apache_kafka import KafkaCluster
+
+                # Full JIT and a bigger heap than the tests' quick-start nodes: this is a benchmark.
+                k = KafkaCluster(nodes=1, workdir=os.path.join(work, "apache-kafka"), quick_start=False,
+                                 heap="1g").start()
+                clusters[target], boot[target] = k, k.bootstrap
+            fill(boot[target], "bench-in", args.records, args.partitions, 100)
+            small = args.small_rows * args.small_batches
+            fill(boot[target], "bench-small", small, args.partitions, 100)
+            console.print(f"{TARGET_NAMES[target]}: up and filled with {args.records:,} + {small:,} records in "
+                          f"{time.monotonic() - t0:.1f} s")
+        extra = {"spark.jars": ",".join(rt.jars)} if rt is not None else {}
+        spark = local_session("local[2]", app_name="oncelog-bench", extra=extra)
         spark.dataSource.register(synthetic_source())
+        console.print(f"Spark {spark.version} (PySpark {pyspark.__version__}), "
+                      f"{'spark-sql-kafka-0-10 ' + rt.spark_version if rt else 'without Spark’s Kafka connector'}")
         triggers = [int(x) for x in str(args.per_trigger).split(",")]
-        results: dict[tuple[int, str], list[dict]] = {(t, k): [] for t in triggers for k in LABELS}
+        cells = [(tg, t, k) for tg in targets for t in triggers for k in kinds
+                 if k != "synthetic" or tg == targets[0]]  # the ceiling has no broker: once
+        results: dict[tuple[str, int, str], list[dict]] = {c: [] for c in cells}
         for rnd in range(args.rounds):
-            for t in triggers:
-                for kind in LABELS:
-                    r = run_cell(spark, kind, broker.bootstrap, "bench-in", args.records, t, work,
-                                 f"{kind}-{t}-{rnd}")
-                    console.print(f"round {rnd + 1} {t:,}/trigger {LABELS[kind]}: {r['rows_per_s']:,.0f} rows/s "
-                                  f"({r['rows']:,} rows in {r['seconds']:.2f} s, {r['batches']} batches)")
-                    results[(t, kind)].append(r)
-        # Commit latency: small batches, exactly-once vs at-least-once, interleaved.
-        lat: dict[str, list[float]] = {"exactly-once": [], "eos-partition": [], "at-least-once": []}
+            for tg, t, kind in cells:
+                r = run_cell(spark, kind, boot[tg], "bench-in", args.records, t, work, f"{tg}-{kind}-{t}-{rnd}",
+                             args.partitions)
+                console.print(f"round {rnd + 1} {TARGET_NAMES[tg]} {t:,}/trigger {LABELS[kind]}: "
+                              f"{r['rows_per_s']:,.0f} rows/s ({r['rows']:,} rows in {r['seconds']:.2f} s, "
+                              f"{r['batches']} batches)")
+                results[(tg, t, kind)].append(r)
+        # Commit latency: small batches of every sink, interleaved.
+        lat: dict[tuple[str, str], list[float]] = {(tg, k): [] for tg in targets for k in lat_kinds}
         for rnd in range(args.rounds):
-            for kind in lat:
-                r = run_cell(spark, kind, broker.bootstrap, "bench-small", small, args.small_rows, work,
-                             f"small-{kind}-{rnd}")
-                lat[kind] += r["batch_ms"][: args.small_batches]
+            for tg, kind in lat:
+                r = run_cell(spark, kind, boot[tg], "bench-small", args.small_rows * args.small_batches,
+                             args.small_rows, work, f"small-{tg}-{kind}-{rnd}", args.partitions)
+                lat[(tg, kind)] += r["batch_ms"][: args.small_batches]
+        spark_version = spark.version
         spark.stop()
     finally:
-        broker.kill()
+        for c in clusters.values():
+            if isinstance(c, BrokerProcess):
+                c.kill()
+            else:
+                c.stop(graceful=False)
         shutil.rmtree(work, ignore_errors=True)
-    med = {k: statistics.median(x["rows_per_s"] for x in v) for k, v in results.items()}
-    table = Table(title=f"Spark connector, {args.records:,} records of 100 B, local[2], fsync {args.fsync}")
+    med = {c: statistics.median(x["rows_per_s"] for x in v) for c, v in results.items()}
+    table = Table(title=f"Spark {spark_version} connectors, {args.records:,} records of 100 B, local[2], "
+                        f"oncelog fsync {args.fsync}")
+    table.add_column("cluster")
     table.add_column("rows/trigger", justify="right")
     table.add_column("cell")
     table.add_column("rows/s (median)", justify="right")
     table.add_column("rounds", justify="right")
-    for t in triggers:
-        for k, label in LABELS.items():
-            table.add_row(f"{t:,}", label, f"{med[(t, k)]:,.0f}",
-                          " / ".join(f"{x['rows_per_s']:,.0f}" for x in results[(t, k)]))
+    for c in cells:
+        tg, t, k = c
+        table.add_row(TARGET_NAMES[tg] if k != "synthetic" else "(none)", f"{t:,}", LABELS[k], f"{med[c]:,.0f}",
+                      " / ".join(f"{x['rows_per_s']:,.0f}" for x in results[c]))
     console.print(table)
-    rt = Table(title="ratios")
-    rt.add_column("rows/trigger", justify="right")
-    rt.add_column("what")
-    rt.add_column("ratio", justify="right")
-    rt.add_column("target met")
-    for t in triggers:
-        m = {k: med[(t, k)] for k in LABELS}
-        for what, value, target in [
-            ("source alone ≥ 300k rows/s", m["source"] / 300_000, 1.0),
-            ("exactly-once / at-least-once ≥ 0.9", m["exactly-once"] / m["at-least-once"], 0.9),
-            ("eos-partition / at-least-once", m["eos-partition"] / m["at-least-once"], None),
-            ("exactly-once / source alone ≥ 0.5", m["exactly-once"] / m["source"], 0.5),
-            ("source / synthetic ceiling", m["source"] / m["synthetic"], None),
-        ]:
-            rt.add_row(f"{t:,}", what, f"{value:.2f}", "" if target is None else ("yes" if value >= target else "NO"))
-    console.print(rt)
-    eos_ms, alo_ms = statistics.median(lat["exactly-once"]), statistics.median(lat["at-least-once"])
-    part_ms = statistics.median(lat["eos-partition"])
-    console.print(f"per micro-batch of {args.small_rows} rows (median triggerExecution): exactly-once {eos_ms:.0f} ms, "
-                  f"atomicity=partition {part_ms:.0f} ms, at-least-once {alo_ms:.0f} ms: the commit adds "
-                  f"{eos_ms - alo_ms:.0f} ms (batch), {part_ms - alo_ms:.0f} ms (partition)")
+    rt_table = Table(title="ratios")
+    rt_table.add_column("cluster")
+    rt_table.add_column("rows/trigger", justify="right")
+    rt_table.add_column("what")
+    rt_table.add_column("ratio", justify="right")
+    rt_table.add_column("target met")
+    ratios = {}
+    for tg in targets:
+        for t in triggers:
+            m = {k: med.get((tg, t, k)) for k in kinds}
+            m["synthetic"] = med.get((targets[0], t, "synthetic"))
+            checks = [("source alone ≥ 300k rows/s", m["source"] / 300_000, 1.0),
+                      ("exactly-once / at-least-once ≥ 0.9", m["exactly-once"] / m["at-least-once"], 0.9),
+                      ("eos-partition / at-least-once", m["eos-partition"] / m["at-least-once"], None),
+                      ("exactly-once / source alone ≥ 0.5", m["exactly-once"] / m["source"], 0.5),
+                      ("source / synthetic ceiling", m["source"] / m["synthetic"], None)]
+            if rt is not None:
+                checks += [("our source / Spark's Kafka source ≥ 0.8", m["source"] / m["spark-source"], 0.8),
+                           ("our exactly-once sink / Spark's Kafka sink ≥ 0.8", m["exactly-once"] / m["spark-sink"],
+                            0.8),
+                           ("our at-least-once sink / Spark's Kafka sink", m["at-least-once"] / m["spark-sink"], None)]
+            for what, value, target in checks:
+                ratios[f"{tg}/{t}/{what}"] = value
+                rt_table.add_row(TARGET_NAMES[tg], f"{t:,}", what, f"{value:.2f}",
+                                 "" if target is None else ("yes" if value >= target else "NO"))
+    console.print(rt_table)
+    lat_med = {c: statistics.median(v) for c, v in lat.items()}
+    for tg in targets:
+        alo = lat_med[(tg, "at-least-once")]
+        parts = [f"{LABELS[k].removeprefix('oncelog → ')} {lat_med[(tg, k)]:.0f} ms" for k in lat_kinds]
+        console.print(f"{TARGET_NAMES[tg]}, per micro-batch of {args.small_rows} rows (median triggerExecution): "
+                      + ", ".join(parts) + f"; our exactly-once commit adds {lat_med[(tg, 'exactly-once')] - alo:.0f} ms "
+                      f"(batch), {lat_med[(tg, 'eos-partition')] - alo:.0f} ms (partition) to our at-least-once sink"
+                      + (f", {lat_med[(tg, 'exactly-once')] - lat_med[(tg, 'spark-sink')]:.0f} ms to Spark's Kafka sink"
+                         if (tg, "spark-sink") in lat_med else ""))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "cells": {f"{t}/{k}": v for (t, k), v in results.items()},
-                       "median_rows_per_s": {f"{t}/{k}": v for (t, k), v in med.items()},
-                       "small_batch_ms": lat, "commit_added_ms": eos_ms - alo_ms,
-                       "partition_commit_added_ms": part_ms - alo_ms}, f, indent=1)
+            json.dump({"args": vars(args), "spark": spark_version,
+                       "spark_kafka": None if rt is None else {"version": rt.spark_version, "note": rt.note},
+                       "cells": {"/".join(map(str, c)): v for c, v in results.items()},
+                       "median_rows_per_s": {"/".join(map(str, c)): v for c, v in med.items()},
+                       "ratios": ratios,
+                       "small_batch_ms": {"/".join(c): v for c, v in lat.items()},
+                       "small_batch_median_ms": {"/".join(c): v for c, v in lat_med.items()}}, f, indent=1)
     return 0
 
 

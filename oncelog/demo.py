@@ -267,9 +267,10 @@ def print_summary(console, r: dict, cfg) -> None:
     elif r.get("sink") == "spark-kafka":
         console.print(f"[bold red]NOT exactly once[/], as expected of Spark's own Kafka sink (at-least-once by "
                       f"design): after the crashes Spark ran micro-batches again whose output it had already "
-                      f"written, so {r['duplicated']:,} enriched records and {r['aggregate_duplicate_writes']:,} "
-                      f"aggregate updates are there twice. The connector's exactly-once sinks (the default) do "
-                      f"not write them again.")
+                      f"written, so {r['duplicated']:,} enriched records"
+                      + (f" and {r['aggregate_duplicate_writes']:,} aggregate updates" if r["aggregate_duplicate_writes"]
+                         else "") +
+                      " are there twice. The connector's exactly-once sinks (the default) do not write them again.")
     elif r["delivery_guarantee"] == "at-least-once":
         console.print(f"[bold red]NOT exactly once[/], as expected of at-least-once sinks: after the crashes Spark ran "
                       f"micro-batches (and a failed task) again whose output had already been written, so "

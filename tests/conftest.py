@@ -113,7 +113,7 @@ def apache_kafka_cluster(_apache_kafka_3):
 _PROCESS_FIXTURES = {"broker", "broker_factory", "spark"} | _APACHE_KAFKA_FIXTURES
 
 
-_SPARK_PATHS = ("tests/spark/", "tests/test_demo.py")  # every test that starts Spark, and only those
+_SPARK_PATHS = ("tests/spark/", "tests/test_demo.py", "tests/test_demo_kafka.py")  # every test that starts Spark, and only those
 
 
 def _starts_spark(nodeid: str) -> bool:
