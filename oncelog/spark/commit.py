@@ -99,6 +99,34 @@ def crash_point(name: str, batch_id: int | None = None) -> None:
         os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
+def commit_pause_wanted(batch_id: int) -> bool:
+    """Test hook: ``ONCELOG_SPARK_COMMIT_PAUSE=<dir>`` with ``ONCELOG_SPARK_COMMIT_PAUSE_BATCHES=1,2``
+    pauses the commit of each listed batch once (across restarts), between its first and its
+    second EndTxn (see :func:`commit_pause`)."""
+    where = os.environ.get("ONCELOG_SPARK_COMMIT_PAUSE")
+    batches = os.environ.get("ONCELOG_SPARK_COMMIT_PAUSE_BATCHES", "")
+    return bool(where) and str(batch_id) in batches.split(",") and not os.path.exists(
+        os.path.join(where, f"paused.{batch_id}"))
+
+
+def commit_pause(prefix: str, decision: "Decision", timeout: float = 300.0) -> None:
+    """The handshake of :func:`commit_pause_wanted`: the first task transaction of the decided
+    batch is committed, the others are still open. Writes ``<dir>/paused.<batch>`` (JSON: the
+    query's prefix, the committed and the still open transactional ids), then waits until the
+    test creates ``<dir>/go.<batch>`` (it SIGKILLs brokers meanwhile), at most ``timeout``."""
+    where = os.environ["ONCELOG_SPARK_COMMIT_PAUSE"]
+    info = {"prefix": prefix, "batch": decision.batch_id, "committed": [decision.txns[0].transactional_id],
+            "open": [t.transactional_id for t in decision.txns[1:]]}
+    tmp = os.path.join(where, f".paused.{decision.batch_id}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(info, f)
+    os.replace(tmp, os.path.join(where, f"paused.{decision.batch_id}"))  # whole or absent
+    go = os.path.join(where, f"go.{decision.batch_id}")
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(go) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def task_fault() -> None:
     """Test hook for task failures: ``ONCELOG_SPARK_TASK_FAULT=raise|exit`` fails the first write
     task attempt (once, with ``ONCELOG_SPARK_TASK_FAULT_ONCE``) after it has sent its rows and
@@ -330,9 +358,13 @@ class CommitProtocol:
         return "committed"
 
     def _roll_forward_stepwise(self, decision: Decision) -> None:
-        if "between-commits" in os.environ.get("ONCELOG_SPARK_CRASH_POINT", "").split(",") and len(decision.txns) > 1:
+        between = "between-commits" in os.environ.get("ONCELOG_SPARK_CRASH_POINT", "").split(",")
+        pause = commit_pause_wanted(decision.batch_id)
+        if (between or pause) and len(decision.txns) > 1:
             first = decision.txns[0]
             self.client.end_txn(first.transactional_id, first.producer_id, first.producer_epoch, commit=True)
+            if pause:
+                commit_pause(self.prefix, decision)
             crash_point("between-commits", decision.batch_id)
         self._roll_forward(decision)  # step 5 and step 6
 

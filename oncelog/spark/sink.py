@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from kio.schema.errors import ErrorCode
 
-from ..client.kafka import KafkaClient, TransactionalProducer
+from ..client.kafka import RETRIABLE, KafkaClient, KafkaProtocolError, TransactionalProducer
 from ..client.partitioner import partitions_for_keys
 from ..client.recordcodec import HEADER_TYPE, _Blobs, encode_batch, encode_records, record_sizes, split_rows
 from ..protocol.records import compress_records
@@ -36,7 +37,7 @@ from .commit import CommitProtocol, Txn, crash_point, task_fault
 from .barrier import open_barrier
 from .options import SinkOptions
 from .partition import PartitionTransaction
-from .source import cached_client
+from .source import cached_client, evict_client
 
 log = logging.getLogger("oncelog.spark")
 
@@ -281,7 +282,33 @@ def run_write_task(opts: SinkOptions, batches, *, prefix: str | None, run_id: st
     if not run_id and ctx is not None:
         run_id = (ctx.getLocalProperty("spark.jobGroup.id") or "")[:8]
     run_id = run_id or uuid.uuid4().hex[:8]
+    try:
+        return _run_write_task(opts, batches, prefix, run_id, partition_id, attempt, ctx, barrier)
+    except Exception as exc:
+        if _retriable(exc):  # Spark's retry of this task starts from the bootstrap servers
+            evict_client(opts.bootstrap, opts.kafka)
+        raise
+
+
+def _task_client(opts: SinkOptions) -> KafkaClient:
+    """This worker's cached client, with leaders and coordinators asked afresh: since its last
+    task a broker may have died and its partitions and transaction coordinators moved (on a
+    cluster), and a stale leader or coordinator, or a connection to a dead broker, would fail
+    the task. Costs one Metadata and one FindCoordinator request per task."""
     client = cached_client(opts.bootstrap, opts.kafka)
+    client.forget_leaders()
+    client.coordinators.clear()  # a transaction coordinator moves with its broker, too
+    try:
+        client.metadata([opts.topic] if opts.topic else [])
+    except OSError:
+        evict_client(opts.bootstrap, opts.kafka)
+        client = cached_client(opts.bootstrap, opts.kafka)
+    return client
+
+
+def _run_write_task(opts: SinkOptions, batches, prefix: str, run_id: str, partition_id: int, attempt: int, ctx,
+                    barrier: tuple[str, int, int] | None) -> SinkCommitMessage:
+    client = _task_client(opts)
     if opts.exactly_once and opts.atomicity == "partition":
         return _write_partition_txn(opts, client, batches, prefix, run_id, partition_id, attempt, ctx)
     txn_id = f"{prefix}-{run_id}-{partition_id}-{attempt}" if opts.exactly_once else None
@@ -369,15 +396,50 @@ def _prefix(opts: SinkOptions, messages) -> str | None:
     return None
 
 
+def _retriable(exc: BaseException) -> bool:
+    """A network error, or an error code after which Kafka's clients retry (RETRIABLE): what a
+    broker restart or, on a cluster, a leader or coordinator moving to another broker causes."""
+    if isinstance(exc, KafkaProtocolError):
+        # BROKER_NOT_AVAILABLE: the client's cached leader or coordinator is a broker that has
+        # left the cluster's metadata (SIGKILLed); a fresh client asks again.
+        return exc.code in RETRIABLE or exc.code == ErrorCode.broker_not_available
+    return isinstance(exc, OSError)  # ConnectionError and TimeoutError included; security errors are not
+
+
+def _driver_retrying(opts: SinkOptions, what: str, step):
+    """Run a driver-side step (``step(client)``), retrying it on a fresh client after a network
+    error or a retriable error code, for up to ``kafka.delivery.timeout.ms`` (Kafka's producer
+    default: 120 s): a broker SIGKILLed on a cluster closes our connections and moves its
+    leaderships and transaction coordinators to the other brokers within a few seconds, and the
+    client's cached leaders, coordinators and connections then point at a dead broker. Every
+    step is safe to run again: the commit protocol re-reads its decision and rolls it forward
+    (EndTxn(commit) of a committed transaction answers NONE), the barrier is re-initialised."""
+    deadline = time.monotonic() + int(opts.kafka.get("delivery.timeout.ms", 120_000)) / 1000
+    attempt = 1
+    while True:
+        try:
+            return step(cached_client(opts.bootstrap, opts.kafka))
+        except Exception as exc:
+            if not _retriable(exc) or time.monotonic() > deadline:
+                raise
+            log.warning("%s failed (attempt %d), retrying on a fresh client: %s", what, attempt, exc)
+            evict_client(opts.bootstrap, opts.kafka)
+            attempt += 1
+            time.sleep(min(0.1 * attempt, 1.0))
+
+
 def _run_protocol(opts: SinkOptions, prefix: str, step):
-    """Run ``step(protocol)`` with a CommitProtocol for ``prefix``, closing its connections."""
-    protocol = CommitProtocol(cached_client(opts.bootstrap, opts.kafka), opts.bootstrap, opts.commit_log_topic,
-                              prefix, opts.transaction_timeout_ms)
-    protocol.commit_stagger_ms = int(opts.hook("commitstaggerms", "0"))
-    try:
-        return step(protocol)
-    finally:
-        protocol.close()
+    """Run ``step(protocol)`` with a CommitProtocol for ``prefix``, closing its connections;
+    retried across broker failures (:func:`_driver_retrying`)."""
+    def run(client: KafkaClient):
+        protocol = CommitProtocol(client, opts.bootstrap, opts.commit_log_topic, prefix, opts.transaction_timeout_ms)
+        protocol.commit_stagger_ms = int(opts.hook("commitstaggerms", "0"))
+        try:
+            return step(protocol)
+        finally:
+            protocol.close()
+
+    return _driver_retrying(opts, f"{prefix}: the sink's commit step", run)
 
 
 def driver_commit(opts: SinkOptions, messages, batch_id: int) -> str:
@@ -425,11 +487,13 @@ def driver_prepare_partition_markers(opts: SinkOptions) -> None:
     """``atomicity=partition``, on the driver before the tasks: the markers' topic must exist."""
     from .commit import CommitLog
 
-    CommitLog(cached_client(opts.bootstrap, opts.kafka), opts.bootstrap, opts.commit_log_topic).ensure_topic()
+    _driver_retrying(opts, "creating the commit log topic",
+                     lambda client: CommitLog(client, opts.bootstrap, opts.commit_log_topic).ensure_topic())
 
 
 def driver_open_barrier(opts: SinkOptions) -> tuple[str, int, int] | None:
     """Open the batch's visibility barrier on the ``topic`` option's partitions (driver side,
     before the tasks); None if the topic does not exist yet."""
-    return open_barrier(cached_client(opts.bootstrap, opts.kafka), opts.transactional_id_prefix, opts.topic,
-                        opts.transaction_timeout_ms)
+    return _driver_retrying(opts, "opening the visibility barrier",
+                            lambda client: open_barrier(client, opts.transactional_id_prefix, opts.topic,
+                                                        opts.transaction_timeout_ms))

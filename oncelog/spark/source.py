@@ -66,6 +66,15 @@ def cached_client(bootstrap: str, config: dict[str, str]) -> KafkaClient:
     return client
 
 
+def evict_client(bootstrap: str, config: dict[str, str]) -> None:
+    """Forget (and close) this worker's cached client, e.g. after a network error: on a cluster
+    it may hold connections to a broker that died and leaders that moved; the next
+    :func:`cached_client` starts from the bootstrap servers again."""
+    client = _CLIENTS.pop((bootstrap, tuple(sorted(config.items()))), None)
+    if client is not None:
+        client.close()
+
+
 def handle_data_loss(opts: SourceOptions, message: str) -> None:
     if opts.fail_on_data_loss:
         raise DataLossError(message + ". Some data may have been lost because it is no longer available in "
@@ -271,6 +280,9 @@ def read_range(opts: SourceOptions, r: off.OffsetRange):
             if time.monotonic() > poll_deadline:
                 raise TimeoutError(f"{r.topic}-{r.partition}: no progress reading offset {position} "
                                    f"for {opts.poll_timeout_ms} ms: {exc}") from exc
+            # The leader's broker is gone (a restart, or on a cluster a failover): ask again
+            # who leads the partition, through whichever broker still answers.
+            client.forget_leaders()
             time.sleep(0.2)
             continue
         pf = fetched.get(tp)

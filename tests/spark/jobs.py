@@ -8,6 +8,7 @@ import sys
 import time
 
 import confluent_kafka as ck
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from oncelog.audit import audit
 
@@ -15,12 +16,22 @@ from ..helpers import create_topic
 from .conftest import ROOT, driver_java_options, spark_env
 
 
+def create_replicated_topic(bootstrap: str, name: str, partitions: int, replication_factor: int = 1) -> None:
+    """``replication_factor=-1``: the cluster's default.replication.factor (3 on the 3-node
+    Apache Kafka cluster)."""
+    if replication_factor == 1:
+        create_topic(bootstrap, name, partitions)
+        return
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, replication_factor)])[name].result(timeout=60)
+
+
 def fill_input(bootstrap: str, topic: str, n: int, *, partitions: int = 3, abort_every: int = 4,
-               txn_size: int = 100) -> int:
+               txn_size: int = 100, replication_factor: int = 1) -> int:
     """Write ``n`` records in transactions of ``txn_size``; every ``abort_every``-th transaction
     is aborted on purpose. Returns the number of committed records."""
-    create_topic(bootstrap, topic, partitions)
-    create_topic(bootstrap, topic.replace("in-", "out-", 1), partitions)
+    create_replicated_topic(bootstrap, topic, partitions, replication_factor)
+    create_replicated_topic(bootstrap, topic.replace("in-", "out-", 1), partitions, replication_factor)
     p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": f"fill-{topic}", "linger.ms": 5})
     p.init_transactions(30)
     committed = 0
