@@ -79,3 +79,36 @@ def test_demo_with_sparks_kafka_sink_reports_its_guarantee(tmp_path):
     assert r["exactly_once"] is held and rc == (0 if held else 1), context
     if not held:
         assert "NOT exactly once" in out and "Spark's own Kafka sink" in out, context
+
+
+@pytest.mark.apache_kafka
+def test_demo_on_an_existing_sasl_ssl_cluster(tmp_path):
+    """``--bootstrap-server`` with ``--kafka.*`` settings: an Apache Kafka node that only speaks
+    SASL_SSL (SCRAM-SHA-512, a CA made by the test) stands for a cluster the demo does not own. Every
+    client of the run (Spark's source and sinks, the generator, the observer, the auditor) gets
+    through with the settings a Java client takes; no broker is killed, and the run's topics carry
+    its id."""
+    pytest.importorskip("trustme")
+    from tests.kafka.test_secure_client import PASSWORD, SCRAM, USER, Certs, _secure_cluster
+
+    (tmp_path / "certs").mkdir()
+    certs = Certs(str(tmp_path / "certs"))
+    cluster = _secure_cluster(certs)
+    _need("Apache Kafka", cluster.start)
+    try:
+        rc, out, r = run_demo(
+            tmp_path, "--bootstrap-server", cluster.bootstrap, "--kafka.security.protocol", "SASL_SSL",
+            "--kafka.sasl.mechanism", "SCRAM-SHA-512",
+            f'--kafka.sasl.jaas.config={SCRAM} required username="{USER}" password="{PASSWORD}";',
+            "--kafka.ssl.truststore.type", "PEM", "--kafka.ssl.truststore.location", certs.ca,
+            "--records", "3000", "--driver-kills", "1", "--broker-kills", "1", "--no-task-fault",
+            "--produce-seconds", "5", timeout=600)
+    finally:
+        cluster.stop(graceful=False)
+    context = _context(r, out)
+    assert rc == 0 and r["exactly_once"] is True, context
+    assert (r["lost"], r["duplicated"], r["aborted_reads"], r["phantom"]) == (0, 0, 0, 0), context
+    assert r["input_records"] == r["output_records"] == r["generator"]["committed"] > 0, context
+    assert r["cluster"]["kind"] == "external" and r["broker_kills"] == 0 and r["driver_kills"] == 1, context
+    assert all(t.startswith("oncelog-demo-") for t in r["cluster"]["topics"].values()), context
+    assert "no broker kills" in out, context
