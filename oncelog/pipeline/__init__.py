@@ -8,6 +8,8 @@
   enrichment written through ``format("oncelog")``, and two stateful aggregations on the
   RocksDB state store written from ``foreachBatch`` with ``txnAppId``/``txnVersion``.
 * :mod:`.procs`: the Spark driver as a killable process group.
+* :mod:`.cluster`: where it runs (an oncelog broker, Apache Kafka from the cache, or an existing
+  cluster) and what a broker SIGKILL means there.
 * :mod:`.observe`: a read_committed reader that counts (and times) outputs as they appear.
 * :mod:`.verify`: the end-of-run proof: the auditor on the per-event output, and the aggregates
   against a ground truth recomputed from the committed input.
