@@ -62,15 +62,12 @@ _apache_kafka_clusters: dict = {}  # nodes -> this session's KafkaCluster
 
 
 def _apache_kafka_session(nodes: int):
-    from oncelog.apache_kafka import ApacheKafkaUnavailable, KafkaCluster
+    from oncelog.apache_kafka import KafkaCluster
+
+    from .helpers import start_apache_kafka
 
     cluster = KafkaCluster(nodes=nodes)
-    try:
-        cluster.start()
-    except ApacheKafkaUnavailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"Apache Kafka is unavailable and CI=true requires its tests to run: {exc}", pytrace=False)
-        pytest.skip(f"Apache Kafka unavailable: {exc}")
+    start_apache_kafka(cluster)
     _apache_kafka_clusters[nodes] = cluster
     yield cluster
     _apache_kafka_clusters.pop(nodes, None)

@@ -40,3 +40,20 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, *, t
 def first_difference(actual: list, expected: list) -> int:
     """Index of the first element where two sequences differ (or the shorter length)."""
     return next((i for i, (a, b) in enumerate(zip(actual, expected)) if a != b), min(len(actual), len(expected)))
+
+
+def start_apache_kafka(cluster):
+    """Start an ``oncelog.apache_kafka.KafkaCluster``; without Java, Maven or the download, skip
+    with the reason, except under ``CI=true``, where the ``apache_kafka`` tests must run: fail."""
+    import os
+
+    import pytest
+
+    from oncelog.apache_kafka import ApacheKafkaUnavailable
+
+    try:
+        return cluster.start()
+    except ApacheKafkaUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"Apache Kafka is unavailable and CI=true requires its tests to run: {exc}", pytrace=False)
+        pytest.skip(f"Apache Kafka unavailable: {exc}")

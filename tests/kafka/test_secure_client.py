@@ -38,6 +38,8 @@ from oncelog.client.security import (
     resolve,
 )
 
+from ..helpers import start_apache_kafka
+
 trustme = pytest.importorskip("trustme")
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -269,15 +271,8 @@ def _secure_cluster(certs: Certs):
 @pytest.fixture(scope="module")
 def kafka(certs):
     """One Apache Kafka node with the four listeners above, for this module only."""
-    from oncelog.apache_kafka import ApacheKafkaUnavailable
-
     cluster = _secure_cluster(certs)
-    try:
-        cluster.start()
-    except ApacheKafkaUnavailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"Apache Kafka is unavailable and CI=true requires its tests to run: {exc}", pytrace=False)
-        pytest.skip(f"Apache Kafka unavailable: {exc}")
+    start_apache_kafka(cluster)
     yield cluster
     cluster.stop(graceful=False)
 
