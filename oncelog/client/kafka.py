@@ -697,9 +697,12 @@ class TransactionalProducer:
     The transaction is ended by whoever holds (transactional id, producer id, epoch): the Spark
     driver's commit, or this object (:meth:`abort`). Batches are sent pipelined (up to
     ``max_in_flight`` requests per leader, in order), each partition's sequence numbers start
-    at 0 for a fresh producer id. Any partition error fails the whole write: the task fails,
-    Spark retries it with a new attempt and a new transactional id, and the abandoned
-    transaction is aborted by the driver's orphan sweep (or the coordinator's timeout).
+    at 0 for a fresh producer id. A retriable partition error (a leader that moved or died,
+    NOT_ENOUGH_REPLICAS, a timeout) resends the same batch to the current leader until
+    ``request.timeout.ms``, as the Java producer does with idempotence. Any other partition error
+    fails the whole write: the task fails, Spark retries it with a new attempt and a new
+    transactional id, and the abandoned transaction is aborted by the driver's orphan sweep (or
+    the coordinator's timeout).
     """
 
     def __init__(self, client: KafkaClient, transactional_id: str, transaction_timeout_ms: int,
@@ -750,28 +753,97 @@ class TransactionalProducer:
             conn.check(0)
         return conn
 
-    def send(self, topic: str, partition: int, batch: bytes, count: int) -> None:
+    def _produce_request(self, topic: str, partition: int, batch: bytes):
         m = request_module(0)
+        return m.ProduceRequest(transactional_id=self.transactional_id or None, acks=self.acks,
+                                timeout=datetime.timedelta(milliseconds=int(self.client.timeout * 1000)),
+                                topic_data=(m.TopicProduceData(name=topic, partition_data=(
+                                    m.PartitionProduceData(index=partition, records=batch),)),))
+
+    def send(self, topic: str, partition: int, batch: bytes, count: int) -> None:
         conn = self._produce_connection(topic, partition)
         queue = self.in_flight.setdefault(id(conn), collections.deque())
         while len(queue) >= self.max_in_flight:
             self._complete(queue)
-        req = m.ProduceRequest(transactional_id=self.transactional_id or None, acks=self.acks,
-                               timeout=datetime.timedelta(milliseconds=int(self.client.timeout * 1000)),
-                               topic_data=(m.TopicProduceData(name=topic, partition_data=(
-                                   m.PartitionProduceData(index=partition, records=batch),)),))
-        conn.send(req)
-        queue.append((conn, topic, partition, count))
+        if conn not in self.conns.values():  # completing dropped it (its broker went away)
+            conn = self._produce_connection(topic, partition)
+            queue = self.in_flight.setdefault(id(conn), collections.deque())
         self.records_sent += count
+        try:
+            conn.send(self._produce_request(topic, partition, batch))
+        except (OSError, ConnectionError) as exc:
+            self._drop_connection(conn)
+            self._settle_all()  # what was sent before this batch goes first
+            code, message = self._resend(topic, partition, batch, ErrorCode.network_exception, str(exc))
+            if code != ErrorCode.none:
+                raise KafkaProtocolError(code, f"Produce to {topic}-{partition} (transactional id "
+                                         f"{self.transactional_id!r})", message) from None
+            return
+        queue.append((conn, topic, partition, count, batch))
 
     def _complete(self, queue: collections.deque) -> None:
-        conn, topic, partition, count = queue.popleft()
-        resp = conn.receive()
+        conn, topic, partition, count, batch = queue.popleft()
+        try:
+            code, message = self._partition_error(conn.receive())
+        except (OSError, ConnectionError) as exc:  # the leader went away (SIGKILL, restart)
+            self._drop_connection(conn)
+            code, message = ErrorCode.network_exception, str(exc)
+        if code in RETRIABLE:
+            # As the Java producer with idempotence: resend the same batch (same producer id,
+            # epoch and sequence, so a copy the old leader did append is recognised as a
+            # duplicate) to the partition's leader once metadata says who that is. Every batch
+            # still in flight is settled before anything new is sent, so sequences stay in order.
+            code, message = self._resend(topic, partition, batch, code, message)
+            self._settle_all()
+        if code != ErrorCode.none:
+            raise KafkaProtocolError(code, f"Produce to {topic}-{partition} (transactional id "
+                                     f"{self.transactional_id!r})", message)
+
+    @staticmethod
+    def _partition_error(resp) -> tuple[ErrorCode, str | None]:
         for rt in resp.responses:
             for rp in rt.partition_responses:
                 if rp.error_code != ErrorCode.none:
-                    raise KafkaProtocolError(rp.error_code, f"Produce to {topic}-{partition} "
-                                             f"(transactional id {self.transactional_id!r})", rp.error_message)
+                    return rp.error_code, rp.error_message
+        return ErrorCode.none, None
+
+    def _resend(self, topic: str, partition: int, batch: bytes, code: ErrorCode, message: str | None):
+        """Retry one batch on a connection of its own until it is answered without a retriable
+        error or ``request.timeout.ms`` has passed; returns the last (code, message)."""
+        deadline = time.monotonic() + self.client.timeout
+        backoff = 0.1
+        while code in RETRIABLE and time.monotonic() < deadline:
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+            self.client.forget_leaders()  # later sends look the leader up again too
+            conn = None
+            try:
+                meta = self.client.metadata([topic]).get(topic)
+                leader = meta.partitions.get(partition, -1) if meta is not None else -1
+                if leader not in self.client.brokers:  # no leader yet (an election is under way)
+                    code, message = ErrorCode.leader_not_available, f"no leader for {topic}-{partition} yet"
+                    continue
+                conn = self.client.open_connection(*self.client.brokers[leader])
+                code, message = self._partition_error(conn.request(self._produce_request(topic, partition, batch)))
+            except KafkaProtocolError as exc:
+                code, message = exc.code, str(exc)
+            except (OSError, ConnectionError) as exc:
+                code, message = ErrorCode.network_exception, str(exc)
+            finally:
+                if conn is not None:
+                    conn.close()
+        return code, message
+
+    def _drop_connection(self, conn: Connection) -> None:
+        conn.close()
+        for node, c in list(self.conns.items()):
+            if c is conn:
+                del self.conns[node]
+
+    def _settle_all(self) -> None:
+        for queue in list(self.in_flight.values()):
+            while queue:
+                self._complete(queue)
 
     def send_record(self, topic: str, partition: int, key: bytes, value: bytes) -> None:
         """One record, in its own batch, in the open transaction (decisions, barriers)."""
