@@ -270,6 +270,12 @@ def read_range(opts: SourceOptions, r: off.OffsetRange):
             fetched = client.fetch({tp: position}, isolation_level=opts.isolation_level, max_wait_ms=500,
                                    partition_max_bytes=opts.partition_max_bytes)
         except KafkaProtocolError as exc:
+            if exc.code == ErrorCode.broker_not_available and time.monotonic() <= poll_deadline:
+                # The cached leader is a broker that has left the cluster's metadata (SIGKILLed):
+                # ask again who leads the partition now.
+                client.forget_leaders()
+                time.sleep(0.2)
+                continue
             # leader(): the metadata no longer has the partition (deleted topic or partition)
             if exc.code != ErrorCode.unknown_topic_or_partition or not _gone(client, tp):
                 raise
