@@ -15,6 +15,13 @@ marker shows its batch done writes nothing (:mod:`oncelog.spark.partition`; exac
 with deterministic replay).
 ``at-least-once``: plain acks=all produce, nothing to commit (what Spark's own Kafka sink does:
 a re-executed batch is written again).
+
+Broker failures (a broker SIGKILLed on a multi-broker cluster moves its partition leaderships
+and transaction coordinators to the other brokers within seconds): the driver's steps (commit,
+abort, recovery, barrier) are retried on a fresh client for up to ``kafka.delivery.timeout.ms``
+(every step is safe to repeat); a write task asks for leaders and coordinators afresh, and a
+task that fails on a network error drops its worker's cached client so that Spark's retry of
+it (``spark.task.maxFailures``) starts from the bootstrap servers.
 """
 
 from __future__ import annotations
