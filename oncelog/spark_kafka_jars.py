@@ -12,7 +12,7 @@ Spark's. :func:`runtime` pairs them: the installed PySpark when Maven Central se
 connector; otherwise (PySpark 4.3.0 is on PyPI while Maven Central's newest
 ``spark-sql-kafka-0-10_2.13`` is 4.2.0, checked 2026-11-25) the nearest pair both registries
 serve (:data:`FALLBACK_VERSION`, or ``$ONCELOG_SPARK_KAFKA_VERSION``) in a separate virtualenv in
-the cache: ``pip install pyspark==<pair>`` and nothing else, with the current interpreter's
+the cache (one per parent environment): ``pip install pyspark==<pair>`` and nothing else, with the current interpreter's
 site-packages appended to its path (``site.addsitedir`` in a ``.pth``), so that its own PySpark
 wins and oncelog, pyarrow, confluent-kafka come from here. Our connector runs unchanged on
 PySpark 4.2+ (the Python data source API it uses is the same).
@@ -21,6 +21,7 @@ PySpark 4.2+ (the Python data source API it uses is the same).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -92,7 +93,11 @@ def pyspark_python(spark_version: str, *, quiet: bool = True) -> str:
 
     if pyspark.__version__ == spark_version:
         return sys.executable
-    home = os.path.join(_cache_root(), f"pyspark-{spark_version}")
+    # One per parent environment: its .pth points at this interpreter's site-packages (and so at
+    # this checkout's oncelog); another clone or venv must not import its neighbour's code.
+    purelib = sysconfig.get_paths()["purelib"]
+    tag = hashlib.sha256(os.path.realpath(purelib).encode()).hexdigest()[:10]
+    home = os.path.join(_cache_root(), f"pyspark-{spark_version}-{tag}")
     venv = os.path.join(home, "venv")
     python = os.path.join(venv, "bin", "python")
     if os.path.exists(os.path.join(venv, ".ready")):
@@ -121,7 +126,6 @@ def pyspark_python(spark_version: str, *, quiet: bool = True) -> str:
                 if rc != 0:
                     raise ApacheKafkaUnavailable(f"could not make a PySpark {spark_version} virtualenv "
                                                  f"({' '.join(cmd[:4])}... exit {rc}; see {log_path})")
-        purelib = sysconfig.get_paths()["purelib"]
         site_dir = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                   capture_output=True, text=True, check=True).stdout.strip()
         with open(os.path.join(site_dir, "zz_oncelog_parent.pth"), "w") as f:
