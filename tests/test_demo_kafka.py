@@ -57,6 +57,9 @@ def test_demo_on_apache_kafka_through_a_leader_kill(tmp_path):
     assert "exactly once" in out and "Apache Kafka" in out
 
 
+@pytest.mark.skipif(os.environ.get("ONCELOG_SOAK") != "full",
+                    reason="builds a PySpark 4.2.0 virtualenv (~450 MB, Maven Central has no spark-sql-kafka for "
+                           "4.3.0) per environment: ONCELOG_SOAK=full")
 def test_demo_with_sparks_kafka_sink_reports_its_guarantee(tmp_path):
     """Spark's own Kafka sink under a driver SIGKILL: at-least-once. The audit counts what it wrote
     again after the restart (nothing lost, nothing from an aborted transaction), and the demo
