@@ -398,18 +398,32 @@ class KafkaClient:
         m = request_module(2)
         while todo:
             by_leader: dict[int, list[tuple[str, int]]] = collections.defaultdict(list)
-            for (t, p) in todo:
-                self.leader(t, p)
-                by_leader[self.topics[t].partitions[p]].append((t, p))
             retry: dict[tuple[str, int], int] = {}
-            last_error = None
+            last_error: Exception | None = None
+            for (t, p) in todo:
+                try:
+                    self.leader(t, p)
+                except (OSError, ConnectionError) as exc:  # a leader that died: metadata moves it
+                    retry[(t, p)], last_error = todo[(t, p)], exc
+                    continue
+                except KafkaProtocolError as exc:
+                    if exc.code not in RETRIABLE and exc.code != ErrorCode.broker_not_available:
+                        raise
+                    retry[(t, p)], last_error = todo[(t, p)], exc
+                    continue
+                by_leader[self.topics[t].partitions[p]].append((t, p))
             for node_id, tps in by_leader.items():
                 topics: dict[str, list] = collections.defaultdict(list)
                 for t, p in tps:
                     topics[t].append(m.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=todo[(t, p)]))
                 req = m.ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=tuple(
                     m.ListOffsetsTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items()))
-                resp = self.call(self.node(node_id), req)
+                try:
+                    resp = self.call(self.node(node_id), req)
+                except (OSError, ConnectionError) as exc:  # the leader went away: ask again
+                    retry.update({tp: todo[tp] for tp in tps})
+                    last_error = exc
+                    continue
                 for rt in resp.topics:
                     for rp in rt.partitions:
                         key = (rt.name, rp.partition_index)
@@ -425,7 +439,7 @@ class KafkaClient:
                 if time.monotonic() > deadline:
                     raise last_error
                 self.forget_leaders()
-                time.sleep(0.1)
+                time.sleep(0.2)
         return out
 
     def fetch(self, positions: dict[tuple[str, int], int], *, isolation_level: int = READ_COMMITTED,

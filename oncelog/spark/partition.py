@@ -142,13 +142,15 @@ class PartitionTransaction:
         """Steps 4-5: the marker into the transaction, then EndTxn(commit)."""
         marker = Marker(self.batch_id, self.partition_id, records)
         p = self.producer
-        p.flush()
         try:
+            # A newer attempt's InitProducerId may fence this one while its rows are in flight:
+            # Apache Kafka then answers them INVALID_PRODUCER_EPOCH / PRODUCER_FENCED.
+            p.flush()
             p.send_offsets(marker_group(self.prefix, self.partition_id),
                            {self.marker_tp: (marker.offset, marker.metadata())})
         except KafkaProtocolError as exc:
             # Before EndTxn: nothing of this transaction is visible, whatever the error.
-            raise PartitionCommitError(f"{p.transactional_id}: adding the marker of batch {self.batch_id} failed "
+            raise PartitionCommitError(f"{p.transactional_id}: writing the rows and marker of batch {self.batch_id} failed "
                                        f"({exc}); nothing of this attempt is visible") from None
         crash_point("task-write", self.batch_id)  # rows and marker sent, transaction open
         code = p.commit()
