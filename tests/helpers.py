@@ -42,9 +42,10 @@ def first_difference(actual: list, expected: list) -> int:
     return next((i for i, (a, b) in enumerate(zip(actual, expected)) if a != b), min(len(actual), len(expected)))
 
 
-def start_apache_kafka(cluster):
-    """Start an ``oncelog.apache_kafka.KafkaCluster``; without Java, Maven or the download, skip
-    with the reason, except under ``CI=true``, where the ``apache_kafka`` tests must run: fail."""
+def need_apache_kafka(what: str, fn):
+    """``fn()``, where ``fn`` fetches or starts Apache Kafka (or Spark's Kafka connector); without
+    Java, Maven or the download, skip with the reason, except under ``CI=true``, where the
+    ``apache_kafka`` tests must run: fail."""
     import os
 
     import pytest
@@ -52,8 +53,13 @@ def start_apache_kafka(cluster):
     from oncelog.apache_kafka import ApacheKafkaUnavailable
 
     try:
-        return cluster.start()
+        return fn()
     except ApacheKafkaUnavailable as exc:
         if os.environ.get("CI") == "true":
-            pytest.fail(f"Apache Kafka is unavailable and CI=true requires its tests to run: {exc}", pytrace=False)
-        pytest.skip(f"Apache Kafka unavailable: {exc}")
+            pytest.fail(f"{what} is unavailable and CI=true requires its tests to run: {exc}", pytrace=False)
+        pytest.skip(f"{what} unavailable: {exc}")
+
+
+def start_apache_kafka(cluster):
+    """Start an ``oncelog.apache_kafka.KafkaCluster`` (see :func:`need_apache_kafka`)."""
+    return need_apache_kafka("Apache Kafka", cluster.start)

@@ -14,20 +14,10 @@ import os
 
 import pytest
 
+from tests.helpers import need_apache_kafka as _need
 from tests.test_demo import run_demo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-
-def _need(what: str, fn):
-    from oncelog.apache_kafka import ApacheKafkaUnavailable
-
-    try:
-        return fn()
-    except ApacheKafkaUnavailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{what} is unavailable and CI=true requires this test to run: {exc}", pytrace=False)
-        pytest.skip(f"{what} unavailable: {exc}")
 
 
 def _context(r: dict, out: str) -> str:

@@ -16,20 +16,17 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ..helpers import need_apache_kafka
+
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka]
 
 
 def test_two_first_fetches_at_once_run_maven_once(tmp_path):
     """The cache is shared: of two processes fetching into an empty cache at the same moment, one
     runs Maven and the other waits on the lock and finds the jars; later calls run nothing."""
-    from oncelog.apache_kafka import ApacheKafkaUnavailable, fetch
+    from oncelog.apache_kafka import fetch
 
-    try:
-        fetch()  # Maven's own repository warm: the fetches below copy jars, they download nothing
-    except ApacheKafkaUnavailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"Apache Kafka is unavailable and CI=true requires its tests to run: {exc}")
-        pytest.skip(f"Apache Kafka unavailable: {exc}")
+    need_apache_kafka("Apache Kafka", fetch)  # Maven's repository warm: the fetches below download nothing
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
     code = "from oncelog.apache_kafka import fetch; print(fetch(quiet=False).lib)"
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
