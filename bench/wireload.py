@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import crc32c
 from oncelog.protocol.records import build_batch
-from oncelog.wire_client import decode_response, request_module, write_request
+from oncelog.client.wire import decode_response, request_module, write_request
 
 API_PRODUCE, API_FETCH, API_METADATA, API_VERSIONS = 0, 1, 3, 18
 API_INIT_PRODUCER_ID, API_ADD_PARTITIONS, API_END_TXN = 22, 24, 26

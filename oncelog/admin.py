@@ -61,7 +61,7 @@ def topics_command(args) -> int:
 
 def producers_command(args) -> int:
     """``oncelog producers describe TOPIC``: DescribeProducers for every partition."""
-    from .wire_client import RawClient, request_module
+    from .client.wire import RawClient, request_module
 
     console = Console()
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
@@ -136,14 +136,14 @@ def groups_command(args) -> int:
 
 
 def _txn_describe(client, ids):
-    from .wire_client import request_module
+    from .client.wire import request_module
 
     m = request_module(65, 0)
     return client.request(m.DescribeTransactionsRequest(transactional_ids=tuple(ids))).transaction_states
 
 
 def _txn_list(client):
-    from .wire_client import request_module
+    from .client.wire import request_module
 
     m = request_module(66, 1)
     return client.request(m.ListTransactionsRequest(state_filters=(), producer_id_filters=(), duration_filter=-1)).transaction_states
@@ -152,7 +152,7 @@ def _txn_list(client):
 def _open_producer_txns(client, admin):
     """(topic, partition, producer id, epoch, txn start offset, LSO...) for every partition with
     an open transaction, from DescribeProducers."""
-    from .wire_client import request_module
+    from .client.wire import request_module
 
     md = admin.list_topics(timeout=10)
     m = request_module(61, 0)
@@ -173,7 +173,7 @@ def transactions_command(args) -> int:
     import datetime
     import time
 
-    from .wire_client import RawClient, request_module
+    from .client.wire import RawClient, request_module
 
     console = Console()
     client = RawClient(args.bootstrap)

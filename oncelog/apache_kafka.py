@@ -402,7 +402,7 @@ class KafkaCluster:
 
     def metadata(self, topics: list[str] | None = None, via: int | None = None):
         """A Metadata (v12) response from node ``via`` (default: any live node) over INTERNAL."""
-        from .wire_client import RawClient, request_module
+        from .client.wire import RawClient, request_module
 
         m = request_module(3, 12)
         req = m.MetadataRequest(
@@ -450,7 +450,7 @@ class KafkaCluster:
         """The node that coordinates ``key``: a transactional id (``key_type=1``, the transaction
         coordinator) or a group id (0). Retries while the coordinator's state log is still
         being created or loaded, as clients do."""
-        from .wire_client import RawClient, request_module
+        from .client.wire import RawClient, request_module
 
         m = request_module(10, 4)
         req = m.FindCoordinatorRequest(key_type=key_type, coordinator_keys=(key,))

@@ -12,7 +12,7 @@ import asyncio
 import pytest
 
 from bench.wireload import WireFetcher, WireLoadError, WireMode, WireProducer
-from oncelog.wire_client import RawClient, request_module
+from oncelog.client.wire import RawClient, request_module
 from tests.helpers import consume_all, create_topic
 
 PARTITIONS = 3

@@ -17,7 +17,7 @@ from oncelog.configs import ConfigError, ConfigSource, ConfigType, Handling
 from oncelog.process import BrokerProcess
 from oncelog.protocol import records as rb
 from oncelog.storage.partition_log import LogConfig, PartitionLog
-from oncelog.wire_client import RawClient, request_module
+from oncelog.client.wire import RawClient, request_module
 
 from .helpers import consume_all, create_topic
 

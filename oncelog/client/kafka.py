@@ -37,7 +37,7 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
-from ..wire_client import decode_response, write_request
+from .wire import decode_response, write_request
 from . import security as sec_mod
 from .security import KafkaSecurityError, SaslAuthenticationError, Security, SslAuthenticationError  # noqa: F401 (re-exported)
 

@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.apis import HANDLERS
 from oncelog.apis._base import build
-from oncelog.wire_client import RawClient, request_module
+from oncelog.client.wire import RawClient, request_module
 
 from ..helpers import create_topic
 

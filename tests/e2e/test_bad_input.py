@@ -15,7 +15,7 @@ import pytest
 from oncelog.protocol import records as rb
 
 from ..helpers import consume_all, create_topic
-from oncelog.wire_client import RawClient, list_offsets_latest, produce_request, request_module
+from oncelog.client.wire import RawClient, list_offsets_latest, produce_request, request_module
 
 
 def normal_client_works(bootstrap: str, topic: str = "after-bad-input") -> None:

@@ -118,7 +118,7 @@ def test_committed_offsets_and_group_state_survive_broker_sigkill(broker):
 
 
 def test_stale_commits_get_group_errors_and_store_nothing(broker):
-    from oncelog.wire_client import RawClient, request_module
+    from oncelog.client.wire import RawClient, request_module
 
     create_topic(broker.bootstrap, "t", 1)
     m = request_module(8, 8)

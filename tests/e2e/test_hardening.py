@@ -9,7 +9,7 @@ import time
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient
 
-from oncelog.wire_client import RawClient, request_module
+from oncelog.client.wire import RawClient, request_module
 
 from ..helpers import create_topic
 

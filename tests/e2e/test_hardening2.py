@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient, OffsetSpec
 
-from oncelog.wire_client import RawClient, request_module
+from oncelog.client.wire import RawClient, request_module
 
 from ..helpers import create_topic
 
@@ -270,7 +270,7 @@ def test_broker_logs_rejections_once_with_the_client_id(broker):
 
     # UNKNOWN_PRODUCER_ID: a producer id the partition has no state for, at sequence 5.
     from oncelog.protocol import records as rb
-    from oncelog.wire_client import produce_request
+    from oncelog.client.wire import produce_request
 
     raw = RawClient(broker.bootstrap)
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import struct
 
-from oncelog.wire_client import RawClient, request_module
+from oncelog.client.wire import RawClient, request_module
 
 from ..protocol.test_guard import FUZZ_FINDS
 from .test_bad_input import normal_client_works

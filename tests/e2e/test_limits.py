@@ -15,7 +15,7 @@ import time
 import pytest
 
 from oncelog.protocol import records as rb
-from oncelog.wire_client import RawClient, list_offsets_latest, produce_request, request_module
+from oncelog.client.wire import RawClient, list_offsets_latest, produce_request, request_module
 
 from ..helpers import create_topic
 from .test_bad_input import normal_client_works
@@ -226,7 +226,7 @@ def test_frames_larger_than_queued_max_request_bytes_still_get_through(broker_fa
 
 
 def _read(client: RawClient, request_cls):
-    from oncelog.wire_client import decode_response
+    from oncelog.client.wire import decode_response
 
     return decode_response(client.recv_frame(), request_cls)
 

@@ -9,7 +9,7 @@ import os
 
 import confluent_kafka as ck
 
-from oncelog.wire_client import RawClient, list_offsets_latest, produce_request
+from oncelog.client.wire import RawClient, list_offsets_latest, produce_request
 from tests import bad_batches as bad
 
 from ..helpers import consume_all, create_topic

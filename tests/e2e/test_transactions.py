@@ -11,7 +11,7 @@ import confluent_kafka as ck
 import pytest
 
 from oncelog.protocol import records as rb
-from oncelog.wire_client import RawClient, request_module
+from oncelog.client.wire import RawClient, request_module
 
 from ..helpers import create_topic
 
@@ -186,7 +186,7 @@ def test_aiokafka_transactional_producer_with_offsets(broker):
 
 
 def test_transactional_offsets_are_pending_until_commit(broker):
-    from oncelog.wire_client import RawClient
+    from oncelog.client.wire import RawClient
 
     create_topic(broker.bootstrap, "src", 1)
     create_topic(broker.bootstrap, "dst", 1)

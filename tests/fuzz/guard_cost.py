@@ -18,7 +18,7 @@ import os
 import timeit
 
 from oncelog.protocol import codec, guard
-from oncelog.wire_client import request_module, write_request
+from oncelog.client.wire import request_module, write_request
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "requests")
 

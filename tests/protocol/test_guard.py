@@ -16,7 +16,7 @@ import pytest
 
 from oncelog import apis
 from oncelog.protocol import codec, guard
-from oncelog.wire_client import request_module, write_request
+from oncelog.client.wire import request_module, write_request
 
 CORPUS = os.path.join(os.path.dirname(__file__), "..", "fuzz", "corpus", "requests")
 

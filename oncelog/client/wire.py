@@ -10,7 +10,7 @@ import struct
 from kio.index import load_payload_module
 from kio.static.constants import EntityType
 
-from .protocol import codec
+from ..protocol import codec
 
 
 def request_module(api_key: int, version: int):
