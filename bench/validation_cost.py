@@ -23,7 +23,7 @@ import os, struct, sys, time
 import crc32c
 from oncelog.partition import validation
 from oncelog.protocol import records as rb
-from oncelog.storage.partition_log import LogConfig
+from oncelog.config.settings import LogConfig
 cfg, now = LogConfig(), 1_795_644_186_346
 def batch(n, size, codec):
     value = os.urandom(size // 2) + bytes(size - size // 2)

@@ -19,27 +19,26 @@ import asyncio
 import inspect
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
 from kio.schema.errors import ErrorCode
 
-from . import apis, configs
+from . import apis
+from .config import registry
 from .apis import api_versions
 from .apis._base import Applied, RequestContext
 from .errors import KafkaError
 from .notices import log_rejections
-from .groups.coordinator import GroupConfig, GroupCoordinator
+from .config.settings import BrokerConfig
+from .groups.coordinator import GroupCoordinator
 from .groups.store import OffsetsTopic
 from .partition import PartitionManager
-from .txn.coordinator import TransactionCoordinator, TxnConfig
+from .txn.coordinator import TransactionCoordinator
 from .txn.markers import MarkerWriter
 from .txn.store import TransactionStateTopic
 from .producer_ids import ProducerIdManager
 from .protocol import codec
-from .storage.flusher import FsyncPolicy
 from .storage.log_manager import LogManager
-from .storage.partition_log import LogConfig
 
 log = logging.getLogger("oncelog.broker")
 
@@ -53,74 +52,6 @@ class ProtocolViolation(Exception):
     pass
 
 
-@dataclass(frozen=True)
-class BrokerConfig:
-    data_dir: str
-    host: str = "127.0.0.1"
-    port: int = 9092
-    advertise: str | None = None  # HOST:PORT handed to clients
-    fsync: FsyncPolicy = field(default_factory=lambda: FsyncPolicy("always"))
-    auto_create_topics: bool = True
-    num_partitions: int = 1
-    socket_request_max_bytes: int = 100 * 1024 * 1024
-    # Resource limits (server.py): Kafka's names; see configs.py for the defaults' reasons.
-    queued_max_request_bytes: int = 100 * 1024 * 1024  # <= 0: unbounded (Kafka's default -1)
-    max_connections: int = 1000
-    max_connections_per_ip: int = (1 << 31) - 1
-    connections_max_idle_ms: int = 600_000  # < 0: never
-    request_read_timeout_ms: int = 30_000  # oncelog.request.read.timeout.ms; <= 0: never
-    log: LogConfig = field(default_factory=LogConfig)
-    checkpoint_interval_s: float = 10.0
-    retention_check_interval_s: float = 300.0
-    producer_id_expiration_ms: int = 24 * 3600 * 1000
-    offsets_topic_partitions: int = 10
-    transaction_topic_partitions: int = 10
-    txn: TxnConfig = field(default_factory=TxnConfig)
-    offsets_topic_segment_bytes: int = 16 << 20
-    log_cleaner_interval_s: float = 30.0
-    group: GroupConfig = field(default_factory=GroupConfig)
-    node_id: int = 1  # Kafka's node.id: Metadata, FindCoordinator, replica assignments; kept in meta.json
-    # Kafka names of the broker configs given explicitly at start (``serve`` options): DescribeConfigs
-    # reports them as STATIC_BROKER_CONFIG, the others (unless changed programmatically) as DEFAULT_CONFIG.
-    explicit: frozenset[str] = frozenset()
-
-    def describe(self) -> dict[str, str]:
-        c = self.log
-        return {
-            "node.id": str(self.node_id),
-            "broker.id": str(self.node_id),
-            "auto.create.topics.enable": str(self.auto_create_topics).lower(),
-            "num.partitions": str(self.num_partitions),
-            "socket.request.max.bytes": str(self.socket_request_max_bytes),
-            "queued.max.request.bytes": str(self.queued_max_request_bytes),
-            "max.connections": str(self.max_connections),
-            "max.connections.per.ip": str(self.max_connections_per_ip),
-            "connections.max.idle.ms": str(self.connections_max_idle_ms),
-            "oncelog.request.read.timeout.ms": str(self.request_read_timeout_ms),
-            "log.dirs": self.data_dir,
-            "log.segment.bytes": str(c.segment_bytes),
-            "log.roll.ms": str(c.segment_ms),
-            "log.retention.ms": str(c.retention_ms),
-            "log.retention.bytes": str(c.retention_bytes),
-            "message.max.bytes": str(c.max_message_bytes),
-            "log.index.interval.bytes": str(c.index_interval_bytes),
-            "log.message.timestamp.type": c.message_timestamp_type,
-            "oncelog.fsync": str(self.fsync),
-            "default.replication.factor": "1",
-            "offsets.topic.replication.factor": "1",
-            "producer.id.expiration.ms": str(self.producer_id_expiration_ms),
-            "group.initial.rebalance.delay.ms": str(self.group.initial_rebalance_delay_ms),
-            "group.min.session.timeout.ms": str(self.group.min_session_timeout_ms),
-            "group.max.session.timeout.ms": str(self.group.max_session_timeout_ms),
-            "offsets.topic.num.partitions": str(self.offsets_topic_partitions),
-            "offsets.topic.segment.bytes": str(self.offsets_topic_segment_bytes),
-            "transaction.state.log.num.partitions": str(self.transaction_topic_partitions),
-            "transaction.state.log.replication.factor": "1",
-            "log.retention.check.interval.ms": str(int(self.retention_check_interval_s * 1000)),
-            "log.cleaner.backoff.ms": str(int(self.log_cleaner_interval_s * 1000)),
-        }
-
-
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -130,14 +61,10 @@ class Broker:
         self.config = config
         self.clock = clock  # milliseconds; the coordinators, the markers and handlers take time from it
         self.node_id = config.node_id
-        self.logs = LogManager(config.data_dir, config.fsync, config.log,
-                               checkpoint_interval_s=config.checkpoint_interval_s,
-                               retention_check_interval_s=config.retention_check_interval_s, clock=clock)
-        self.logs.node_id = config.node_id
-        self.logs.default_partitions = config.num_partitions
-        self.logs.producer_id_expiration_ms = config.producer_id_expiration_ms
-        self.logs.compaction_interval_s = config.log_cleaner_interval_s
-        self.logs.layers.static.update(self._static_configs())
+        self.logs = LogManager(config.data_dir, config.fsync, config.log, static=config.static_layer(),
+                               node_id=config.node_id,
+                               checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
+                               retention_check_interval_ms=config.log_retention_check_interval_ms, clock=clock)
         # Every partition's log with its producer state and aborted transactions: what handlers use.
         self.partitions = PartitionManager(self.logs)
         self.advertised: tuple[str, int] = (config.host, config.port)
@@ -249,27 +176,10 @@ class Broker:
         values["listeners"] = f"PLAINTEXT://{self.listening[0]}:{self.listening[1]}"
         values["advertised.listeners"] = f"PLAINTEXT://{self.advertised[0]}:{self.advertised[1]}"
         layers = self.logs.layers
-        for name, d in configs.BROKER_CONFIGS.items():
-            if name in configs.TOPIC_SYNONYM_NAMES or (d.dynamic and name in values):
+        for name, d in registry.BROKER_CONFIGS.items():
+            if name in registry.TOPIC_SYNONYM_NAMES or (d.dynamic and name in values):
                 values[name] = layers.value(name)
         return values
-
-    def _static_configs(self) -> dict[str, str]:
-        """The static layer beyond the topic defaults LogManager derives from ``config.log``:
-        settings given explicitly, or set to other than oncelog's default."""
-        c = self.config
-        out = {}
-        for name, value in c.describe().items():
-            d = configs.BROKER_CONFIGS.get(name)
-            if name in configs.TOPIC_SYNONYM_NAMES:
-                continue
-            if name in c.explicit or d is None or value != d.default:
-                out[name] = value
-        for name, topic_config in configs.TOPIC_CONFIGS.items():
-            primary = configs.PRIMARY_SYNONYM.get(name)
-            if primary in c.explicit:
-                out[primary] = configs.to_wire(getattr(c.log, topic_config.attr), topic_config.type)
-        return out
 
     # ------------------------------------------------------------------ dispatch
 

@@ -12,11 +12,12 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-from oncelog import configs as cfgs
-from oncelog.configs import ConfigError, ConfigSource, ConfigType, Handling
+from oncelog.config import registry
+from oncelog.config.registry import ConfigError, ConfigSource, ConfigType, Handling
 from oncelog.process import BrokerProcess
 from oncelog.protocol import records as rb
-from oncelog.storage.partition_log import LogConfig, PartitionLog
+from oncelog.config.settings import LogConfig
+from oncelog.storage.partition_log import PartitionLog
 from oncelog.client.wire import RawClient, request_module
 
 from .helpers import consume_all, create_topic
@@ -45,21 +46,21 @@ KAFKA_4_TOPIC_CONFIGS = {
 
 
 def test_registry_has_every_kafka_4_topic_config_with_its_type_and_a_decision():
-    public = {n: c.type for n, c in cfgs.TOPIC_CONFIGS.items() if not c.internal}
+    public = {n: c.type for n, c in registry.TOPIC_CONFIGS.items() if not c.internal}
     assert public == KAFKA_4_TOPIC_CONFIGS
-    for c in cfgs.TOPIC_CONFIGS.values():
+    for c in registry.TOPIC_CONFIGS.values():
         assert c.doc and c.handling in Handling
         if c.handling == Handling.NO_EFFECT:
             assert c.doc.startswith("Accepted, no effect"), c.name  # and says why
     # LogConfig's defaults are the registry's (Kafka 4.x's)
     values = LogConfig().values()
-    for name, c in cfgs.TOPIC_CONFIGS.items():
-        default = cfgs.parse_value(name, c.default, c.type) if c.type == ConfigType.LIST else c.default
+    for name, c in registry.TOPIC_CONFIGS.items():
+        default = registry.parse_value(name, c.default, c.type) if c.type == ConfigType.LIST else c.default
         assert values[name] == default, name
-    assert cfgs.PRIMARY_SYNONYM["retention.ms"] == "log.retention.ms"
-    assert [s.name for s in cfgs.TOPIC_CONFIGS["retention.ms"].synonyms] == [
+    assert registry.PRIMARY_SYNONYM["retention.ms"] == "log.retention.ms"
+    assert [s.name for s in registry.TOPIC_CONFIGS["retention.ms"].synonyms] == [
         "log.retention.ms", "log.retention.minutes", "log.retention.hours"]
-    assert cfgs.TOPIC_CONFIGS["message.timestamp.after.max.ms"].default == 3_600_000  # Kafka 4.x (KIP-1030)
+    assert registry.TOPIC_CONFIGS["message.timestamp.after.max.ms"].default == 3_600_000  # Kafka 4.x (KIP-1030)
 
 
 @pytest.mark.parametrize("configs, message", [
@@ -84,24 +85,24 @@ def test_registry_has_every_kafka_4_topic_config_with_its_type_and_a_decision():
 ])
 def test_validation_answers_with_kafkas_messages(configs, message):
     with pytest.raises(ConfigError) as exc:
-        cfgs.validate_topic_configs(configs)
+        registry.validate_topic_configs(configs)
     assert message in str(exc.value)
 
 
 def test_values_parse_and_print_as_kafka_does():
-    values = cfgs.validate_topic_configs({"cleanup.policy": " compact , delete ", "min.cleanable.dirty.ratio": "1e-5",
+    values = registry.validate_topic_configs({"cleanup.policy": " compact , delete ", "min.cleanable.dirty.ratio": "1e-5",
                                           "unclean.leader.election.enable": "TRUE", "retention.ms": "+42"})
     assert values["cleanup.policy"] == ["compact", "delete"] and values["retention.ms"] == 42
-    assert cfgs.to_wire(values["cleanup.policy"], ConfigType.LIST) == "compact,delete"
-    assert cfgs.to_wire(values["min.cleanable.dirty.ratio"], ConfigType.DOUBLE) == "1.0E-5"
-    assert cfgs.to_wire(values["unclean.leader.election.enable"], ConfigType.BOOLEAN) == "true"
-    assert [cfgs.java_double(x) for x in (0.5, 1.0, 12345678.0)] == ["0.5", "1.0", "1.2345678E7"]
+    assert registry.to_wire(values["cleanup.policy"], ConfigType.LIST) == "compact,delete"
+    assert registry.to_wire(values["min.cleanable.dirty.ratio"], ConfigType.DOUBLE) == "1.0E-5"
+    assert registry.to_wire(values["unclean.leader.election.enable"], ConfigType.BOOLEAN) == "true"
+    assert [registry.java_double(x) for x in (0.5, 1.0, 12345678.0)] == ["0.5", "1.0", "1.2345678E7"]
     # lenient mode (internal topics, serve options): no 1 MiB minimum for segment.bytes
-    assert cfgs.validate_topic_configs({"segment.bytes": "4096"}, strict=False)["segment.bytes"] == 4096
+    assert registry.validate_topic_configs({"segment.bytes": "4096"}, strict=False)["segment.bytes"] == 4096
 
 
 def test_broker_layers_precedence_synonyms_and_units():
-    layers = cfgs.BrokerLayers(static={"log.retention.hours": "2"})
+    layers = registry.BrokerLayers(static={"log.retention.hours": "2"})
     assert layers.topic_defaults()["retention.ms"] == 2 * 3_600_000  # hours converted
     layers.dynamic_default["log.retention.ms"] = "5000"  # a dynamic synonym hides the static one
     assert layers.topic_defaults()["retention.ms"] == 5000
@@ -113,25 +114,25 @@ def test_broker_layers_precedence_synonyms_and_units():
         ("log.retention.hours", "2", ConfigSource.STATIC_BROKER),
         ("log.retention.hours", "168", ConfigSource.DEFAULT)]
     # Kafka's ConfigHelper drops synonyms listed before the name itself
-    assert cfgs.BrokerLayers(static={"log.retention.hours": "2"}).synonyms("log.retention.ms") == []
+    assert registry.BrokerLayers(static={"log.retention.hours": "2"}).synonyms("log.retention.ms") == []
     # only the first synonym of a topic config is dynamic in Kafka
-    with pytest.raises(cfgs.RequestError, match=r"Cannot update these configs dynamically: Set\(log.retention.hours\)"):
-        cfgs.validate_broker_configs({"log.retention.hours": "1"}, per_broker=False)
-    with pytest.raises(cfgs.RequestError, match="oncelog has no broker config num.io.threads"):
-        cfgs.validate_broker_configs({"num.io.threads": "8"}, per_broker=False)
+    with pytest.raises(registry.RequestError, match=r"Cannot update these configs dynamically: Set\(log.retention.hours\)"):
+        registry.validate_broker_configs({"log.retention.hours": "1"}, per_broker=False)
+    with pytest.raises(registry.RequestError, match="oncelog has no broker config num.io.threads"):
+        registry.validate_broker_configs({"num.io.threads": "8"}, per_broker=False)
 
 
 def test_incremental_operations():
-    default = lambda n: cfgs.TOPIC_CONFIGS[n].default  # noqa: E731
-    is_list = lambda n: cfgs.TOPIC_CONFIGS[n].type == ConfigType.LIST  # noqa: E731
-    ops = [("cleanup.policy", cfgs.OP_APPEND, "compact"), ("retention.ms", cfgs.OP_SET, "10"),
-           ("segment.ms", cfgs.OP_DELETE, None)]
-    assert cfgs.apply_incremental({"segment.ms": "5"}, ops, default, is_list) == {
+    default = lambda n: registry.TOPIC_CONFIGS[n].default  # noqa: E731
+    is_list = lambda n: registry.TOPIC_CONFIGS[n].type == ConfigType.LIST  # noqa: E731
+    ops = [("cleanup.policy", registry.OP_APPEND, "compact"), ("retention.ms", registry.OP_SET, "10"),
+           ("segment.ms", registry.OP_DELETE, None)]
+    assert registry.apply_incremental({"segment.ms": "5"}, ops, default, is_list) == {
         "cleanup.policy": "delete,compact", "retention.ms": "10"}  # APPEND starts from the default
-    assert cfgs.apply_incremental({"cleanup.policy": "delete,compact"}, [("cleanup.policy", cfgs.OP_SUBTRACT, "delete")],
+    assert registry.apply_incremental({"cleanup.policy": "delete,compact"}, [("cleanup.policy", registry.OP_SUBTRACT, "delete")],
                                   default, is_list) == {"cleanup.policy": "compact"}
     with pytest.raises(ConfigError, match="Can't APPEND to key retention.ms because its type is not LIST."):
-        cfgs.apply_incremental({}, [("retention.ms", cfgs.OP_APPEND, "1")], default, is_list)
+        registry.apply_incremental({}, [("retention.ms", registry.OP_APPEND, "1")], default, is_list)
 
 
 @pytest.mark.parametrize("codec", [rb.COMPRESSION_NONE, rb.COMPRESSION_GZIP, rb.COMPRESSION_SNAPPY, rb.COMPRESSION_LZ4,
@@ -263,7 +264,7 @@ def test_a_once_compacted_log_keeps_its_gaps_after_its_policy_changes(tmp_path):
 def test_flush_messages_and_flush_ms_trigger_fsync_rounds_under_fsync_never(tmp_path):
     import asyncio
 
-    from oncelog.storage.flusher import FsyncPolicy
+    from oncelog.config.settings import FsyncPolicy
     from oncelog.storage.log_manager import LogManager
 
     async def run():

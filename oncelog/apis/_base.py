@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
 if TYPE_CHECKING:
-    from ..broker import BrokerConfig
+    from ..config.settings import BrokerConfig
     from ..errors import KafkaError
     from ..groups.coordinator import GroupCoordinator
     from ..groups.store import OffsetsTopic

@@ -6,7 +6,7 @@ TOPIC resources: the topic's overrides, validated as at CreateTopics (INVALID_CO
 Kafka's message), persisted in topics.json and applied to the live partitions at once;
 UNKNOWN_TOPIC_OR_PARTITION if the topic does not exist (checked after the configs, as Kafka
 does). BROKER resources: the cluster default (name "") or this broker (its node id); only what
-Kafka allows to change at run time and oncelog has (:data:`oncelog.configs.BROKER_CONFIGS`
+Kafka allows to change at run time and oncelog has (:data:`oncelog.config.registry.BROKER_CONFIGS`
 ``dynamic``), persisted in broker-configs.json and applied to every topic without an override;
 anything else is INVALID_REQUEST, as Kafka answers ("Cannot update these configs dynamically:
 ..."). ``validate_only`` checks everything and changes nothing.

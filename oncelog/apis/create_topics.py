@@ -5,7 +5,7 @@ Kafka's ReplicationControlManager does (INVALID_REPLICA_ASSIGNMENT): partition i
 empty list, no broker twice, every broker registered (here: only this broker's node.id), the
 same number of replicas for every partition. ``validate_only`` checks everything and creates nothing.
 
-Configs: every Kafka 4.x topic config (:data:`oncelog.configs.TOPIC_CONFIGS`), validated as
+Configs: every Kafka 4.x topic config (:data:`oncelog.config.registry.TOPIC_CONFIGS`), validated as
 Kafka's controller does (unknown names, null values, types, ranges, valid strings, the
 compaction-lag and tiered-storage checks: INVALID_CONFIG with Kafka's message), then the
 values oncelog cannot honour (INVALID_CONFIG saying why). v5+ answers with the topic's
@@ -15,7 +15,7 @@ reports them.
 
 from __future__ import annotations
 
-from .. import configs as cfgs
+from ..config import registry
 from .. import errors
 from ._base import NO_THROTTLE, OK, build, response_module
 
@@ -55,7 +55,7 @@ def handle(ctx, request):
             configs = tuple(
                 build(m.CreatableTopicConfigs, name=e.name, value=e.value, read_only=e.read_only,
                       config_source=int(e.source), is_sensitive=e.sensitive)
-                for e in cfgs.describe_topic(topic.overrides, topic.config.values(), logs.layers,
+                for e in registry.describe_topic(topic.overrides, topic.config.values(), logs.layers,
                                              include_synonyms=False)
             )
         results.append(build(m.CreatableTopicResult, name=t.name, topic_id=topic.topic_id if topic else _zero(),

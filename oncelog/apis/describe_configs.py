@@ -1,6 +1,6 @@
 """DescribeConfigs (key 32), v1-4, as Kafka's ConfigHelper answers it.
 
-Topic resources (type 2): every topic config (:data:`oncelog.configs.TOPIC_CONFIGS`) with its
+Topic resources (type 2): every topic config (:data:`oncelog.config.registry.TOPIC_CONFIGS`) with its
 value in force, its real type (config_type, v3+), its source — DYNAMIC_TOPIC_CONFIG (1) for an
 override, else where the broker's value comes from: DYNAMIC_BROKER_CONFIG (2),
 DYNAMIC_DEFAULT_BROKER_CONFIG (3), STATIC_BROKER_CONFIG (4: ``oncelog serve`` options) or
@@ -16,7 +16,8 @@ With the empty name, the cluster-default dynamic configs only, as Kafka lists th
 
 from __future__ import annotations
 
-from .. import configs, errors
+from .. import errors
+from ..config import registry
 from ..storage.log_manager import validate_topic_name
 from ._base import NO_THROTTLE, OK, build, response_module
 
@@ -56,13 +57,13 @@ def handle(ctx, request):
                 topic = broker.logs.topics.get(res.resource_name)
                 if topic is None:
                     raise errors.UnknownTopicOrPartition(f"topic {res.resource_name!r} does not exist")
-                entries = configs.describe_topic(topic.overrides, topic.config.values(), broker.logs.layers,
+                entries = registry.describe_topic(topic.overrides, topic.config.values(), broker.logs.layers,
                                                  include_synonyms=synonyms, include_docs=docs)
             elif res.resource_type == BROKER:
                 per_broker = broker_resource(broker, res.resource_name)
                 layers = broker.logs.layers
                 values = broker.describe_config() if per_broker else dict(layers.dynamic_default)
-                entries = configs.describe_broker(values, layers, per_broker=per_broker,
+                entries = registry.describe_broker(values, layers, per_broker=per_broker,
                                                   include_synonyms=synonyms, include_docs=docs)
             else:
                 raise errors.InvalidRequest(f"oncelog has no configs for resource type {res.resource_type} "
@@ -78,7 +79,7 @@ def handle(ctx, request):
     return build(m.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-def _entry(m, e: configs.Described):
+def _entry(m, e: registry.Described):
     return build(m.DescribeConfigsResourceResult, name=e.name, value=e.value, read_only=e.read_only,
                  config_source=int(e.source), is_default=e.is_default, is_sensitive=e.sensitive,
                  synonyms=tuple(build(m.DescribeConfigsSynonym, name=n, value=v, source=int(src))

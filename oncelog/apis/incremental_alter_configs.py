@@ -7,7 +7,8 @@ persisted and applied exactly as :mod:`oncelog.apis.alter_configs` does.
 
 from __future__ import annotations
 
-from .. import configs, errors
+from .. import errors
+from ..config import registry
 from .alter_configs import TOPIC, answer, broker_target
 
 API_KEY = 44
@@ -21,44 +22,44 @@ def handle(ctx, request):
     def apply(res):
         ops = [(c.name, c.config_operation, c.value) for c in res.configs]
         for _, op, _ in ops:
-            if op not in configs.OP_NAMES:
+            if op not in registry.OP_NAMES:
                 raise errors.InvalidRequest(f"Unknown operations type {op}")
         if res.resource_type == TOPIC:
             topic = logs.topics.get(res.resource_name)
             try:
-                new = configs.apply_incremental(dict(topic.overrides) if topic is not None else {}, ops,
+                new = registry.apply_incremental(dict(topic.overrides) if topic is not None else {}, ops,
                                                 _topic_list_default, _topic_is_list)
-            except configs.ConfigError as exc:
+            except registry.ConfigError as exc:
                 raise errors.InvalidConfig(str(exc)) from None
             logs.alter_topic_configs(res.resource_name, new, validate_only=request.validate_only)
         else:
             per_broker = broker_target(ctx.broker, res.resource_name)
             current = logs.layers.dynamic_broker if per_broker else logs.layers.dynamic_default
             _check_broker_list_ops(ops)
-            new = configs.apply_incremental(current, ops, lambda n: configs.BROKER_CONFIGS[n].default, lambda n: True)
+            new = registry.apply_incremental(current, ops, lambda n: registry.BROKER_CONFIGS[n].default, lambda n: True)
             logs.set_broker_configs(per_broker, new, validate_only=request.validate_only)
 
     return answer(ctx, request, API_KEY, "IncrementalAlterConfigsResponse", apply,
-                  null_ok=lambda c: c.config_operation == configs.OP_DELETE)
+                  null_ok=lambda c: c.config_operation == registry.OP_DELETE)
 
 
 def _topic_list_default(name: str) -> str | None:
     """Kafka's KafkaConfigSchema.getDefault: the config's own default (not the broker's)."""
-    return configs.TOPIC_CONFIGS[name].default
+    return registry.TOPIC_CONFIGS[name].default
 
 
 def _topic_is_list(name: str) -> bool:
-    c = configs.TOPIC_CONFIGS.get(name)
-    return c is not None and c.type == configs.ConfigType.LIST
+    c = registry.TOPIC_CONFIGS.get(name)
+    return c is not None and c.type == registry.ConfigType.LIST
 
 
 def _check_broker_list_ops(ops) -> None:
     """ConfigAdminManager.prepareIncrementalConfigs' checks (INVALID_CONFIG there)."""
     for name, op, _ in ops:
-        if op in (configs.OP_APPEND, configs.OP_SUBTRACT):
-            d = configs.BROKER_CONFIGS.get(name)
+        if op in (registry.OP_APPEND, registry.OP_SUBTRACT):
+            d = registry.BROKER_CONFIGS.get(name)
             if d is None:
                 raise errors.InvalidConfig(f"Unknown config name: {name}")
-            if d.type != configs.ConfigType.LIST:
-                verb = "append" if op == configs.OP_APPEND else "subtract"
+            if d.type != registry.ConfigType.LIST:
+                verb = "append" if op == registry.OP_APPEND else "subtract"
                 raise errors.InvalidConfig(f"Config value {verb} is not allowed for config key: {name}")

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .. import errors
+from ..config.settings import GroupConfig
 from ..errors import KafkaError
 from ..notices import notice
 from ..state_machine import IllegalStateTransition, check_transition  # noqa: F401 (IllegalStateTransition: re-exported)
@@ -81,17 +82,6 @@ TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
     S.STABLE: frozenset({S.PREPARING_REBALANCE, S.DEAD}),
     S.DEAD: frozenset(),
 }
-
-
-@dataclass(frozen=True)
-class GroupConfig:
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1_800_000
-    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
-    max_size: int = 1_000_000
-    # group.initial.rebalance.delay.ms; `oncelog serve` defaults to Kafka's 3000, this sans-IO
-    # default (also for an in-process Broker) is none.
-    initial_rebalance_delay_ms: int = 0
 
 
 @dataclass

@@ -9,7 +9,7 @@ being deleted (or deleted and re-created) is never handed out.
 
 It also runs what changes partition state in the background: retention (which moves log starts,
 so the partitions trim their state) and the expiry of idle producers. Their settings
-(``retention_check_interval_s``, ``producer.id.expiration.ms``, the latter changeable by
+(``log.retention.check.interval.ms``, ``producer.id.expiration.ms``, the latter changeable by
 AlterConfigs) are held with the other broker configs by the LogManager and read from it.
 """
 
@@ -68,7 +68,7 @@ class PartitionManager:
 
     async def _retention_task(self) -> None:
         while True:
-            await asyncio.sleep(self.logs.retention_check_interval_s)
+            await asyncio.sleep(self.logs.retention_check_interval_ms / 1000)
             await self.apply_retention()
 
     async def apply_retention(self) -> int:

@@ -42,9 +42,9 @@ the broker and do not come through here.
 from __future__ import annotations
 
 from .. import errors
-from ..configs import LONG_MAX
+from ..config.registry import LONG_MAX
 from ..protocol import records as rb
-from ..storage.partition_log import LogConfig
+from ..config.settings import LogConfig
 
 
 def scan(records, config: LogConfig, *, name: str) -> list[rb.BatchHeader]:

@@ -23,34 +23,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from dataclasses import dataclass
 
+from ..config.settings import FsyncPolicy
 from ..errors import KafkaStorageError
 from .partition_log import PartitionLog, RecoveryPoint
 
 log = logging.getLogger("oncelog.storage")
-
-
-@dataclass(frozen=True)
-class FsyncPolicy:
-    mode: str  # "always" | "interval" | "never"
-    interval_ms: int = 0
-
-    @classmethod
-    def parse(cls, text: str) -> "FsyncPolicy":
-        if text in ("always", "never"):
-            return cls(text)
-        if text.startswith("interval:"):
-            try:
-                ms = int(text.split(":", 1)[1])
-            except ValueError:
-                ms = -1
-            if ms > 0:
-                return cls("interval", ms)
-        raise ValueError(f"--fsync must be always, never or interval:MS (MS > 0), not {text!r}")
-
-    def __str__(self) -> str:
-        return f"interval:{self.interval_ms}" if self.mode == "interval" else self.mode
 
 
 def _sync(work: list[tuple[list, bool]]) -> None:

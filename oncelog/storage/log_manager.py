@@ -30,14 +30,15 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from .. import configs as cfgs
 from .. import errors
-from .flusher import Flusher, FsyncPolicy, checkpoint_points
+from ..config import registry, settings
+from ..config.settings import FsyncPolicy, LogConfig
+from .flusher import Flusher, checkpoint_points
 from .files import atomic_write
-from .partition_log import LogConfig, PartitionLog, RecoveryPoint
+from .partition_log import PartitionLog, RecoveryPoint
 
 log = logging.getLogger("oncelog.storage")
 
@@ -85,9 +86,15 @@ class DataDirMismatch(RuntimeError):
 
 
 class LogManager:
-    def __init__(self, data_dir: str, policy: FsyncPolicy, default_config: LogConfig,
-                 checkpoint_interval_s: float = 10.0, retention_check_interval_s: float = 300.0,
+    def __init__(self, data_dir: str, policy: FsyncPolicy, default_config: LogConfig, *,
+                 static: Mapping[str, str] | None = None, node_id: int = settings.default("node.id"),
+                 checkpoint_interval_ms: int = settings.default("log.flush.offset.checkpoint.interval.ms"),
+                 retention_check_interval_ms: int = settings.default("log.retention.check.interval.ms"),
                  clock: Callable[[], int] | None = None) -> None:
+        """``default_config``: the topic configs' broker defaults; ``static``: the broker configs
+        given at start by Kafka name (:meth:`BrokerConfig.static_layer`), over those of
+        ``default_config``. Settings AlterConfigs may change (producer.id.expiration.ms,
+        log.cleaner.backoff.ms, num.partitions is static) are read from the layers."""
         # Wall-clock milliseconds (the broker's injected clock): compaction and flush.ms deadlines.
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.data_dir = os.path.abspath(data_dir)
@@ -97,15 +104,16 @@ class LogManager:
         self.topics: dict[str, Topic] = {}
         self.topics_by_id: dict[uuid.UUID, Topic] = {}
         self.cluster_id = ""
-        self.node_id = 1
-        self.checkpoint_interval_s = checkpoint_interval_s
+        self.node_id = node_id
+        self.checkpoint_interval_ms = checkpoint_interval_ms
         # Retention is run by oncelog.partition.PartitionManager (it trims partition state too).
-        self.retention_check_interval_s = retention_check_interval_s
+        self.retention_check_interval_ms = retention_check_interval_ms
         self._tasks: list[asyncio.Task] = []
         # The broker's config layers (static: ``serve`` options; dynamic: AlterConfigs, kept in
         # broker-configs.json). Topic configs without an override take their value from these.
-        self.layers = cfgs.BrokerLayers(static=static_layer(default_config))
+        self.layers = registry.BrokerLayers(static={**static_layer(default_config), **(static or {})})
         self._topic_defaults = self.layers.topic_defaults()
+        self._read_broker_settings()
 
     # ------------------------------------------------------------------ configs
 
@@ -114,7 +122,7 @@ class LogManager:
         return dict(self._topic_defaults)
 
     def _topic_config(self, name: str, overrides: dict[str, str]) -> LogConfig:
-        values, problems = cfgs.resolve_topic_values(overrides, self._topic_defaults)
+        values, problems = registry.resolve_topic_values(overrides, self._topic_defaults)
         for problem in problems:
             log.error("topic %s: a stored config is no longer valid and is not applied: %s", name, problem)
         return LogConfig.from_values(values)
@@ -128,9 +136,9 @@ class LogManager:
         validate_topic_name(name)
         topic = self.topics.get(name)
         try:
-            values = cfgs.validate_topic_configs(overrides, self._topic_defaults,
+            values = registry.validate_topic_configs(overrides, self._topic_defaults,
                                                  strict=not (topic is not None and topic.internal))
-        except cfgs.ConfigError as exc:
+        except registry.ConfigError as exc:
             raise errors.InvalidConfig(str(exc)) from None
         if topic is None:
             raise errors.UnknownTopicOrPartition(f"The topic '{name}' does not exist.")
@@ -148,14 +156,14 @@ class LogManager:
         validated as Kafka's DynamicBrokerConfig does (every failure is INVALID_REQUEST there),
         persisted, and applied to every topic without an override at once."""
         try:
-            cfgs.validate_broker_configs(configs, per_broker=per_broker)
-            layers = cfgs.BrokerLayers(static=self.layers.static,
+            registry.validate_broker_configs(configs, per_broker=per_broker)
+            layers = registry.BrokerLayers(static=self.layers.static,
                                        dynamic_default=self.layers.dynamic_default if per_broker else dict(configs),
                                        dynamic_broker=dict(configs) if per_broker else self.layers.dynamic_broker,
                                        defaults=self.layers.defaults)
             defaults = layers.topic_defaults()
-            cfgs.check_topic_values(defaults)
-        except (cfgs.RequestError, cfgs.ConfigError) as exc:
+            registry.check_topic_values(defaults)
+        except (registry.RequestError, registry.ConfigError) as exc:
             raise errors.InvalidRequest(str(exc)) from None
         if validate_only:
             return
@@ -171,9 +179,14 @@ class LogManager:
             topic.config = self._topic_config(topic.name, topic.overrides)
             for plog in topic.logs:
                 plog.update_config(topic.config)
-        # The broker's own dynamic settings (the static value, or the default, when not set).
+        self._read_broker_settings()
+
+    def _read_broker_settings(self) -> None:
+        """The broker settings read from the layers (the dynamic value, else the static one,
+        else the default), at start and after every AlterConfigs."""
         self.producer_id_expiration_ms = int(self.layers.value("producer.id.expiration.ms"))
-        self.compaction_interval_s = int(self.layers.value("log.cleaner.backoff.ms")) / 1000
+        self.compaction_interval_ms = int(self.layers.value("log.cleaner.backoff.ms"))
+        self.default_partitions = int(self.layers.value("num.partitions"))
 
     def _read_broker_configs(self) -> None:
         try:
@@ -289,15 +302,12 @@ class LogManager:
 
     async def _checkpoint_task(self) -> None:
         while True:
-            await asyncio.sleep(self.checkpoint_interval_s)
+            await asyncio.sleep(self.checkpoint_interval_ms / 1000)
             await asyncio.get_running_loop().run_in_executor(None, self.write_checkpoint)
-
-    producer_id_expiration_ms = 24 * 3600 * 1000  # read by the partitions' retention, like the interval
-    compaction_interval_s = 30.0
 
     async def _compaction_task(self) -> None:
         while True:
-            await asyncio.sleep(self.compaction_interval_s)
+            await asyncio.sleep(self.compaction_interval_ms / 1000)
             await self.compact_now()
 
     async def compact_now(self) -> int:
@@ -332,11 +342,11 @@ class LogManager:
         if self.policy.mode == "always":
             return
         while True:
-            limits = [t.config.flush_ms for t in self.topics.values() if t.config.flush_ms < cfgs.LONG_MAX]
+            limits = [t.config.flush_ms for t in self.topics.values() if t.config.flush_ms < registry.LONG_MAX]
             await asyncio.sleep(min(max(min(limits, default=1000), 10), 1000) / 1000)
             now = self.clock()
             for topic in list(self.topics.values()):
-                if topic.config.flush_ms < cfgs.LONG_MAX or topic.config.flush_messages < cfgs.LONG_MAX:
+                if topic.config.flush_ms < registry.LONG_MAX or topic.config.flush_messages < registry.LONG_MAX:
                     for plog in topic.logs:
                         if plog.flush_due(now):
                             self.flusher.request_round(plog)
@@ -364,8 +374,8 @@ class LogManager:
         if name in self.topics:
             raise errors.TopicAlreadyExists(f"topic {name!r} already exists")
         try:
-            config = LogConfig.from_values(cfgs.validate_topic_configs(configs, self._topic_defaults, strict=strict))
-        except cfgs.ConfigError as exc:
+            config = LogConfig.from_values(registry.validate_topic_configs(configs, self._topic_defaults, strict=strict))
+        except registry.ConfigError as exc:
             raise errors.InvalidConfig(str(exc)) from None
         if partitions == -1:
             partitions = self.default_partitions
@@ -376,13 +386,11 @@ class LogManager:
                 f"replication factor {replication_factor} is larger than the 1 available broker")
         return config
 
-    default_partitions = 1
-
     def create_topic(self, name: str, partitions: int, replication_factor: int = -1,
                      configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
                      strict: bool = True) -> Topic:
         """``strict=False`` for topics the broker creates itself (no 1 MiB minimum of
-        segment.bytes: see :func:`oncelog.configs.validate_topic_configs`)."""
+        segment.bytes: see :func:`oncelog.config.registry.validate_topic_configs`)."""
         configs = {k: v for k, v in (configs or {}).items()}
         config = self.check_new_topic(name, partitions, replication_factor, configs, strict=strict)
         if partitions == -1:
@@ -433,10 +441,10 @@ def static_layer(config: LogConfig) -> dict[str, str]:
     value is not Kafka's default, under its first broker synonym (log.roll.ms for segment.ms)."""
     out = {}
     default = LogConfig()
-    for name, c in cfgs.TOPIC_CONFIGS.items():
+    for name, c in registry.TOPIC_CONFIGS.items():
         value = getattr(config, c.attr)
         if c.synonyms and value != getattr(default, c.attr):
-            out[c.synonyms[0].name] = cfgs.to_wire(value, c.type)
+            out[c.synonyms[0].name] = registry.to_wire(value, c.type)
     return out
 
 

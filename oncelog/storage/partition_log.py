@@ -43,7 +43,8 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from .. import configs
+from ..config import registry
+from ..config.settings import LogConfig
 from ..errors import OffsetOutOfRangeError
 from ..protocol import records as rb
 from .cleaner import finish_interrupted_swaps
@@ -57,118 +58,8 @@ _LONG_MAX = (1 << 63) - 1
 COMPACTED_MARKER = "compacted"  # in a partition directory: the cleaner has rewritten segments here
 
 
-@dataclass(frozen=True, slots=True)
-class LogConfig:
-    """A topic's settings: one attribute per Kafka topic config (``retention.ms`` ->
-    ``retention_ms``; LIST configs as their comma-joined string). Names, types, validation and
-    what each does are in :mod:`oncelog.configs`; the defaults here are Kafka 4.x's (a test
-    checks they match the registry)."""
-
-    segment_bytes: int = 1 << 30
-    segment_ms: int = 7 * 24 * 3600 * 1000
-    segment_jitter_ms: int = 0
-    segment_index_bytes: int = 10 << 20
-    flush_messages: int = _LONG_MAX
-    flush_ms: int = _LONG_MAX
-    retention_bytes: int = -1
-    retention_ms: int = 7 * 24 * 3600 * 1000
-    max_message_bytes: int = 1048588
-    index_interval_bytes: int = 4096
-    delete_retention_ms: int = 24 * 3600 * 1000
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = _LONG_MAX
-    file_delete_delay_ms: int = 60_000
-    min_cleanable_dirty_ratio: float = 0.5
-    cleanup_policy: str = "delete"
-    unclean_leader_election_enable: bool = False
-    min_insync_replicas: int = 1
-    compression_type: str = "producer"
-    compression_gzip_level: int = -1
-    compression_lz4_level: int = 9
-    compression_zstd_level: int = 3
-    preallocate: bool = False
-    message_timestamp_type: str = "CreateTime"
-    message_timestamp_before_max_ms: int = _LONG_MAX
-    message_timestamp_after_max_ms: int = 3600 * 1000
-    leader_replication_throttled_replicas: str = ""
-    follower_replication_throttled_replicas: str = ""
-    message_downconversion_enable: bool = True
-    remote_storage_enable: bool = False
-    local_retention_ms: int = -2
-    local_retention_bytes: int = -2
-    remote_log_copy_disable: bool = False
-    remote_log_delete_on_disable: bool = False
-    internal_segment_bytes: int | None = None
-
-    # -- derived settings
-
-    @property
-    def segment_size(self) -> int:
-        """Kafka's LogConfig.segmentSize(): internal.segment.bytes when set."""
-        return self.internal_segment_bytes if self.internal_segment_bytes is not None else self.segment_bytes
-
-    @property
-    def compact(self) -> bool:
-        return "compact" in self.cleanup_policy.split(",")
-
-    @property
-    def delete(self) -> bool:
-        return "delete" in self.cleanup_policy.split(",")
-
-    @property
-    def max_segment_ms(self) -> int:
-        """Kafka's maxSegmentMs(): compacted topics roll by max.compaction.lag.ms too."""
-        if self.compact and self.max_compaction_lag_ms > 0:
-            return min(self.max_compaction_lag_ms, self.segment_ms)
-        return self.segment_ms
-
-    # -- conversions
-
-    def values(self) -> dict[str, object]:
-        """Topic config name -> value (LIST configs as lists), for :mod:`oncelog.configs`."""
-        out = {}
-        for name, c in configs.TOPIC_CONFIGS.items():
-            v = getattr(self, c.attr)
-            out[name] = configs.parse_value(name, v, c.type) if c.type == configs.ConfigType.LIST else v
-        return out
-
-    @classmethod
-    def from_values(cls, values: dict[str, object]) -> "LogConfig":
-        kwargs = {}
-        for name, c in configs.TOPIC_CONFIGS.items():
-            v = values[name]
-            kwargs[c.attr] = configs.to_wire(v, c.type) if c.type == configs.ConfigType.LIST else v
-        return cls(**kwargs)
-
-    def describe(self) -> dict[str, str]:
-        """Kafka name -> value as DescribeConfigs reports it (internal configs left out)."""
-        return {name: configs.to_wire(getattr(self, c.attr), c.type)
-                for name, c in configs.TOPIC_CONFIGS.items() if not c.internal}
-
-    def with_overrides(self, overrides: dict[str, str | None], *, strict: bool = True) -> "LogConfig":
-        """These settings (the broker's defaults for a topic) under a topic's Kafka-named
-        overrides, validated as Kafka does; raises :class:`oncelog.configs.ConfigError` (a
-        ValueError) with Kafka's message. ``strict=False``: see
-        :func:`oncelog.configs.validate_topic_configs`."""
-        return LogConfig.from_values(configs.validate_topic_configs(overrides, self.values(), strict=strict))
-
-    def validate(self) -> None:
-        """Check these values as broker defaults (``oncelog serve`` options): Kafka's validators,
-        except segment.bytes' 1 MiB minimum (14 bytes, as before Kafka 4.0)."""
-        values = self.values()
-        for name, c in configs.TOPIC_CONFIGS.items():
-            v = values[name]
-            if c.validator is None or v is None:
-                continue
-            if name == "segment.bytes":
-                configs.at_least(14)(name, v)
-            else:
-                c.validator(name, v)
-        configs.check_topic_values(values)
-
-
 # Kafka topic config name -> LogConfig attribute.
-CONFIG_NAMES = {name: c.attr for name, c in configs.TOPIC_CONFIGS.items()}
+CONFIG_NAMES = {name: c.attr for name, c in registry.TOPIC_CONFIGS.items()}
 
 
 @dataclass

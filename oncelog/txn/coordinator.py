@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .. import errors
+from ..config.settings import TxnConfig
 from ..errors import KafkaError
 from .state import MAX_EPOCH, TransactionMetadata, TransactionState
 
@@ -63,12 +64,6 @@ class ProducerIdAndEpoch:
 
 
 Answer = Callable[[ProducerIdAndEpoch | KafkaError], None]
-
-
-@dataclass(frozen=True)
-class TxnConfig:
-    max_timeout_ms: int = 15 * 60 * 1000  # Kafka's transaction.max.timeout.ms
-    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000  # Kafka's transactional.id.expiration.ms
 
 
 @dataclass(frozen=True)

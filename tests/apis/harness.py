@@ -31,7 +31,8 @@ from kio.static.constants import EntityType
 
 from oncelog.apis import HANDLERS
 from oncelog.apis._base import Applied, RequestContext
-from oncelog.broker import GROUP_APIS, Broker, BrokerConfig
+from oncelog.broker import GROUP_APIS, Broker
+from oncelog.config.settings import BrokerConfig
 from oncelog.protocol import records as rb
 
 E = ErrorCode

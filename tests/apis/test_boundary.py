@@ -8,7 +8,8 @@ import ast
 import pathlib
 
 from oncelog.apis import _base
-from oncelog.broker import Broker, BrokerConfig
+from oncelog.broker import Broker
+from oncelog.config.settings import BrokerConfig
 
 APIS = pathlib.Path(_base.__file__).parent
 

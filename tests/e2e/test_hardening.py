@@ -187,7 +187,8 @@ def test_initial_delay_extends_while_members_join_and_is_capped_by_the_rebalance
     from kio.schema.errors import ErrorCode
 
     from oncelog.apis._groups import error_code
-    from oncelog.groups.coordinator import GroupConfig, GroupCoordinator
+    from oncelog.config.settings import GroupConfig
+    from oncelog.groups.coordinator import GroupCoordinator
 
     now = [0]
     coord = GroupCoordinator(lambda: now[0], lambda _g, _r, on_done: on_done(None),

@@ -34,7 +34,7 @@ with atheris.instrument_imports(include=["oncelog"]):
     from oncelog import errors
     from oncelog.partition import validation
     from oncelog.protocol import records as rb
-    from oncelog.storage.partition_log import LogConfig
+    from oncelog.config.settings import LogConfig
 
 import crc32c
 from kafka.record.default_records import DefaultRecordBatch

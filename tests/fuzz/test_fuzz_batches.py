@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from oncelog import errors
 from oncelog.partition import validation
 from oncelog.protocol import records as rb
-from oncelog.storage.partition_log import LogConfig
+from oncelog.config.settings import LogConfig
 from tests.fuzz import fuzz_batches as harness
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -13,9 +13,10 @@ from oncelog import errors
 from oncelog.partition import AppendOrigin, Partition, PartitionManager
 from oncelog.partition.internal_topic import InternalTopic
 from oncelog.protocol import records as rb
-from oncelog.storage.flusher import FsyncPolicy
+from oncelog.config.settings import FsyncPolicy
 from oncelog.storage.log_manager import LogManager
-from oncelog.storage.partition_log import LogConfig, PartitionLog
+from oncelog.config.settings import LogConfig
+from oncelog.storage.partition_log import PartitionLog
 
 PID, EPOCH = 1000, 0
 

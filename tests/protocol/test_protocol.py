@@ -7,7 +7,8 @@ import struct
 import pytest
 
 from oncelog.apis import HANDLERS
-from oncelog.broker import Broker, BrokerConfig, ProtocolViolation
+from oncelog.broker import Broker, ProtocolViolation
+from oncelog.config.settings import BrokerConfig
 from oncelog.protocol import codec
 from oncelog.protocol import records as rb
 from oncelog.protocol.framing import BufferedFrameReader, FrameTooLarge, InvalidFrame

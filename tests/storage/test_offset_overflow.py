@@ -16,7 +16,8 @@ import struct
 import crc32c
 
 from oncelog.protocol import records as rb
-from oncelog.storage.partition_log import LogConfig, PartitionLog
+from oncelog.config.settings import LogConfig
+from oncelog.storage.partition_log import PartitionLog
 from oncelog.storage.segment import MAX_RELATIVE_OFFSET
 
 HUGE = 2**31 - 1  # records claimed by the lying batch

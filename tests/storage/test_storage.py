@@ -8,7 +8,8 @@ import pytest
 
 from oncelog.protocol import records as rb
 from oncelog.errors import OffsetOutOfRangeError as OffsetOutOfRange
-from oncelog.storage.partition_log import LogConfig, PartitionLog, RecoveryPoint
+from oncelog.config.settings import LogConfig
+from oncelog.storage.partition_log import PartitionLog, RecoveryPoint
 
 
 def open_log(path, config=None, point=None, clean=False, sync_hw=False):

@@ -22,7 +22,8 @@ from kio.schema.errors import ErrorCode
 
 from oncelog import errors
 from oncelog.apis._txn import error_code, producer_answer
-from oncelog.txn.coordinator import TransactionCoordinator, TxnConfig
+from oncelog.config.settings import TxnConfig
+from oncelog.txn.coordinator import TransactionCoordinator
 from oncelog.txn.records import decode_value, value_of
 from oncelog.txn.state import TransactionMetadata, TransactionState
 

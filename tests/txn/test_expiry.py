@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from oncelog.txn.coordinator import TxnConfig
+from oncelog.config.settings import TxnConfig
 from oncelog.txn.records import decode_value
 
 from .harness import E, P0, T, TXN, Harness

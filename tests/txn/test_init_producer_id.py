@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from oncelog.txn.coordinator import TxnConfig
+from oncelog.config.settings import TxnConfig
 from oncelog.txn.state import MAX_EPOCH
 
 from .harness import E, P0, P1, T, TIMEOUT, TXN, Harness, meta

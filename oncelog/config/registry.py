@@ -411,6 +411,12 @@ _SYNONYM_OF: dict[str, tuple[str, int]] = {s.name: (c.name, s.factor) for c in _
 TOPIC_SYNONYM_NAMES = frozenset(_SYNONYM_OF)
 
 
+def synonym_target(broker_name: str) -> str | None:
+    """The topic config a broker config is a synonym of (log.retention.hours -> retention.ms)."""
+    found = _SYNONYM_OF.get(broker_name)
+    return found[0] if found else None
+
+
 def broker_synonyms(broker_name: str) -> list[str]:
     """Kafka's DynamicBrokerConfig.brokerConfigSynonyms (without listener overrides): the names
     that set the same thing, in precedence order."""
@@ -429,6 +435,25 @@ def broker_synonyms(broker_name: str) -> list[str]:
 
 @dataclass(frozen=True)
 class BrokerConfigDef:
+    """One broker config: Kafka's name, type, default and validator, oncelog's default where it
+    differs, whether AlterConfigs may change it at run time — and where it goes:
+
+    ``setting``  the :class:`~oncelog.config.settings.BrokerConfig` field it sets, dotted for the
+                 nested ones (``group.min_session_timeout_ms``), in the config's own unit times
+                 ``factor`` (offsets.retention.minutes -> ``group.offsets_retention_ms``: 60000).
+                 None: read where it is used, from the broker's config layers (the topic configs'
+                 broker synonyms build ``BrokerConfig.log``; a dynamic one is read live).
+    ``flag``     the ``oncelog serve`` option that is a shorthand for it; ``flag_kind`` says how
+                 the option's text becomes the config's value (``int``, ``size`` for 1g/64m/...,
+                 ``str``, ``negate`` for a switch that sets a boolean to false); ``flag_help``
+                 the option's help line (the default is appended).
+    ``handling`` HONOURED, or NO_EFFECT for the configs that mean nothing on one broker (replication
+                 factors): accepted with an INFO line at start.
+
+    This entry is the only place a broker setting is declared: the serve options, their defaults,
+    ``BrokerConfig``'s defaults, ``--config``/``--override`` and DescribeConfigs all come from it
+    (``tests/config`` checks that they agree)."""
+
     name: str
     type: ConfigType
     kafka_default: str | None
@@ -436,6 +461,12 @@ class BrokerConfigDef:
     doc: str
     oncelog_default: str | None = None  # where oncelog's default differs from Kafka's
     validator: Validator | None = None
+    setting: str | None = None
+    factor: int = 1
+    flag: str | None = None
+    flag_kind: str = "int"
+    flag_help: str = ""
+    handling: Handling = Handling.HONOURED
 
     @property
     def default(self) -> str | None:
@@ -452,6 +483,12 @@ def _broker_from_topic() -> list[BrokerConfigDef]:
                       "log.retention.hours": "168", "log.flush.interval.ms": None,
                       "log.flush.scheduler.interval.ms": str(LONG_MAX)}
     validators = {"log.roll.hours": at_least(1), "log.roll.jitter.hours": at_least(0)}
+    # The serve options that set a topic config's broker default (BrokerConfig.log).
+    flags = {"log.segment.bytes": ("--segment-bytes", "size", "segment size, e.g. 1g"),
+             "log.roll.ms": ("--segment-ms", "int", "segment age before rolling"),
+             "log.retention.ms": ("--retention-ms", "int", "-1 keeps forever"),
+             "log.retention.bytes": ("--retention-bytes", "size", "per partition; -1 = no limit"),
+             "message.max.bytes": ("--max-message-bytes", "size", "largest record batch a producer may send")}
     for c in _TOPIC_LIST:
         for i, s in enumerate(c.synonyms):
             ctype = kafka_types.get(s.name, c.type)
@@ -459,31 +496,52 @@ def _broker_from_topic() -> list[BrokerConfigDef]:
             validator = validators.get(s.name, c.validator if s.factor == 1 else None)
             # Kafka: only the first synonym of each topic config is dynamically updatable.
             dynamic = "cluster-wide" if i == 0 else None
+            flag, kind, flag_help = flags.get(s.name, (None, "int", ""))
             out.append(BrokerConfigDef(s.name, ctype, default, dynamic,
                                        f"Broker default of the topic config {c.name}"
                                        + (f" (in units of {s.factor} ms)" if s.factor > 1 else "")
-                                       + f". {c.doc}", validator=validator))
+                                       + f". {c.doc}", validator=validator, flag=flag, flag_kind=kind,
+                                       flag_help=flag_help))
     return out
 
 
 _BROKER_OWN = [
-    BrokerConfigDef("node.id", T.INT, "-1", None, "This broker's id (serve --node-id).", oncelog_default="1"),
-    BrokerConfigDef("broker.id", T.INT, "-1", None, "Same as node.id.", oncelog_default="1"),
+    BrokerConfigDef("node.id", T.INT, "-1", None, "This broker's id in Metadata, FindCoordinator and replica "
+                    "assignments; recorded in the data dir (meta.json), which then refuses another id.",
+                    oncelog_default="1", validator=at_least(0), setting="node_id", flag="--node-id",
+                    flag_help="Kafka's node.id: this broker's id in Metadata and replica assignments (recorded in "
+                              "the data dir, which then refuses another id)"),
+    BrokerConfigDef("broker.id", T.INT, "-1", None, "Same as node.id.", oncelog_default="1",
+                    validator=at_least(0), setting="node_id"),
     BrokerConfigDef("listeners", T.STRING, "PLAINTEXT://:9092", None,
-                    "Where the broker listens (serve --host/--port); PLAINTEXT only. oncelog cannot change "
-                    "it while running (Kafka can, per broker).", oncelog_default="PLAINTEXT://127.0.0.1:9092"),
+                    "Where the broker listens (serve --host/--port): NAME://HOST:PORT, one PLAINTEXT listener "
+                    "(listeners named in controller.listener.names are not opened: oncelog has no controller "
+                    "quorum); an empty host is every interface, as in Kafka. oncelog cannot change it while "
+                    "running (Kafka can, per broker).", oncelog_default="PLAINTEXT://127.0.0.1:9092"),
     BrokerConfigDef("advertised.listeners", T.STRING, None, None,
                     "The address handed to clients in Metadata (serve --advertise; else the listener). oncelog "
                     "cannot change it while running (Kafka can, per broker)."),
-    BrokerConfigDef("log.dirs", T.STRING, None, None, "The data directory (serve --data-dir)."),
+    BrokerConfigDef("listener.security.protocol.map", T.STRING,
+                    "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+                    None, "Listener name -> security protocol; oncelog serves PLAINTEXT listeners only."),
+    BrokerConfigDef("log.dirs", T.STRING, None, None, "The data directory (serve --data-dir); one directory "
+                    "(oncelog has no JBOD). log.dir is read when log.dirs is not given, as in Kafka.",
+                    setting="data_dir", flag="--data-dir", flag_kind="str",
+                    flag_help="directory for logs and metadata (Kafka's log.dirs)"),
+    BrokerConfigDef("log.dir", T.STRING, "/tmp/kafka-logs", None, "The data directory when log.dirs is not given."),
     BrokerConfigDef("num.partitions", T.INT, "1", None, "Partitions of auto-created topics and of "
-                    "CreateTopics with num_partitions -1.", validator=at_least(1)),
+                    "CreateTopics with num_partitions -1.", validator=at_least(1), setting="num_partitions",
+                    flag="--num-partitions", flag_help="partitions of auto-created topics"),
     BrokerConfigDef("auto.create.topics.enable", T.BOOLEAN, "true", None,
-                    "Metadata for an unknown topic creates it (serve --no-auto-create-topics turns it off)."),
+                    "Metadata for an unknown topic creates it (serve --no-auto-create-topics turns it off).",
+                    setting="auto_create_topics", flag="--no-auto-create-topics", flag_kind="negate",
+                    flag_help="refuse Metadata for unknown topics (auto.create.topics.enable=false)"),
     BrokerConfigDef("socket.request.max.bytes", T.INT, str(100 * 1024 * 1024), None,
                     "A request frame declaring more closes the connection before anything is allocated for it; "
                     "a frame's buffer grows as its bytes arrive (a declared size reserves nothing).",
-                    validator=at_least(1)),
+                    validator=at_least(1), setting="socket_request_max_bytes", flag="--socket-request-max-bytes",
+                    flag_kind="size", flag_help="a request frame declaring more closes the connection before "
+                                                "anything is allocated for it (100m, as Kafka)"),
     BrokerConfigDef("queued.max.request.bytes", T.LONG, "-1", None,
                     "Bytes of requests received and not yet answered, over all connections (frames being "
                     "received count as they arrive). At the limit the broker stops reading from connections "
@@ -491,49 +549,126 @@ _BROKER_OWN = [
                     "received may finish, so memory is bounded by this + one request + 64 KiB per connection. "
                     "oncelog's default bounds memory (Kafka's -1, unbounded, lets stalled or pipelining clients "
                     "take all of it); <= 0 is unbounded. oncelog cannot change it while running.",
-                    oncelog_default=str(100 * 1024 * 1024)),
+                    oncelog_default=str(100 * 1024 * 1024), setting="queued_max_request_bytes",
+                    flag="--queued-max-request-bytes", flag_kind="size",
+                    flag_help="bytes of requests received and not yet answered, over all connections; at the limit "
+                              "the broker stops reading until answers free memory (Kafka's -1 is unbounded; <= 0 "
+                              "unbounded)"),
     BrokerConfigDef("max.connections", T.INT, str(INT_MAX), None,
                     "Connections accepted at once; one over it is closed at once (logged, rate limited). "
                     "oncelog's default keeps a flood of connections below the open-file limit (which serve "
                     "raises to fit); Kafka's is unbounded. oncelog cannot change it while running (Kafka can).",
-                    oncelog_default="1000", validator=at_least(0)),
+                    oncelog_default="1000", validator=at_least(0), setting="max_connections",
+                    flag="--max-connections", flag_help="connections at once; one more is closed at once "
+                                                        "(Kafka's is unbounded)"),
     BrokerConfigDef("max.connections.per.ip", T.INT, str(INT_MAX), None,
                     "Connections accepted at once from one IP address; one over it is closed at once (logged, "
-                    "rate limited). oncelog cannot change it while running (Kafka can).", validator=at_least(0)),
+                    "rate limited). oncelog cannot change it while running (Kafka can).", validator=at_least(0),
+                    setting="max_connections_per_ip", flag="--max-connections-per-ip",
+                    flag_help="connections at once from one address; one more is closed at once (as Kafka)"),
     BrokerConfigDef("connections.max.idle.ms", T.LONG, "600000", None,
                     "A connection with no request received, in progress or unanswered for this long is closed "
-                    "(clients reconnect); -1 never. Checked by one sweep every min(1 s, a quarter of this)."),
+                    "(clients reconnect); -1 never. Checked by one sweep every min(1 s, a quarter of this).",
+                    setting="connections_max_idle_ms", flag="--connections-max-idle-ms",
+                    flag_help="close a connection with nothing received, in progress or unanswered for this long "
+                              "(as Kafka; -1 never)"),
     BrokerConfigDef("oncelog.request.read.timeout.ms", T.LONG, None, None,
                     "oncelog's own (Kafka has none): a request frame must arrive completely within this long of "
                     "its first byte, else the connection is closed and the partial frame freed (slowloris). Time "
                     "the broker itself paused reading (queued.max.request.bytes) does not count; <= 0 never.",
-                    oncelog_default="30000"),
-    BrokerConfigDef("default.replication.factor", T.INT, "1", None, "Always 1: one broker."),
+                    oncelog_default="30000", setting="request_read_timeout_ms", flag="--request-read-timeout-ms",
+                    flag_help="oncelog's own: a request frame must arrive completely within this long of its first "
+                              "byte, else the connection is closed (slowloris; <= 0 never)"),
+    BrokerConfigDef("default.replication.factor", T.INT, "1", None, "Always 1: one broker.",
+                    handling=Handling.NO_EFFECT),
     BrokerConfigDef("offsets.topic.replication.factor", T.SHORT, "3", None, "Always 1: one broker.",
-                    oncelog_default="1"),
+                    oncelog_default="1", handling=Handling.NO_EFFECT),
     BrokerConfigDef("offsets.topic.num.partitions", T.INT, "50", None, "Partitions of __consumer_offsets.",
-                    oncelog_default="10"),
+                    oncelog_default="10", validator=at_least(1), setting="offsets_topic_partitions",
+                    flag="--offsets-topic-partitions", flag_help="partitions of __consumer_offsets"),
     BrokerConfigDef("offsets.topic.segment.bytes", T.INT, str(100 * 1024 * 1024), None,
-                    "Segment size of __consumer_offsets.", oncelog_default=str(16 << 20)),
+                    "Segment size of __consumer_offsets (compaction works on closed segments).",
+                    oncelog_default=str(16 << 20), validator=at_least(1), setting="offsets_topic_segment_bytes",
+                    flag="--offsets-topic-segment-bytes", flag_kind="size",
+                    flag_help="segment size of __consumer_offsets (compaction works on closed segments)"),
+    BrokerConfigDef("offsets.retention.minutes", T.INT, "10080", None,
+                    "Committed offsets of a group without members are dropped this long after their commit "
+                    "(or after the group emptied).", validator=at_least(1),
+                    setting="group.offsets_retention_ms", factor=MINUTES),
     BrokerConfigDef("transaction.state.log.num.partitions", T.INT, "50", None,
-                    "Partitions of __transaction_state.", oncelog_default="10"),
+                    "Partitions of __transaction_state.", oncelog_default="10", validator=at_least(1),
+                    setting="transaction_topic_partitions"),
     BrokerConfigDef("transaction.state.log.replication.factor", T.SHORT, "3", None, "Always 1: one broker.",
-                    oncelog_default="1"),
+                    oncelog_default="1", handling=Handling.NO_EFFECT),
+    BrokerConfigDef("transactional.id.expiration.ms", T.INT, "604800000", None,
+                    "A transactional id idle this long (no transaction open) is forgotten (a tombstone in "
+                    "__transaction_state).", validator=at_least(1), setting="txn.transactional_id_expiration_ms"),
     BrokerConfigDef("producer.id.expiration.ms", T.INT, "86400000", "cluster-wide",
-                    "Idle producer ids' state is dropped after this.", validator=at_least(1)),
+                    "Idle producer ids' state is dropped after this.", validator=at_least(1),
+                    setting="producer_id_expiration_ms"),
     BrokerConfigDef("group.initial.rebalance.delay.ms", T.INT, "3000", None,
-                    "How long the first rebalance of an empty group waits for more members."),
-    BrokerConfigDef("group.min.session.timeout.ms", T.INT, "6000", None, "Smallest session timeout accepted."),
-    BrokerConfigDef("group.max.session.timeout.ms", T.INT, "1800000", None, "Largest session timeout accepted."),
+                    "How long the first rebalance of an empty group waits for more members.",
+                    setting="group.initial_rebalance_delay_ms", flag="--group-initial-rebalance-delay-ms",
+                    flag_help="how long the first rebalance of an empty group waits for more members (as Kafka; "
+                              "0 = none)"),
+    BrokerConfigDef("group.min.session.timeout.ms", T.INT, "6000", None,
+                    "Smallest session.timeout.ms a JoinGroup may ask for (INVALID_SESSION_TIMEOUT below it).",
+                    setting="group.min_session_timeout_ms", flag="--group-min-session-timeout-ms",
+                    flag_help="the shortest session.timeout.ms a JoinGroup may ask for (INVALID_SESSION_TIMEOUT "
+                              "below it; as Kafka)"),
+    BrokerConfigDef("group.max.session.timeout.ms", T.INT, "1800000", None,
+                    "Largest session.timeout.ms a JoinGroup may ask for (INVALID_SESSION_TIMEOUT above it).",
+                    setting="group.max_session_timeout_ms", flag="--group-max-session-timeout-ms",
+                    flag_help="the longest session.timeout.ms a JoinGroup may ask for (INVALID_SESSION_TIMEOUT "
+                              "above it; as Kafka)"),
+    BrokerConfigDef("group.max.size", T.INT, str(INT_MAX), None,
+                    "Members a classic group may have; one more is answered GROUP_MAX_SIZE_REACHED. oncelog's "
+                    "default bounds a group's memory.", oncelog_default="1000000", validator=at_least(1),
+                    setting="group.max_size"),
     BrokerConfigDef("log.retention.check.interval.ms", T.LONG, "300000", None,
-                    "How often retention runs (serve --retention-check-ms).", validator=at_least(1)),
+                    "How often retention runs (serve --retention-check-ms).", validator=at_least(1),
+                    setting="log_retention_check_interval_ms", flag="--retention-check-ms",
+                    flag_help="how often retention runs"),
+    BrokerConfigDef("log.flush.offset.checkpoint.interval.ms", T.INT, "60000", None,
+                    "How often each partition's recovery point is checkpointed (recovery after a crash "
+                    "re-validates what was written since). oncelog's default keeps that short.",
+                    oncelog_default="10000", validator=at_least(1),
+                    setting="log_flush_offset_checkpoint_interval_ms"),
     BrokerConfigDef("log.cleaner.backoff.ms", T.LONG, "15000", "cluster-wide",
                     "How often the log cleaner looks for partitions to compact (serve --log-cleaner-interval-ms).",
-                    oncelog_default="30000", validator=at_least(0)),
+                    oncelog_default="30000", validator=at_least(0), setting="log_cleaner_backoff_ms",
+                    flag="--log-cleaner-interval-ms", flag_help="how often compaction runs"),
     BrokerConfigDef("oncelog.fsync", T.STRING, None, None,
                     "oncelog's durability policy (serve --fsync): always | interval:MS | never.",
-                    oncelog_default="always"),
+                    oncelog_default="always", setting="fsync", flag="--fsync", flag_kind="str",
+                    flag_help="always | interval:MS | never"),
 ]
+
+# Kafka broker configs a server.properties may carry that mean nothing to one oncelog process:
+# accepted at start with one INFO line giving the reason (a name neither here nor in
+# BROKER_CONFIGS is an error: Kafka would keep an unknown name for plugins; oncelog has none).
+NOT_HONOURED: dict[str, str] = {
+    "process.roles": "oncelog is one process that is broker and controller at once (no KRaft quorum)",
+    "controller.quorum.voters": "oncelog has no controller quorum",
+    "controller.quorum.bootstrap.servers": "oncelog has no controller quorum",
+    "controller.listener.names": "oncelog has no controller quorum; these listeners are not opened",
+    "inter.broker.listener.name": "one broker: no inter-broker traffic",
+    "security.inter.broker.protocol": "one broker: no inter-broker traffic",
+    "num.network.threads": "one asyncio event loop serves every connection",
+    "num.io.threads": "one asyncio event loop handles every request",
+    "background.threads": "background work runs on the event loop",
+    "num.replica.fetchers": "one broker: nothing to replicate",
+    "num.recovery.threads.per.data.dir": "recovery validates the unflushed tail of each partition on one thread",
+    "socket.send.buffer.bytes": "the operating system's socket buffer sizes are used",
+    "socket.receive.buffer.bytes": "the operating system's socket buffer sizes are used",
+    "transaction.state.log.min.isr": "one broker: every write is to the one replica",
+    "offsets.topic.min.isr": "one broker: every write is to the one replica",
+    "share.coordinator.state.topic.replication.factor": "oncelog has no share groups (KIP-932)",
+    "share.coordinator.state.topic.min.isr": "oncelog has no share groups (KIP-932)",
+    "group.coordinator.rebalance.protocols": "oncelog serves the classic group protocol",
+    "metadata.log.dir": "oncelog keeps no KRaft metadata log",
+    "cluster.id": "the cluster id is created with the data dir (meta.json)",
+}
 
 BROKER_CONFIGS: dict[str, BrokerConfigDef] = {c.name: c for c in _broker_from_topic() + _BROKER_OWN}
 

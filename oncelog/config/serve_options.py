@@ -1,0 +1,362 @@
+"""``oncelog serve``'s configuration, generated from the registry: its options, a Kafka
+``server.properties`` (``--config FILE``), ``--override NAME=VALUE``, and the
+:class:`~oncelog.config.settings.BrokerConfig` they build.
+
+Every broker config is a :class:`~oncelog.config.registry.BrokerConfigDef`; one with a ``flag``
+becomes a serve option (a shorthand for the same config), so an option, its default, its help and
+the field it sets cannot disagree. Precedence, later wins (as Kafka's ``--override`` over its
+file): the registry's defaults < the ``--config`` file < serve options < ``--override``.
+
+Each line of a properties file, each option and each override is checked when the broker starts:
+
+* a broker config oncelog has: parsed and validated with Kafka's type and validator (Kafka's
+  message), then set; DescribeConfigs reports it as STATIC_BROKER_CONFIG;
+* one that means nothing on one broker (:data:`~oncelog.config.registry.NOT_HONOURED`, or a
+  replication factor): accepted, with one INFO line saying why;
+* any other name, or a bad value: :class:`ServeConfigError` naming where it came from
+  (``server.properties:12``, ``--override``, ``--num-partitions``) — the broker does not start.
+
+Pure apart from reading the file: no sockets, no broker packages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+from . import registry
+from .settings import BrokerConfig, FsyncPolicy, GroupConfig, LogConfig, TxnConfig
+
+
+class ServeConfigError(ValueError):
+    """A setting the broker refuses to start with; the message names where it came from."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One ``name=value`` given at start, and where: a file's line, an option, ``--override``."""
+
+    name: str
+    value: str
+    origin: str
+
+
+def parse_size(text: str) -> int:
+    """A byte count: ``1g``, ``64m``, ``512k``, ``1GiB``, or a plain number."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = text.strip().lower().rstrip("b").rstrip("i")
+    if t and t[-1] in units:
+        return int(float(t[:-1]) * units[t[-1]])
+    return int(t)
+
+
+_FLAG_TYPES = {"int": int, "size": parse_size, "str": str}
+
+
+def _dest(d: registry.BrokerConfigDef) -> str:
+    return d.flag.lstrip("-").replace("-", "_")
+
+
+# The options in help order: where the data lives and who the broker is first.
+_FIRST = ("log.dirs", "node.id", "oncelog.fsync", "auto.create.topics.enable", "num.partitions")
+SERVE_FLAGS: tuple[registry.BrokerConfigDef, ...] = tuple(sorted(
+    (d for d in registry.BROKER_CONFIGS.values() if d.flag),
+    key=lambda d: _FIRST.index(d.name) if d.name in _FIRST else len(_FIRST)))
+
+
+def add_serve_options(parser: argparse.ArgumentParser) -> None:
+    """``serve``'s options: ``--config``, ``--override``, the listener shorthands, and one option
+    per registry entry with a flag. Every option defaults to None (= not given), so what was given
+    is known without parsing twice; the help shows the registry's default."""
+    parser.add_argument("--config", metavar="FILE",
+                        help="a Kafka server.properties: broker configs by Kafka's names (lines oncelog "
+                             "knows but cannot honour on one broker are accepted with an INFO line; unknown "
+                             "names and bad values stop the start, naming the line)")
+    parser.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
+                        help="a broker config by Kafka's name, over the file and the options (repeatable)")
+    parser.add_argument("--host", default=None,
+                        help="address to listen on (listeners' host; default 127.0.0.1, loopback)")
+    parser.add_argument("--port", type=int, default=None, help="port (listeners' port; default 9092; 0 picks "
+                                                               "a free one)")
+    parser.add_argument("--advertise", metavar="HOST:PORT", default=None,
+                        help="address handed to clients in Metadata (advertised.listeners)")
+    for d in SERVE_FLAGS:
+        shown = f" (default {d.default})" if d.default is not None and d.flag_kind != "negate" else ""
+        help_text = f"{d.name}: {d.flag_help}{shown}"
+        if d.flag_kind == "negate":
+            parser.add_argument(d.flag, dest=_dest(d), action="store_const", const="false", default=None,
+                                help=help_text)
+        else:
+            parser.add_argument(d.flag, dest=_dest(d), type=_FLAG_TYPES[d.flag_kind], default=None,
+                                help=help_text)
+
+
+# ------------------------------------------------------------------------------------------
+# Sources of settings.
+
+
+def read_properties(path: str) -> list[Setting]:
+    """A Java properties file as Kafka reads it (``java.util.Properties.load``): ``#``/``!``
+    comments, ``key=value``, ``key: value`` or ``key value``, a backslash at a line's end
+    continues it, ``\\t \\n \\uXXXX`` escapes. A name given twice: the last wins, as in Java."""
+    try:
+        with open(path, encoding="latin-1") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise ServeConfigError(f"--config {path}: {exc.strerror or exc}") from None
+    out: list[Setting] = []
+    i = 0
+    while i < len(lines):
+        start = i
+        line = lines[i].lstrip()
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while _continues(line) and i < len(lines):
+            line = line[:-1] + lines[i].lstrip()
+            i += 1
+        if _continues(line):
+            line = line[:-1]
+        key, value = _split_property(line)
+        out.append(Setting(key, value, f"{path}:{start + 1}"))
+    return out
+
+
+def _continues(line: str) -> bool:
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            n = text[i + 1]
+            if n == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2:i + 6]):
+                out.append(chr(int(text[i + 2:i + 6], 16)))
+                i += 6
+                continue
+            out.append(_ESCAPES.get(n, n))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "=: \t\f":
+            break
+        i += 1
+    key = line[:i]
+    rest = line[i:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":") and (i == len(line) or line[i] in " \t\f=:"):
+        rest = rest[1:].lstrip(" \t\f")
+    return _unescape(key), _unescape(rest)
+
+
+def settings_from_args(args: argparse.Namespace) -> list[Setting]:
+    """Everything ``serve`` was given, in precedence order: the file's lines, the options, the
+    overrides."""
+    out: list[Setting] = []
+    if getattr(args, "config", None):
+        out.extend(read_properties(args.config))
+    for d in SERVE_FLAGS:
+        value = getattr(args, _dest(d), None)
+        if value is not None:
+            out.append(Setting(d.name, str(value), d.flag))
+    if args.host is not None or args.port is not None:
+        out.append(Setting("listeners", _listener_shorthand(out, args.host, args.port), "--host/--port"))
+    if args.advertise is not None:
+        out.append(Setting("advertised.listeners", f"PLAINTEXT://{args.advertise}", "--advertise"))
+    for text in getattr(args, "override", None) or []:
+        name, sep, value = text.partition("=")
+        if not sep or not name.strip():
+            raise ServeConfigError(f"--override {text!r}: expected NAME=VALUE")
+        out.append(Setting(name.strip(), value.strip(), "--override"))
+    return out
+
+
+def _listener_shorthand(given: list[Setting], host: str | None, port: int | None) -> str:
+    """--host/--port change the host or port of the PLAINTEXT listener (a file's, else the default)."""
+    current = [s.value for s in given if s.name == "listeners"]
+    name, h, p = "PLAINTEXT", "127.0.0.1", 9092
+    if current:
+        for entry in _split_list(current[-1]):
+            m = _LISTENER.fullmatch(entry)
+            if m and m["name"].upper() == "PLAINTEXT":
+                h, p = m["host"], int(m["port"])
+    return f"{name}://{host if host is not None else h}:{port if port is not None else p}"
+
+
+# ------------------------------------------------------------------------------------------
+# From settings to a BrokerConfig.
+
+_LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>-?[0-9]+)")
+DEFAULT_PROTOCOL_MAP = registry.BROKER_CONFIGS["listener.security.protocol.map"].kafka_default
+
+
+def _split_list(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def _listener_addresses(values: dict[str, Setting]) -> tuple[str, int, str | None, list[str]]:
+    """(host, port, advertise "HOST:PORT" | None, notes) of the one listener served."""
+    notes = []
+    protocols = {}
+    pm = values.get("listener.security.protocol.map")
+    for entry in _split_list(pm.value if pm else DEFAULT_PROTOCOL_MAP):
+        listener, sep, protocol = entry.partition(":")
+        if not sep:
+            raise ServeConfigError(f"{pm.origin}: Invalid value {pm.value} for configuration "
+                                   f"listener.security.protocol.map: entries must be LISTENER:PROTOCOL")
+        protocols[listener.strip().upper()] = protocol.strip().upper()
+    controllers = {n.upper() for n in _split_list(values["controller.listener.names"].value)} \
+        if "controller.listener.names" in values else set()
+    host, port, served = "127.0.0.1", 9092, None
+    if "listeners" in values:
+        s = values["listeners"]
+        found = []
+        for entry in _split_list(s.value):
+            m = _LISTENER.fullmatch(entry)
+            if m is None:
+                raise ServeConfigError(f"{s.origin}: Invalid value {s.value} for configuration listeners: "
+                                       f"{entry!r} is not NAME://HOST:PORT")
+            name = m["name"].upper()
+            if name in controllers:
+                notes.append(f"listener {entry} not opened: it is a controller listener and oncelog has no "
+                             f"controller quorum")
+                continue
+            protocol = protocols.get(name)
+            if protocol is None:
+                raise ServeConfigError(f"{s.origin}: listener {entry}: no security protocol for {name} in "
+                                       f"listener.security.protocol.map")
+            if protocol != "PLAINTEXT":
+                raise ServeConfigError(f"{s.origin}: listener {entry}: oncelog serves PLAINTEXT listeners only "
+                                       f"(this one is {protocol}; TLS and SASL are not implemented yet)")
+            found.append((name, m))
+        if len(found) != 1:
+            raise ServeConfigError(f"{s.origin}: listeners={s.value}: oncelog serves exactly one PLAINTEXT "
+                                   f"listener, found {len(found)}")
+        served, m = found[0]
+        # Kafka: an empty host binds every interface.
+        host, port = (m["host"].strip("[]") or "0.0.0.0"), int(m["port"])
+        if not 0 <= port <= 65535:
+            raise ServeConfigError(f"{s.origin}: listeners={s.value}: port {port} is not 0..65535")
+    advertise = None
+    if "advertised.listeners" in values:
+        s = values["advertised.listeners"]
+        for entry in _split_list(s.value):
+            m = _LISTENER.fullmatch(entry)
+            if m is None:
+                raise ServeConfigError(f"{s.origin}: Invalid value {s.value} for configuration "
+                                       f"advertised.listeners: {entry!r} is not NAME://HOST:PORT")
+            if m["name"].upper() == (served or "PLAINTEXT"):
+                advertise = f"{m['host'] or host}:{m['port']}"
+    return host, port, advertise, notes
+
+
+def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[str]]:
+    """The BrokerConfig these settings make (later ones win), and the INFO lines to log (what was
+    accepted without effect, and why). Raises ServeConfigError naming the first bad one."""
+    values: dict[str, Setting] = {}
+    for s in given:
+        values[s.name] = s
+    notes: list[str] = []
+    fields: dict[str, object] = {}
+    group: dict[str, object] = {}
+    txn: dict[str, object] = {}
+    topic_synonyms: dict[str, str] = {}
+    static: dict[str, str] = {}
+    for name, s in values.items():
+        if name in registry.NOT_HONOURED:
+            notes.append(f"{s.origin}: {name}={s.value} accepted, no effect: {registry.NOT_HONOURED[name]}")
+            continue
+        d = registry.BROKER_CONFIGS.get(name)
+        if d is None:
+            hint = " (a topic config: set it per topic, or its broker default log.*)" \
+                if name in registry.TOPIC_CONFIGS else ""
+            raise ServeConfigError(f"{s.origin}: {registry.unknown_broker_config(name)}{hint}")
+        try:
+            value = registry.parse_value(name, s.value, d.type)
+            # A topic config's broker default is validated below as the LogConfig it builds
+            # (segment.bytes' floor is 14 bytes there, not Kafka 4's 1 MiB).
+            if d.validator is not None and value is not None and name not in registry.TOPIC_SYNONYM_NAMES:
+                d.validator(name, value)
+        except registry.ConfigError as exc:
+            raise ServeConfigError(f"{s.origin}: {exc}") from None
+        static[name] = s.value
+        if d.handling is registry.Handling.NO_EFFECT:
+            if value != 1:
+                notes.append(f"{s.origin}: {name}={s.value} accepted, no effect: one broker, every partition "
+                             f"has one replica")
+            continue
+        if name in registry.TOPIC_SYNONYM_NAMES:
+            topic_synonyms[name] = s.value
+            continue
+        if d.setting is None:
+            continue  # listeners and their kin: below; log.dir: only without log.dirs
+        if isinstance(value, int) and not isinstance(value, bool):
+            value *= d.factor
+        if name == "oncelog.fsync":
+            try:
+                value = FsyncPolicy.parse(value)
+            except ValueError as exc:
+                raise ServeConfigError(f"{s.origin}: {exc}") from None
+        path = d.setting.split(".")
+        {"group": group, "txn": txn}.get(path[0], fields)[path[-1]] = value
+    # Step: listeners.
+    host, port, advertise, listener_notes = _listener_addresses(values)
+    notes += [f"{values['listeners'].origin}: {n}" for n in listener_notes]
+    # Step: the data directory (log.dirs, else log.dir, as Kafka).
+    if "data_dir" not in fields and "log.dir" in values:
+        fields["data_dir"] = values["log.dir"].value
+    data_dir = fields.get("data_dir")
+    if not data_dir:
+        raise ServeConfigError("no data directory: give --data-dir, or log.dirs in the --config file")
+    if "," in str(data_dir):
+        origin = values["log.dirs"].origin if "log.dirs" in values else values["log.dir"].origin
+        raise ServeConfigError(f"{origin}: log.dirs={data_dir}: oncelog keeps its data in one directory")
+    # Step: the topic configs' broker defaults, through the layers (log.retention.hours and its
+    # synonyms resolve as in Kafka), checked as serve options always were.
+    layers = registry.BrokerLayers(static=topic_synonyms)
+    try:
+        log = LogConfig.from_values(layers.topic_defaults())
+        log.validate()
+    except registry.ConfigError as exc:
+        raise ServeConfigError(f"{_origin_of(exc, values)}: {exc}") from None
+    if "node_id" in fields and "node.id" in values and "broker.id" in values \
+            and values["node.id"].value.strip() != values["broker.id"].value.strip():
+        raise ServeConfigError(f"{values['broker.id'].origin}: broker.id={values['broker.id'].value} differs "
+                               f"from node.id={values['node.id'].value}")
+    group_config = GroupConfig(**{"initial_rebalance_delay_ms": BrokerConfig.__dataclass_fields__["group"]
+                                  .default_factory().initial_rebalance_delay_ms, **group})
+    if group_config.min_session_timeout_ms > group_config.max_session_timeout_ms:
+        # Kafka accepts this and then refuses every JoinGroup; refusing to start says why at once.
+        raise ServeConfigError(f"group.min.session.timeout.ms ({group_config.min_session_timeout_ms}) is above "
+                               f"group.max.session.timeout.ms ({group_config.max_session_timeout_ms})")
+    config = BrokerConfig(**fields, host=host, port=port, advertise=advertise, log=log, group=group_config,
+                          txn=TxnConfig(**txn), given=static)
+    return config, notes
+
+
+def _origin_of(exc: Exception, values: dict[str, Setting]) -> str:
+    """The origin of the setting a LogConfig validation message names (Kafka names the topic
+    config; the setting given is one of its broker synonyms)."""
+    text = str(exc)
+    for name, s in values.items():
+        topic = registry.TOPIC_CONFIGS.get(registry.synonym_target(name) or "")
+        if name in text or (topic is not None and f"configuration {topic.name}" in text):
+            return s.origin
+    return "serve options"

@@ -1,0 +1,277 @@
+"""The settings components are constructed with: frozen dataclasses whose defaults come from
+the registry (:mod:`oncelog.config.registry`), in Kafka's units (milliseconds, bytes).
+
+* :class:`BrokerConfig`: everything ``oncelog serve`` configures (built from a server.properties,
+  ``--override`` and the serve options by :mod:`oncelog.config.serve_options`, or directly in
+  tests); its nested :class:`LogConfig` (the topic configs' broker defaults), :class:`GroupConfig`
+  and :class:`TxnConfig`, and the durability policy :class:`FsyncPolicy`.
+* Every :class:`~oncelog.config.registry.BrokerConfigDef` with a ``setting`` names a field here;
+  :meth:`BrokerConfig.describe` is generated from those entries, so a value and its Kafka name
+  cannot drift apart (``tests/config/test_settings.py`` checks each default against the registry).
+
+Invariant: components take these objects in their constructors and never have settings
+assigned afterwards; a dynamic config (AlterConfigs) is read from the broker's config layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from . import registry
+
+_LONG_MAX = (1 << 63) - 1
+
+
+def default(name: str):
+    """The registry's default of a broker config, parsed, in its ``setting``'s unit."""
+    d = registry.BROKER_CONFIGS[name]
+    value = registry.parse_value(name, d.default, d.type)
+    return value * d.factor if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+@dataclass(frozen=True)
+class FsyncPolicy:
+    """oncelog.fsync: when appended data is fsynced before it counts as written (high watermark)."""
+
+    mode: str  # "always" | "interval" | "never"
+    interval_ms: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> "FsyncPolicy":
+        if text in ("always", "never"):
+            return cls(text)
+        if text.startswith("interval:"):
+            try:
+                ms = int(text.split(":", 1)[1])
+            except ValueError:
+                ms = -1
+            if ms > 0:
+                return cls("interval", ms)
+        raise ValueError(f"--fsync must be always, never or interval:MS (MS > 0), not {text!r}")
+
+    def __str__(self) -> str:
+        return f"interval:{self.interval_ms}" if self.mode == "interval" else self.mode
+
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """A topic's settings: one attribute per Kafka topic config (``retention.ms`` ->
+    ``retention_ms``; LIST configs as their comma-joined string). Names, types, validation and
+    what each does are in :mod:`.registry`; the defaults here are Kafka 4.x's (a test
+    checks they match the registry)."""
+
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10 << 20
+    flush_messages: int = _LONG_MAX
+    flush_ms: int = _LONG_MAX
+    retention_bytes: int = -1
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    max_message_bytes: int = 1048588
+    index_interval_bytes: int = 4096
+    delete_retention_ms: int = 24 * 3600 * 1000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = _LONG_MAX
+    file_delete_delay_ms: int = 60_000
+    min_cleanable_dirty_ratio: float = 0.5
+    cleanup_policy: str = "delete"
+    unclean_leader_election_enable: bool = False
+    min_insync_replicas: int = 1
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    preallocate: bool = False
+    message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = _LONG_MAX
+    message_timestamp_after_max_ms: int = 3600 * 1000
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
+    message_downconversion_enable: bool = True
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
+    internal_segment_bytes: int | None = None
+
+    # -- derived settings
+
+    @property
+    def segment_size(self) -> int:
+        """Kafka's LogConfig.segmentSize(): internal.segment.bytes when set."""
+        return self.internal_segment_bytes if self.internal_segment_bytes is not None else self.segment_bytes
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def max_segment_ms(self) -> int:
+        """Kafka's maxSegmentMs(): compacted topics roll by max.compaction.lag.ms too."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+    # -- conversions
+
+    def values(self) -> dict[str, object]:
+        """Topic config name -> value (LIST configs as lists), for :mod:`oncelog.config.registry`."""
+        out = {}
+        for name, c in registry.TOPIC_CONFIGS.items():
+            v = getattr(self, c.attr)
+            out[name] = registry.parse_value(name, v, c.type) if c.type == registry.ConfigType.LIST else v
+        return out
+
+    @classmethod
+    def from_values(cls, values: dict[str, object]) -> "LogConfig":
+        kwargs = {}
+        for name, c in registry.TOPIC_CONFIGS.items():
+            v = values[name]
+            kwargs[c.attr] = registry.to_wire(v, c.type) if c.type == registry.ConfigType.LIST else v
+        return cls(**kwargs)
+
+    def describe(self) -> dict[str, str]:
+        """Kafka name -> value as DescribeConfigs reports it (internal configs left out)."""
+        return {name: registry.to_wire(getattr(self, c.attr), c.type)
+                for name, c in registry.TOPIC_CONFIGS.items() if not c.internal}
+
+    def with_overrides(self, overrides: dict[str, str | None], *, strict: bool = True) -> "LogConfig":
+        """These settings (the broker's defaults for a topic) under a topic's Kafka-named
+        overrides, validated as Kafka does; raises :class:`oncelog.config.registry.ConfigError` (a
+        ValueError) with Kafka's message. ``strict=False``: see
+        :func:`oncelog.config.registry.validate_topic_configs`."""
+        return LogConfig.from_values(registry.validate_topic_configs(overrides, self.values(), strict=strict))
+
+    def validate(self) -> None:
+        """Check these values as broker defaults (``oncelog serve`` options): Kafka's validators,
+        except segment.bytes' 1 MiB minimum (14 bytes, as before Kafka 4.0)."""
+        values = self.values()
+        for name, c in registry.TOPIC_CONFIGS.items():
+            v = values[name]
+            if c.validator is None or v is None:
+                continue
+            if name == "segment.bytes":
+                registry.at_least(14)(name, v)
+            else:
+                c.validator(name, v)
+        registry.check_topic_values(values)
+
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """The group coordinator's settings (group.*, offsets.retention.minutes)."""
+
+    min_session_timeout_ms: int = default("group.min.session.timeout.ms")
+    max_session_timeout_ms: int = default("group.max.session.timeout.ms")
+    offsets_retention_ms: int = default("offsets.retention.minutes")
+    max_size: int = default("group.max.size")
+    # group.initial.rebalance.delay.ms: a BrokerConfig's (and so `oncelog serve`'s) default is
+    # Kafka's 3000; the bare coordinator's (sans-IO tests) is none, so a join completes at once.
+    initial_rebalance_delay_ms: int = 0
+
+
+
+@dataclass(frozen=True)
+class TxnConfig:
+    """The transaction coordinator's settings."""
+
+    max_timeout_ms: int = 15 * 60 * 1000  # Kafka's transaction.max.timeout.ms
+    transactional_id_expiration_ms: int = default("transactional.id.expiration.ms")
+
+
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """What one broker runs with. Field names are the Kafka names' (``log.cleaner.backoff.ms`` ->
+    ``log_cleaner_backoff_ms``), in Kafka's units; the registry entry of each says what it does.
+
+    ``given``: the broker configs set explicitly at start, by Kafka name (a server.properties,
+    ``--override``, serve options): DescribeConfigs reports them as STATIC_BROKER_CONFIG, the
+    others as DEFAULT_CONFIG (unless a field was set to other than its default in code)."""
+
+    data_dir: str  # log.dirs
+    host: str = "127.0.0.1"  # listeners
+    port: int = 9092
+    advertise: str | None = None  # advertised.listeners as HOST:PORT
+    fsync: FsyncPolicy = field(default_factory=lambda: FsyncPolicy.parse(default("oncelog.fsync")))
+    auto_create_topics: bool = default("auto.create.topics.enable")
+    num_partitions: int = default("num.partitions")
+    socket_request_max_bytes: int = default("socket.request.max.bytes")
+    queued_max_request_bytes: int = default("queued.max.request.bytes")  # <= 0: unbounded
+    max_connections: int = default("max.connections")
+    max_connections_per_ip: int = default("max.connections.per.ip")
+    connections_max_idle_ms: int = default("connections.max.idle.ms")  # < 0: never
+    request_read_timeout_ms: int = default("oncelog.request.read.timeout.ms")  # <= 0: never
+    log: LogConfig = field(default_factory=LogConfig)  # the log.* broker synonyms of topic configs
+    log_flush_offset_checkpoint_interval_ms: int = default("log.flush.offset.checkpoint.interval.ms")
+    log_retention_check_interval_ms: int = default("log.retention.check.interval.ms")
+    producer_id_expiration_ms: int = default("producer.id.expiration.ms")
+    offsets_topic_partitions: int = default("offsets.topic.num.partitions")
+    offsets_topic_segment_bytes: int = default("offsets.topic.segment.bytes")
+    transaction_topic_partitions: int = default("transaction.state.log.num.partitions")
+    log_cleaner_backoff_ms: int = default("log.cleaner.backoff.ms")
+    txn: TxnConfig = field(default_factory=TxnConfig)
+    group: GroupConfig = field(default_factory=lambda: GroupConfig(
+        initial_rebalance_delay_ms=default("group.initial.rebalance.delay.ms")))
+    node_id: int = default("node.id")
+    given: Mapping[str, str] = field(default_factory=dict)
+
+    def setting(self, name: str):
+        """The value of the field a broker config sets, in the config's own unit."""
+        d = registry.BROKER_CONFIGS[name]
+        value = self
+        for part in d.setting.split("."):
+            value = getattr(value, part)
+        if isinstance(value, FsyncPolicy):
+            return str(value)
+        return value // d.factor if d.factor != 1 else value
+
+    def describe(self) -> dict[str, str]:
+        """Kafka name -> value (wire text) of every broker config this object holds, and of
+        the topic configs' broker synonyms its LogConfig sets (under the first synonym)."""
+        out = {}
+        for name, d in registry.BROKER_CONFIGS.items():
+            if d.setting is not None:
+                out[name] = registry.to_wire(self.setting(name), d.type)
+            elif d.handling is registry.Handling.NO_EFFECT:
+                out[name] = "1"  # replication factors: one broker
+        for name, c in registry.TOPIC_CONFIGS.items():
+            primary = registry.PRIMARY_SYNONYM.get(name)
+            if primary is not None and not c.internal:
+                out[primary] = registry.to_wire(getattr(self.log, c.attr), c.type)
+        return out
+
+    def static_layer(self) -> dict[str, str]:
+        """The broker configs' static layer (DescribeConfigs' STATIC_BROKER_CONFIG): the names
+        given at start as given, and any other whose value is not the registry's default (a
+        BrokerConfig built in code). Topic-config synonyms only when given or not Kafka's
+        topic default (a LogConfig built in code)."""
+        out = {}
+        topic_default = LogConfig()
+        for name, value in self.describe().items():
+            if name in registry.TOPIC_SYNONYM_NAMES:
+                topic = registry.TOPIC_CONFIGS[registry.synonym_target(name)]
+                if getattr(self.log, topic.attr) == getattr(topic_default, topic.attr):
+                    continue
+            elif value == registry.BROKER_CONFIGS[name].default:
+                continue
+            out[name] = value
+        for name, value in self.given.items():
+            if name in registry.TOPIC_SYNONYM_NAMES:
+                # A given synonym (log.retention.hours) stands for itself; the primary one derived
+                # above (log.retention.ms) would hide it.
+                for s in registry.broker_synonyms(name):
+                    if s not in self.given:
+                        out.pop(s, None)
+            out[name] = value
+        return out
