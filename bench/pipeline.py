@@ -58,11 +58,12 @@ class Cell:
     """One guarantee: a driver, its topics, an observer of its enriched output."""
 
     def __init__(self, root: str, bootstrap: str, guarantee: str, args) -> None:
+        from oncelog.pipeline.config import PipelineConfig
         from oncelog.pipeline.events import create_topics
+        from oncelog.pipeline.job import JobConfig
         from oncelog.pipeline.jvmcache import JvmCache
         from oncelog.pipeline.observe import OutputObserver
         from oncelog.pipeline.procs import SparkDriver
-        from oncelog.pipeline.run import with_task_retries
 
         self.guarantee = guarantee
         self.bootstrap = bootstrap
@@ -77,10 +78,10 @@ class Cell:
         self.progress = os.path.join(self.dir, "progress.jsonl")
         self.drain = os.path.join(self.dir, "drain")
         self.driver = SparkDriver(
-            ["--bootstrap", bootstrap, "--input", self.input, "--enriched", self.enriched, "--totals", self.totals,
-             "--checkpoint", os.path.join(self.dir, "ck"), "--app-id", f"bench-{tag}-{stamp}", "--master",
-             with_task_retries(args.master), "--guarantee", guarantee, "--trigger-ms", str(args.trigger_ms),
-             "--max-per-trigger", str(args.per_trigger), "--progress", self.progress, "--drain", self.drain],
+            JobConfig(PipelineConfig(master=args.master, guarantee=guarantee, trigger_ms=args.trigger_ms),
+                      bootstrap=bootstrap, input=self.input, enriched=self.enriched, totals=self.totals,
+                      checkpoint=os.path.join(self.dir, "ck"), app_id=f"bench-{tag}-{stamp}",
+                      max_per_trigger=args.per_trigger, progress=self.progress, drain=self.drain),
             env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
             log_path=os.path.join(self.dir, "driver.log"))
         # The demo's JVM class-data archive, if there is one (start-up is not measured here).
@@ -118,7 +119,7 @@ class Cell:
         from oncelog.pipeline.observe import percentiles
 
         self.observer.start()
-        self.driver.start(extra_args=[f"--java-options={self.java_options}"] if self.java_options else [])
+        self.driver.start(java_options=self.java_options)
         try:
             t = time.time()
             self.produce(args.warmup, None, 500, args.seed)

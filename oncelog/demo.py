@@ -30,6 +30,8 @@ import json
 import signal
 import time
 
+from .pipeline.config import PipelineConfig, add_options
+
 KAFKA_PREFIX = "--kafka."
 
 STYLES = {"driver-kill": "bold red", "broker-kill": "bold magenta", "task-fault": "bold yellow",
@@ -37,45 +39,9 @@ STYLES = {"driver-kill": "bold red", "broker-kill": "bold magenta", "task-fault"
 
 
 def add_arguments(demo) -> None:
-    """The ``demo`` subcommand's options (called from :mod:`oncelog.cli`)."""
-    demo.add_argument("--records", type=int, default=200_000,
-                      help="events the generator writes, aborted transactions included (default 200000)")
-    demo.add_argument("--master", default="local[2]",
-                      help="Spark master (default local[2]; local[N] runs as local[N,3] so a failed task is retried)")
-    demo.add_argument("--delivery-guarantee", choices=["exactly-once", "at-least-once"], default="exactly-once",
-                      help="the sinks' guarantee; at-least-once shows the duplicates the crashes cause")
-    demo.add_argument("--driver-kills", type=int, default=3, help="SIGKILLs of the Spark driver's process group")
-    demo.add_argument("--broker-kills", type=int, default=1, help="SIGKILLs of the broker")
-    demo.add_argument("--no-task-fault", dest="task_fault", action="store_false",
-                      help="do not fail a write task on purpose")
-    demo.add_argument("--seed", type=int, default=1, help="seeds the events and the moments of the crashes")
-    demo.add_argument("--produce-seconds", type=float, default=90.0,
-                      help="pace the generator over this many seconds (0: as fast as it can)")
-    demo.add_argument("--trigger-ms", type=int, default=1000, help="micro-batch trigger interval")
-    demo.add_argument("--no-jvm-cache", dest="jvm_cache", action="store_false",
-                      help="do not keep a class-data archive of Spark's JVM in ~/.cache/oncelog (~130 MB; "
-                           "restarts start ~5 s sooner with it)")
-    where = demo.add_argument_group("where it runs")
-    where.add_argument("--broker", choices=["oncelog", "apache-kafka"], default="oncelog",
-                       help="the cluster to start: an oncelog broker (default) or Apache Kafka, fetched with mvn "
-                            "from Maven Central into ~/.cache/oncelog on first use (needs Java 17+ and Maven)")
-    where.add_argument("--brokers", type=int, choices=[1, 3], default=1,
-                       help="Apache Kafka nodes: 3 gives replication factor 3 and min.insync.replicas=2 "
-                            "(default 1)")
-    where.add_argument("--bootstrap-server", metavar="HOST:PORT", default=None,
-                       help="run on this existing cluster instead (topics named oncelog-demo-<run id>-*, left there "
-                            "afterwards); no broker kills")
-    where.add_argument("--kafka.NAME", metavar="VALUE", dest="kafka_option_help",
-                       help="a Kafka client setting, in Kafka's names, for every client of the run (Spark's source "
-                            "and sinks, the generator, the auditor), e.g. --kafka.security.protocol SASL_SSL "
-                            "--kafka.sasl.mechanism SCRAM-SHA-512 --kafka.sasl.jaas.config '...' "
-                            "--kafka.ssl.truststore.location ca.pem (repeatable)")
-    where.add_argument("--sink", choices=["oncelog", "spark-kafka"], default="oncelog",
-                       help="spark-kafka: write both outputs with Spark's own Kafka connector (format(\"kafka\"), "
-                            "spark-sql-kafka-0-10 fetched with mvn; at-least-once) under the same chaos, to see "
-                            "its duplicates (no task failure is injected: its sink has no hook for it)")
-    demo.add_argument("--data-dir", default=None, help="keep the broker's data, checkpoints and logs here "
-                                                       "(a new or empty directory; default: a temp dir, removed)")
+    """The ``demo`` subcommand's options (called from :mod:`oncelog.cli`): the pipeline's settings,
+    generated from :class:`~oncelog.pipeline.config.PipelineConfig`, then where the result goes."""
+    add_options(demo)
     demo.add_argument("--report", metavar="PATH", default=None, help="write the result as JSON")
     demo.add_argument("--plot", metavar="PATH", default=None, help="write a PNG: rows/s over time, crashes marked")
 
@@ -106,26 +72,20 @@ def run(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .pipeline.run import Pipeline, PipelineConfig
+    from .pipeline.run import Pipeline
 
     console = Console()
-    kafka_options = getattr(args, "kafka_options", None) or {}
-    if args.bootstrap_server and (args.broker != "oncelog" or args.brokers != 1):
+    cfg = PipelineConfig.from_args(args)
+    if cfg.bootstrap_server and (cfg.broker != "oncelog" or cfg.brokers != 1):
         console.print("[red]oncelog demo: --bootstrap-server runs on an existing cluster: no --broker or --brokers[/]")
         return 2
-    if args.brokers != 1 and args.broker != "apache-kafka":
+    if cfg.brokers != 1 and cfg.broker != "apache-kafka":
         console.print("[red]oncelog demo: --brokers is for --broker apache-kafka[/]")
         return 2
-    if kafka_options and not args.bootstrap_server:
+    if cfg.kafka_options and not cfg.bootstrap_server:
         console.print("[red]oncelog demo: --kafka.* settings are for a cluster of yours (--bootstrap-server); the "
                       "clusters the demo starts are plaintext on loopback[/]")
         return 2
-    cfg = PipelineConfig(records=args.records, master=args.master, guarantee=args.delivery_guarantee,
-                         driver_kills=args.driver_kills, broker_kills=args.broker_kills, task_fault=args.task_fault,
-                         seed=args.seed, data_dir=args.data_dir, trigger_ms=args.trigger_ms,
-                         produce_seconds=args.produce_seconds, jvm_cache=args.jvm_cache, broker=args.broker,
-                         brokers=args.brokers, bootstrap_server=args.bootstrap_server, kafka_options=kafka_options,
-                         sink=args.sink)
     live = console.is_terminal
     bar = Progress(TextColumn("{task.description:<30}"), BarColumn(bar_width=36), MofNCompleteColumn(),
                    TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=console, disable=not live)

@@ -4,9 +4,12 @@
   times, invalid events, late and out-of-order events) written with a transactional
   confluent-kafka producer, some transactions aborted on purpose; and the rules the job
   applies (validation, amount classes, windows, watermark), in plain Python for the ground truth.
-* :mod:`.job`: the PySpark Structured Streaming job (a driver process of its own): per-event
-  enrichment written through ``format("oncelog")``, and two stateful aggregations on the
-  RocksDB state store written from ``foreachBatch`` with ``txnAppId``/``txnVersion``.
+* :mod:`.config`: :class:`~.config.PipelineConfig`, the run's settings, each with its
+  ``oncelog demo`` flag: the demo's parser is generated from it, and the job gets it as JSON.
+* :mod:`.job`: the PySpark Structured Streaming job (a driver process of its own, its one
+  argument a :class:`~.job.JobConfig` as JSON): per-event enrichment written through
+  ``format("oncelog")``, and two stateful aggregations on the RocksDB state store written from
+  ``foreachBatch`` with ``txnAppId``/``txnVersion``.
 * :mod:`.procs`: the Spark driver as a killable process group.
 * :mod:`.cluster`: where it runs (an oncelog broker, Apache Kafka from the cache, or an existing
   cluster) and what a broker SIGKILL means there.

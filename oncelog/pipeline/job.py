@@ -1,47 +1,86 @@
 """The pipeline's Spark Structured Streaming job: one driver process, two streaming queries.
 
-``python -m oncelog.pipeline.job --bootstrap ... --input orders --checkpoint DIR ...``
+``python -m oncelog.pipeline.job JOB_JSON``: its one argument is a :class:`JobConfig` as JSON,
+the pipeline's settings (:class:`~.config.PipelineConfig`) and what :class:`~.run.Pipeline`
+decided for this run (bootstrap servers, topics, paths); the job declares no flags of its own.
 
 * ``enrich``: parse each order (JSON), validate it (``valid``, ``reason``), add its amount
-  class, and write one record per input record to ``--enriched`` through the connector's
+  class, and write one record per input record to ``enriched`` through the connector's
   streaming sink (``format("oncelog")``, exactly-once by default), with the header
   ``oncelog.source`` = ``topic:partition:offset`` of its input record, for the auditor.
 * ``totals``: running totals of valid orders (count, amount) per customer and 5-minute
   event-time window, with a 10-minute watermark (events later than that are dropped by Spark,
   and windows the watermark has passed leave the state), on the RocksDB state store, Update
-  mode, written to ``--totals`` from ``foreachBatch`` through the connector's batch writer with
+  mode, written to ``totals`` from ``foreachBatch`` through the connector's batch writer with
   ``txnAppId``/``txnVersion`` = the batch id: a replayed batch is not written twice.
 
 Each aggregate record carries the batch id that wrote it, so duplicates can be counted.
-``--guarantee at-least-once`` writes everything with ``deliveryGuarantee=at-least-once``
-instead (what Spark's own Kafka sink does). ``--sink spark-kafka`` writes both outputs through
-Spark's own Kafka connector instead (``format("kafka")``, its jars given with ``--jars``; the
-same headers column): at-least-once by design, whatever ``--guarantee`` says. The source is
-the connector's in every case. ``--kafka-option kafka.KEY=VALUE`` (repeatable) goes to every
-source and sink (security settings for a secured cluster, in Kafka's client names).
+``guarantee="at-least-once"`` writes everything with ``deliveryGuarantee=at-least-once``
+instead (what Spark's own Kafka sink does). ``sink="spark-kafka"`` writes both outputs through
+Spark's own Kafka connector instead (``format("kafka")``, its ``jars``; the same headers
+column): at-least-once by design, whatever ``guarantee`` says. The source is the connector's in
+every case. ``kafka_options`` (``kafka.KEY``: VALUE) go to every source and sink (security
+settings for a secured cluster, in Kafka's client names).
 
 Supervision: a query that fails (e.g. the broker went away under it) is restarted from its
-checkpoint inside this driver after a short pause. The process exits 0 after the file named by
-``--drain`` appears and every query has processed all available input (``processAllAvailable``).
-Progress (one JSON line per completed micro-batch, plus lifecycle events) goes to ``--progress``.
+checkpoint inside this driver after a short pause (at most :data:`MAX_RESTARTS` times). The
+process exits 0 after the file named by ``drain`` appears and every query has processed all
+available input (``processAllAvailable``). Progress (one JSON line per completed micro-batch,
+plus lifecycle events) goes to ``progress``.
 The whole process group is meant to be SIGKILLed at any moment (see :mod:`.procs`).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import threading
 import time
 import traceback
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
+from .config import PipelineConfig
 from .events import WATERMARK_DELAY_MS, WINDOW_MS
 
 ORDER_SCHEMA = "order_id string, customer string, amount decimal(12,2), ts long, items int"
 HEADER = "oncelog.source"
+MAX_RESTARTS = 30  # query restarts in one driver run before it gives up (exit 3)
+
+
+@dataclass
+class JobConfig:
+    """The job's one argument: the pipeline's settings and what :class:`~.run.Pipeline` (or the
+    bench) decided for this run of the driver."""
+
+    pipeline: PipelineConfig  # guarantee, trigger_ms, sink, kafka_options, master (as spark_master)
+    bootstrap: str
+    input: str  # topic of the orders
+    enriched: str  # topic of the enriched orders
+    totals: str  # topic of the per-customer, per-window totals
+    checkpoint: str  # directory: one checkpoint per query below it
+    app_id: str  # txnAppId prefix of the foreachBatch writes
+    max_per_trigger: int  # the source's maxOffsetsPerTrigger
+    progress: str | None = None  # append JSON lines here
+    drain: str | None = None  # finish when this file exists
+    jars: list[str] = field(default_factory=list)  # spark.jars (Spark's Kafka connector)
+    run: int = 0  # run number, for the progress log (SparkDriver.start sets it)
+    java_options: str = ""  # more JVM options for the driver (SparkDriver.start sets them)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> JobConfig:
+        d = json.loads(text)
+        return cls(**{**d, "pipeline": PipelineConfig(**d["pipeline"])})
+
+    @classmethod
+    def from_argv(cls, argv: list[str]) -> JobConfig:
+        if len(argv) != 1 or argv[0].startswith("-"):
+            raise SystemExit("usage: python -m oncelog.pipeline.job JOB_JSON (a JobConfig as JSON)")
+        return cls.from_json(argv[0])
 
 
 class ProgressLog:
@@ -58,43 +97,18 @@ class ProgressLog:
             f.write(line + "\n")
 
 
-def parse_args(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m oncelog.pipeline.job")
-    ap.add_argument("--bootstrap", required=True)
-    ap.add_argument("--input", required=True)
-    ap.add_argument("--enriched", required=True)
-    ap.add_argument("--totals", required=True, help="topic of the per-customer, per-window totals")
-    ap.add_argument("--checkpoint", required=True, help="directory: one checkpoint per query below it")
-    ap.add_argument("--app-id", required=True, help="txnAppId prefix of the foreachBatch writes")
-    ap.add_argument("--master", default="local[2,3]")
-    ap.add_argument("--guarantee", default="exactly-once", choices=["exactly-once", "at-least-once"])
-    ap.add_argument("--trigger-ms", type=int, default=1000)
-    ap.add_argument("--max-per-trigger", type=int, default=20_000)
-    ap.add_argument("--progress", default=None, help="append JSON lines here")
-    ap.add_argument("--drain", default=None, help="finish when this file exists")
-    ap.add_argument("--run", type=int, default=0, help="run number, for the progress log")
-    ap.add_argument("--queries", default="enrich,totals")
-    ap.add_argument("--max-restarts", type=int, default=30)
-    ap.add_argument("--java-options", default="", help="more JVM options for the driver (--java-options=-XX:...)")
-    ap.add_argument("--sink", default="oncelog", choices=["oncelog", "spark-kafka"],
-                    help="oncelog: the connector's sinks; spark-kafka: Spark's own format(\"kafka\")")
-    ap.add_argument("--jars", default="", help="comma-separated jars for spark.jars (Spark's Kafka connector)")
-    ap.add_argument("--kafka-option", action="append", default=[], metavar="kafka.KEY=VALUE",
-                    help="a Kafka client setting for every source and sink (repeatable)")
-    return ap.parse_args(argv)
-
-
-def build(spark, a):
+def build(spark, job: JobConfig):
     """The queries' start functions (each starts its query from its checkpoint)."""
     from pyspark.sql import functions as F
 
-    eos = a.guarantee == "exactly-once" and a.sink == "oncelog"
-    kafka_options = dict(kv.split("=", 1) for kv in a.kafka_option)
+    cfg = job.pipeline
+    eos = cfg.guarantee == "exactly-once" and cfg.sink == "oncelog"
+    kafka_options = cfg.kafka_options
 
     def source():
-        return (spark.readStream.format("oncelog").options(**kafka_options).option("kafka.bootstrap.servers", a.bootstrap)
-                .option("subscribe", a.input).option("startingOffsets", "earliest")
-                .option("maxOffsetsPerTrigger", a.max_per_trigger).load())
+        return (spark.readStream.format("oncelog").options(**kafka_options)
+                .option("kafka.bootstrap.servers", job.bootstrap).option("subscribe", job.input)
+                .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", job.max_per_trigger).load())
 
     def parsed():
         return (source().select("key", "topic", "partition", "offset", F.col("timestamp").alias("in_ts"),
@@ -102,10 +116,10 @@ def build(spark, a):
                 .selectExpr("*", "o.order_id IS NOT NULL AND o.customer IS NOT NULL AND o.amount IS NOT NULL "
                                  "AND o.amount > 0 AND o.ts IS NOT NULL AS valid"))
 
-    trigger = {"processingTime": f"{a.trigger_ms} milliseconds"}
+    trigger = {"processingTime": f"{cfg.trigger_ms} milliseconds"}
 
     def ckpt(name):
-        return os.path.join(a.checkpoint, name)
+        return os.path.join(job.checkpoint, name)
 
     def start_enrich():
         out = parsed().selectExpr(
@@ -122,20 +136,20 @@ def build(spark, a):
             "'in_ts_ms', unix_millis(in_ts))) AS value",
             f"array(named_struct('key', '{HEADER}', 'value', "
             "cast(concat(topic, ':', cast(partition as string), ':', cast(offset as string)) as binary))) AS headers")
-        if a.sink == "spark-kafka":  # Spark's own Kafka sink: at-least-once, no option for more
+        if cfg.sink == "spark-kafka":  # Spark's own Kafka sink: at-least-once, no option for more
             w = out.writeStream.queryName("enrich").format("kafka")
         else:
-            w = out.writeStream.queryName("enrich").format("oncelog").option("deliveryGuarantee", a.guarantee)
-        return (w.options(**kafka_options).option("kafka.bootstrap.servers", a.bootstrap).option("topic", a.enriched)
-                .option("checkpointLocation", ckpt("enrich")).trigger(**trigger).start())
+            w = out.writeStream.queryName("enrich").format("oncelog").option("deliveryGuarantee", cfg.guarantee)
+        return (w.options(**kafka_options).option("kafka.bootstrap.servers", job.bootstrap)
+                .option("topic", job.enriched).option("checkpointLocation", ckpt("enrich")).trigger(**trigger).start())
 
     def foreach_writer(topic: str, app_id: str, key_expr: str, value_fields: str):
         def write(batch_df, batch_id: int) -> None:
             w = (batch_df.selectExpr(f"{key_expr} AS key",
                                      f"to_json(named_struct({value_fields}, 'batch', {int(batch_id)})) AS value")
-                 .write.format("kafka" if a.sink == "spark-kafka" else "oncelog").options(**kafka_options)
-                 .option("kafka.bootstrap.servers", a.bootstrap).option("topic", topic))
-            if a.sink == "spark-kafka":
+                 .write.format("kafka" if cfg.sink == "spark-kafka" else "oncelog").options(**kafka_options)
+                 .option("kafka.bootstrap.servers", job.bootstrap).option("topic", topic))
+            if cfg.sink == "spark-kafka":
                 pass  # Spark's Kafka sink has no guarantee option: at-least-once
             elif eos:
                 w = w.option("txnAppId", app_id).option("txnVersion", batch_id)
@@ -150,7 +164,7 @@ def build(spark, a):
                .withWatermark("event_time", f"{WATERMARK_DELAY_MS // 1000} seconds")
                .groupBy("customer", F.window("event_time", f"{WINDOW_MS // 1000} seconds"))
                .agg(F.count(F.lit(1)).alias("orders"), F.sum("amount").alias("amount")))
-        write = foreach_writer(a.totals, f"{a.app_id}-totals",
+        write = foreach_writer(job.totals, f"{job.app_id}-totals",
                                "concat(customer, '|', cast(unix_millis(window.start) as string))",
                                "'customer', customer, 'window_start_ms', unix_millis(window.start), "
                                "'window_end_ms', unix_millis(window.end), 'orders', orders, "
@@ -158,8 +172,7 @@ def build(spark, a):
         return (agg.writeStream.queryName("totals").outputMode("update").foreachBatch(write)
                 .option("checkpointLocation", ckpt("totals")).trigger(**trigger).start())
 
-    starters = {"enrich": start_enrich, "totals": start_totals}
-    return {name: starters[name] for name in a.queries.split(",")}
+    return {"enrich": start_enrich, "totals": start_totals}
 
 
 def _short(exc) -> str:
@@ -168,9 +181,9 @@ def _short(exc) -> str:
     return " | ".join(lines[:3])[:600]
 
 
-def main(argv=None) -> int:
-    a = parse_args(argv)
-    plog = ProgressLog(a.progress, a.run)
+def main(argv: list[str] | None = None) -> int:
+    job = JobConfig.from_argv(sys.argv[1:] if argv is None else argv)
+    plog = ProgressLog(job.progress, job.run)
     t0 = time.time()
     plog.write("launch", pid=os.getpid(), pgid=os.getpgid(0))
     from ..spark.session import local_session
@@ -181,16 +194,16 @@ def main(argv=None) -> int:
     for name in ("ONCELOG_SPARK_TASK_FAULT", "ONCELOG_SPARK_TASK_FAULT_ONCE"):
         if os.environ.get(name):
             extra[f"spark.executorEnv.{name}"] = os.environ[name]
-    if a.jars:
-        extra["spark.jars"] = a.jars
-    spark = local_session(a.master, app_name=f"oncelog-pipeline-{a.run}", rocksdb=True, java_options=a.java_options,
-                          extra=extra)
+    if job.jars:
+        extra["spark.jars"] = ",".join(job.jars)
+    spark = local_session(job.pipeline.spark_master, app_name=f"oncelog-pipeline-{job.run}", rocksdb=True,
+                          java_options=job.java_options, extra=extra)
     try:
         jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     except Exception:  # noqa: BLE001 - only used to make the JVM class-data archive (jvmcache)
         jvm_pid = None
     plog.write("session", seconds=round(time.time() - t0, 2), jvm_pid=jvm_pid)
-    starters = build(spark, a)
+    starters = build(spark, job)
     queries = {}
     for name, start in starters.items():
         queries[name] = start()
@@ -235,14 +248,14 @@ def main(argv=None) -> int:
         restarts += 1
         plog.write("query-failed", query=name, error=_short(exc), restarts=restarts)
         print(f"job: query {name} failed ({restarts}): {_short(exc)}", file=sys.stderr, flush=True)
-        if restarts > a.max_restarts:
+        if restarts > MAX_RESTARTS:
             raise SystemExit(3)
         time.sleep(1.0)
         queries[name] = starters[name]()
         plog.write("query-restarted", query=name)
 
     try:
-        while not (a.drain and os.path.exists(a.drain)):
+        while not (job.drain and os.path.exists(job.drain)):
             for name, q in list(queries.items()):
                 if not q.isActive:
                     restart(name, q.exception())

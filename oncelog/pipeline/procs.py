@@ -1,7 +1,7 @@
 """The Spark driver as a process group that can be SIGKILLed and started again.
 
-The driver (``python -m oncelog.pipeline.job``) starts in a new session, so it leads its own
-process group: the Python driver, the JVM it launches, and the JVM's Python runners share it.
+The driver (``python -m oncelog.pipeline.job JOB_JSON``) starts in a new session, so it leads its
+own process group: the Python driver, the JVM it launches, and the JVM's Python runners share it.
 :meth:`SparkDriver.kill` sends SIGKILL to that group (``os.killpg``), which is what a crashed
 machine does to a driver. PySpark's worker daemon moves itself and its Python workers into a
 process group of their own (``os.setpgid(0, 0)`` in ``pyspark/daemon.py``) but stays in the
@@ -16,6 +16,11 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .job import JobConfig
 
 
 def session_members(sid: int) -> list[int]:
@@ -39,9 +44,9 @@ def session_members(sid: int) -> list[int]:
 class SparkDriver:
     """One run of the job at a time; ``start`` again after ``kill`` or an exit."""
 
-    def __init__(self, args: list[str], *, env: dict[str, str], log_path: str, cwd: str | None = None,
+    def __init__(self, job: JobConfig, *, env: dict[str, str], log_path: str, cwd: str | None = None,
                  python: str | None = None) -> None:
-        self.args = list(args)
+        self.job = job
         self.python = python or sys.executable  # another PySpark's virtualenv (Spark's Kafka sink)
         self.env = env
         self.log_path = log_path
@@ -50,9 +55,11 @@ class SparkDriver:
         self.runs = 0
         self.started_at = 0.0
 
-    def start(self, extra_env: dict[str, str] | None = None, extra_args: list[str] = ()) -> int:
+    def start(self, extra_env: dict[str, str] | None = None, java_options: str = "") -> int:
+        """Launch run ``runs + 1`` of the job, its :class:`~.job.JobConfig` as its one argument."""
         self.runs += 1
-        cmd = [self.python, "-m", "oncelog.pipeline.job", *self.args, "--run", str(self.runs), *extra_args]
+        job = replace(self.job, run=self.runs, java_options=java_options)
+        cmd = [self.python, "-m", "oncelog.pipeline.job", job.to_json()]
         with open(self.log_path, "ab") as log:
             log.write(f"\n==== run {self.runs} at {time.strftime('%H:%M:%S')}: {' '.join(cmd)}\n".encode())
             log.flush()

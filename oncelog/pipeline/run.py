@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import shutil
 import sys
 import tempfile
@@ -47,45 +46,15 @@ import uuid
 from dataclasses import dataclass, field
 
 from .cluster import ApacheKafkaCluster, ExternalCluster, OncelogCluster
+from .config import PipelineConfig
 from .events import Generator, GeneratorConfig, WindowRule, create_topics, max_offsets_per_trigger, STEP_MS
+from .job import JobConfig
 from .jvmcache import JvmCache
 from .observe import OutputObserver
 from .procs import SparkDriver
 
 INPUT, ENRICHED, TOTALS = "orders", "orders-enriched", "customer-window-totals"
 PARTITIONS = {INPUT: 4, ENRICHED: 4, TOTALS: 2}
-
-
-def with_task_retries(master: str, attempts: int = 3) -> str:
-    """``local[N]`` allows one attempt per task: make it ``local[N,attempts]`` so a failed task is
-    retried (a cluster master already retries 4 times)."""
-    m = re.fullmatch(r"local(?:\[(\d+|\*)\])?", master.strip())
-    if m:
-        return f"local[{m.group(1) or 1},{attempts}]"
-    return master
-
-
-@dataclass
-class PipelineConfig:
-    records: int = 200_000
-    master: str = "local[2]"
-    guarantee: str = "exactly-once"
-    driver_kills: int = 3
-    broker_kills: int = 1
-    task_fault: bool = True
-    seed: int = 1
-    data_dir: str | None = None
-    trigger_ms: int = 1000
-    produce_seconds: float = 90.0  # pace the generator over this long (0: as fast as it goes)
-    txn_size: int = 500
-    drain_timeout: float = 300.0
-    keep_data: bool = False
-    jvm_cache: bool = True  # a class-data archive of the driver's JVM (see jvmcache)
-    broker: str = "oncelog"  # oncelog | apache-kafka (ignored with bootstrap_server)
-    brokers: int = 1  # Apache Kafka nodes (1 or 3)
-    bootstrap_server: str | None = None  # an existing cluster: no broker kills
-    kafka_options: dict[str, str] = field(default_factory=dict)  # kafka.* client settings
-    sink: str = "oncelog"  # oncelog | spark-kafka (Spark's own Kafka sink)
 
 
 @dataclass
@@ -115,7 +84,7 @@ class Pipeline:
         self.on_event = on_event or (lambda kind, text, **kw: None)
         self.on_tick = on_tick or (lambda state: None)
         self.state = State()
-        self.master = with_task_retries(cfg.master)
+        self.master = cfg.spark_master
         if cfg.bootstrap_server:
             cfg.broker_kills = 0  # not our brokers
         self.spark_kafka = None  # oncelog.spark_kafka_jars.Runtime, with sink="spark-kafka"
@@ -247,8 +216,7 @@ class Pipeline:
         self._run_started_at = time.time()
         self._jvm_pid = None
         self._jvm_options = self.jvm_cache.java_options()
-        args = [f"--java-options={self._jvm_options}"] if self._jvm_options else []
-        pid = self.driver.start(extra_env=extra, extra_args=args)
+        pid = self.driver.start(extra_env=extra, java_options=self._jvm_options)
         self.state.runs = self.driver.runs
         self.state.restarts.append({"run": self.driver.runs, "launched_at": round(self.now(), 2)})
         self.event("driver-start", f"driver run {self.driver.runs} launched (pid {pid}, its own process group)")
@@ -336,13 +304,12 @@ class Pipeline:
             if bad:
                 raise ValueError(f"Kafka client settings are given as kafka.NAME, not {', '.join(bad)}")
             self.conf = librdkafka_config({k[len("kafka."):]: v for k, v in cfg.kafka_options.items()})
-        python, job_args = sys.executable, []
+        python, jars = sys.executable, []
         if cfg.sink == "spark-kafka":
             from ..spark_kafka_jars import runtime
 
             self.spark_kafka = rt = runtime()
-            python = rt.python
-            job_args = ["--sink", "spark-kafka", "--jars", ",".join(rt.jars)]
+            python, jars = rt.python, list(rt.jars)
             self.event("spark-kafka", f"Spark's own Kafka sink: spark-sql-kafka-0-10_2.13 {rt.spark_version} "
                                       f"({len(rt.jars)} jars) on PySpark {rt.spark_version}" +
                                       (f". {rt.note}" if rt.note else ""))
@@ -360,16 +327,12 @@ class Pipeline:
         create_topics(bootstrap, {self.topics[k]: PARTITIONS[v] for k, v in
                                   (("input", INPUT), ("enriched", ENRICHED), ("totals", TOTALS))},
                       replication_factor=self.cluster.replication_factor, conf=self.conf)
-        for k, v in cfg.kafka_options.items():
-            job_args += ["--kafka-option", f"{k}={v}"]
+        job = JobConfig(cfg, bootstrap=bootstrap, input=self.topics["input"], enriched=self.topics["enriched"],
+                        totals=self.topics["totals"], checkpoint=self.path("checkpoints"), app_id=self.app_id,
+                        max_per_trigger=self.max_per_trigger, progress=self.path("progress.jsonl"),
+                        drain=self.path("drain"), jars=jars)
         self.driver = SparkDriver(
-            ["--bootstrap", bootstrap, "--input", self.topics["input"], "--enriched", self.topics["enriched"],
-             "--totals", self.topics["totals"],
-             "--checkpoint", self.path("checkpoints"), "--app-id", self.app_id,
-             "--master", self.master, "--guarantee", cfg.guarantee, "--trigger-ms", str(cfg.trigger_ms),
-             "--max-per-trigger", str(self.max_per_trigger), "--progress", self.path("progress.jsonl"),
-             "--drain", self.path("drain"), *job_args],
-            env={**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python},
+            job, env={**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python},
             log_path=self.path("driver.log"), python=python)
         # PYSPARK_PYTHON: Spark's Python workers must run the driver's interpreter (pyarrow,
         # oncelog, its PySpark), not whatever python3 is on the PATH.
