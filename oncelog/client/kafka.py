@@ -705,6 +705,29 @@ class KafkaClient:
             time.sleep(0.02)
 
 
+# Clients of this process, reused across calls: a Spark Python worker runs many tasks, and a
+# client per task would cost a connection and a Metadata round trip each time.
+_CLIENTS: dict[tuple, KafkaClient] = {}
+
+
+def cached_client(bootstrap: str, config: dict[str, str]) -> KafkaClient:
+    """This process's client for ``(bootstrap, config)``, made on first use."""
+    key = (bootstrap, tuple(sorted(config.items())))
+    client = _CLIENTS.get(key)
+    if client is None:
+        client = _CLIENTS[key] = KafkaClient(bootstrap, config)
+    return client
+
+
+def evict_client(bootstrap: str, config: dict[str, str]) -> None:
+    """Forget (and close) this process's cached client, e.g. after a network error: on a cluster
+    it may hold connections to a broker that died and leaders that moved; the next
+    :func:`cached_client` starts from the bootstrap servers again."""
+    client = _CLIENTS.pop((bootstrap, tuple(sorted(config.items()))), None)
+    if client is not None:
+        client.close()
+
+
 class TransactionalProducer:
     """Writes pre-encoded record batches into one transaction and leaves it open.
 

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from .faults import TEST_OPTION_PREFIX, test_options
+
 DEFAULT_COMMIT_LOG_TOPIC = "oncelog-spark-commits"
 DEFAULT_TRANSACTION_TIMEOUT_MS = 300_000
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
@@ -99,10 +101,20 @@ def _duration_ms(options: Mapping[str, str], name: str, default: int) -> int:
 def check_known(options: Mapping[str, str], names, what: str) -> None:
     """Refuse options that are not ``kafka.*``, not Spark's own, and not in ``names``."""
     known = {n.lower() for n in names} | _SPARK_OPTIONS
-    unknown = sorted(k for k in options if not k.startswith(("kafka.", "oncelog.test.")) and k.lower() not in known)
+    unknown = sorted(k for k in options if not k.startswith(("kafka.", TEST_OPTION_PREFIX)) and k.lower() not in known)
     if unknown:
         raise OptionError(f"unknown {what} option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} (options are "
                           f"case-insensitive; the {what} accepts {', '.join(names)}, and kafka.* for the client)")
+
+
+def clean(validate, options: Mapping[str, str], **kwargs):
+    """``validate(options)``, an OptionError raised from here: PySpark prints the traceback of
+    a data source's error, and the user needs the message, not the validator's frames."""
+    try:
+        return validate(options, **kwargs)
+    except OptionError as exc:
+        error = OptionError(str(exc))
+    raise error
 
 
 def kafka_config(options: Mapping[str, str]) -> dict[str, str]:
@@ -319,7 +331,7 @@ class SinkOptions:
     kafka: dict[str, str]
     topic: str | None
     delivery_guarantee: str  # "exactly-once" | "at-least-once"
-    atomicity: str  # "batch" | "partition" (see oncelog.spark.partition)
+    atomicity: str  # "batch" | "partition": the SinkMode (oncelog.spark.modes)
     transactional_id_prefix: str | None  # None: derived from the query id
     transaction_timeout_ms: int
     commit_log_topic: str
@@ -329,14 +341,7 @@ class SinkOptions:
     txn_version: int | None = None
     compression: int = 0  # kafka.compression.type as a record batch codec id (0: none)
     compression_level: int | None = None  # kafka.compression.<codec>.level (None: the codec's default)
-    # Test hooks (options "oncelog.test.*"; options reach the commit runner, environment
-    # variables set after the JVM started do not): "barrier"="false" turns the visibility
-    # barrier off; "commitStaggerMs" spaces the EndTxns of a batch so a reader can look
-    # between them (tests/spark/test_sink_atomicity.py).
-    test_hooks: tuple[tuple[str, str], ...] = ()
-
-    def hook(self, name: str, default: str = "") -> str:
-        return dict(self.test_hooks).get(name, default)
+    test_hooks: tuple[tuple[str, str], ...] = ()  # the test options, read by oncelog.spark.faults only
 
     @property
     def exactly_once(self) -> bool:
@@ -410,6 +415,5 @@ def sink_options(options: Mapping[str, str], *, batch: bool = False) -> SinkOpti
         checkpoint_location=_get(options, "checkpointLocation"),
         txn_app_id=app_id, txn_version=version,
         compression=compression, compression_level=compression_level,
-        test_hooks=tuple(sorted((k[len("oncelog.test."):], str(v)) for k, v in options.items()
-                                if k.startswith("oncelog.test."))),
+        test_hooks=test_options(options),
     )

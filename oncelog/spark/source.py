@@ -4,7 +4,12 @@ Process model (see SPARK-NOTES): the stream reader lives in a long-lived driver-
 (``initialOffset``, ``latestOffset``, ``partitions``, ``commit``), is pickled into the read
 UDF by a planner worker, and is unpickled afresh in every task (``read``). So nothing
 unpicklable is created in ``__init__``: the driver's metadata client is created lazily, and
-tasks take protocol clients from a module-level cache (Python workers are reused).
+tasks take protocol clients from a process-wide cache (``oncelog.client.kafka.cached_client``;
+Python workers are reused).
+
+In this module, top down: the readers Spark calls (:class:`OncelogStreamReader` with
+``latestOffset``'s admission rule, :class:`OncelogBatchReader`), the driver's
+:class:`OffsetPlanner` (partitions and offsets, retried), and :func:`read_range`, a read task.
 
 Reading a range ``[start, end)`` of one partition: Fetch at the configured isolation level
 (read_committed by default) until the position reaches ``end``. Markers and aborted records
@@ -24,13 +29,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-
 from kio.schema.errors import ErrorCode
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
-from ..client.kafka import EARLIEST, LATEST, KafkaClient, KafkaProtocolError
+from ..client.kafka import EARLIEST, LATEST, KafkaClient, KafkaProtocolError, cached_client
 from ..client.recordcodec import HEADER_TYPE, decode_batches
+
 from . import offsets as off
-from .options import SourceOptions
+from .options import OptionError, SourceOptions, clean, source_options
 
 log = logging.getLogger("oncelog.spark")
 
@@ -54,32 +61,205 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-# Protocol clients of this Python worker, reused across tasks (workers are reused by Spark).
-_CLIENTS: dict[tuple, KafkaClient] = {}
-
-
-def cached_client(bootstrap: str, config: dict[str, str]) -> KafkaClient:
-    key = (bootstrap, tuple(sorted(config.items())))
-    client = _CLIENTS.get(key)
-    if client is None:
-        client = _CLIENTS[key] = KafkaClient(bootstrap, config)
-    return client
-
-
-def evict_client(bootstrap: str, config: dict[str, str]) -> None:
-    """Forget (and close) this worker's cached client, e.g. after a network error: on a cluster
-    it may hold connections to a broker that died and leaders that moved; the next
-    :func:`cached_client` starts from the bootstrap servers again."""
-    client = _CLIENTS.pop((bootstrap, tuple(sorted(config.items()))), None)
-    if client is not None:
-        client.close()
-
-
 def handle_data_loss(opts: SourceOptions, message: str) -> None:
     if opts.fail_on_data_loss:
         raise DataLossError(message + ". Some data may have been lost because it is no longer available in "
                             "Kafka; set failOnDataLoss=false to skip it and go on.")
     log.warning("%s; failOnDataLoss=false, skipping it", message)
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark's side: the readers
+
+
+def source_schema(options) -> str:
+    """``DataSource.schema()``: called by ``load()`` (spark.read and spark.readStream alike, so
+    the rules of one mode wait for the reader): option errors surface at ``load()``, as with
+    Spark's Kafka source, not at ``start()`` or the first action."""
+    return SCHEMA_WITH_HEADERS if clean(source_options, options, batch=None).include_headers else SCHEMA
+
+
+def stream_reader(options) -> DataSourceStreamReader:
+    """``DataSource.streamReader()``."""
+    try:
+        return OncelogStreamReader(source_options(options))
+    except OptionError as exc:
+        return RefusedStreamReader(str(exc))
+
+
+def batch_reader(options) -> DataSourceReader:
+    """``DataSource.reader()``."""
+    return OncelogBatchReader(clean(source_options, options, batch=True))
+
+
+@dataclass(frozen=True)
+class OffsetRangePartition(InputPartition):
+    """One read task: a partition's range [start, end)."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    def as_range(self) -> off.OffsetRange:
+        return off.OffsetRange(self.topic, self.partition, self.start, self.end)
+
+
+def _input_partitions(opts: SourceOptions, ranges: list[off.OffsetRange]) -> list[OffsetRangePartition]:
+    """One read task per range, large ranges split by minPartitions / maxRecordsPerPartition."""
+    ranges = off.split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition)
+    return [OffsetRangePartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+
+
+def _read(opts: SourceOptions, partition):
+    # PySpark gives a batch read that planned no partition one bare InputPartition(None)
+    # (plan_data_source_read.py): an empty range has no rows.
+    if not isinstance(partition, OffsetRangePartition):
+        return iter(())
+    return read_range(opts, partition.as_range())
+
+
+class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A streaming query whose options are wrong for streaming (e.g. endingOffsets). Raising in
+    ``streamReader()`` would bury the message under PySpark's own UnboundLocalError (its runner's
+    ``finally: reader.stop()``), so the reader is made and refuses on the first call instead."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def _refuse(self):
+        raise OptionError(self.message)
+
+    def initialOffset(self) -> dict:
+        self._refuse()
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        self._refuse()
+
+    def getDefaultReadLimit(self):
+        self._refuse()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._refuse()
+
+    def partitions(self, start: dict, end: dict):
+        self._refuse()
+
+    def read(self, partition):
+        self._refuse()
+
+
+class OncelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reader with admission control (``latestOffset(start, limit)``)."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self._planner: OffsetPlanner | None = None
+        self._target: off.Offsets | None = None  # Trigger.AvailableNow: read up to here, then stop
+        self._latest: off.Offsets | None = None
+        self._last_batch = time.monotonic()
+
+    @property
+    def planner(self) -> OffsetPlanner:
+        if self._planner is None:
+            self._planner = OffsetPlanner(self.opts)
+        return self._planner
+
+    def initialOffset(self) -> dict:
+        tps = self.planner.partitions()
+        if self.opts.starting.kind == "latest":
+            # "latest" is a moment, not a position: Spark does not checkpoint a source's start,
+            # and calls initialOffset() again when a restart replays batch 0. So the start is
+            # LATEST (-1) and the first latestOffset() turns it into positions, which Spark
+            # does checkpoint as batch 0's end; batch 0 itself reads nothing.
+            return off.canonical({tp: off.LATEST for tp in tps})
+        return off.canonical(self.planner.resolve(self.opts.starting, tps, default_kind="latest"))
+
+    def getDefaultReadLimit(self):
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self.planner.available(self.planner.partitions())
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        start_o = off.from_json(start)
+        tps = self.planner.partitions()
+        current = set(tps)
+        for tp in sorted(set(start_o) - current):
+            handle_data_loss(self.opts, f"{tp[0]}-{tp[1]} is gone (topic or partition deleted); offsets from "
+                                        f"{start_o[tp]} on can no longer be read")
+            del start_o[tp]
+        available = self.planner.available(tps)
+        if self._target is not None:
+            available = {tp: min(e, self._target.get(tp, e)) for tp, e in available.items()}
+        unresolved = {tp for tp, o in start_o.items() if o == off.LATEST}
+        if unresolved:  # the first batch of a query started at "latest": fix its positions
+            return off.canonical({**start_o, **{tp: available[tp] for tp in unresolved if tp in available}})
+        for tp, end in list(available.items()):
+            if tp in start_o and end < start_o[tp]:
+                handle_data_loss(self.opts, f"{tp[0]}-{tp[1]}: the log now ends at {end}, before the query's position "
+                                            f"{start_o[tp]} (the topic was recreated or truncated)")
+                available[tp] = start_o[tp]
+        if self._target is not None:
+            available = {tp: min(e, self._target.get(tp, start_o.get(tp, 0))) for tp, e in available.items()}
+        self._latest = dict(available)
+        new_start = {tp: 0 for tp in tps if tp not in start_o}
+        max_rows = getattr(limit, "max_rows", None)
+        end = off.rate_limit(start_o, available, max_rows, new_start)
+        min_rows = self.opts.min_offsets_per_trigger
+        if min_rows is not None and self._target is None:
+            waited_ms = (time.monotonic() - self._last_batch) * 1000
+            # Spark's delayBatch: decide on everything available, not on the rate-limited end.
+            if off.total_lag(start_o, available, new_start) < min_rows and waited_ms < self.opts.max_trigger_delay_ms:
+                return off.canonical(start_o)
+        result = {**start_o, **end}
+        if result != start_o:
+            self._last_batch = time.monotonic()
+        return off.canonical(result)
+
+    def reportLatestOffset(self):
+        return off.canonical(self._latest) if self._latest is not None else None
+
+    def partitions(self, start: dict, end: dict):
+        return _input_partitions(self.opts, off.ranges(off.from_json(start), off.from_json(end)))
+
+    def read(self, partition: OffsetRangePartition):
+        return _read(self.opts, partition)
+
+    def commit(self, end: dict) -> None:
+        # Progress lives in Spark's checkpoint; nothing to do here (called one batch late, and
+        # not at all for the last batch before a stop).
+        return None
+
+    def stop(self) -> None:
+        if self._planner is not None:
+            self._planner.close()
+
+
+class OncelogBatchReader(DataSourceReader):
+    """``spark.read.format("oncelog")``: startingOffsets (default earliest) to endingOffsets
+    (default latest, i.e. the last stable offset at read_committed)."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+
+    def partitions(self):
+        planner = OffsetPlanner(self.opts)
+        try:
+            tps = planner.partitions()
+            start = planner.resolve(self.opts.starting, tps, default_kind="earliest")
+            end = planner.resolve(self.opts.ending, tps, default_kind="latest", starting=False)
+        finally:
+            planner.close()
+        for tp in tps:
+            if end[tp] < start[tp]:
+                raise ValueError(f"{tp[0]}-{tp[1]}: endingOffsets {end[tp]} is before startingOffsets {start[tp]}")
+        return _input_partitions(self.opts, off.ranges(start, end))
+
+    def read(self, partition: OffsetRangePartition):
+        return _read(self.opts, partition)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,15 +424,6 @@ def _gone(client: KafkaClient, tp: tuple[str, int]) -> bool:
     """Whether fresh metadata lacks the partition (its topic or the partition was deleted)."""
     meta = client.metadata([tp[0]]).get(tp[0])
     return meta is None or meta.error != ErrorCode.none or tp[1] not in meta.partitions
-
-
-@dataclass(frozen=True)
-class RangePartition:
-    """What a read task needs (pickled into the task): the range, and the source options."""
-
-    range: off.OffsetRange
-
-    # Spark checks only that it is an InputPartition; the base class has no required state.
 
 
 def read_range(opts: SourceOptions, r: off.OffsetRange):

@@ -404,7 +404,7 @@ def test_commit_log_topic_created_over_sasl_ssl(kafka, certs):
     """The sink's commit log topic is created with confluent-kafka's AdminClient: the settings
     reach it through the translation."""
     from oncelog.client.kafka import KafkaClient
-    from oncelog.spark.commit import CommitLog
+    from oncelog.spark.batch_commit import CommitLog
 
     topic = f"commits-{uuid.uuid4().hex[:8]}"
     client = KafkaClient(kafka.bootstrap, _scram(certs))

@@ -35,7 +35,7 @@ import confluent_kafka as ck
 import pytest
 
 from oncelog.client.kafka import KafkaClient
-from oncelog.spark.commit import PENDING, CommitLog
+from oncelog.spark.batch_commit import PENDING, CommitLog
 from oncelog.spark.options import DEFAULT_COMMIT_LOG_TOPIC
 
 from ..helpers import consume_all

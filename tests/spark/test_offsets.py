@@ -20,6 +20,7 @@ import pytest
 from pyspark.sql.datasource import CaseInsensitiveDict
 
 from oncelog.spark import offsets as off
+from oncelog.spark.faults import barrier_off
 from oncelog.spark.options import COMPRESSION_CODECS, OptionError, sink_options, source_options
 
 # ---------------------------------------------------------------------------------------------
@@ -422,7 +423,7 @@ def test_sink_compression_type_and_level():
 def test_sink_refuses_unknown_options_and_keeps_sparks_own():
     o = sink_options(sink(checkpointLocation="/tmp/c", queryName="q", path="/p", kafka__acks="all",
                           oncelog__test__barrier="false", deliveryGuarantee="at-least-once"))
-    assert o.checkpoint_location == "/tmp/c" and o.hook("barrier") == "false"
+    assert o.checkpoint_location == "/tmp/c" and barrier_off(o)
     with pytest.raises(OptionError, match="unknown sink option deliveryguarantees"):
         sink_options(sink(deliveryGuarantees="exactly-once"))
     with pytest.raises(OptionError, match="subscribe"):

@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.client.kafka import KafkaClient, KafkaProtocolError, TransactionalProducer
 from oncelog.client.recordcodec import encode_batch, encode_records
-from oncelog.spark.commit import PENDING, BatchLostError, CommitProtocol, Decision, StaleRunError, Txn
+from oncelog.spark.batch_commit import PENDING, BatchLostError, CommitProtocol, Decision, StaleRunError, Txn
 
 from ..helpers import consume_all, create_topic
 

@@ -20,9 +20,9 @@ import pytest
 
 from oncelog.client.kafka import KafkaClient
 from oncelog.client.recordcodec import encode_batch, encode_records
-from oncelog.spark.commit import CommitLog
+from oncelog.spark.batch_commit import CommitLog
 from oncelog.spark.options import DEFAULT_COMMIT_LOG_TOPIC
-from oncelog.spark.partition import PartitionCommitError, PartitionTransaction, marker_group
+from oncelog.spark.partition_commit import PartitionCommitError, PartitionTransaction, marker_group
 
 from ..helpers import consume_all, create_topic
 from .jobs import check_exactly_once, fill_input, run_job, tail

@@ -34,7 +34,7 @@ from pyspark.sql.types import (
 
 from oncelog.client.kafka import LATEST, READ_COMMITTED, KafkaClient
 from oncelog.spark import offsets as off
-from oncelog.spark.datasource import OncelogStreamReader
+from oncelog.spark.source import OncelogStreamReader
 from oncelog.spark.options import source_options
 from tests.helpers import create_topic
 
@@ -294,8 +294,9 @@ def test_readers_pickle_without_clients_and_read_yields_arrow_batches(broker, un
     from pyspark import cloudpickle
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    import oncelog.spark.source as source_module
-    from oncelog.spark.datasource import OncelogBatchReader, OncelogDataSource
+    import oncelog.client.kafka as client_module
+    from oncelog.spark.datasource import OncelogDataSource
+    from oncelog.spark.source import OncelogBatchReader
 
     topic = f"pickle-{uniq}"
     create_topic(broker.bootstrap, topic, 2)
@@ -305,11 +306,11 @@ def test_readers_pickle_without_clients_and_read_yields_arrow_batches(broker, un
                                      includeHeaders=str(with_headers).lower())
         ds = OncelogDataSource(CaseInsensitiveDict(options))  # as Spark builds it
         schema = KAFKA_SCHEMA_WITH_HEADERS if with_headers else KAFKA_SCHEMA
-        source_module._CLIENTS.clear()
+        client_module._CLIENTS.clear()
         stream_reader = cloudpickle.loads(cloudpickle.dumps(ds.streamReader(schema)))
         batch_reader = cloudpickle.loads(cloudpickle.dumps(ds.reader(schema)))
         assert isinstance(batch_reader, OncelogBatchReader)
-        assert source_module._CLIENTS == {}  # no client was made by building or pickling
+        assert client_module._CLIENTS == {}  # no client was made by building or pickling
         start = stream_reader.initialOffset()
         end = stream_reader.latestOffset(start, ReadMaxRows(1000))
         parts = stream_reader.partitions(start, end)

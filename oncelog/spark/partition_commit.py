@@ -55,7 +55,8 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from ..client.kafka import KafkaClient, KafkaProtocolError, TransactionalProducer
-from .commit import crash_point, init_transactional
+from .batch_commit import init_transactional
+from .faults import crash_point
 
 log = logging.getLogger("oncelog.spark")
 

@@ -39,8 +39,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
 import time
 from dataclasses import dataclass, field
 
@@ -49,6 +47,7 @@ from kio.schema.errors import ErrorCode
 from ..client.kafka import READ_COMMITTED, KafkaClient, KafkaProtocolError, TransactionalProducer
 from ..client.recordcodec import decode_batches
 from .barrier import barrier_id, close_barrier
+from .faults import commit_pause, commit_pause_wanted, crash_point, crash_point_wanted
 
 log = logging.getLogger("oncelog.spark")
 
@@ -62,81 +61,6 @@ class BatchLostError(RuntimeError):
 
 class StaleRunError(RuntimeError):
     """Another run of the same query has moved past this batch: this run must stop."""
-
-
-def _once(marker: str | None) -> bool:
-    """True the first time across processes and restarts for a marker file (always if None)."""
-    if not marker:
-        return True
-    try:
-        os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
-        return True
-    except FileExistsError:
-        return False
-
-
-def crash_point(name: str, batch_id: int | None = None) -> None:
-    """Test hook: ``ONCELOG_SPARK_CRASH_POINT=<name>[,<name>...]`` SIGKILLs the Spark driver's
-    whole process group (JVM and Python; ``ONCELOG_SPARK_CRASH_PGID``, else this process's
-    group) at that point. With ``ONCELOG_SPARK_CRASH_ONCE=<path>`` each point fires once across
-    restarts (marker ``<path>.<name>``), so a chain of restarts walks through the points.
-    ``ONCELOG_SPARK_CRASH_AFTER_BATCH=N``: only batches after N crash. Points: ``task-write``
-    (inside a write task, after its rows are sent; with ``atomicity=partition`` after its
-    marker too, before its EndTxn), ``task-committed`` (``atomicity=partition``: inside a write
-    task, after its EndTxn), ``before-commit``, ``after-decision``, ``between-commits``,
-    ``after-commits`` (before Spark's commit log)."""
-    points = os.environ.get("ONCELOG_SPARK_CRASH_POINT")
-    if not points or name not in points.split(","):
-        return
-    after = os.environ.get("ONCELOG_SPARK_CRASH_AFTER_BATCH")
-    if after is not None and batch_id is not None and batch_id <= int(after):
-        return
-    once = os.environ.get("ONCELOG_SPARK_CRASH_ONCE")
-    if _once(f"{once}.{name}" if once else None):
-        # Spark's Python workers may sit in a process group of their own (the worker daemon's):
-        # kill the driver's group, then this worker's group, so nothing runs past the point.
-        os.killpg(int(os.environ.get("ONCELOG_SPARK_CRASH_PGID") or os.getpgid(0)), signal.SIGKILL)
-        os.killpg(os.getpgid(0), signal.SIGKILL)
-
-
-def commit_pause_wanted(batch_id: int) -> bool:
-    """Test hook: ``ONCELOG_SPARK_COMMIT_PAUSE=<dir>`` with ``ONCELOG_SPARK_COMMIT_PAUSE_BATCHES=1,2``
-    pauses the commit of each listed batch once (across restarts), between its first and its
-    second EndTxn (see :func:`commit_pause`)."""
-    where = os.environ.get("ONCELOG_SPARK_COMMIT_PAUSE")
-    batches = os.environ.get("ONCELOG_SPARK_COMMIT_PAUSE_BATCHES", "")
-    return bool(where) and str(batch_id) in batches.split(",") and not os.path.exists(
-        os.path.join(where, f"paused.{batch_id}"))
-
-
-def commit_pause(prefix: str, decision: "Decision", timeout: float = 300.0) -> None:
-    """The handshake of :func:`commit_pause_wanted`: the first task transaction of the decided
-    batch is committed, the others are still open. Writes ``<dir>/paused.<batch>`` (JSON: the
-    query's prefix, the committed and the still open transactional ids), then waits until the
-    test creates ``<dir>/go.<batch>`` (it SIGKILLs brokers meanwhile), at most ``timeout``."""
-    where = os.environ["ONCELOG_SPARK_COMMIT_PAUSE"]
-    info = {"prefix": prefix, "batch": decision.batch_id, "committed": [decision.txns[0].transactional_id],
-            "open": [t.transactional_id for t in decision.txns[1:]]}
-    tmp = os.path.join(where, f".paused.{decision.batch_id}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(info, f)
-    os.replace(tmp, os.path.join(where, f"paused.{decision.batch_id}"))  # whole or absent
-    go = os.path.join(where, f"go.{decision.batch_id}")
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(go) and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
-def task_fault() -> None:
-    """Test hook for task failures: ``ONCELOG_SPARK_TASK_FAULT=raise|exit`` fails the first write
-    task attempt (once, with ``ONCELOG_SPARK_TASK_FAULT_ONCE``) after it has sent its rows and
-    left its transaction open (``atomicity=partition``: after it committed its transaction):
-    ``raise`` as an exception, ``exit`` by killing the Python worker."""
-    mode = os.environ.get("ONCELOG_SPARK_TASK_FAULT")
-    if mode and _once(os.environ.get("ONCELOG_SPARK_TASK_FAULT_ONCE")):
-        if mode == "exit":
-            os._exit(17)
-        raise RuntimeError("injected task failure (ONCELOG_SPARK_TASK_FAULT)")
 
 
 def init_transactional(producer: TransactionalProducer) -> None:
@@ -248,12 +172,12 @@ class CommitProtocol:
     """Steps 1-7 above for one query (identified by its transactional-id prefix)."""
 
     def __init__(self, client: KafkaClient, bootstrap: str, commit_log_topic: str, prefix: str,
-                 transaction_timeout_ms: int) -> None:
+                 transaction_timeout_ms: int, *, commit_stagger_ms: int = 0) -> None:
         self.client = client
         self.prefix = prefix
         self.log = CommitLog(client, bootstrap, commit_log_topic)
         self.decider = TransactionalProducer(client, f"{prefix}.commits", transaction_timeout_ms)
-        self.commit_stagger_ms = 0  # test hook: time between the EndTxns of a batch
+        self.commit_stagger_ms = commit_stagger_ms  # a test's: time between the EndTxns of a batch
 
     def close(self) -> None:
         self.decider.close()
@@ -358,13 +282,14 @@ class CommitProtocol:
         return "committed"
 
     def _roll_forward_stepwise(self, decision: Decision) -> None:
-        between = "between-commits" in os.environ.get("ONCELOG_SPARK_CRASH_POINT", "").split(",")
+        between = crash_point_wanted("between-commits")
         pause = commit_pause_wanted(decision.batch_id)
         if (between or pause) and len(decision.txns) > 1:
             first = decision.txns[0]
             self.client.end_txn(first.transactional_id, first.producer_id, first.producer_epoch, commit=True)
             if pause:
-                commit_pause(self.prefix, decision)
+                commit_pause(self.prefix, decision.batch_id, [first.transactional_id],
+                             [t.transactional_id for t in decision.txns[1:]])
             crash_point("between-commits", decision.batch_id)
         self._roll_forward(decision)  # step 5 and step 6
 
