@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import socket
 import time
 from typing import Callable
 
@@ -162,6 +163,10 @@ class Broker:
         if self.config.advertise:
             h, _, p = self.config.advertise.rpartition(":")
             self.advertised = (h, int(p))
+        elif host in ("0.0.0.0", "::", ""):
+            # Listening on every interface, nothing advertised: Kafka hands out the machine's
+            # canonical host name (InetAddress.getCanonicalHostName), never the wildcard.
+            self.advertised = (socket.getfqdn(), port)
         else:
             self.advertised = (host, port)
         static = self.logs.layers.static
