@@ -600,6 +600,10 @@ _BROKER_OWN = [
                     setting="transaction_topic_partitions"),
     BrokerConfigDef("transaction.state.log.replication.factor", T.SHORT, "3", None, "Always 1: one broker.",
                     oncelog_default="1", handling=Handling.NO_EFFECT),
+    BrokerConfigDef("transaction.max.timeout.ms", T.INT, "900000", None,
+                    "The longest transaction.timeout.ms InitProducerId accepts (INVALID_TRANSACTION_TIMEOUT above).",
+                    validator=at_least(1), setting="txn.max_timeout_ms", flag="--transaction-max-timeout-ms",
+                    flag_help="the longest transaction.timeout.ms a producer may ask for (as Kafka)"),
     BrokerConfigDef("transactional.id.expiration.ms", T.INT, "604800000", None,
                     "A transactional id idle this long (no transaction open) is forgotten (a tombstone in "
                     "__transaction_state).", validator=at_least(1), setting="txn.transactional_id_expiration_ms"),

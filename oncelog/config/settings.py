@@ -184,7 +184,7 @@ class GroupConfig:
 class TxnConfig:
     """The transaction coordinator's settings."""
 
-    max_timeout_ms: int = 15 * 60 * 1000  # Kafka's transaction.max.timeout.ms
+    max_timeout_ms: int = default("transaction.max.timeout.ms")
     transactional_id_expiration_ms: int = default("transactional.id.expiration.ms")
 
 

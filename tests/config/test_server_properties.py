@@ -155,3 +155,19 @@ def test_serve_refuses_to_start_on_an_unknown_line(tmp_path):
     assert done.returncode == 2
     assert f"oncelog serve: {path}:2: oncelog has no broker config num.io.thread" in done.stderr
     assert not os.path.exists(tmp_path / "data")  # nothing was created
+
+
+@pytest.mark.e2e
+def test_transaction_max_timeout_from_an_override(broker_factory):
+    """transaction.max.timeout.ms (added as one registry entry): InitProducerId asking for more
+    is refused with INVALID_TRANSACTION_TIMEOUT, as Kafka does."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    b = broker_factory(extra_args=["--override", "transaction.max.timeout.ms=60000"])
+    ok = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "t-ok", "transaction.timeout.ms": 60000})
+    ok.init_transactions(30)
+    too_long = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "t-long",
+                         "transaction.timeout.ms": 120000})
+    with pytest.raises(KafkaException) as caught:
+        too_long.init_transactions(30)
+    assert caught.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT
