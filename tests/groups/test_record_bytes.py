@@ -1,0 +1,116 @@
+"""The bytes of ``__consumer_offsets`` records, pinned: the literals below were written by the
+codec before the internal-record codec moved to :mod:`oncelog.protocol.internal_records` (issue
+19), so records written by an older oncelog still replay, and new ones are byte-identical."""
+
+from __future__ import annotations
+
+import pytest
+
+from oncelog.groups.records import (
+    GroupKey,
+    GroupValue,
+    MemberRecord,
+    OffsetKey,
+    OffsetValue,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_value,
+    encode_key,
+    encode_offset_value,
+)
+
+SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x02t1\xff\xff\xff\xff"
+
+KEYS = [
+    (OffsetKey("group-é", "orders", 7), "0001000867726f75702dc3a900066f726465727300000007"),
+    (GroupKey("group-é"), "0002000867726f75702dc3a9"),
+]
+
+OFFSET_VALUES = [
+    (OffsetValue(1234567890123, 5, "meta-ü", 1700000000000),
+     "00030000011f71fb04cb0000000500076d6574612dc3bc0000018bcfe56800"),
+    (OffsetValue(-1, -1, "", 0), "0003ffffffffffffffffffffffff00000000000000000000"),
+]
+
+GROUP_VALUES = [
+    (GroupValue("consumer", 3, "range", "m-1", 1700000000001, (
+        MemberRecord("m-1", None, "client-1", "/127.0.0.1", 30000, 10000, SUBSCRIPTION, b"\x00\x00assign"),
+        MemberRecord("m-2", "instance-2", "client-2", "/10.0.0.2", 60000, 45000, b"", b""),
+    )),
+     "00030008636f6e73756d657200000003000572616e676500036d2d310000018bcfe568010000000200036d2d31ffff0008636c69656e"
+     "742d31000a2f3132372e302e302e3100007530000027100000000e00000000000100027431ffffffff00000008000061737369676e00"
+     "036d2d32000a696e7374616e63652d320008636c69656e742d3200092f31302e302e302e320000ea600000afc80000000000000000"),
+    (GroupValue("", 4, None, None, 42, ()), "0003000000000004ffffffff000000000000002a00000000"),
+]
+
+
+@pytest.mark.parametrize("key, golden", KEYS)
+def test_keys_are_byte_identical(key, golden):
+    assert encode_key(key).hex() == golden
+    assert decode_key(bytes.fromhex(golden)) == key
+
+
+@pytest.mark.parametrize("value, golden", OFFSET_VALUES)
+def test_offset_values_are_byte_identical(value, golden):
+    assert encode_offset_value(value).hex() == golden
+    assert decode_offset_value(bytes.fromhex(golden)) == value
+
+
+@pytest.mark.parametrize("value, golden", GROUP_VALUES)
+def test_group_values_are_byte_identical(value, golden):
+    assert encode_group_value(value).hex() == golden
+    assert decode_group_value(bytes.fromhex(golden)) == value
+
+
+def test_offset_key_v0_and_null_metadata_still_decode():
+    """Kafka's v0 offset key has the v1 layout; a null metadata string reads as ""."""
+    assert decode_key(bytes.fromhex("0000" + KEYS[0][1][4:])) == KEYS[0][0]
+    assert decode_offset_value(bytes.fromhex("0003" + "00" * 8 + "00000000" + "ffff" + "00" * 8)) == OffsetValue(0, 0, "", 0)
+
+
+def test_unknown_versions_are_refused():
+    with pytest.raises(ValueError):
+        decode_key(bytes.fromhex("0003000167"))
+    with pytest.raises(ValueError):
+        decode_offset_value(bytes.fromhex("0002" + OFFSET_VALUES[0][1][4:]))
+    with pytest.raises(ValueError):
+        decode_group_value(bytes.fromhex("0002" + GROUP_VALUES[1][1][4:]))
+
+
+def test_records_written_before_replay_into_the_coordinator(tmp_path):
+    """Golden records in ``__consumer_offsets`` (a plain and a committed transactional offset
+    commit, group metadata) replay into the coordinator's state."""
+    import asyncio
+
+    from oncelog.config.settings import FsyncPolicy, LogConfig
+    from oncelog.groups.coordinator import GroupCoordinator
+    from oncelog.groups.store import OffsetsTopic
+    from oncelog.partition import PartitionManager
+    from oncelog.storage.log_manager import LogManager
+
+    async def run():
+        logs = LogManager(str(tmp_path / "data"), FsyncPolicy("never"), LogConfig())
+        logs.open()
+        manager = PartitionManager(logs)
+        manager.open()
+        topic = OffsetsTopic(manager, 1)
+        done = []
+        offset_key, group_key = (bytes.fromhex(golden) for _, golden in KEYS)
+        topic.persist("group-é", [(offset_key, bytes.fromhex(OFFSET_VALUES[1][1])),
+                                  (group_key, bytes.fromhex(GROUP_VALUES[0][1]))], done.append)
+        txn_key = encode_key(OffsetKey("group-é", "orders", 8))
+        topic.persist_transactional("group-é", 1000, 0, [(txn_key, bytes.fromhex(OFFSET_VALUES[0][1]))], done.append)
+        manager.get("__consumer_offsets", 0).append_marker(1000, 0, True, 0, 2000)
+        assert done == [None, None]
+        coordinator = GroupCoordinator(lambda: 5000, lambda *_: None)
+        assert topic.replay(coordinator) == 3
+        group = coordinator.groups["group-é"]
+        assert group.offsets == {("orders", 7): OFFSET_VALUES[1][0], ("orders", 8): OFFSET_VALUES[0][0]}
+        assert (group.state.value, group.generation, group.protocol_name, group.leader_id) == ("Stable", 3, "range", "m-1")
+        assert [(m.member_id, m.group_instance_id, m.protocols) for m in group.members.values()] == [
+            ("m-1", None, [("range", SUBSCRIPTION)]), ("m-2", "instance-2", [("range", b"")])]
+        assert group.static_members == {"instance-2": "m-2"}
+        await manager.close()
+
+    asyncio.run(run())
