@@ -111,14 +111,6 @@ ERROR_CODES: dict[type[KafkaError], ErrorCode] = {
     OffsetMetadataTooLarge: ErrorCode.offset_metadata_too_large,
 }
 
-_BY_CODE = {code: cls for cls, code in ERROR_CODES.items()}
-
-
-def error_for_code(code: ErrorCode, message: str) -> KafkaError:
-    """The domain error for a code a coordinator answered with."""
-    return _BY_CODE.get(code, KafkaError)(message)
-
-
 def error_code_for(exc: BaseException | None) -> ErrorCode:
     """The wire code of a domain error; None (success) is NONE, anything not in the table
     UNKNOWN_SERVER_ERROR."""

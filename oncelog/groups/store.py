@@ -10,22 +10,19 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from kio.schema.errors import ErrorCode
-
-from .. import errors
 from ..errors import KafkaError
 from ..protocol import records as rb
-from ..partition.internal_topic import InternalTopic
+from ..partition.internal_topic import OFFSETS_TOPIC, InternalTopic
 from ..partition.manager import PartitionManager
 from . import records as gr
 from .coordinator import GroupCoordinator
 
 log = logging.getLogger("oncelog.groups")
 
-OFFSETS_TOPIC = "__consumer_offsets"
-
 
 class OffsetsTopic(InternalTopic):
+    key_kind = "group"
+
     def __init__(self, manager: PartitionManager, partitions: int, segment_bytes: int = 16 << 20) -> None:
         super().__init__(manager, OFFSETS_TOPIC, partitions, segment_bytes)
 
@@ -33,7 +30,7 @@ class OffsetsTopic(InternalTopic):
                 on_done: Callable[[KafkaError | None], None]) -> None:
         """The coordinator's ``persist``: append ``records`` and answer ``on_done(None)`` once
         durable, ``on_done(KafkaStorageError)`` if they are not."""
-        self.append(group_id, records, _domain(group_id, on_done))
+        self.append(group_id, records, on_done)
 
     def persist_transactional(self, group_id: str, producer_id: int, producer_epoch: int,
                               records: list[tuple[bytes, bytes | None]],
@@ -41,7 +38,7 @@ class OffsetsTopic(InternalTopic):
         """TxnOffsetCommit: offsets written as part of a producer's transaction; they take
         effect when its COMMIT marker reaches this partition (see the coordinator). ``on_done``
         as :meth:`persist`."""
-        self.append(group_id, records, _domain(group_id, on_done), producer_id=producer_id,
+        self.append(group_id, records, on_done, producer_id=producer_id,
                     producer_epoch=producer_epoch, transactional=True)
 
     def replay(self, coordinator: GroupCoordinator) -> int:
@@ -81,11 +78,3 @@ class OffsetsTopic(InternalTopic):
                 coordinator.load_group(k.group, gr.decode_group_value(value) if value is not None else None)
         except (ValueError, UnicodeDecodeError) as exc:
             log.warning("skipping unreadable %s record: %s", OFFSETS_TOPIC, exc)
-
-
-def _domain(group_id: str, on_done: Callable[[KafkaError | None], None]) -> Callable[[ErrorCode], None]:
-    """The storage layer's answer (an ErrorCode) as the coordinator's: None or a domain error."""
-    def durable(code: ErrorCode) -> None:
-        on_done(None if code == ErrorCode.none else errors.error_for_code(
-            code, f"{OFFSETS_TOPIC}: the records of group {group_id!r} are not durable"))
-    return durable

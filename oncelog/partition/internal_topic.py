@@ -4,17 +4,23 @@ Records are placed by key with Kafka's hash rule (a group id or transactional id
 uncompressed batches and written through :meth:`oncelog.partition.Partition.append` with the
 coordinator origin (the same path as client batches and markers, so a transactional offset
 commit opens its producer's transaction on the partition as a client's batch would), then
-reported durable through a callback. Replays read every batch from the log start.
+reported durable through a callback: ``on_done(None)`` once durable, else
+``on_done(KafkaStorageError)`` (a domain error, as the coordinators answer). Replays read every
+batch from the log start.
+
+The two topics' names and Kafka's placement rule (``Utils.abs(key.hashCode) % partitions``, with
+Java's ``String.hashCode``) live here, below both coordinators: a group id and a transactional id
+land on the partition Kafka would choose.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
 from typing import Callable, Iterator
 
-from kio.schema.errors import ErrorCode
-
-from ..groups.records import partition_for
+from .. import errors
+from ..errors import KafkaError
 from ..protocol import records as rb
 from ..storage.flusher import when_durable
 from .manager import PartitionManager
@@ -22,8 +28,26 @@ from .partition import AppendOrigin
 
 log = logging.getLogger("oncelog.storage")
 
+OFFSETS_TOPIC = "__consumer_offsets"
+TXN_TOPIC = "__transaction_state"
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as Kafka uses to place a group."""
+    h = 0
+    for unit in struct.unpack(f">{len(s.encode('utf-16-be')) // 2}H", s.encode("utf-16-be")):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_or_txn_id: str, partitions: int) -> int:
+    """Kafka's Utils.abs(hashCode) % partitions (abs maps MIN_VALUE to 0... via & 0x7fffffff)."""
+    return (java_string_hash(group_or_txn_id) & 0x7FFFFFFF) % partitions
+
 
 class InternalTopic:
+    key_kind = "key"  # what a key is, for messages: "group", "transactional id"
+
     def __init__(self, manager: PartitionManager, name: str, partitions: int, segment_bytes: int) -> None:
         self.manager = manager
         self.name = name
@@ -37,10 +61,12 @@ class InternalTopic:
     def partition_for(self, key: str) -> int:
         return partition_for(key, self.partitions)
 
-    def append(self, key: str, records: list[tuple[bytes, bytes | None]], on_done: Callable[[ErrorCode], None], *,
-               producer_id: int = rb.NO_PRODUCER_ID, producer_epoch: int = -1, transactional: bool = False) -> int:
-        """Append ``records`` to the partition of ``key``; ``on_done`` once durable. Returns the
-        batch's offset (-1 if the write failed)."""
+    def append(self, key: str, records: list[tuple[bytes, bytes | None]],
+               on_done: Callable[[KafkaError | None], None], *, producer_id: int = rb.NO_PRODUCER_ID,
+               producer_epoch: int = -1, transactional: bool = False) -> int:
+        """Append ``records`` to the partition of ``key``; ``on_done(None)`` once durable,
+        ``on_done(KafkaStorageError)`` if the write or the flush failed. Returns the batch's
+        offset (-1 if the write failed)."""
         partition = self.manager.get(self.name, self.partition_for(key))
         now = self.manager.logs.clock()
         data = rb.build_batch(records, timestamp_ms=now, producer_id=producer_id, producer_epoch=producer_epoch,
@@ -49,11 +75,13 @@ class InternalTopic:
             first = partition.append(data, now_ms=now, origin=AppendOrigin.COORDINATOR).first_offset
         except OSError as exc:
             log.error("cannot write to %s: %r", self.name, exc)
-            on_done(ErrorCode.kafka_storage_error)
+            on_done(self._not_durable(key))
             return -1
-        when_durable(self.manager.flusher, [partition.log],
-                     lambda ok: on_done(ErrorCode.none if ok else ErrorCode.kafka_storage_error))
+        when_durable(self.manager.flusher, [partition.log], lambda ok: on_done(None if ok else self._not_durable(key)))
         return first
+
+    def _not_durable(self, key: str) -> errors.KafkaStorageError:
+        return errors.KafkaStorageError(f"{self.name}: the records of {self.key_kind} {key!r} are not durable")
 
     def batches(self, partition: int) -> Iterator[tuple[rb.BatchHeader, bytes]]:
         """Every batch of a partition from its log start, with its bytes."""

@@ -18,9 +18,9 @@ from typing import Callable
 
 from .. import errors, faults
 from ..errors import KafkaError
-from ..groups.store import OFFSETS_TOPIC
-from ..storage.flusher import when_durable
+from ..partition.internal_topic import OFFSETS_TOPIC
 from ..partition.manager import PartitionManager
+from ..storage.flusher import when_durable
 
 OnTxnMarker = Callable[[int, bool], None]
 

@@ -11,41 +11,52 @@ the id).
                              int64 last_producer_id, int16 last_producer_epoch, int8 tv2,
                              int64 next_producer_id
 
-Strings are int16-length-prefixed UTF-8, arrays int32-counted; the state byte is
+Strings are int16-length-prefixed UTF-8, arrays int32-counted (the codec of
+:mod:`oncelog.protocol.internal_records`); the state byte is
 :class:`~oncelog.txn.state.TransactionState`'s value.
 """
 
 from __future__ import annotations
 
-import struct
-
+from ..protocol.internal_records import Reader, Writer
 from .state import TransactionMetadata, TransactionState
+
+KEY_VERSION = 0
+VALUE_VERSION = 1
 
 
 def encode_key(txn_id: str) -> bytes:
-    b = txn_id.encode()
-    return struct.pack(">hh", 0, len(b)) + b
+    return Writer().i16(KEY_VERSION).string(txn_id).to_bytes()
 
 
 def decode_key(data: bytes) -> str:
-    version, n = struct.unpack_from(">hh", data)
-    if version != 0:
+    r = Reader(data)
+    version = r.i16()
+    if version != KEY_VERSION:
         raise ValueError(f"unknown transaction log key version {version}")
-    return data[4 : 4 + n].decode()
+    txn_id = r.string()
+    if txn_id is None:
+        raise ValueError("transaction log key with a null transactional id")
+    return txn_id
+
+
+def _write_topic(w: Writer, item: tuple[str, list[int]]) -> None:
+    w.string(item[0]).array(item[1], Writer.i32)
+
+
+def _read_topic(r: Reader) -> tuple[str, list[int]]:
+    return r.string(), r.array(Reader.i32)
 
 
 def encode_value(m: TransactionMetadata) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for t, p in sorted(m.partitions):
         by_topic.setdefault(t, []).append(p)
-    out = bytearray(struct.pack(">hqhib", 1, m.producer_id, m.producer_epoch, m.timeout_ms, int(m.state)))
-    out += struct.pack(">i", len(by_topic))
-    for t, ps in by_topic.items():
-        tb = t.encode()
-        out += struct.pack(">h", len(tb)) + tb + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", p) for p in ps)
-    out += struct.pack(">qqqhbq", m.last_update_ms, m.start_ms, m.last_producer_id, m.last_producer_epoch, int(m.tv2),
-                       m.next_producer_id)
-    return bytes(out)
+    w = Writer().i16(VALUE_VERSION).i64(m.producer_id).i16(m.producer_epoch).i32(m.timeout_ms).i8(int(m.state))
+    w.array(by_topic.items(), _write_topic)
+    w.i64(m.last_update_ms).i64(m.start_ms)
+    w.i64(m.last_producer_id).i16(m.last_producer_epoch).i8(int(m.tv2)).i64(m.next_producer_id)
+    return w.to_bytes()
 
 
 def value_of(m: TransactionMetadata) -> bytes | None:
@@ -54,22 +65,13 @@ def value_of(m: TransactionMetadata) -> bytes | None:
 
 
 def decode_value(txn_id: str, data: bytes) -> TransactionMetadata:
-    version, pid, epoch, timeout, state = struct.unpack_from(">hqhib", data)
-    if version != 1:
+    r = Reader(data)
+    version = r.i16()
+    if version != VALUE_VERSION:
         raise ValueError(f"unknown transaction log value version {version}")
-    pos = 17
-    (n_topics,) = struct.unpack_from(">i", data, pos)
-    pos += 4
-    partitions = set()
-    for _ in range(n_topics):
-        (n,) = struct.unpack_from(">h", data, pos)
-        topic = data[pos + 2 : pos + 2 + n].decode()
-        pos += 2 + n
-        (count,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        for _ in range(count):
-            partitions.add((topic, struct.unpack_from(">i", data, pos)[0]))
-            pos += 4
-    last_update, start, last_pid, last_epoch, tv2, next_pid = struct.unpack_from(">qqqhbq", data, pos)
+    pid, epoch, timeout, state = r.i64(), r.i16(), r.i32(), r.i8()
+    partitions = {(topic, p) for topic, ps in r.array(_read_topic) for p in ps}
+    last_update, start = r.i64(), r.i64()
+    last_pid, last_epoch, tv2, next_pid = r.i64(), r.i16(), r.i8(), r.i64()
     return TransactionMetadata(txn_id, pid, epoch, timeout, TransactionState(state), last_pid, last_epoch, partitions,
                                start, last_update, False, bool(tv2), next_pid)

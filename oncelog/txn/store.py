@@ -10,12 +10,10 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from kio.schema.errors import ErrorCode
-
-from .. import errors, faults
+from .. import faults
 from ..errors import KafkaError
 from ..protocol import records as rb
-from ..partition.internal_topic import InternalTopic
+from ..partition.internal_topic import TXN_TOPIC, InternalTopic
 from ..partition.manager import PartitionManager
 from .coordinator import TransactionCoordinator
 from .records import decode_key, decode_value, encode_key, value_of
@@ -23,10 +21,10 @@ from .state import TransactionMetadata
 
 log = logging.getLogger("oncelog.txn")
 
-TXN_TOPIC = "__transaction_state"
-
 
 class TransactionStateTopic(InternalTopic):
+    key_kind = "transactional id"
+
     def __init__(self, manager: PartitionManager, partitions: int, segment_bytes: int = 16 << 20) -> None:
         super().__init__(manager, TXN_TOPIC, partitions, segment_bytes)
 
@@ -35,11 +33,10 @@ class TransactionStateTopic(InternalTopic):
         ``on_done(None)`` once durable, ``on_done(KafkaStorageError)`` if it is not."""
         value = value_of(m)
 
-        def durable(code: ErrorCode) -> None:
-            if code == ErrorCode.none and faults.CRASH_POINT and value is not None:
+        def durable(error: KafkaError | None) -> None:
+            if error is None and faults.CRASH_POINT and value is not None:
                 faults.crash_if(f"txn-durable:{m.state.kafka_name}")
-            on_done(None if code == ErrorCode.none else errors.error_for_code(
-                code, f"{TXN_TOPIC}: the record of transactional id {txn_id!r} is not durable"))
+            on_done(error)
 
         self.append(txn_id, [(encode_key(txn_id), value)], durable)
 

@@ -19,6 +19,7 @@ from oncelog.groups.records import (
     encode_key,
     encode_offset_value,
 )
+from oncelog.partition.internal_topic import java_string_hash, partition_for
 
 SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x02t1\xff\xff\xff\xff"
 
@@ -76,6 +77,21 @@ def test_unknown_versions_are_refused():
         decode_offset_value(bytes.fromhex("0002" + OFFSET_VALUES[0][1][4:]))
     with pytest.raises(ValueError):
         decode_group_value(bytes.fromhex("0002" + GROUP_VALUES[1][1][4:]))
+
+
+@pytest.mark.parametrize("key, hash_code, of_50, of_7", [
+    ("", 0, 0, 0),
+    ("g", 103, 3, 5),
+    ("group-é", 293427483, 33, 6),
+    ("my-transactional-id", -959806496, 2, 4),
+    ("\U0001F600emoji", -1233692477, 21, 6),  # a surrogate pair: two UTF-16 code units
+    ("a" * 40, 1042809472, 22, 5),
+])
+def test_a_key_stays_on_its_partition(key, hash_code, of_50, of_7):
+    """Where a group's (or transactional id's) records live is part of the format: Java's
+    String.hashCode, as Kafka places them."""
+    assert java_string_hash(key) == hash_code
+    assert (partition_for(key, 50), partition_for(key, 7)) == (of_50, of_7)
 
 
 def test_records_written_before_replay_into_the_coordinator(tmp_path):
