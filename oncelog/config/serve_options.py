@@ -344,8 +344,15 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
                                   .default_factory().initial_rebalance_delay_ms, **group})
     if group_config.min_session_timeout_ms > group_config.max_session_timeout_ms:
         # Kafka accepts this and then refuses every JoinGroup; refusing to start says why at once.
-        raise ServeConfigError(f"group.min.session.timeout.ms ({group_config.min_session_timeout_ms}) is above "
-                               f"group.max.session.timeout.ms ({group_config.max_session_timeout_ms})")
+        def label(name: str) -> str:  # the option, if one gave it; else the name and where it came from
+            s = values.get(name)
+            if s is not None and s.origin.startswith("--") and s.origin != "--override":
+                return s.origin
+            return f"{name} ({s.origin})" if s is not None else f"{name} (default)"
+
+        raise ServeConfigError(f"{label('group.min.session.timeout.ms')} ({group_config.min_session_timeout_ms}) "
+                               f"is above {label('group.max.session.timeout.ms')} "
+                               f"({group_config.max_session_timeout_ms})")
     config = BrokerConfig(**fields, host=host, port=port, advertise=advertise, log=log, group=group_config,
                           txn=TxnConfig(**txn), given=static)
     return config, notes

@@ -20,7 +20,7 @@ from oncelog.config.settings import LogConfig
 from oncelog.storage.partition_log import PartitionLog
 from oncelog.client.wire import RawClient, request_module
 
-from .helpers import consume_all, create_topic
+from tests.helpers import consume_all, create_topic
 
 # ------------------------------------------------------------------------------------------
 # The registry (pure)

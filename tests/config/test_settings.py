@@ -113,7 +113,8 @@ def test_bad_flag_values_name_the_option():
         config_of("--data-dir", "d", "--num-partitions", "0")
     with pytest.raises(ServeConfigError, match="--fsync: --fsync must be always, never or interval:MS"):
         config_of("--data-dir", "d", "--fsync", "sometimes")
-    with pytest.raises(ServeConfigError, match=r"group.min.session.timeout.ms \(9000\) is above"):
+    with pytest.raises(ServeConfigError, match=r"--group-min-session-timeout-ms \(9000\) is above "
+                                               r"--group-max-session-timeout-ms \(8000\)"):
         config_of("--data-dir", "d", "--group-min-session-timeout-ms", "9000", "--group-max-session-timeout-ms", "8000")
     with pytest.raises(ServeConfigError, match="no data directory"):
         config_of()
