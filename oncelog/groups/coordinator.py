@@ -1,6 +1,9 @@
-"""The classic-protocol group coordinator: membership, rebalances, and committed offsets.
-Sans-IO: no sockets, no asyncio, no clock of its own.
+"""The classic-protocol group coordinator: membership and rebalances (JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup, DeleteGroups, timers), with the group's offsets kept by
+:class:`~oncelog.groups.offsets.GroupOffsets`. Sans-IO: no sockets, no asyncio, no clock of its own.
 
+* States, members and results are in :mod:`oncelog.groups.state` (the state diagram and its
+  table); every change of a group's state goes through ``Group.transition``.
 * Time comes from an injected ``clock()`` (milliseconds); timers fire when :meth:`tick` is
   called, so tests drive session and rebalance timeouts with a fake clock. The broker calls
   :meth:`tick` at :meth:`next_deadline_ms` (a loop timer), so deadlines fire on time.
@@ -16,194 +19,40 @@ Sans-IO: no sockets, no asyncio, no clock of its own.
 * Errors are domain errors (:mod:`oncelog.errors`), each with a message naming what was wrong:
   results and ``respond`` callbacks carry one (None for success), checks that answer at once
   raise them. Handlers turn them into wire codes at the edge (:mod:`oncelog.apis._groups`).
-
-Group states (Kafka's classic protocol)::
-
-                     join                    all joined / rebalance timeout
-     +-------+  ---------------->  +--------------------+  --------------->  +----------------------+
-     | Empty |                     | PreparingRebalance |                     | CompletingRebalance  |
-     +-------+  <----------------  +--------------------+  <---------------  +----------------------+
-         |       all members left         ^     ^          join/leave/timeout          | leader's SyncGroup
-         |                                |     +-----------------------------+        v
-         |                                |   join/leave/timeout/new metadata |   +--------+
-         |                                +-----------------------------------+---| Stable |
-         v                                                                         +--------+
-     +------+   (DeleteGroups on an Empty group; every state may go to Dead on unload)
-     | Dead |
-     +------+
+* Whether a member may commit offsets (its generation, its instance id) is checked here
+  (:meth:`GroupCoordinator.validate_offset_commit`); the offsets themselves live in
+  :mod:`oncelog.groups.offsets`.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import uuid
-from dataclasses import dataclass, field
 from typing import Callable
 
 from .. import errors
 from ..config.settings import GroupConfig
 from ..errors import KafkaError
 from ..notices import notice
-from ..state_machine import IllegalStateTransition, check_transition  # noqa: F401 (IllegalStateTransition: re-exported)
-
-from .records import (
-    GroupKey,
-    GroupValue,
-    MemberRecord,
-    OffsetKey,
-    OffsetValue,
-    encode_group_value,
-    encode_key,
-    encode_offset_value,
+from .offsets import GroupOffsets
+from .records import GroupKey, GroupValue, OffsetKey, OffsetValue, decode_key, encode_group_value, encode_key
+from .state import (
+    Group,
+    GroupState,
+    JoinResult,
+    Member,
+    Persist,
+    SyncResult,
+    check_member,
+    fenced,
+    illegal_generation,
+    unknown_member,
 )
-
 
 log = logging.getLogger("oncelog.groups")
 
-
-class GroupState(enum.Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-    @property
-    def kafka_name(self) -> str:
-        return self.value
-
-
 S = GroupState
-TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
-    S.EMPTY: frozenset({S.PREPARING_REBALANCE, S.DEAD}),
-    S.PREPARING_REBALANCE: frozenset({S.COMPLETING_REBALANCE, S.EMPTY, S.DEAD}),
-    S.COMPLETING_REBALANCE: frozenset({S.STABLE, S.PREPARING_REBALANCE, S.DEAD}),
-    S.STABLE: frozenset({S.PREPARING_REBALANCE, S.DEAD}),
-    S.DEAD: frozenset(),
-}
-
-
-@dataclass
-class Member:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    assignment: bytes = b""
-    join_respond: Callable | None = None
-    sync_respond: Callable | None = None
-    deadline_ms: int = 0
-
-    def metadata_for(self, protocol: str) -> bytes:
-        for name, meta in self.protocols:
-            if name == protocol:
-                return meta
-        return b""
-
-
-@dataclass(frozen=True)
-class JoinResult:
-    error: KafkaError | None
-    generation: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    member_id: str = ""
-    members: tuple[tuple[str, str | None, bytes], ...] = ()
-    skip_assignment: bool = False
-
-
-@dataclass(frozen=True)
-class SyncResult:
-    error: KafkaError | None
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
-
-
-@dataclass
-class Group:
-    group_id: str
-    state: GroupState = S.EMPTY
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    generation: int = 0
-    leader_id: str | None = None
-    members: dict[str, Member] = field(default_factory=dict)
-    pending_members: dict[str, int] = field(default_factory=dict)  # member id -> deadline
-    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
-    offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
-    rebalance_deadline_ms: int = 0
-    sync_deadline_ms: int = 0
-    state_timestamp_ms: int = 0
-    # InitialDelayedJoin: while set, the join completes only at rebalance_deadline_ms.
-    initial_delay: bool = False
-    initial_delay_remaining_ms: int = 0
-    new_member_added: bool = False
-
-    def transition(self, new: GroupState, now_ms: int) -> None:
-        check_transition(TRANSITIONS, f"group {self.group_id!r}", self.state, new)
-        self.state = new
-        self.state_timestamp_ms = now_ms
-
-    def candidate_protocols(self) -> set[str]:
-        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
-        return set.intersection(*sets) if sets else set()
-
-    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
-        if not protocol_type or not protocols:
-            return False
-        if not self.members:
-            return True
-        return protocol_type == self.protocol_type and bool(self.candidate_protocols() & {n for n, _ in protocols})
-
-    def select_protocol(self) -> str:
-        """Each member votes for its most preferred protocol that all members support."""
-        candidates = self.candidate_protocols()
-        votes: dict[str, int] = {}
-        for m in self.members.values():
-            choice = next(name for name, _ in m.protocols if name in candidates)
-            votes[choice] = votes.get(choice, 0) + 1
-        return max(sorted(votes), key=lambda p: votes[p])
-
-    def all_joined(self) -> bool:
-        return not self.pending_members and all(m.join_respond is not None for m in self.members.values())
-
-    def subscribed_topics(self) -> set[str] | None:
-        """Topics the members subscribe to (consumer protocol), or None if unknown."""
-        if self.protocol_type != "consumer" or not self.protocol_name:
-            return None
-        topics: set[str] = set()
-        for m in self.members.values():
-            topics |= _consumer_subscription_topics(m.metadata_for(self.protocol_name))
-        return topics
-
-
-def _consumer_subscription_topics(meta: bytes) -> set[str]:
-    """ConsumerProtocolSubscription: int16 version, array of int16-length strings, ..."""
-    import struct
-
-    try:
-        pos = 2
-        (count,) = struct.unpack_from(">i", meta, pos)
-        pos += 4
-        topics = set()
-        for _ in range(count):
-            (n,) = struct.unpack_from(">h", meta, pos)
-            pos += 2
-            topics.add(meta[pos : pos + n].decode())
-            pos += n
-        return topics
-    except (struct.error, UnicodeDecodeError):
-        return set()
-
-
-Persist = Callable[[str, list[tuple[bytes, bytes | None]], Callable[[KafkaError | None], None]], None]
+TopicPartition = tuple[str, int]
 
 
 class GroupCoordinator:
@@ -212,9 +61,7 @@ class GroupCoordinator:
         self.persist = persist
         self.config = config
         self.groups: dict[str, Group] = {}
-        # Transactional offset commits awaiting their producer's COMMIT/ABORT marker:
-        # producer id -> {(group, topic, partition): value}
-        self.pending_txn_offsets: dict[int, dict[tuple[str, str, int], OffsetValue]] = {}
+        self.offsets = GroupOffsets(self.groups, clock, persist)
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -222,10 +69,33 @@ class GroupCoordinator:
              client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
              protocols: list[tuple[str, bytes]], require_known_member_id: bool,
              respond: Callable[[JoinResult], None]) -> None:
+        """JoinGroup (Kafka's classic protocol, KIP-394, KIP-345). ``respond`` is called once,
+        at once or when the rebalance the join starts or waits for completes.
+
+        1. Check the request: a group id; a session timeout within
+           ``group.min/max.session.timeout.ms``.
+        2. Find the group, or create it for a new member (an unknown group has no members); a
+           Dead group is unavailable; the protocol type and protocols must match what its
+           members support.
+        3. Fence a zombie: a known member id that is no longer its static instance's.
+        4. A new member (no member id): a restarted static member takes over its old identity
+           (:meth:`_replace_static_member`); a full group (``group.max.size``) refuses; a
+           dynamic member that must know its member id first (KIP-394) gets it, is pending, and
+           joins again; otherwise it is added (:meth:`_add_member`, which starts or joins the
+           rebalance).
+        5. A pending member (KIP-394's second join) is added.
+        6. A known member: it must be a member and not fenced; its protocols and timeouts are
+           refreshed, its session restarts; a pipelined earlier JoinGroup is superseded.
+        7. By the group's state: PreparingRebalance waits for the others; CompletingRebalance
+           or Stable rebalance if its metadata changed (or the Stable leader rejoined), else
+           answer the current generation; Empty: it must join as a new member.
+        """
         now = self.clock()
+
         def fail(error: KafkaError) -> None:
             respond(JoinResult(error, member_id=member_id))
 
+        # Step 1. The request itself.
         if not group_id:
             return fail(errors.InvalidGroupId("JoinGroup: the group id is empty"))
         if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
@@ -233,6 +103,7 @@ class GroupCoordinator:
                 f"group {group_id!r}: session timeout {session_timeout_ms} ms is outside "
                 f"[{self.config.min_session_timeout_ms}, {self.config.max_session_timeout_ms}] ms "
                 "(group.min/max.session.timeout.ms)"))
+        # Step 2. The group.
         group = self.groups.get(group_id)
         if group is None:
             if member_id:
@@ -250,49 +121,58 @@ class GroupCoordinator:
         member_args = dict(group_instance_id=group_instance_id, client_id=client_id, client_host=client_host,
                            session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
                            protocol_type=protocol_type, protocols=list(protocols))
+        # Step 3. A zombie of a replaced static member is fenced: it must not fence the new one.
         if member_id and group_instance_id is not None:
             known = group.static_members.get(group_instance_id)
             if known is not None and known != member_id:
-                # A zombie of a replaced static member: fenced, it must not fence the new one.
-                return fail(_fenced(group_id, group_instance_id, member_id, known))
+                return fail(fenced(group_id, group_instance_id, member_id, known))
         if not member_id:
-            new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
-            if group_instance_id is not None:
-                old_id = group.static_members.get(group_instance_id)
-                if old_id is not None and old_id in group.members:
-                    self._replace_static_member(group, old_id, new_id, member_args, respond, now)
-                    return None
-            if len(group.members) + len(group.pending_members) >= self.config.max_size:
-                return fail(errors.GroupMaxSizeReached(
-                    f"group {group_id!r} has reached group.max.size={self.config.max_size} members"))
-            if group_instance_id is not None:
-                self._add_member(group, new_id, member_args, respond, now)
-                return None
-            if require_known_member_id:
-                group.pending_members[new_id] = now + session_timeout_ms
-                return respond(JoinResult(errors.MemberIdRequired(
-                    f"group {group_id!r}: join again with the member id {new_id!r} (KIP-394)"), member_id=new_id))
-            self._add_member(group, new_id, member_args, respond, now)
-            return None
+            return self._join_new_member(group, member_args, require_known_member_id, respond, now)
         if member_id in group.pending_members:
+            # Step 5. KIP-394's second join, with the member id the first one was given.
             del group.pending_members[member_id]
-            self._add_member(group, member_id, member_args, respond, now)
-            return None
+            return self._add_member(group, member_id, member_args, respond, now)
+        return self._rejoin(group, member_id, member_args, respond, now)
+
+    def _join_new_member(self, group: Group, args: dict, require_known_member_id: bool,
+                         respond: Callable[[JoinResult], None], now: int) -> None:
+        # Step 4. A new member: a member id, then by kind (static, KIP-394 dynamic, dynamic).
+        instance_id = args["group_instance_id"]
+        new_id = f"{args['client_id'] or 'member'}-{uuid.uuid4()}"
+        if instance_id is not None:
+            old_id = group.static_members.get(instance_id)
+            if old_id is not None and old_id in group.members:
+                return self._replace_static_member(group, old_id, new_id, args, respond, now)
+        if len(group.members) + len(group.pending_members) >= self.config.max_size:
+            return respond(JoinResult(errors.GroupMaxSizeReached(
+                f"group {group.group_id!r} has reached group.max.size={self.config.max_size} members"), member_id=""))
+        if instance_id is None and require_known_member_id:
+            group.pending_members[new_id] = now + args["session_timeout_ms"]
+            return respond(JoinResult(errors.MemberIdRequired(
+                f"group {group.group_id!r}: join again with the member id {new_id!r} (KIP-394)"), member_id=new_id))
+        return self._add_member(group, new_id, args, respond, now)
+
+    def _rejoin(self, group: Group, member_id: str, args: dict, respond: Callable[[JoinResult], None],
+                now: int) -> None:
+        group_id, instance_id = group.group_id, args["group_instance_id"]
+        # Step 6. A known member, not fenced: refresh it.
         member = group.members.get(member_id)
         if member is None:
-            return fail(_unknown_member(group_id, member_id))
-        if group_instance_id is not None and group.static_members.get(group_instance_id) != member_id:
-            return fail(_fenced(group_id, group_instance_id, member_id, group.static_members.get(group_instance_id)))
-        changed = member.protocols != list(protocols)
-        member.protocols = list(protocols)
-        member.session_timeout_ms, member.rebalance_timeout_ms = session_timeout_ms, rebalance_timeout_ms
-        member.deadline_ms = now + session_timeout_ms
+            return respond(JoinResult(unknown_member(group_id, member_id), member_id=member_id))
+        if instance_id is not None and group.static_members.get(instance_id) != member_id:
+            return respond(JoinResult(fenced(group_id, instance_id, member_id, group.static_members.get(instance_id)),
+                                      member_id=member_id))
+        changed = member.protocols != args["protocols"]
+        member.protocols = args["protocols"]
+        member.session_timeout_ms, member.rebalance_timeout_ms = args["session_timeout_ms"], args["rebalance_timeout_ms"]
+        member.deadline_ms = now + member.session_timeout_ms
         if member.join_respond is not None:
             # Pipelined duplicate join: the earlier request must still get exactly one answer.
             member.join_respond(JoinResult(errors.RebalanceInProgress(
                 f"group {group_id!r}: member {member_id!r} sent another JoinGroup; this one is superseded"),
                 member_id=member_id))
             member.join_respond = None
+        # Step 7. By the group's state.
         if group.state is S.PREPARING_REBALANCE:
             member.join_respond = respond
             self._check_join_complete(group)
@@ -303,10 +183,11 @@ class GroupCoordinator:
                                         + (" with new metadata" if changed else " (leader)"))
             else:
                 # A rejoin without changes (e.g. the join response was lost): current generation.
-                respond(self._join_result(group, member))
+                respond(group.join_result(member))
         else:
-            fail(errors.UnknownMemberId(f"group {group_id!r} is {group.state.value}: member {member_id!r} "
-                                        "must join as a new member"))
+            respond(JoinResult(errors.UnknownMemberId(
+                f"group {group_id!r} is {group.state.value}: member {member_id!r} must join as a new member"),
+                member_id=member_id))
         return None
 
     def _replace_static_member(self, group: Group, old_id: str, new_id: str, args: dict, respond, now: int) -> None:
@@ -316,11 +197,11 @@ class GroupCoordinator:
         old = group.members.pop(old_id)
         notice(log, "group %s: static member %s (client %s) replaced by %s; the old member id %s is fenced",
                group.group_id, old.group_instance_id, args.get("client_id"), new_id, old_id)
-        fenced = _fenced(group.group_id, old.group_instance_id, old_id, new_id)
+        zombie = fenced(group.group_id, old.group_instance_id, old_id, new_id)
         if old.join_respond:
-            old.join_respond(JoinResult(fenced, member_id=old_id))
+            old.join_respond(JoinResult(zombie, member_id=old_id))
         if old.sync_respond:
-            old.sync_respond(SyncResult(fenced))
+            old.sync_respond(SyncResult(zombie))
         member = Member(member_id=new_id, **args)
         member.assignment = old.assignment
         member.deadline_ms = now + member.session_timeout_ms
@@ -330,7 +211,7 @@ class GroupCoordinator:
             group.leader_id = new_id
         if group.state is S.STABLE and member.protocols == old.protocols:
             self._store_group(group, lambda _err: None)
-            result = self._join_result(group, member)
+            result = group.join_result(member)
             # The leader must not recompute assignments for an unchanged group (KIP-345).
             respond(JoinResult(result.error, result.generation, result.protocol_type, result.protocol_name,
                                result.leader, result.member_id, result.members,
@@ -432,33 +313,43 @@ class GroupCoordinator:
             respond, member.join_respond = member.join_respond, None
             member.deadline_ms = now + member.session_timeout_ms
             if respond is not None:
-                respond(self._join_result(group, member))
-
-    def _join_result(self, group: Group, member: Member) -> JoinResult:
-        members = ()
-        if member.member_id == group.leader_id:
-            members = tuple((m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
-                            for m in group.members.values())
-        return JoinResult(None, group.generation, group.protocol_type, group.protocol_name,
-                          group.leader_id or "", member.member_id, members)
+                respond(group.join_result(member))
 
     # ------------------------------------------------------------------ SyncGroup
 
     def sync(self, *, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
              protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
              respond: Callable[[SyncResult], None]) -> None:
+        """SyncGroup: the leader hands out the generation's assignments, every member gets its
+        own. ``respond`` is called once, at once or when the leader's assignment is durable.
+
+        1. Check the member: the group has it and it is not fenced; the generation and the
+           protocol are the group's.
+        2. Its session restarts.
+        3. By the group's state: PreparingRebalance: rejoin first; Stable: its assignment at
+           once; Empty: it must rejoin.
+        4. CompletingRebalance: the answer waits (a pipelined earlier SyncGroup is superseded);
+           a follower's waits for the leader's SyncGroup.
+        5. The leader's SyncGroup sets every member's assignment and persists the group's
+           record (GroupMetadata with the assignments).
+        6. Once durable, if the group is still in this generation's CompletingRebalance: Stable,
+           and every waiting member gets its assignment. Not durable: rebalance again.
+        """
+        # Step 1. The member, its generation and protocol.
         group = self.groups.get(group_id)
-        error = self._check_member(group_id, group, member_id, group_instance_id)
+        error = check_member(group_id, group, member_id, group_instance_id)
         if error is not None:
             return respond(SyncResult(error))
         if generation != group.generation:
-            return respond(SyncResult(_illegal_generation(group, generation)))
+            return respond(SyncResult(illegal_generation(group, generation)))
         if (protocol_type and protocol_type != group.protocol_type) or (protocol_name and protocol_name != group.protocol_name):
             return respond(SyncResult(errors.InconsistentGroupProtocol(
                 f"group {group_id!r}: SyncGroup for protocol {protocol_type!r}/{protocol_name!r}, the group's is "
                 f"{group.protocol_type!r}/{group.protocol_name!r}")))
+        # Step 2. Its session restarts.
         member = group.members[member_id]
         member.deadline_ms = self.clock() + member.session_timeout_ms
+        # Step 3. By the group's state.
         if group.state is S.PREPARING_REBALANCE:
             return respond(SyncResult(errors.RebalanceInProgress(
                 f"group {group_id!r} is rebalancing: rejoin before SyncGroup")))
@@ -467,17 +358,20 @@ class GroupCoordinator:
         if group.state is not S.COMPLETING_REBALANCE:
             return respond(SyncResult(errors.UnknownMemberId(
                 f"group {group_id!r} is {group.state.value}: member {member_id!r} must rejoin")))
+        # Step 4. CompletingRebalance: the answer waits; a follower's for the leader.
         if member.sync_respond is not None:
             member.sync_respond(SyncResult(errors.RebalanceInProgress(
                 f"group {group_id!r}: member {member_id!r} sent another SyncGroup; this one is superseded")))
         member.sync_respond = respond
         if member_id != group.leader_id:
             return None
+        # Step 5. The leader's assignments, made durable with the group's record.
         for mid, m in group.members.items():
             m.assignment = assignments.get(mid, b"")
         this_generation = group.generation
 
         def stored(err: KafkaError | None) -> None:
+            # Step 6. Durable: Stable, and every member its assignment.
             if group.state is not S.COMPLETING_REBALANCE or group.generation != this_generation:
                 return  # a new rebalance started meanwhile; its members were told already
             if err is not None:
@@ -492,30 +386,18 @@ class GroupCoordinator:
         self._store_group(group, stored)
         return None
 
-    @staticmethod
-    def _check_member(group_id: str, group: Group | None, member_id: str, instance_id: str | None) -> KafkaError | None:
-        if group is None or group.state is S.DEAD:
-            return errors.UnknownMemberId(f"group {group_id!r} does not exist, so has no member {member_id!r}")
-        if instance_id is not None:
-            known = group.static_members.get(instance_id)
-            if known is not None and known != member_id:
-                return _fenced(group.group_id, instance_id, member_id, known)
-        if member_id not in group.members:
-            return _unknown_member(group.group_id, member_id)
-        return None
-
     # ------------------------------------------------------------------ Heartbeat / LeaveGroup
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> None:
         """Keep the member alive; raises what it must do instead (rejoin, resync, ...)."""
         group = self.groups.get(group_id)
-        error = self._check_member(group_id, group, member_id, group_instance_id)
+        error = check_member(group_id, group, member_id, group_instance_id)
         if error is not None:
             raise error
         if group.state is S.EMPTY:
             raise errors.UnknownMemberId(f"group {group_id!r} is Empty: member {member_id!r} must rejoin")
         if generation != group.generation:
-            raise _illegal_generation(group, generation)
+            raise illegal_generation(group, generation)
         member = group.members[member_id]
         member.deadline_ms = self.clock() + member.session_timeout_ms
         if group.state is S.PREPARING_REBALANCE:
@@ -537,7 +419,7 @@ class GroupCoordinator:
                         f"group {group_id!r} has no static member with instance id {instance_id!r}"))
                     continue
                 if member_id and known != member_id:
-                    results.append(_fenced(group_id, instance_id, member_id, known))
+                    results.append(fenced(group_id, instance_id, member_id, known))
                     continue
                 member_id = known
             if member_id in group.pending_members:
@@ -546,7 +428,7 @@ class GroupCoordinator:
                 results.append(None)
                 continue
             if member_id not in group.members:
-                results.append(_unknown_member(group_id, member_id))
+                results.append(unknown_member(group_id, member_id))
                 continue
             notice(log, "group %s: member %s (client %s) left", group_id, member_id,
                    group.members[member_id].client_id)
@@ -608,49 +490,13 @@ class GroupCoordinator:
                 if missing:
                     self._prepare_rebalance(group, now, "members missed SyncGroup")
             if group.state is S.EMPTY:
-                self._expire_offsets(group, now)
+                self.offsets.expire(group, now, self.config.offsets_retention_ms)
 
     def next_deadline_ms(self) -> int | None:
         """When :meth:`tick` next has something to do for a membership timer (session,
         pending member, rebalance, sync), or None. Offset expiry is not included: it is
         coarse and the broker ticks periodically for it."""
-        best = None
-        for group in self.groups.values():
-            for deadline in group.pending_members.values():
-                if best is None or deadline < best:
-                    best = deadline
-            for m in group.members.values():
-                if m.join_respond is None and m.sync_respond is None and (best is None or m.deadline_ms < best):
-                    best = m.deadline_ms
-            if group.state is S.PREPARING_REBALANCE:
-                d = group.rebalance_deadline_ms
-            elif group.state is S.COMPLETING_REBALANCE:
-                d = group.sync_deadline_ms
-            else:
-                continue
-            if best is None or d < best:
-                best = d
-        return best
-
-    def _expire_offsets(self, group: Group, now: int) -> None:
-        # KIP-211: an Empty group's offsets expire retention after the later of their commit
-        # and the moment the group became Empty.
-        retention = self.config.offsets_retention_ms
-        expired = [tp for tp, v in group.offsets.items()
-                   if now - max(v.commit_timestamp, group.state_timestamp_ms) >= retention]
-        idle_too_long = now - group.state_timestamp_ms >= retention
-        if not expired and (group.offsets or group.members or group.pending_members or not idle_too_long):
-            return
-        records = [(encode_key(OffsetKey(group.group_id, t, p)), None) for t, p in expired]
-        for tp in expired:
-            del group.offsets[tp]
-        if not group.offsets and not group.members:
-            records.append((encode_key(GroupKey(group.group_id)), None))
-            group.transition(S.DEAD, now)
-            del self.groups[group.group_id]
-        notice(log, "group %s: %d committed offset(s) expired (offsets.retention.ms=%d)%s", group.group_id,
-               len(expired), retention, "; group metadata removed" if group.state is S.DEAD else "")
-        self.persist(group.group_id, records, lambda _err: None)
+        return min((d for d in (g.next_deadline_ms() for g in self.groups.values()) if d is not None), default=None)
 
     # ------------------------------------------------------------------ describe / list / delete
 
@@ -686,8 +532,6 @@ class GroupCoordinator:
         return None
 
     def _persist_many(self, records, on_done) -> None:
-        from .records import decode_key
-
         by_group: dict[str, list] = {}
         for key, value in records:
             by_group.setdefault(decode_key(key).group, []).append((key, value))
@@ -704,7 +548,7 @@ class GroupCoordinator:
         for gid, recs in by_group.items():
             self.persist(gid, recs, one_done)
 
-    # ------------------------------------------------------------------ offsets
+    # ------------------------------------------------------------------ offset commit checks
 
     def validate_offset_commit(self, group_id: str, generation: int, member_id: str,
                                group_instance_id: str | None) -> None:
@@ -722,92 +566,15 @@ class GroupCoordinator:
             raise errors.CoordinatorNotAvailable(f"group {group_id!r} is being removed (Dead)")
         if generation < 0 and group.state is S.EMPTY:
             return
-        error = self._check_member(group_id, group, member_id, group_instance_id)
+        error = check_member(group_id, group, member_id, group_instance_id)
         if error is not None:
             raise error
         if generation != group.generation:
-            raise _illegal_generation(group, generation)
+            raise illegal_generation(group, generation)
         if group.state is S.COMPLETING_REBALANCE:
             raise errors.RebalanceInProgress(f"group {group_id!r} is completing a rebalance: commit after SyncGroup")
         member = group.members[member_id]
         member.deadline_ms = self.clock() + member.session_timeout_ms
-
-    def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], OffsetValue],
-                       on_done: Callable[[KafkaError | None], None]) -> None:
-        """Persist then apply validated offsets (call validate_offset_commit first)."""
-        records = [(encode_key(OffsetKey(group_id, t, p)), encode_offset_value(v)) for (t, p), v in offsets.items()]
-
-        def stored(err: KafkaError | None) -> None:
-            if err is None:
-                group = self.groups.get(group_id)
-                if group is not None:
-                    group.offsets.update(offsets)
-            on_done(err)
-
-        self.persist(group_id, records, stored)
-
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], OffsetValue | None]:
-        group = self.groups.get(group_id)
-        offsets = group.offsets if group else {}
-        if partitions is None:
-            return dict(offsets)
-        return {tp: offsets.get(tp) for tp in partitions}
-
-    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]],
-                       respond: Callable[[KafkaError | None, dict[tuple[str, int], KafkaError | None]], None]) -> None:
-        """OffsetDelete: answers (the group's error or None, per partition None or its error)."""
-        group = self.groups.get(group_id)
-        if group is None or group.state is S.DEAD:
-            return respond(errors.GroupIdNotFound(f"Group {group_id} not found."), {})
-        subscribed = group.subscribed_topics() if group.state is not S.EMPTY else set()
-        if subscribed is None and group.state is not S.EMPTY:
-            return respond(errors.NonEmptyGroup(
-                f"group {group_id!r} is {group.state.value} with protocol type {group.protocol_type!r}: its "
-                "subscriptions are unknown, so no offsets can be deleted"), {})
-        results: dict[tuple[str, int], KafkaError | None] = {}
-        deleted = []
-        for tp in partitions:
-            if tp[0] in subscribed:
-                results[tp] = errors.GroupSubscribedToTopic(
-                    f"group {group_id!r} is {group.state.value} and its members subscribe to topic {tp[0]!r}")
-            else:
-                results[tp] = None
-                if tp in group.offsets:
-                    deleted.append(tp)
-        if not deleted:
-            return respond(None, results)
-        records = [(encode_key(OffsetKey(group_id, t, p)), None) for t, p in deleted]
-
-        def stored(err):
-            if err is None:
-                for tp in deleted:
-                    group.offsets.pop(tp, None)
-            respond(err, results)
-
-        self.persist(group_id, records, stored)
-        return None
-
-    # ------------------------------------------------------------------ transactional offsets
-
-    def stage_txn_offsets(self, producer_id: int, group_id: str, offsets: dict[tuple[str, int], OffsetValue]) -> None:
-        staged = self.pending_txn_offsets.setdefault(producer_id, {})
-        for (topic, partition), value in offsets.items():
-            staged[(group_id, topic, partition)] = value
-
-    def complete_txn_offsets(self, producer_id: int, commit: bool) -> None:
-        """The producer's transaction ended: its offsets become visible (commit) or vanish."""
-        staged = self.pending_txn_offsets.pop(producer_id, {})
-        if not commit:
-            return
-        for (group_id, topic, partition), value in staged.items():
-            group = self.groups.get(group_id)
-            if group is None:
-                group = self.groups[group_id] = Group(group_id, state_timestamp_ms=self.clock())
-            group.offsets[(topic, partition)] = value
-
-    def has_pending_txn_offset(self, group_id: str, topic: str, partition: int) -> bool:
-        key = (group_id, topic, partition)
-        return any(key in staged for staged in self.pending_txn_offsets.values())
 
     def validate_txn_offset_commit(self, group_id: str, generation: int, member_id: str,
                                    group_instance_id: str | None) -> None:
@@ -820,78 +587,55 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None or group.state is S.DEAD:
             raise errors.IllegalGeneration(f"group {group_id!r} does not exist, so has no generation {generation}")
-        error = self._check_member(group_id, group, member_id, group_instance_id)
+        error = check_member(group_id, group, member_id, group_instance_id)
         if error is not None:
             raise error
         if generation != group.generation:
-            raise _illegal_generation(group, generation)
+            raise illegal_generation(group, generation)
+
+    # ------------------------------------------------------------------ offsets (GroupOffsets)
+
+    def commit_offsets(self, group_id: str, offsets: dict[TopicPartition, OffsetValue],
+                       on_done: Callable[[KafkaError | None], None]) -> None:
+        """Persist then apply validated offsets (call :meth:`validate_offset_commit` first)."""
+        self.offsets.commit(group_id, offsets, on_done)
+
+    def fetch_offsets(self, group_id: str,
+                      partitions: list[TopicPartition] | None) -> dict[TopicPartition, OffsetValue | None]:
+        return self.offsets.fetch(group_id, partitions)
+
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition],
+                       respond: Callable[[KafkaError | None, dict[TopicPartition, KafkaError | None]], None]) -> None:
+        self.offsets.delete(group_id, partitions, respond)
+
+    def stage_txn_offsets(self, producer_id: int, group_id: str, offsets: dict[TopicPartition, OffsetValue]) -> None:
+        self.offsets.stage_transactional(producer_id, group_id, offsets)
+
+    def complete_txn_offsets(self, producer_id: int, commit: bool) -> None:
+        self.offsets.complete_transactional(producer_id, commit)
+
+    def has_pending_txn_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        return self.offsets.has_pending_transactional(group_id, topic, partition)
 
     def check_stable_offset(self, group_id: str, topic: str, partition: int) -> None:
-        """require_stable OffsetFetch: raises UnstableOffsetCommit while a transactional commit
-        of this partition's offset awaits its marker."""
-        if self.has_pending_txn_offset(group_id, topic, partition):
-            raise errors.UnstableOffsetCommit(
-                f"group {group_id!r}: the offset of {topic}-{partition} has a transactional commit awaiting its "
-                "transaction's end")
+        self.offsets.check_stable(group_id, topic, partition)
 
     # ------------------------------------------------------------------ persistence
 
     def _store_group(self, group: Group, on_done: Callable[[KafkaError | None], None]) -> None:
-        value = GroupValue(
-            protocol_type=group.protocol_type or "", generation=group.generation, protocol=group.protocol_name,
-            leader=group.leader_id, state_timestamp=group.state_timestamp_ms,
-            members=tuple(MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                       m.rebalance_timeout_ms, m.session_timeout_ms,
-                                       m.metadata_for(group.protocol_name or ""), m.assignment)
-                          for m in group.members.values()),
-        )
-        self.persist(group.group_id, [(encode_key(GroupKey(group.group_id)), encode_group_value(value))], on_done)
+        self.persist(group.group_id, [(encode_key(GroupKey(group.group_id)), encode_group_value(group.to_value()))],
+                     on_done)
 
     def load_offset(self, key: OffsetKey, value: OffsetValue | None) -> None:
-        """Replay of ``__consumer_offsets`` at start-up."""
-        group = self.groups.get(key.group)
-        if value is None:
-            if group is not None:
-                group.offsets.pop((key.topic, key.partition), None)
-            return
-        if group is None:
-            group = self.groups[key.group] = Group(key.group)
-        group.offsets[(key.topic, key.partition)] = value
+        """Replay of ``__consumer_offsets`` at start-up: an offset commit (None: its tombstone)."""
+        self.offsets.load(key, value)
 
     def load_group(self, group_id: str, value: GroupValue | None) -> None:
-        """Replay: restore a group's last stored generation and members. Restored members must
-        heartbeat within their session timeout (counted from the load) or are removed."""
+        """Replay: restore a group's last stored generation and members (:meth:`Group.restore`),
+        or forget it (a tombstone). Restored members must heartbeat within their session timeout
+        (counted from the load) or are removed."""
         if value is None:
             self.groups.pop(group_id, None)
             return
-        now = self.clock()
-        group = self.groups.get(group_id) or Group(group_id)
-        self.groups[group_id] = group
-        group.protocol_type = value.protocol_type or None
-        group.protocol_name = value.protocol
-        group.generation = value.generation
-        group.leader_id = value.leader
-        group.members.clear()
-        group.static_members.clear()
-        for m in value.members:
-            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
-                            m.rebalance_timeout_ms, value.protocol_type, [(value.protocol or "", m.subscription)],
-                            assignment=m.assignment, deadline_ms=now + m.session_timeout_ms)
-            group.members[m.member_id] = member
-            if m.group_instance_id is not None:
-                group.static_members[m.group_instance_id] = m.member_id
-        group.state = S.STABLE if group.members else S.EMPTY
-        group.state_timestamp_ms = value.state_timestamp
-
-
-def _unknown_member(group_id: str, member_id: str) -> errors.UnknownMemberId:
-    return errors.UnknownMemberId(f"group {group_id!r} has no member {member_id!r}")
-
-
-def _fenced(group_id: str, instance_id: str | None, member_id: str, current: str | None) -> errors.FencedInstanceId:
-    return errors.FencedInstanceId(f"group {group_id!r}: static member {instance_id!r} is now member {current!r}; "
-                                   f"member id {member_id!r} is fenced")
-
-
-def _illegal_generation(group: Group, generation: int) -> errors.IllegalGeneration:
-    return errors.IllegalGeneration(f"group {group.group_id!r} is at generation {group.generation}, not {generation}")
+        group = self.groups.setdefault(group_id, Group(group_id))
+        group.restore(value, self.clock())

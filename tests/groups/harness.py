@@ -32,15 +32,10 @@ from oncelog import errors
 from oncelog.apis._groups import error_code
 
 
-from oncelog.groups.coordinator import (
-    TRANSITIONS,
-    Group,
-    GroupConfig,
-    GroupCoordinator,
-    GroupState,
-    IllegalStateTransition,
-    SyncResult,
-)
+from oncelog.config.settings import GroupConfig
+from oncelog.groups.coordinator import GroupCoordinator
+from oncelog.groups.state import TRANSITIONS, Group, GroupState, SyncResult
+from oncelog.state_machine import IllegalStateTransition
 
 
 from oncelog.groups.records import (

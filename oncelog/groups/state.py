@@ -1,0 +1,261 @@
+"""A consumer group's state: Kafka's classic-protocol GroupState, its transition table, and what
+the coordinator keeps per group and per member (and writes to ``__consumer_offsets`` as the
+group's GroupMetadata record, see :mod:`oncelog.groups.records`).
+
+Group states (Kafka's classic protocol)::
+
+                     join                    all joined / rebalance timeout
+     +-------+  ---------------->  +--------------------+  --------------->  +----------------------+
+     | Empty |                     | PreparingRebalance |                     | CompletingRebalance  |
+     +-------+  <----------------  +--------------------+  <---------------  +----------------------+
+         |       all members left         ^     ^          join/leave/timeout          | leader's SyncGroup
+         |                                |     +-----------------------------+        v
+         |                                |   join/leave/timeout/new metadata |   +--------+
+         |                                +-----------------------------------+---| Stable |
+         v                                                                         +--------+
+     +------+   (DeleteGroups on an Empty group; every state may go to Dead on unload)
+     | Dead |
+     +------+
+
+:data:`TRANSITIONS` is the same graph as a table (Kafka's ``validPreviousStates`` read forwards);
+every change of state goes through :meth:`Group.transition`, which checks it (the idiom of
+:mod:`oncelog.state_machine`, shared with the transaction coordinator). The one exception is
+:meth:`Group.restore`, replay at start-up, which sets the state a stored group restarts in.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .. import errors
+from ..errors import KafkaError
+from ..protocol.internal_records import Reader
+from ..state_machine import check_transition
+from .records import GroupValue, MemberRecord, OffsetValue
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+    @property
+    def kafka_name(self) -> str:
+        return self.value
+
+
+S = GroupState
+TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
+    S.EMPTY: frozenset({S.PREPARING_REBALANCE, S.DEAD}),
+    S.PREPARING_REBALANCE: frozenset({S.COMPLETING_REBALANCE, S.EMPTY, S.DEAD}),
+    S.COMPLETING_REBALANCE: frozenset({S.STABLE, S.PREPARING_REBALANCE, S.DEAD}),
+    S.STABLE: frozenset({S.PREPARING_REBALANCE, S.DEAD}),
+    S.DEAD: frozenset(),
+}
+
+
+@dataclass
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    # The answers this member waits for (a JoinGroup / SyncGroup held until the rebalance
+    # completes); while one is set the member is alive whatever its deadline.
+    join_respond: Callable | None = None
+    sync_respond: Callable | None = None
+    deadline_ms: int = 0  # session deadline
+
+    def metadata_for(self, protocol: str) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
+
+
+# persist(group_id, records, on_done): append ``__consumer_offsets`` records (key, value or None
+# for a tombstone) to the group's partition; on_done(None) once durable, else on_done(error)
+# (:meth:`oncelog.groups.store.OffsetsTopic.persist`).
+Persist = Callable[[str, list[tuple[bytes, bytes | None]], Callable[[KafkaError | None], None]], None]
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    error: KafkaError | None
+    generation: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    members: tuple[tuple[str, str | None, bytes], ...] = ()
+    skip_assignment: bool = False
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    error: KafkaError | None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass
+class Group:
+    group_id: str
+    state: GroupState = S.EMPTY
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    generation: int = 0
+    leader_id: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    pending_members: dict[str, int] = field(default_factory=dict)  # member id -> deadline
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
+    rebalance_deadline_ms: int = 0
+    sync_deadline_ms: int = 0
+    state_timestamp_ms: int = 0
+    # InitialDelayedJoin: while set, the join completes only at rebalance_deadline_ms.
+    initial_delay: bool = False
+    initial_delay_remaining_ms: int = 0
+    new_member_added: bool = False
+
+    def transition(self, new: GroupState, now_ms: int) -> None:
+        check_transition(TRANSITIONS, f"group {self.group_id!r}", self.state, new)
+        self.state = new
+        self.state_timestamp_ms = now_ms
+
+    def to_value(self) -> GroupValue:
+        """The group's GroupMetadata record: generation, protocol, leader, members with the
+        subscription of the chosen protocol and their assignment."""
+        protocol = self.protocol_name or ""
+        return GroupValue(
+            protocol_type=self.protocol_type or "", generation=self.generation, protocol=self.protocol_name,
+            leader=self.leader_id, state_timestamp=self.state_timestamp_ms,
+            members=tuple(MemberRecord(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                       m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata_for(protocol),
+                                       m.assignment)
+                          for m in self.members.values()),
+        )
+
+    def restore(self, value: GroupValue, now_ms: int) -> None:
+        """Replay: the group as its last GroupMetadata record left it (offsets are kept: they
+        are records of their own). Not a transition: the group restarts Stable if the record
+        has members, else Empty, whatever state it was in when written, as Kafka's loading does.
+        Restored members must heartbeat within their session timeout from ``now_ms``."""
+        self.protocol_type = value.protocol_type or None
+        self.protocol_name = value.protocol
+        self.generation = value.generation
+        self.leader_id = value.leader
+        self.members.clear()
+        self.static_members.clear()
+        for m in value.members:
+            self.members[m.member_id] = Member(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
+                m.rebalance_timeout_ms, value.protocol_type, [(value.protocol or "", m.subscription)],
+                assignment=m.assignment, deadline_ms=now_ms + m.session_timeout_ms)
+            if m.group_instance_id is not None:
+                self.static_members[m.group_instance_id] = m.member_id
+        self.state = S.STABLE if self.members else S.EMPTY
+        self.state_timestamp_ms = value.state_timestamp
+
+    def join_result(self, member: Member) -> JoinResult:
+        """The JoinGroup answer of ``member`` in the current generation; the leader's carries
+        every member's subscription, to compute the assignments."""
+        members = ()
+        if member.member_id == self.leader_id:
+            members = tuple((m.member_id, m.group_instance_id, m.metadata_for(self.protocol_name))
+                            for m in self.members.values())
+        return JoinResult(None, self.generation, self.protocol_type, self.protocol_name,
+                          self.leader_id or "", member.member_id, members)
+
+    def next_deadline_ms(self) -> int | None:
+        """The group's next membership timer (a pending member's, a session not held open by
+        a waiting JoinGroup/SyncGroup, the rebalance or sync deadline of its state), or None."""
+        deadlines = list(self.pending_members.values())
+        deadlines += [m.deadline_ms for m in self.members.values() if m.join_respond is None and m.sync_respond is None]
+        if self.state is S.PREPARING_REBALANCE:
+            deadlines.append(self.rebalance_deadline_ms)
+        elif self.state is S.COMPLETING_REBALANCE:
+            deadlines.append(self.sync_deadline_ms)
+        return min(deadlines, default=None)
+
+    def candidate_protocols(self) -> set[str]:
+        sets = [{name for name, _ in m.protocols} for m in self.members.values()]
+        return set.intersection(*sets) if sets else set()
+
+    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        if not protocol_type or not protocols:
+            return False
+        if not self.members:
+            return True
+        return protocol_type == self.protocol_type and bool(self.candidate_protocols() & {n for n, _ in protocols})
+
+    def select_protocol(self) -> str:
+        """Each member votes for its most preferred protocol that all members support."""
+        candidates = self.candidate_protocols()
+        votes: dict[str, int] = {}
+        for m in self.members.values():
+            choice = next(name for name, _ in m.protocols if name in candidates)
+            votes[choice] = votes.get(choice, 0) + 1
+        return max(sorted(votes), key=lambda p: votes[p])
+
+    def all_joined(self) -> bool:
+        return not self.pending_members and all(m.join_respond is not None for m in self.members.values())
+
+    def subscribed_topics(self) -> set[str] | None:
+        """Topics the members subscribe to (consumer protocol), or None if unknown."""
+        if self.protocol_type != "consumer" or not self.protocol_name:
+            return None
+        topics: set[str] = set()
+        for m in self.members.values():
+            topics |= consumer_subscription_topics(m.metadata_for(self.protocol_name))
+        return topics
+
+
+def consumer_subscription_topics(meta: bytes) -> set[str]:
+    """The topics of a ConsumerProtocolSubscription (int16 version, array of string topics, then
+    fields this does not need); an unreadable subscription has none."""
+    try:
+        r = Reader(meta)
+        r.i16()
+        return {t for t in r.array(Reader.string) if t is not None}
+    except (struct.error, UnicodeDecodeError):
+        return set()
+
+
+# The errors a member check answers, each naming the group and member.
+
+def unknown_member(group_id: str, member_id: str) -> errors.UnknownMemberId:
+    return errors.UnknownMemberId(f"group {group_id!r} has no member {member_id!r}")
+
+
+def fenced(group_id: str, instance_id: str | None, member_id: str, current: str | None) -> errors.FencedInstanceId:
+    return errors.FencedInstanceId(f"group {group_id!r}: static member {instance_id!r} is now member {current!r}; "
+                                   f"member id {member_id!r} is fenced")
+
+
+def illegal_generation(group: Group, generation: int) -> errors.IllegalGeneration:
+    return errors.IllegalGeneration(f"group {group.group_id!r} is at generation {group.generation}, not {generation}")
+
+
+def check_member(group_id: str, group: Group | None, member_id: str, instance_id: str | None) -> KafkaError | None:
+    """Is ``member_id`` (with its static ``instance_id``) a member of ``group``? None, or why not."""
+    if group is None or group.state is S.DEAD:
+        return errors.UnknownMemberId(f"group {group_id!r} does not exist, so has no member {member_id!r}")
+    if instance_id is not None:
+        known = group.static_members.get(instance_id)
+        if known is not None and known != member_id:
+            return fenced(group.group_id, instance_id, member_id, known)
+    if member_id not in group.members:
+        return unknown_member(group.group_id, member_id)
+    return None
