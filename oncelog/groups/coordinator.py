@@ -34,7 +34,7 @@ from .. import errors
 from ..config.settings import GroupConfig
 from ..errors import KafkaError
 from ..notices import notice
-from .offsets import GroupOffsets
+from .offsets import GroupOffsets, TopicPartition
 from .records import GroupKey, GroupValue, OffsetKey, OffsetValue, decode_key, encode_group_value, encode_key
 from .state import (
     Group,
@@ -52,7 +52,6 @@ from .state import (
 log = logging.getLogger("oncelog.groups")
 
 S = GroupState
-TopicPartition = tuple[str, int]
 
 
 class GroupCoordinator:
