@@ -126,11 +126,13 @@ class GroupCoordinator:
             if known is not None and known != member_id:
                 return fail(fenced(group_id, group_instance_id, member_id, known))
         if not member_id:
+            # Step 4. A new member (:meth:`_join_new_member`).
             return self._join_new_member(group, member_args, require_known_member_id, respond, now)
         if member_id in group.pending_members:
             # Step 5. KIP-394's second join, with the member id the first one was given.
             del group.pending_members[member_id]
             return self._add_member(group, member_id, member_args, respond, now)
+        # Steps 6 and 7. A known member rejoins (:meth:`_rejoin`).
         return self._rejoin(group, member_id, member_args, respond, now)
 
     def _join_new_member(self, group: Group, args: dict, require_known_member_id: bool,
