@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from . import registry
-from .settings import BrokerConfig, FsyncPolicy, GroupConfig, LogConfig, TxnConfig
+from .settings import BrokerConfig, FsyncPolicy, GroupConfig, LogConfig, TxnConfig, default
 
 
 class ServeConfigError(ValueError):
@@ -269,7 +269,14 @@ def _listener_addresses(values: dict[str, Setting]) -> tuple[str, int, str | Non
 
 def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[str]]:
     """The BrokerConfig these settings make (later ones win), and the INFO lines to log (what was
-    accepted without effect, and why). Raises ServeConfigError naming the first bad one."""
+    accepted without effect, and why). Raises ServeConfigError naming the first bad one.
+
+    1. each name: not honoured on one broker (a note), unknown (error), or parsed and validated
+       with Kafka's type and validator and routed to its field (or to the topic defaults);
+    2. the listeners: the one PLAINTEXT listener served, and what is advertised;
+    3. the data directory (log.dirs, else log.dir);
+    4. the topic configs' broker defaults, resolved through the layers as Kafka resolves synonyms;
+    5. the checks across settings (node.id vs broker.id, the session timeout bounds)."""
     values: dict[str, Setting] = {}
     for s in given:
         values[s.name] = s
@@ -279,6 +286,7 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
     txn: dict[str, object] = {}
     topic_synonyms: dict[str, str] = {}
     static: dict[str, str] = {}
+    # Step 1.
     for name, s in values.items():
         if name in registry.NOT_HONOURED:
             notes.append(f"{s.origin}: {name}={s.value} accepted, no effect: {registry.NOT_HONOURED[name]}")
@@ -316,10 +324,10 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
                 raise ServeConfigError(f"{s.origin}: {exc}") from None
         path = d.setting.split(".")
         {"group": group, "txn": txn}.get(path[0], fields)[path[-1]] = value
-    # Step: listeners.
+    # Step 2.
     host, port, advertise, listener_notes = _listener_addresses(values)
     notes += [f"{values['listeners'].origin}: {n}" for n in listener_notes]
-    # Step: the data directory (log.dirs, else log.dir, as Kafka).
+    # Step 3. log.dirs, else log.dir, as Kafka.
     if "data_dir" not in fields and "log.dir" in values:
         fields["data_dir"] = values["log.dir"].value
     data_dir = fields.get("data_dir")
@@ -328,20 +336,21 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
     if "," in str(data_dir):
         origin = values["log.dirs"].origin if "log.dirs" in values else values["log.dir"].origin
         raise ServeConfigError(f"{origin}: log.dirs={data_dir}: oncelog keeps its data in one directory")
-    # Step: the topic configs' broker defaults, through the layers (log.retention.hours and its
-    # synonyms resolve as in Kafka), checked as serve options always were.
+    # Step 4. log.retention.hours and its synonyms resolve as in Kafka; checked as serve options
+    # always were (LogConfig.validate).
     layers = registry.BrokerLayers(static=topic_synonyms)
     try:
         log = LogConfig.from_values(layers.topic_defaults())
         log.validate()
     except registry.ConfigError as exc:
         raise ServeConfigError(f"{_origin_of(exc, values)}: {exc}") from None
+    # Step 5.
     if "node_id" in fields and "node.id" in values and "broker.id" in values \
             and values["node.id"].value.strip() != values["broker.id"].value.strip():
         raise ServeConfigError(f"{values['broker.id'].origin}: broker.id={values['broker.id'].value} differs "
                                f"from node.id={values['node.id'].value}")
-    group_config = GroupConfig(**{"initial_rebalance_delay_ms": BrokerConfig.__dataclass_fields__["group"]
-                                  .default_factory().initial_rebalance_delay_ms, **group})
+    # A broker's initial rebalance delay defaults to Kafka's (the bare GroupConfig's is none).
+    group_config = GroupConfig(**{"initial_rebalance_delay_ms": default("group.initial.rebalance.delay.ms"), **group})
     if group_config.min_session_timeout_ms > group_config.max_session_timeout_ms:
         # Kafka accepts this and then refuses every JoinGroup; refusing to start says why at once.
         def label(name: str) -> str:  # the option, if one gave it; else the name and where it came from
