@@ -26,7 +26,6 @@ every change of state goes through :meth:`Group.transition`, which checks it (th
 from __future__ import annotations
 
 import enum
-import struct
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -229,7 +228,7 @@ def consumer_subscription_topics(meta: bytes) -> set[str]:
         r = Reader(meta)
         r.i16()
         return {t for t in r.array(Reader.string) if t is not None}
-    except (struct.error, UnicodeDecodeError):
+    except ValueError:  # TruncatedRecord, UnicodeDecodeError
         return set()
 
 

@@ -62,10 +62,13 @@ class OffsetsTopic(InternalTopic):
                         self._apply(coordinator, key, value)
             for producer_id, records in pending.items():
                 for key, value in records:
-                    k = gr.decode_key(key)
-                    if isinstance(k, gr.OffsetKey) and value is not None:
-                        coordinator.stage_txn_offsets(producer_id, k.group,
-                                                      {(k.topic, k.partition): gr.decode_offset_value(value)})
+                    try:
+                        k = gr.decode_key(key)
+                        if isinstance(k, gr.OffsetKey) and value is not None:
+                            coordinator.stage_txn_offsets(producer_id, k.group,
+                                                          {(k.topic, k.partition): gr.decode_offset_value(value)})
+                    except ValueError as exc:  # TruncatedRecord, UnicodeDecodeError, unknown version
+                        log.warning("skipping unreadable %s record: %s", OFFSETS_TOPIC, exc)
         return count
 
     @staticmethod

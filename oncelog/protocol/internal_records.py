@@ -10,8 +10,9 @@ These are Kafka's non-flexible ("classic") encodings, big-endian:
     array                          int32 count, then the items; a negative count reads as empty
 
 Sans-IO and without schema: the caller's order of calls is the format (each record module
-documents its layout in its docstring). A truncated buffer raises :class:`struct.error` on a
-fixed-width read.
+documents its layout in its docstring). Reading past the end of the buffer — a fixed-width field,
+or a string or bytes longer than what is left — raises :class:`TruncatedRecord` (a ValueError, as
+every other unreadable record), never a short value.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from typing import Callable, Iterable, TypeVar
 T = TypeVar("T")
 
 _I8, _I16, _I32, _I64 = (struct.Struct(f) for f in (">b", ">h", ">i", ">q"))
+
+
+class TruncatedRecord(ValueError):
+    """The record ends before a field it declares."""
 
 
 class Writer:
@@ -79,9 +84,18 @@ class Reader:
         self.buf, self.pos = buf, pos
 
     def _take(self, fmt: struct.Struct) -> int:
+        if self.pos + fmt.size > len(self.buf):
+            raise TruncatedRecord(f"{len(self.buf)}-byte record ends before a {fmt.size}-byte field at {self.pos}")
         v = fmt.unpack_from(self.buf, self.pos)[0]
         self.pos += fmt.size
         return v
+
+    def _span(self, n: int) -> bytes:
+        if self.pos + n > len(self.buf):
+            raise TruncatedRecord(f"{len(self.buf)}-byte record ends before the {n} bytes declared at {self.pos}")
+        b = bytes(self.buf[self.pos : self.pos + n])
+        self.pos += n
+        return b
 
     def i8(self) -> int:
         return self._take(_I8)
@@ -99,15 +113,10 @@ class Reader:
         n = self.i16()
         if n < 0:
             return None
-        s = bytes(self.buf[self.pos : self.pos + n]).decode()
-        self.pos += n
-        return s
+        return self._span(n).decode()
 
     def bytes_(self) -> bytes:
-        n = max(self.i32(), 0)
-        b = bytes(self.buf[self.pos : self.pos + n])
-        self.pos += n
-        return b
+        return self._span(max(self.i32(), 0))
 
     def array(self, read: Callable[["Reader"], T]) -> list[T]:
         """An int32 count, then ``read(self)`` for each item."""
