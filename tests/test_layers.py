@@ -6,7 +6,8 @@ Floors, bottom up — a module imports only from its own floor or below:
     protocol                                            bytes <-> messages, no I/O
     storage                                             segments and logs: bytes and offsets only
     partition                                           one writer per partition log; internal topics
-    groups | txn | producer_ids                         coordinators (never each other: callbacks)
+    groups | txn | producer_ids | security              coordinators (never each other: callbacks);
+                                                        authentication and authorization
     apis                                                one module per Kafka API
     broker -> server -> cli                             state and dispatch, sockets, command line
 
@@ -44,6 +45,8 @@ NEVER = [
      "the coordinators meet only through callbacks wired in broker.py"),
     ("oncelog.txn", ("oncelog.groups", "oncelog.apis", "oncelog.broker", "oncelog.server") + CLIENT_SIDE,
      "the coordinators meet only through callbacks wired in broker.py"),
+    ("oncelog.security", ("oncelog.groups", "oncelog.txn", "oncelog.apis", "oncelog.broker", "oncelog.server")
+     + CLIENT_SIDE, "authentication and ACLs know principals and resources, not coordinators or handlers"),
     ("oncelog.apis", ("oncelog.broker", "oncelog.server", "oncelog.cli") + CLIENT_SIDE,
      "handlers see the broker through BrokerView only"),
     ("oncelog.broker", ("oncelog.server", "oncelog.cli") + CLIENT_SIDE, "the broker has no sockets"),
