@@ -38,6 +38,8 @@ from .txn.coordinator import TransactionCoordinator
 from .txn.markers import MarkerWriter
 from .txn.store import TransactionStateTopic
 from .producer_ids import ProducerIdManager
+from .security.acls import AclStore
+from .security.scram import ScramCredentialStore
 from .protocol import codec
 from .storage.log_manager import LogManager
 
@@ -82,6 +84,8 @@ class Broker:
 
     def open(self) -> None:
         self.logs.open()
+        self.acls = AclStore.for_broker(self.logs.data_dir, self.config)  # ACLs and the authorizer
+        self.scram_credentials = ScramCredentialStore(self.logs.data_dir)  # KIP-554, SCRAM's credentials
         self.partitions.open()
         self.node_id = self.logs.node_id
         self.producer_ids = ProducerIdManager(self.logs.data_dir)
