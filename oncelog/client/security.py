@@ -51,6 +51,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from ..security.jaas import JaasConfigError, JaasEntry, parse_jaas_entries
+
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
@@ -92,92 +94,13 @@ class SaslAuthenticationError(KafkaSecurityError):
 # sasl.jaas.config
 
 
-@dataclass(frozen=True)
-class JaasEntry:
-    login_module: str
-    control_flag: str
-    options: dict[str, str]
-
-
-_FLAGS = ("required", "requisite", "sufficient", "optional")
-_ESCAPES = {"n": "\n", "t": "\t", "b": "\b", "r": "\r", "f": "\f", "a": "\a", "v": "\v"}
-
-
-def _jaas_tokens(text: str):
-    """Tokens as Kafka's JaasConfig reads them with java.io.StreamTokenizer: words (letters,
-    digits, ``. - _ $``), quoted strings (single or double quotes, backslash escapes, ending at
-    the closing quote or the end of the line), ``//`` and ``/* */`` comments, single characters."""
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c.isspace():
-            i += 1
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j + 1
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            i = n if j < 0 else j + 2
-        elif c in "\"'":
-            out = []
-            i += 1
-            while i < n and text[i] != c and text[i] not in "\r\n":
-                ch = text[i]
-                if ch == "\\" and i + 1 < n:
-                    nxt = text[i + 1]
-                    m = re.match(r"[0-7]{1,3}", text[i + 1:i + 4]) if nxt in "01234567" else None
-                    if m:
-                        out.append(chr(int(m.group(0), 8) & 0xFF))
-                        i += 1 + len(m.group(0))
-                        continue
-                    out.append(_ESCAPES.get(nxt, nxt))
-                    i += 2
-                    continue
-                out.append(ch)
-                i += 1
-            i += 1  # the closing quote (or the line end)
-            yield "string", "".join(out)
-        elif c.isalnum() or c in "._-$" or "\u00a0" <= c <= "\u00ff":
-            j = i
-            while j < n and (text[j].isalnum() or text[j] in "._-$" or "\u00a0" <= text[j] <= "\u00ff"):
-                j += 1
-            yield "word", text[i:j]
-            i = j
-        else:
-            yield "char", c
-            i += 1
-
-
 def parse_jaas_config(text: str) -> JaasEntry:
-    """``sasl.jaas.config`` as Kafka parses it: ``<LoginModule> <flag> key=value ... ;``, exactly
-    one login module (Kafka's clients refuse more), values quoted or bare words."""
-    tokens = list(_jaas_tokens(text or ""))
-    entries: list[JaasEntry] = []
-    pos = 0
-    while pos < len(tokens):
-        kind, module = tokens[pos]
-        if kind != "word":
-            raise SecurityConfigError(f"sasl.jaas.config: expected a login module class, found {module!r}")
-        if pos + 1 >= len(tokens):
-            raise SecurityConfigError("sasl.jaas.config: login module control flag not specified "
-                                      "(e.g. '... ScramLoginModule required username=\"u\" password=\"p\";')")
-        flag = tokens[pos + 1][1]
-        if flag.lower() not in _FLAGS:
-            raise SecurityConfigError(f"sasl.jaas.config: invalid control flag {flag!r} (expected one of {', '.join(_FLAGS)})")
-        pos += 2
-        options: dict[str, str] = {}
-        while pos < len(tokens) and tokens[pos] != ("char", ";"):
-            kind, key = tokens[pos]
-            if kind == "char":
-                raise SecurityConfigError(f"sasl.jaas.config: unexpected {key!r} in the options of {module}")
-            if pos + 2 >= len(tokens) or tokens[pos + 1] != ("char", "=") or tokens[pos + 2][0] == "char":
-                raise SecurityConfigError(f"sasl.jaas.config: value not specified for key {key!r}")
-            options[key] = tokens[pos + 2][1]
-            pos += 3
-        if pos >= len(tokens):
-            raise SecurityConfigError("sasl.jaas.config: entry not terminated by a semicolon")
-        pos += 1
-        entries.append(JaasEntry(module, flag.lower(), options))
+    """``sasl.jaas.config`` as Kafka parses it (:mod:`oncelog.security.jaas`): exactly one
+    login module, as Kafka's clients require."""
+    try:
+        entries = parse_jaas_entries(text)
+    except JaasConfigError as exc:
+        raise SecurityConfigError(f"sasl.jaas.config: {exc}") from None
     if len(entries) != 1:
         raise SecurityConfigError(f"sasl.jaas.config holds {len(entries)} login modules; a Kafka client needs exactly 1")
     return entries[0]
