@@ -197,8 +197,10 @@ class ScramServer(_Base):
         super().__init__(reauthentication)
         self.mechanism_name = mechanism
         self._user: str | None = None
+        self._attempted_user: str | None = None
 
         def lookup(user: str):
+            self._attempted_user = user
             credential = credentials.credential(user, mechanism)
             if credential is None:
                 return None  # scramp: "Unknown user"
@@ -224,7 +226,7 @@ class ScramServer(_Base):
             self._server.set_client_final(text)
             server_final = self._server.get_server_final()
         except scramp.ScramException as exc:
-            who = f" (user {self._user!r})" if self._user else ""
+            who = f" (user {self._attempted_user!r})" if self._attempted_user is not None else ""
             raise self._fail(detail=f"{self.mechanism_name} step {self._stage}{who}: {exc}") from None
         assert self._user is not None
         self._done(self._user)

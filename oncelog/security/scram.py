@@ -290,6 +290,7 @@ class ScramCredentialStore:
                                            "iterations": c.iterations}
                    for code, c in sorted(mechs.items())}
             for user, mechs in sorted(credentials.items())}}
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
         atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
