@@ -72,6 +72,8 @@ class Broker:
         self.partitions = PartitionManager(self.logs)
         self.advertised: tuple[str, int] = (config.host, config.port)
         self.listening: tuple[str, int] = (config.host, config.port)
+        # listener name -> (security protocol, bound (host, port), advertised (host, port)), as bound
+        self._bound: dict[str, tuple[str, tuple[str, int], tuple[str, int]]] = {}
         self.producer_ids: ProducerIdManager | None = None
         self.groups: GroupCoordinator | None = None
         self.offsets_topic: OffsetsTopic | None = None
@@ -162,28 +164,44 @@ class Broker:
             return exc
         return None
 
-    def set_listening(self, host: str, port: int) -> None:
-        self.listening = (host, port)
-        if self.config.advertise:
-            h, _, p = self.config.advertise.rpartition(":")
-            self.advertised = (h, int(p))
+    def set_listening(self, host: str, port: int, listener: str | None = None) -> None:
+        """A listener is bound (``port`` is the real one when 0 was asked): what Metadata hands
+        out to its clients is its ``advertised.listeners`` entry, else this address (the host's
+        name for a wildcard, as Kafka). The first listener's is also :attr:`advertised`."""
+        listeners = {lc.name: lc for lc in self.config.all_listeners()}
+        lc = listeners[listener] if listener is not None else next(iter(listeners.values()))
+        if lc.advertised:
+            advertised = lc.advertised
         elif host in ("0.0.0.0", "::", ""):
             # Listening on every interface, nothing advertised: Kafka hands out the machine's
             # canonical host name (InetAddress.getCanonicalHostName), never the wildcard.
-            self.advertised = (socket.getfqdn(), port)
+            advertised = (socket.getfqdn(), port)
         else:
-            self.advertised = (host, port)
+            advertised = (host, port)
+        self._bound[lc.name] = (lc.security_protocol, (host, port), advertised)
+        first = next(iter(listeners))
+        if lc.name == first:
+            self.listening, self.advertised = (host, port), advertised
         static = self.logs.layers.static
-        static["listeners"] = f"PLAINTEXT://{host}:{port}"
-        if self.config.advertise:
-            static["advertised.listeners"] = f"PLAINTEXT://{self.advertised[0]}:{self.advertised[1]}"
+        static["listeners"] = self._listeners_text(1)
+        if any(lc.advertised for lc in listeners.values()):
+            static["advertised.listeners"] = self._listeners_text(2)
+
+    def _listeners_text(self, which: int) -> str:
+        return ",".join(f"{name}://{bound[which][0]}:{bound[which][1]}" for name, bound in self._bound.items())
+
+    def advertised_for(self, listener: str) -> tuple[str, int]:
+        """The address Metadata, FindCoordinator and DescribeCluster give a client of this listener."""
+        bound = self._bound.get(listener)
+        return bound[2] if bound is not None else self.advertised
 
     def describe_config(self) -> dict[str, str | None]:
         """Broker config name -> value in force, for DescribeConfigs: the settings, the real
         listeners, and from the config layers the topic defaults (log.*) and the dynamic ones."""
         values: dict[str, str | None] = dict(self.config.describe())
-        values["listeners"] = f"PLAINTEXT://{self.listening[0]}:{self.listening[1]}"
-        values["advertised.listeners"] = f"PLAINTEXT://{self.advertised[0]}:{self.advertised[1]}"
+        values["listeners"] = self._listeners_text(1) or f"PLAINTEXT://{self.listening[0]}:{self.listening[1]}"
+        values["advertised.listeners"] = (self._listeners_text(2)
+                                          or f"PLAINTEXT://{self.advertised[0]}:{self.advertised[1]}")
         layers = self.logs.layers
         for name, d in registry.BROKER_CONFIGS.items():
             if name in registry.TOPIC_SYNONYM_NAMES or (d.dynamic and name in values):
@@ -192,7 +210,7 @@ class Broker:
 
     # ------------------------------------------------------------------ dispatch
 
-    def handle_frame(self, frame: bytes, peer: str):
+    def handle_frame(self, frame: bytes, peer: str, listener: str = "PLAINTEXT", principal: str = "User:ANONYMOUS"):
         try:
             api_key, version, correlation_id = codec.peek_header(frame)
         except codec.DecodeError as exc:  # a frame shorter than a request header
@@ -210,7 +228,7 @@ class Broker:
             header, request = codec.decode_request(frame, api_key, version)
         except codec.DecodeError as exc:
             raise ProtocolViolation(str(exc)) from None
-        ctx = RequestContext(self, version, correlation_id, header.client_id, peer)
+        ctx = RequestContext(self, version, correlation_id, header.client_id, peer, listener, principal)
         result = module.handle(ctx, request)
         if api_key in GROUP_APIS:
             self.schedule_group_timer()

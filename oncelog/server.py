@@ -48,6 +48,7 @@ import time
 
 from .apis._base import Applied
 from .broker import Broker, ProtocolViolation
+from .security import tls
 from .protocol import codec
 from .protocol.framing import SCRATCH_BYTES, BufferedFrameReader, FrameTooLarge, InvalidFrame
 
@@ -204,9 +205,12 @@ class Limits:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Broker, limits: Limits) -> None:
+    def __init__(self, broker: Broker, limits: Limits, listener: str = "PLAINTEXT") -> None:
         self.broker = broker
         self.limits = limits
+        self.listener = listener  # its name in ``listeners``: Metadata answers with its address
+        # ANONYMOUS unless a client certificate names the client (mTLS); set in connection_made.
+        self.principal = "User:ANONYMOUS"
         self.reader = BufferedFrameReader(limits.max_frame, scratch=limits.scratch)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -249,6 +253,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.ip = ip
         limits.per_ip[ip] += 1
         limits.connections.add(self)
+        # Over TLS, asyncio calls connection_made after the handshake: the client's certificate,
+        # if it sent one (ssl.client.auth requested/required), names the principal.
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            cert = ssl_object.getpeercert()
+            if cert:
+                self.principal = "User:" + tls.subject_dn(cert)
 
     def connection_lost(self, exc) -> None:
         self.closed = True
@@ -363,7 +374,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _dispatch(self, frame) -> None:
         nbytes = len(frame)
         try:
-            result = self.broker.handle_frame(frame, self.peer)
+            result = self.broker.handle_frame(frame, self.peer, self.listener, self.principal)
         except ProtocolViolation as exc:
             self.bad_input(f"malformed or unsupported request: {exc}", frame)
             return
@@ -519,10 +530,17 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
     loop.set_exception_handler(limits.loop_exception)
     _raise_fd_limit(min(broker.config.max_connections, 1 << 20) + 1024)
     broker.open()
-    server = await loop.create_server(lambda: KafkaConnection(broker, limits),
-                                      broker.config.host, broker.config.port, reuse_address=True, backlog=1024)
-    sock = server.sockets[0].getsockname()
-    broker.set_listening(sock[0], sock[1])
+    servers = []
+    bound = []
+    for lc in broker.config.all_listeners():
+        context = tls.server_context(lc.ssl) if lc.ssl is not None else None
+        server = await loop.create_server(lambda name=lc.name: KafkaConnection(broker, limits, name),
+                                          lc.host, lc.port, reuse_address=True, backlog=1024, ssl=context,
+                                          ssl_handshake_timeout=10 if context is not None else None)
+        servers.append(server)
+        sock = server.sockets[0].getsockname()
+        broker.set_listening(sock[0], sock[1], lc.name)
+        bound.append((lc, sock))
     broker.partitions.start_background()
     ticker = loop.create_task(broker.tick_task())
     sweeper = loop.create_task(_sweep(limits))
@@ -532,20 +550,25 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):
             pass
-    host, port = broker.advertised
-    log.info("node %d listening on %s:%d (advertised as %s:%d), data in %s, fsync %s", broker.node_id, sock[0],
-             sock[1], host, port, broker.logs.data_dir, broker.config.fsync)
-    print(f"oncelog listening on {sock[0]}:{sock[1]} (advertised {host}:{port})", flush=True)
+    for lc, sock in bound:  # the first line is the first listener's: process.py reads its port
+        host, port = broker.advertised_for(lc.name)
+        log.info("node %d listening on %s:%d (%s, %s; advertised as %s:%d), data in %s, fsync %s", broker.node_id,
+                 sock[0], sock[1], lc.name, lc.security_protocol, host, port, broker.logs.data_dir,
+                 broker.config.fsync)
+        print(f"oncelog listening on {sock[0]}:{sock[1]} (advertised {host}:{port}; listener {lc.name}, "
+              f"{lc.security_protocol})", flush=True)
     if ready is not None:
         ready.set()
     await stop.wait()
     log.info("stopping")
     ticker.cancel()
     sweeper.cancel()
-    server.close()
+    for server in servers:
+        server.close()
     for conn in list(limits.connections):
         conn.abort()
-    await server.wait_closed()
+    for server in servers:
+        await server.wait_closed()
     await broker.partitions.close()
     log.info("stopped cleanly")
 

@@ -8,6 +8,11 @@ from . import (
     add_offsets_to_txn,
     alter_configs,
     incremental_alter_configs,
+    create_acls,
+    delete_acls,
+    describe_acls,
+    alter_user_scram_credentials,
+    describe_user_scram_credentials,
     add_partitions_to_txn,
     api_versions,
     describe_transactions,
@@ -53,6 +58,8 @@ MODULES = [
     list_transactions, describe_transactions,
     describe_log_dirs, describe_topic_partitions, list_partition_reassignments, elect_leaders,
     alter_configs, incremental_alter_configs,
+    describe_acls, create_acls, delete_acls,
+    describe_user_scram_credentials, alter_user_scram_credentials,
 ]
 
 HANDLERS = {m.API_KEY: m for m in MODULES}

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from ..groups.store import OffsetsTopic
     from ..partition import PartitionManager
     from ..producer_ids import ProducerIdManager
+    from ..security.acls import AclStore
+    from ..security.scram import ScramCredentialStore
     from ..storage.log_manager import LogManager
     from ..txn.coordinator import TransactionCoordinator
     from ..txn.markers import MarkerWriter
@@ -52,8 +54,12 @@ class BrokerView(Protocol):
     txn: "TransactionCoordinator"
     markers: "MarkerWriter"
     producer_ids: "ProducerIdManager"
+    acls: "AclStore"  # the ACLs and the authorizer (authorize() is True when none is configured)
+    scram_credentials: "ScramCredentialStore"  # KIP-554 SCRAM credentials, persisted in the data dir
 
     def partition_exists(self, topic: str, partition: int) -> bool: ...
+
+    def advertised_for(self, listener: str) -> tuple[str, int]: ...
 
     def offset_fetch_error(self, group_id: str, topic: str, partition: int) -> "KafkaError | None": ...
 
@@ -67,6 +73,10 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     peer: str
+    # The connection's listener (its name in ``listeners``) and authenticated principal
+    # (``User:ANONYMOUS`` on PLAINTEXT, as Kafka; the certificate's DN under mTLS).
+    listener: str = "PLAINTEXT"
+    principal: str = "User:ANONYMOUS"
 
 
 @functools.cache

@@ -20,7 +20,7 @@ GROUP, TRANSACTION = 0, 1
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     b = ctx.broker
-    host, port = b.advertised
+    host, port = b.advertised_for(ctx.listener)
     key_type = getattr(request, "key_type", GROUP)
     code = OK if key_type in b.coordinator_key_types else ErrorCode.invalid_request
     message = None if code == OK else f"key type {key_type} is not supported"

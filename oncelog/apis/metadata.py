@@ -61,7 +61,7 @@ def handle(ctx, request):
         )
         results.append(build(m.MetadataResponseTopic, error_code=OK, name=topic.name, topic_id=topic.topic_id,
                              is_internal=topic.internal, partitions=partitions, topic_authorized_operations=topic_ops))
-    host, port = broker.advertised
+    host, port = broker.advertised_for(ctx.listener)
     brokers = (build(m.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),)
     return build(m.MetadataResponse, throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=logs.cluster_id,
                  controller_id=broker.node_id, topics=tuple(results), cluster_authorized_operations=cluster_ops,

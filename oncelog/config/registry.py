@@ -642,6 +642,44 @@ _BROKER_OWN = [
                     "How often the log cleaner looks for partitions to compact (serve --log-cleaner-interval-ms).",
                     oncelog_default="30000", validator=at_least(0), setting="log_cleaner_backoff_ms",
                     flag="--log-cleaner-interval-ms", flag_help="how often compaction runs"),
+    # Security (issue 20). TLS settings apply to SSL and SASL_SSL listeners; each may be given per
+    # listener as listener.name.<listener, lower case>.<name>, which wins for that listener.
+    BrokerConfigDef("ssl.keystore.type", T.STRING, "JKS", None, "The key store's format: PEM only (oncelog reads "
+                    "PEM files; convert a JKS or PKCS12 store with keytool/openssl).", oncelog_default="PEM",
+                    validator=one_of("PEM")),
+    BrokerConfigDef("ssl.keystore.location", T.STRING, None, None,
+                    "A PEM file with the broker's certificate chain and its private key."),
+    BrokerConfigDef("ssl.keystore.certificate.chain", T.PASSWORD, None, None,
+                    "The broker's certificate chain as PEM text (instead of ssl.keystore.location)."),
+    BrokerConfigDef("ssl.keystore.key", T.PASSWORD, None, None,
+                    "The broker's private key as PEM text (with ssl.keystore.certificate.chain)."),
+    BrokerConfigDef("ssl.key.password", T.PASSWORD, None, None, "The password of an encrypted private key."),
+    BrokerConfigDef("ssl.truststore.type", T.STRING, "JKS", None, "The trust store's format: PEM only.",
+                    oncelog_default="PEM", validator=one_of("PEM")),
+    BrokerConfigDef("ssl.truststore.location", T.STRING, None, None,
+                    "A PEM file of the certificate authorities that client certificates must chain to (mTLS)."),
+    BrokerConfigDef("ssl.truststore.certificates", T.PASSWORD, None, None,
+                    "The trusted certificates as PEM text (instead of ssl.truststore.location)."),
+    BrokerConfigDef("ssl.client.auth", T.STRING, "none", None,
+                    "none | requested | required: whether a client certificate is asked for (mTLS); a client's "
+                    "principal is then User:<the certificate's subject DN, RFC 2253> (Kafka's DEFAULT rule).",
+                    validator=one_of("required", "requested", "none")),
+    BrokerConfigDef("ssl.enabled.protocols", T.LIST, "TLSv1.2,TLSv1.3", None,
+                    "TLS versions accepted; TLS 1.2 and 1.3 only.", validator=list_of("TLSv1.2", "TLSv1.3")),
+    BrokerConfigDef("ssl.principal.mapping.rules", T.STRING, "DEFAULT", None,
+                    "How a certificate's DN becomes a principal: DEFAULT (the whole DN) only, for now.",
+                    validator=one_of("DEFAULT")),
+    BrokerConfigDef("authorizer.class.name", T.STRING, "", None,
+                    "Kafka's StandardAuthorizer name (org.apache.kafka.metadata.authorizer.StandardAuthorizer) "
+                    "switches ACLs on: CreateAcls/DescribeAcls/DeleteAcls then work (else SECURITY_DISABLED). "
+                    "Empty: no authorizer.", validator=one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
+                    setting="authorizer_class_name"),
+    BrokerConfigDef("super.users", T.STRING, "", None,
+                    "Principals allowed everything, separated by ';' (User:admin;User:CN=broker,O=Acme).",
+                    setting="super_users"),
+    BrokerConfigDef("allow.everyone.if.no.acl.found", T.BOOLEAN, "false", None,
+                    "With an authorizer: a resource no ACL matches is open to everyone (true) or to super "
+                    "users only (false, Kafka's default).", setting="allow_everyone_if_no_acl_found"),
     BrokerConfigDef("oncelog.fsync", T.STRING, None, None,
                     "oncelog's durability policy (serve --fsync): always | interval:MS | never.",
                     oncelog_default="always", setting="fsync", flag="--fsync", flag_kind="str",
@@ -956,7 +994,10 @@ def describe_broker(values: Mapping[str, str | None], layers: BrokerLayers, *, p
         if not per_broker:
             syns = [s for s in syns if s[2] == ConfigSource.DYNAMIC_DEFAULT_BROKER]
         source = syns[0][2] if syns else ConfigSource.DEFAULT
-        out.append(Described(name, values[name], source, d.type if d else ConfigType.UNKNOWN,
+        sensitive = d is not None and d.type == ConfigType.PASSWORD
+        if sensitive:  # Kafka reports a password's source, never its value
+            syns = [(n, None, s) for n, _, s in syns]
+        out.append(Described(name, None if sensitive else values[name], source, d.type if d else ConfigType.UNKNOWN,
                              d is None or d.dynamic is None, tuple(syns) if include_synonyms else (),
-                             (d.doc if d else None) if include_docs else None))
+                             (d.doc if d else None) if include_docs else None, sensitive))
     return out

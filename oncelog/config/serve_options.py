@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from . import registry
-from .settings import BrokerConfig, FsyncPolicy, GroupConfig, LogConfig, TxnConfig, default
+from .settings import BrokerConfig, FsyncPolicy, GroupConfig, ListenerConfig, LogConfig, SslConfig, TxnConfig, default
 
 
 class ServeConfigError(ValueError):
@@ -189,15 +189,18 @@ def settings_from_args(args: argparse.Namespace) -> list[Setting]:
 
 
 def _listener_shorthand(given: list[Setting], host: str | None, port: int | None) -> str:
-    """--host/--port change the host or port of the PLAINTEXT listener (a file's, else the default)."""
+    """--host/--port change the host or port of the PLAINTEXT listener (else the first one) of the
+    listeners given so far (a file's), or of the default ``PLAINTEXT://127.0.0.1:9092``; the other
+    listeners stay as they are."""
     current = [s.value for s in given if s.name == "listeners"]
-    name, h, p = "PLAINTEXT", "127.0.0.1", 9092
-    if current:
-        for entry in _split_list(current[-1]):
-            m = _LISTENER.fullmatch(entry)
-            if m and m["name"].upper() == "PLAINTEXT":
-                h, p = m["host"], int(m["port"])
-    return f"{name}://{host if host is not None else h}:{port if port is not None else p}"
+    entries = _split_list(current[-1]) if current else ["PLAINTEXT://127.0.0.1:9092"]
+    parsed = [_LISTENER.fullmatch(e) for e in entries]
+    target = next((i for i, m in enumerate(parsed) if m and m["name"].upper() == "PLAINTEXT"), 0)
+    m = parsed[target]
+    if m is None:
+        return current[-1]  # malformed: reported with its origin when the listeners are read
+    entries[target] = f"{m['name']}://{host if host is not None else m['host']}:{port if port is not None else m['port']}"
+    return ",".join(entries)
 
 
 # ------------------------------------------------------------------------------------------
@@ -211,8 +214,15 @@ def _split_list(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 
 
-def _listener_addresses(values: dict[str, Setting]) -> tuple[str, int, str | None, list[str]]:
-    """(host, port, advertise "HOST:PORT" | None, notes) of the one listener served."""
+SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
+_SSL_FIELDS = {f"ssl.{f.replace('_', '.')}": f for f in SslConfig.__dataclass_fields__}
+
+
+def _listeners(values: dict[str, Setting], per_listener: dict[str, dict[str, Setting]]
+               ) -> tuple[tuple[ListenerConfig, ...], list[str]]:
+    """The listeners served (Kafka's ``listeners`` with ``listener.security.protocol.map``,
+    ``advertised.listeners`` and ``controller.listener.names``), with each TLS listener's
+    ``ssl.*`` (per-listener ``listener.name.<l>.ssl.*`` over the broker-wide ones), and notes."""
     notes = []
     protocols = {}
     pm = values.get("listener.security.protocol.map")
@@ -224,47 +234,79 @@ def _listener_addresses(values: dict[str, Setting]) -> tuple[str, int, str | Non
         protocols[listener.strip().upper()] = protocol.strip().upper()
     controllers = {n.upper() for n in _split_list(values["controller.listener.names"].value)} \
         if "controller.listener.names" in values else set()
-    host, port, served = "127.0.0.1", 9092, None
-    if "listeners" in values:
-        s = values["listeners"]
-        found = []
-        for entry in _split_list(s.value):
-            m = _LISTENER.fullmatch(entry)
-            if m is None:
-                raise ServeConfigError(f"{s.origin}: Invalid value {s.value} for configuration listeners: "
-                                       f"{entry!r} is not NAME://HOST:PORT")
-            name = m["name"].upper()
-            if name in controllers:
-                notes.append(f"listener {entry} not opened: it is a controller listener and oncelog has no "
-                             f"controller quorum")
-                continue
-            protocol = protocols.get(name)
-            if protocol is None:
-                raise ServeConfigError(f"{s.origin}: listener {entry}: no security protocol for {name} in "
-                                       f"listener.security.protocol.map")
-            if protocol != "PLAINTEXT":
-                raise ServeConfigError(f"{s.origin}: listener {entry}: oncelog serves PLAINTEXT listeners only "
-                                       f"(this one is {protocol}; TLS and SASL are not implemented yet)")
-            found.append((name, m))
-        if len(found) != 1:
-            raise ServeConfigError(f"{s.origin}: listeners={s.value}: oncelog serves exactly one PLAINTEXT "
-                                   f"listener, found {len(found)}")
-        served, m = found[0]
-        # Kafka: an empty host binds every interface.
-        host, port = (m["host"].strip("[]") or "0.0.0.0"), int(m["port"])
+    s = values.get("listeners", Setting("listeners", "PLAINTEXT://127.0.0.1:9092", "default"))
+    bound = []
+    for entry in _split_list(s.value):
+        m = _LISTENER.fullmatch(entry)
+        if m is None:
+            raise ServeConfigError(f"{s.origin}: Invalid value {s.value} for configuration listeners: "
+                                   f"{entry!r} is not NAME://HOST:PORT")
+        name = m["name"].upper()
+        if name in controllers:
+            notes.append(f"{s.origin}: listener {entry} not opened: it is a controller listener and oncelog has "
+                         f"no controller quorum")
+            continue
+        if name in (b[0] for b in bound):
+            raise ServeConfigError(f"{s.origin}: listeners={s.value}: listener {name} is named twice")
+        protocol = protocols.get(name)
+        if protocol is None:
+            raise ServeConfigError(f"{s.origin}: listener {entry}: no security protocol for {name} in "
+                                   f"listener.security.protocol.map")
+        if protocol not in SERVED_PROTOCOLS:
+            raise ServeConfigError(f"{s.origin}: listener {entry}: oncelog serves PLAINTEXT and SSL listeners "
+                                   f"(this one is {protocol}; SASL is not implemented yet)")
+        port = int(m["port"])
         if not 0 <= port <= 65535:
             raise ServeConfigError(f"{s.origin}: listeners={s.value}: port {port} is not 0..65535")
-    advertise = None
+        # Kafka: an empty host binds every interface.
+        bound.append((name, protocol, m["host"].strip("[]") or "0.0.0.0", port))
+    if not bound:
+        raise ServeConfigError(f"{s.origin}: listeners={s.value}: no listener for clients")
+    advertised: dict[str, tuple[str, int]] = {}
     if "advertised.listeners" in values:
-        s = values["advertised.listeners"]
-        for entry in _split_list(s.value):
+        a = values["advertised.listeners"]
+        for entry in _split_list(a.value):
             m = _LISTENER.fullmatch(entry)
             if m is None:
-                raise ServeConfigError(f"{s.origin}: Invalid value {s.value} for configuration "
+                raise ServeConfigError(f"{a.origin}: Invalid value {a.value} for configuration "
                                        f"advertised.listeners: {entry!r} is not NAME://HOST:PORT")
-            if m["name"].upper() == (served or "PLAINTEXT"):
-                advertise = f"{m['host'] or host}:{m['port']}"
-    return host, port, advertise, notes
+            advertised[m["name"].upper()] = (m["host"], int(m["port"]))
+    unknown = set(per_listener) - {b[0] for b in bound} - controllers
+    if unknown:
+        name = sorted(unknown)[0]
+        first = next(iter(per_listener[name].values()))
+        raise ServeConfigError(f"{first.origin}: {first.name}: there is no listener {name} in listeners")
+    out = []
+    for name, protocol, host, port in bound:
+        ssl = None
+        if protocol in ("SSL", "SASL_SSL"):
+            ssl = _ssl_config(name, values, per_listener.get(name, {}))
+        host_port = advertised.get(name)
+        if host_port is not None and not host_port[0]:
+            host_port = (host, host_port[1])
+        out.append(ListenerConfig(name, protocol, host, port, host_port, ssl))
+    return tuple(out), notes
+
+
+def _ssl_config(listener: str, values: dict[str, Setting], own: dict[str, Setting]) -> SslConfig:
+    fields: dict[str, object] = {}
+    for config_name, field_name in _SSL_FIELDS.items():
+        s = own.get(config_name) or values.get(config_name)
+        if s is None:
+            continue
+        d = registry.BROKER_CONFIGS[config_name]
+        value = registry.parse_value(config_name, s.value, d.type)
+        fields[field_name] = tuple(value) if isinstance(value, list) else value
+    config = SslConfig(**fields)
+    has_chain = config.keystore_location or (config.keystore_certificate_chain and config.keystore_key)
+    if not has_chain:
+        raise ServeConfigError(f"listener {listener} is TLS: give ssl.keystore.location (a PEM file with the "
+                               f"certificate chain and key), or ssl.keystore.certificate.chain and ssl.keystore.key "
+                               f"(for it alone: listener.name.{listener.lower()}.ssl.*)")
+    if config.client_auth != "none" and not (config.truststore_location or config.truststore_certificates):
+        raise ServeConfigError(f"listener {listener}: ssl.client.auth={config.client_auth} needs "
+                               f"ssl.truststore.location or ssl.truststore.certificates")
+    return config
 
 
 def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[str]]:
@@ -273,7 +315,7 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
 
     1. each name: not honoured on one broker (a note), unknown (error), or parsed and validated
        with Kafka's type and validator and routed to its field (or to the topic defaults);
-    2. the listeners: the one PLAINTEXT listener served, and what is advertised;
+    2. the listeners: each one served, its TLS settings, and what is advertised for it;
     3. the data directory (log.dirs, else log.dir);
     4. the topic configs' broker defaults, resolved through the layers as Kafka resolves synonyms;
     5. the checks across settings (node.id vs broker.id, the session timeout bounds)."""
@@ -286,8 +328,23 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
     txn: dict[str, object] = {}
     topic_synonyms: dict[str, str] = {}
     static: dict[str, str] = {}
+    per_listener: dict[str, dict[str, Setting]] = {}
     # Step 1.
     for name, s in values.items():
+        if name.startswith("listener.name."):
+            listener, _, rest = name[len("listener.name."):].partition(".")
+            d = registry.BROKER_CONFIGS.get(rest)
+            if not listener or d is None or not rest.startswith("ssl."):
+                raise ServeConfigError(f"{s.origin}: {name}: oncelog knows per-listener ssl.* configs only "
+                                       f"(listener.name.<listener>.ssl.keystore.location, ...)")
+            try:
+                value = registry.parse_value(rest, s.value, d.type)
+                if d.validator is not None and value is not None:
+                    d.validator(rest, value)
+            except registry.ConfigError as exc:
+                raise ServeConfigError(f"{s.origin}: {exc}") from None
+            per_listener.setdefault(listener.upper(), {})[rest] = Setting(rest, s.value, s.origin)
+            continue
         if name in registry.NOT_HONOURED:
             notes.append(f"{s.origin}: {name}={s.value} accepted, no effect: {registry.NOT_HONOURED[name]}")
             continue
@@ -325,8 +382,11 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
         path = d.setting.split(".")
         {"group": group, "txn": txn}.get(path[0], fields)[path[-1]] = value
     # Step 2.
-    host, port, advertise, listener_notes = _listener_addresses(values)
-    notes += [f"{values['listeners'].origin}: {n}" for n in listener_notes]
+    listeners, listener_notes = _listeners(values, per_listener)
+    notes += listener_notes
+    first = listeners[0]
+    host, port = first.host, first.port
+    advertise = f"{first.advertised[0]}:{first.advertised[1]}" if first.advertised else None
     # Step 3. log.dirs, else log.dir, as Kafka.
     if "data_dir" not in fields and "log.dir" in values:
         fields["data_dir"] = values["log.dir"].value
@@ -363,7 +423,7 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
                                f"is above {label('group.max.session.timeout.ms')} "
                                f"({group_config.max_session_timeout_ms})")
     config = BrokerConfig(**fields, host=host, port=port, advertise=advertise, log=log, group=group_config,
-                          txn=TxnConfig(**txn), given=static)
+                          txn=TxnConfig(**txn), listeners=listeners if "listeners" in values else (), given=static)
     return config, notes
 
 

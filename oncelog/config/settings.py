@@ -191,6 +191,34 @@ class TxnConfig:
 
 
 @dataclass(frozen=True)
+class SslConfig:
+    """A TLS listener's ``ssl.*`` settings (PEM only), after per-listener overrides."""
+
+    keystore_location: str | None = None
+    keystore_certificate_chain: str | None = None
+    keystore_key: str | None = None
+    key_password: str | None = None
+    truststore_location: str | None = None
+    truststore_certificates: str | None = None
+    client_auth: str = "none"  # none | requested | required
+    enabled_protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")
+
+
+@dataclass(frozen=True)
+class ListenerConfig:
+    """One entry of ``listeners``: its name, security protocol (from
+    ``listener.security.protocol.map``), where it binds, what Metadata hands out to a client that
+    came through it (``advertised.listeners``, else the bound address), and TLS if it has any."""
+
+    name: str
+    security_protocol: str  # PLAINTEXT | SSL (SASL_PLAINTEXT, SASL_SSL: not yet)
+    host: str
+    port: int
+    advertised: tuple[str, int] | None = None
+    ssl: SslConfig | None = None
+
+
+@dataclass(frozen=True)
 class BrokerConfig:
     """What one broker runs with. Field names are the Kafka names' (``log.cleaner.backoff.ms`` ->
     ``log_cleaner_backoff_ms``), in Kafka's units; the registry entry of each says what it does.
@@ -224,7 +252,22 @@ class BrokerConfig:
     group: GroupConfig = field(default_factory=lambda: GroupConfig(
         initial_rebalance_delay_ms=default("group.initial.rebalance.delay.ms")))
     node_id: int = default("node.id")
+    authorizer_class_name: str = default("authorizer.class.name")
+    super_users: str = default("super.users")
+    allow_everyone_if_no_acl_found: bool = default("allow.everyone.if.no.acl.found")
+    # Every listener when given as Kafka's ``listeners``; empty: one PLAINTEXT listener on
+    # host:port advertised as ``advertise`` (what the serve options and in-process tests give).
+    listeners: tuple[ListenerConfig, ...] = ()
     given: Mapping[str, str] = field(default_factory=dict)
+
+    def all_listeners(self) -> tuple[ListenerConfig, ...]:
+        if self.listeners:
+            return self.listeners
+        advertised = None
+        if self.advertise:
+            h, _, p = self.advertise.rpartition(":")
+            advertised = (h, int(p))
+        return (ListenerConfig("PLAINTEXT", "PLAINTEXT", self.host, self.port, advertised),)
 
     def setting(self, name: str):
         """The value of the field a broker config sets, in the config's own unit."""

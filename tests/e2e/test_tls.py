@@ -1,0 +1,201 @@
+"""TLS listeners (issue 20, first part): a broker with PLAINTEXT and SSL listeners at once, each
+client answered with its own listener's address; mTLS; TLS 1.2+ only; untrusted certificates
+refused with nothing written. Real broker process, real clients (confluent-kafka, kafka-python)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from oncelog.process import BrokerProcess
+from oncelog.security.tls import subject_dn
+
+trustme = pytest.importorskip("trustme")
+
+pytestmark = pytest.mark.e2e
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Certs:
+    def __init__(self, d) -> None:
+        ca = trustme.CA()
+        self.dir = d
+        self.ca = self._write("ca.pem", ca.cert_pem.bytes())
+        broker = ca.issue_cert("127.0.0.1", "localhost")
+        self.broker = self._write("broker.pem", broker.private_key_and_cert_chain_pem.bytes())
+        self.broker_chain = b"".join(c.bytes() for c in broker.cert_chain_pems).decode()
+        self.broker_key = broker.private_key_pem.bytes().decode()
+        client = ca.issue_cert("client.example.com", common_name="alice", organization_name="Acme, Inc.",
+                               organization_unit_name="eng")
+        self.client_cert = self._write("client-cert.pem", b"".join(c.bytes() for c in client.cert_chain_pems))
+        self.client_key = self._write("client-key.pem", client.private_key_pem.bytes())
+        self.rogue_ca = self._write("rogue-ca.pem", trustme.CA().cert_pem.bytes())
+
+    def _write(self, name: str, data: bytes) -> str:
+        path = os.path.join(self.dir, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    return Certs(str(tmp_path_factory.mktemp("certs")))
+
+
+def _start(tmp_path, certs, *overrides: str) -> tuple[BrokerProcess, int]:
+    ssl_port = _free_port()
+    b = BrokerProcess(str(tmp_path / f"broker-{uuid.uuid4().hex[:6]}"), extra_args=[
+        "--override", f"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}",
+        "--override", f"ssl.keystore.location={certs.broker}", *overrides])
+    b.start()
+    return b, ssl_port
+
+
+def _ssl_client(certs, port: int, **extra) -> dict:
+    return {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL", "ssl.ca.location": certs.ca,
+            **extra}
+
+
+def _delivered(conf: dict, topic: str, value: bytes) -> bool:
+    """Produce one record; True if it was acknowledged, False if it failed (its delivery
+    report carries an error: the handshake never completed, so nothing was sent)."""
+    results = []
+    p = Producer({**conf, "message.timeout.ms": 4000})
+    p.produce(topic, value, on_delivery=lambda err, msg: results.append(err))
+    p.flush(15)
+    assert len(results) == 1
+    return results[0] is None
+
+
+def _read_all(conf: dict, topic: str, n: int) -> list[bytes]:
+    c = Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
+                  "isolation.level": "read_committed"})
+    c.subscribe([topic])
+    got = []
+    for _ in range(60):
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+            if len(got) >= n:
+                break
+    c.close()
+    return got
+
+
+def test_plaintext_and_ssl_listeners_at_once_each_with_its_own_address(tmp_path, certs):
+    b, ssl_port = _start(tmp_path, certs)
+    try:
+        tls = _ssl_client(certs, ssl_port)
+        metadata = AdminClient(tls).list_topics(timeout=10)
+        assert [(x.host, x.port) for x in metadata.brokers.values()] == [("127.0.0.1", ssl_port)]
+        plain = {"bootstrap.servers": b.bootstrap}
+        assert [x.port for x in AdminClient(plain).list_topics(timeout=10).brokers.values()] == [b.port]
+        # Written over TLS, read over PLAINTEXT and over TLS (transactional, read_committed).
+        p = Producer({**tls, "transactional.id": "tls-txn"})
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(10):
+            p.produce("over-tls", f"r{i}".encode())
+        p.commit_transaction(30)
+        assert _read_all(plain, "over-tls", 10) == [f"r{i}".encode() for i in range(10)]
+        assert _read_all(tls, "over-tls", 10) == [f"r{i}".encode() for i in range(10)]
+        # kafka-python over TLS, too.
+        from kafka import KafkaConsumer
+
+        kc = KafkaConsumer("over-tls", bootstrap_servers=f"127.0.0.1:{ssl_port}", security_protocol="SSL",
+                           ssl_cafile=certs.ca, auto_offset_reset="earliest", consumer_timeout_ms=10000)
+        assert sorted(m.value for m in kc)[:10] == sorted(f"r{i}".encode() for i in range(10))
+        kc.close()
+    finally:
+        b.stop()
+
+
+def test_an_untrusted_server_certificate_is_refused_and_nothing_is_written(tmp_path, certs):
+    b, ssl_port = _start(tmp_path, certs)
+    try:
+        assert not _delivered(_ssl_client(certs, ssl_port, **{"ssl.ca.location": certs.rogue_ca}), "never", b"x")
+        topics = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=10).topics
+        assert "never" not in topics
+    finally:
+        b.stop()
+
+
+def test_mtls_required_refuses_a_client_without_a_certificate(tmp_path, certs):
+    b, ssl_port = _start(tmp_path, certs, "--override", "ssl.client.auth=required",
+                         "--override", f"ssl.truststore.location={certs.ca}")
+    try:
+        with_cert = _ssl_client(certs, ssl_port, **{"ssl.certificate.location": certs.client_cert,
+                                                    "ssl.key.location": certs.client_key})
+        assert _delivered(with_cert, "mtls", b"ok")
+        assert not _delivered(_ssl_client(certs, ssl_port), "mtls", b"refused")
+        assert _read_all({"bootstrap.servers": b.bootstrap}, "mtls", 1) == [b"ok"]
+    finally:
+        b.stop()
+
+
+def test_tls_below_1_2_is_refused_and_1_2_and_1_3_are_accepted(tmp_path, certs):
+    b, ssl_port = _start(tmp_path, certs)
+    try:
+        for version, ok in ((ssl.TLSVersion.TLSv1_2, True), (ssl.TLSVersion.TLSv1_3, True),
+                            (ssl.TLSVersion.TLSv1_1, False)):
+            context = ssl.create_default_context(cafile=certs.ca)
+            context.minimum_version = context.maximum_version = version
+            if version == ssl.TLSVersion.TLSv1_1:
+                context.set_ciphers("ALL:@SECLEVEL=0")
+            with socket.create_connection(("127.0.0.1", ssl_port), timeout=10) as raw:
+                try:
+                    with context.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                        assert ok, f"{version.name} was accepted"
+                        assert s.version() == version.name.replace("v1_", "v1.")
+                except (ssl.SSLError, ConnectionResetError):
+                    assert not ok, f"{version.name} was refused"
+    finally:
+        b.stop()
+
+
+def test_keystore_as_pem_text_per_listener(tmp_path, certs):
+    """ssl.keystore.certificate.chain / ssl.keystore.key as text, for one listener only
+    (listener.name.ssl.*), and DescribeConfigs never shows them."""
+    ssl_port = _free_port()
+    b = BrokerProcess(str(tmp_path / "broker"), extra_args=[
+        "--override", f"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}",
+        "--override", f"listener.name.ssl.ssl.keystore.certificate.chain={certs.broker_chain}",
+        "--override", f"listener.name.ssl.ssl.keystore.key={certs.broker_key}"])
+    b.start()
+    try:
+        assert _delivered(_ssl_client(certs, ssl_port), "pem-text", b"v")
+    finally:
+        b.stop()
+
+
+def test_subject_dn_is_rfc2253_as_java_prints_it(certs):
+    decoded = ssl._ssl._test_decode_cert(certs.client_cert)
+    assert subject_dn(decoded) == "CN=alice,OU=eng,O=Acme\\, Inc."
+
+
+def test_ssl_listener_without_a_keystore_does_not_start(tmp_path):
+    b = BrokerProcess(str(tmp_path / "broker"), extra_args=["--override", "listeners=SSL://127.0.0.1:0"])
+    with pytest.raises(RuntimeError, match="give ssl.keystore.location"):
+        b.start(timeout=20)
+
+
+def test_plaintext_clients_cannot_speak_to_the_ssl_listener(tmp_path, certs):
+    b, ssl_port = _start(tmp_path, certs)
+    try:
+        assert not _delivered({"bootstrap.servers": f"127.0.0.1:{ssl_port}"}, "plain-to-tls", b"x")
+        with pytest.raises(KafkaException):
+            AdminClient({"bootstrap.servers": f"127.0.0.1:{ssl_port}"}).list_topics(timeout=3)
+    finally:
+        b.stop()
