@@ -407,11 +407,10 @@ class AclStore:
 
     @classmethod
     def for_broker(cls, data_dir: str, config) -> "AclStore":
-        """The store configured by a BrokerConfig's ``authorizer_class_name``, ``super_users``
-        and ``allow_everyone_if_no_acl_found`` (Kafka's defaults where a field is missing)."""
-        return cls(data_dir, enabled=bool(getattr(config, "authorizer_class_name", "") or ""),
-                   super_users=getattr(config, "super_users", "") or "",
-                   allow_everyone_if_no_acl_found=bool(getattr(config, "allow_everyone_if_no_acl_found", False)))
+        """The store a BrokerConfig configures: ``authorizer.class.name`` (set: on),
+        ``super.users`` and ``allow.everyone.if.no.acl.found``."""
+        return cls(data_dir, enabled=bool(config.authorizer_class_name), super_users=config.super_users or "",
+                   allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found)
 
     def _load(self) -> list[AclBinding]:
         try:

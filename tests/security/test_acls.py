@@ -8,9 +8,11 @@ import os
 
 import pytest
 
+from oncelog.config.settings import BrokerConfig
 from oncelog.errors import InvalidRequest
 from oncelog.security.acls import (
     ANY_FILTER,
+    STANDARD_AUTHORIZER,
     AclBinding,
     AclBindingFilter,
     AclOperation as Op,
@@ -284,15 +286,13 @@ def test_store_without_authorizer_allows_everything(tmp_path):
 
 
 def test_store_for_broker_reads_the_config(tmp_path):
-    class Config:
-        authorizer_class_name = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-        super_users = "User:admin"
-        allow_everyone_if_no_acl_found = True
-
-    store = AclStore.for_broker(str(tmp_path), Config())
-    assert store.enabled and store.authorizer.super_users == {"User:admin"}
+    config = BrokerConfig(data_dir=str(tmp_path), authorizer_class_name=STANDARD_AUTHORIZER,
+                          super_users="User:admin; User:ops", allow_everyone_if_no_acl_found=True)
+    store = AclStore.for_broker(str(tmp_path), config)
+    assert store.enabled and store.authorizer.super_users == {"User:admin", "User:ops"}
     assert store.authorizer.allow_everyone_if_no_acl_found
-    assert not AclStore.for_broker(str(tmp_path), object()).enabled  # the fields' defaults: off
+    off = AclStore.for_broker(str(tmp_path), BrokerConfig(data_dir=str(tmp_path)))  # Kafka's defaults
+    assert not off.enabled and not off.authorizer.super_users and not off.authorizer.allow_everyone_if_no_acl_found
 
 
 def test_store_refuses_an_unknown_file_version(tmp_path):
