@@ -39,6 +39,8 @@ from .txn.markers import MarkerWriter
 from .txn.store import TransactionStateTopic
 from .producer_ids import ProducerIdManager
 from .security.acls import AclStore
+from .security.sasl import SaslServerMechanisms, UnsecuredJwsValidator, plain_users_from_jaas
+from .security.session import Session
 from .security.scram import ScramCredentialStore
 from .protocol import codec
 from .storage.log_manager import LogManager
@@ -74,6 +76,7 @@ class Broker:
         self.listening: tuple[str, int] = (config.host, config.port)
         # listener name -> (security protocol, bound (host, port), advertised (host, port)), as bound
         self._bound: dict[str, tuple[str, tuple[str, int], tuple[str, int]]] = {}
+        self._sasl: dict[str, SaslServerMechanisms] = {}
         self.producer_ids: ProducerIdManager | None = None
         self.groups: GroupCoordinator | None = None
         self.offsets_topic: OffsetsTopic | None = None
@@ -190,6 +193,21 @@ class Broker:
     def _listeners_text(self, which: int) -> str:
         return ",".join(f"{name}://{bound[which][0]}:{bound[which][1]}" for name, bound in self._bound.items())
 
+    def sasl_for(self, listener: str) -> SaslServerMechanisms:
+        """The SASL mechanisms a listener offers, with what each checks credentials against."""
+        found = self._sasl.get(listener)
+        if found is None:
+            lc = next((lc for lc in self.config.all_listeners() if lc.name == listener), None)
+            jaas = dict(lc.jaas) if lc is not None else {}
+            found = SaslServerMechanisms(
+                enabled=lc.sasl_mechanisms if lc is not None else (),
+                plain_users=plain_users_from_jaas(jaas["PLAIN"]) if "PLAIN" in jaas else None,
+                scram_credentials=self.scram_credentials,
+                oauthbearer=UnsecuredJwsValidator.from_jaas(jaas["OAUTHBEARER"]) if "OAUTHBEARER" in jaas else None,
+                clock=self.clock)
+            self._sasl[listener] = found
+        return found
+
     def advertised_for(self, listener: str) -> tuple[str, int]:
         """The address Metadata, FindCoordinator and DescribeCluster give a client of this listener."""
         bound = self._bound.get(listener)
@@ -210,7 +228,7 @@ class Broker:
 
     # ------------------------------------------------------------------ dispatch
 
-    def handle_frame(self, frame: bytes, peer: str, listener: str = "PLAINTEXT", principal: str = "User:ANONYMOUS"):
+    def handle_frame(self, frame: bytes, peer: str, session: Session | None = None):
         try:
             api_key, version, correlation_id = codec.peek_header(frame)
         except codec.DecodeError as exc:  # a frame shorter than a request header
@@ -228,7 +246,11 @@ class Broker:
             header, request = codec.decode_request(frame, api_key, version)
         except codec.DecodeError as exc:
             raise ProtocolViolation(str(exc)) from None
-        ctx = RequestContext(self, version, correlation_id, header.client_id, peer, listener, principal)
+        if session is None:
+            ctx = RequestContext(self, version, correlation_id, header.client_id, peer)
+        else:
+            ctx = RequestContext(self, version, correlation_id, header.client_id, peer, session.listener,
+                                 session.principal, session)
         result = module.handle(ctx, request)
         if api_key in GROUP_APIS:
             self.schedule_group_timer()

@@ -49,6 +49,7 @@ import time
 from .apis._base import Applied
 from .broker import Broker, ProtocolViolation
 from .security import tls
+from .security.session import SaslState, Session
 from .protocol import codec
 from .protocol.framing import SCRATCH_BYTES, BufferedFrameReader, FrameTooLarge, InvalidFrame
 
@@ -205,12 +206,13 @@ class Limits:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Broker, limits: Limits, listener: str = "PLAINTEXT") -> None:
+    def __init__(self, broker: Broker, limits: Limits, listener: str = "PLAINTEXT",
+                 security_protocol: str = "PLAINTEXT") -> None:
         self.broker = broker
         self.limits = limits
-        self.listener = listener  # its name in ``listeners``: Metadata answers with its address
-        # ANONYMOUS unless a client certificate names the client (mTLS); set in connection_made.
-        self.principal = "User:ANONYMOUS"
+        # The listener (Metadata answers with its address) and the principal: ANONYMOUS, the TLS
+        # client certificate's DN (set in connection_made), or the SASL user once authenticated.
+        self.session = Session.for_listener(listener, security_protocol)
         self.reader = BufferedFrameReader(limits.max_frame, scratch=limits.scratch)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -258,8 +260,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None:
             cert = ssl_object.getpeercert()
-            if cert:
-                self.principal = "User:" + tls.subject_dn(cert)
+            if cert and not self.session.sasl:  # over SASL_SSL, SASL names the principal
+                self.session.principal = "User:" + tls.subject_dn(cert)
 
     def connection_lost(self, exc) -> None:
         self.closed = True
@@ -374,7 +376,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _dispatch(self, frame) -> None:
         nbytes = len(frame)
         try:
-            result = self.broker.handle_frame(frame, self.peer, self.listener, self.principal)
+            if not self.session.may_send(_api_key(frame)):
+                self.bad_input(f"{_describe(frame)} before SASL authentication completed "
+                               f"({self.session.state.value}) on listener {self.session.listener}", frame)
+                return
+            result = self.broker.handle_frame(frame, self.peer, self.session)
         except ProtocolViolation as exc:
             self.bad_input(f"malformed or unsupported request: {exc}", frame)
             return
@@ -390,8 +396,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if not self.slots:
                 self.transport.writelines(result)
                 self._release(nbytes)
-                return
-            self.slots.append((result, nbytes))
+            else:
+                self.slots.append((result, nbytes))
+            if self.session.state is SaslState.FAILED:
+                # Kafka's SaslServerAuthenticator: the failure is answered, then the connection
+                # closed. SASL requests are answered at once, so nothing is pending before it.
+                self.queued.clear()
+                self.transport.close()
             return
         if isinstance(result, Applied):
             task = asyncio.ensure_future(result.awaitable)
@@ -494,6 +505,10 @@ def _client_id(frame) -> str | None:
     return text + ("..." if n > _CLIENT_ID_MAX else "")  # logged with repr(): no control character gets through
 
 
+def _api_key(frame) -> int:
+    return int.from_bytes(frame[0:2], "big", signed=True) if len(frame) >= 2 else -1
+
+
 def _describe(frame) -> str:
     try:
         api_key, version, correlation_id = codec.peek_header(frame)
@@ -534,7 +549,7 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
     bound = []
     for lc in broker.config.all_listeners():
         context = tls.server_context(lc.ssl) if lc.ssl is not None else None
-        server = await loop.create_server(lambda name=lc.name: KafkaConnection(broker, limits, name),
+        server = await loop.create_server(lambda lc=lc: KafkaConnection(broker, limits, lc.name, lc.security_protocol),
                                           lc.host, lc.port, reuse_address=True, backlog=1024, ssl=context,
                                           ssl_handshake_timeout=10 if context is not None else None)
         servers.append(server)

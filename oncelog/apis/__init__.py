@@ -13,6 +13,8 @@ from . import (
     describe_acls,
     alter_user_scram_credentials,
     describe_user_scram_credentials,
+    sasl_authenticate,
+    sasl_handshake,
     add_partitions_to_txn,
     api_versions,
     describe_transactions,
@@ -60,6 +62,7 @@ MODULES = [
     alter_configs, incremental_alter_configs,
     describe_acls, create_acls, delete_acls,
     describe_user_scram_credentials, alter_user_scram_credentials,
+    sasl_handshake, sasl_authenticate,
 ]
 
 HANDLERS = {m.API_KEY: m for m in MODULES}

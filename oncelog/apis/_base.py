@@ -61,6 +61,8 @@ class BrokerView(Protocol):
 
     def advertised_for(self, listener: str) -> tuple[str, int]: ...
 
+    def sasl_for(self, listener: str) -> Any: ...  # the listener's SaslServerMechanisms
+
     def offset_fetch_error(self, group_id: str, topic: str, partition: int) -> "KafkaError | None": ...
 
     def describe_config(self) -> dict[str, str | None]: ...
@@ -77,6 +79,9 @@ class RequestContext:
     # (``User:ANONYMOUS`` on PLAINTEXT, as Kafka; the certificate's DN under mTLS).
     listener: str = "PLAINTEXT"
     principal: str = "User:ANONYMOUS"
+    # The connection's security state (oncelog.security.session.Session), which the SASL
+    # handlers move; None for in-process callers.
+    session: Any = None
 
 
 @functools.cache

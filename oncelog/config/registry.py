@@ -669,6 +669,16 @@ _BROKER_OWN = [
     BrokerConfigDef("ssl.principal.mapping.rules", T.STRING, "DEFAULT", None,
                     "How a certificate's DN becomes a principal: DEFAULT (the whole DN) only, for now.",
                     validator=one_of("DEFAULT")),
+    BrokerConfigDef("sasl.enabled.mechanisms", T.LIST, "GSSAPI", None,
+                    "The SASL mechanisms a SASL listener offers (per listener: listener.name.<l>.sasl.enabled."
+                    "mechanisms). PLAIN needs listener.name.<l>.plain.sasl.jaas.config with user_<name>=\"<password>\" "
+                    "entries; SCRAM uses the credentials of AlterUserScramCredentials; OAUTHBEARER needs "
+                    "listener.name.<l>.oauthbearer.sasl.jaas.config (unsecured JWS). oncelog has no GSSAPI "
+                    "(Kerberos), Kafka's default.", oncelog_default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                    validator=list_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")),
+    BrokerConfigDef("sasl.jaas.config", T.PASSWORD, None, None,
+                    "A SASL mechanism's JAAS configuration; a broker takes it per listener and mechanism: "
+                    "listener.name.<listener>.<mechanism>.sasl.jaas.config."),
     BrokerConfigDef("authorizer.class.name", T.STRING, "", None,
                     "Kafka's StandardAuthorizer name (org.apache.kafka.metadata.authorizer.StandardAuthorizer) "
                     "switches ACLs on: CreateAcls/DescribeAcls/DeleteAcls then work (else SECURITY_DISABLED). "

@@ -214,7 +214,9 @@ def _split_list(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 
 
-SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
+SERVED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_JAAS = re.compile(r"([a-z0-9-]+)\.sasl\.jaas\.config")
+T_LIST = registry.ConfigType.LIST
 _SSL_FIELDS = {f"ssl.{f.replace('_', '.')}": f for f in SslConfig.__dataclass_fields__}
 
 
@@ -253,8 +255,8 @@ def _listeners(values: dict[str, Setting], per_listener: dict[str, dict[str, Set
             raise ServeConfigError(f"{s.origin}: listener {entry}: no security protocol for {name} in "
                                    f"listener.security.protocol.map")
         if protocol not in SERVED_PROTOCOLS:
-            raise ServeConfigError(f"{s.origin}: listener {entry}: oncelog serves PLAINTEXT and SSL listeners "
-                                   f"(this one is {protocol}; SASL is not implemented yet)")
+            raise ServeConfigError(f"{s.origin}: listener {entry}: unknown security protocol {protocol} (Kafka's "
+                                   f"are PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)")
         port = int(m["port"])
         if not 0 <= port <= 65535:
             raise ServeConfigError(f"{s.origin}: listeners={s.value}: port {port} is not 0..65535")
@@ -284,7 +286,19 @@ def _listeners(values: dict[str, Setting], per_listener: dict[str, dict[str, Set
         host_port = advertised.get(name)
         if host_port is not None and not host_port[0]:
             host_port = (host, host_port[1])
-        out.append(ListenerConfig(name, protocol, host, port, host_port, ssl))
+        mechanisms: tuple[str, ...] = ()
+        jaas: dict[str, str] = {}
+        own = per_listener.get(name, {})
+        if protocol.startswith("SASL_"):
+            m_setting = own.get("sasl.enabled.mechanisms") or values.get("sasl.enabled.mechanisms")
+            mechanisms = tuple(registry.parse_value("sasl.enabled.mechanisms", m_setting.value, T_LIST)
+                               if m_setting else registry.BROKER_CONFIGS["sasl.enabled.mechanisms"].default.split(","))
+            jaas = {k.split(".", 1)[0].upper(): v.value for k, v in own.items() if _JAAS.fullmatch(k)}
+            for mechanism in ("PLAIN", "OAUTHBEARER"):
+                if mechanism in mechanisms and mechanism not in jaas:
+                    raise ServeConfigError(f"listener {name}: {mechanism} is enabled: give its users in "
+                                           f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config")
+        out.append(ListenerConfig(name, protocol, host, port, host_port, ssl, mechanisms, tuple(sorted(jaas.items()))))
     return tuple(out), notes
 
 
@@ -333,14 +347,16 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
     for name, s in values.items():
         if name.startswith("listener.name."):
             listener, _, rest = name[len("listener.name."):].partition(".")
-            d = registry.BROKER_CONFIGS.get(rest)
-            if not listener or d is None or not rest.startswith("ssl."):
-                raise ServeConfigError(f"{s.origin}: {name}: oncelog knows per-listener ssl.* configs only "
-                                       f"(listener.name.<listener>.ssl.keystore.location, ...)")
+            d = registry.BROKER_CONFIGS.get("sasl.jaas.config" if _JAAS.fullmatch(rest) else rest)
+            if not listener or d is None or not (rest.startswith("ssl.") or rest == "sasl.enabled.mechanisms"
+                                                 or _JAAS.fullmatch(rest)):
+                raise ServeConfigError(f"{s.origin}: {name}: oncelog knows per-listener ssl.*, "
+                                       f"sasl.enabled.mechanisms and <mechanism>.sasl.jaas.config only")
+            rest_name = "sasl.jaas.config" if _JAAS.fullmatch(rest) else rest
             try:
-                value = registry.parse_value(rest, s.value, d.type)
+                value = registry.parse_value(rest_name, s.value, d.type)
                 if d.validator is not None and value is not None:
-                    d.validator(rest, value)
+                    d.validator(rest_name, value)
             except registry.ConfigError as exc:
                 raise ServeConfigError(f"{s.origin}: {exc}") from None
             per_listener.setdefault(listener.upper(), {})[rest] = Setting(rest, s.value, s.origin)

@@ -211,11 +211,18 @@ class ListenerConfig:
     came through it (``advertised.listeners``, else the bound address), and TLS if it has any."""
 
     name: str
-    security_protocol: str  # PLAINTEXT | SSL (SASL_PLAINTEXT, SASL_SSL: not yet)
+    security_protocol: str  # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
     host: str
     port: int
     advertised: tuple[str, int] | None = None
     ssl: SslConfig | None = None
+    # SASL listeners: the mechanisms offered, and each mechanism's JAAS text (upper-case name).
+    sasl_mechanisms: tuple[str, ...] = ()
+    jaas: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
 
 
 @dataclass(frozen=True)

@@ -80,12 +80,13 @@ def test_precedence_file_then_options_then_overrides(tmp_path):
     # Kafka validates the topic config the hours make (its LogConfig), in ms.
     ("log.retention.hours=-2", r"server.properties:2: Invalid value -7200000 for configuration retention.ms: "
                                r"Value must be at least -1"),
-    ("listeners=SASL_SSL://:9093", r"server.properties:2: listener SASL_SSL://:9093: oncelog serves PLAINTEXT and SSL "
-                                   r"listeners \(this one is SASL_SSL; SASL is not implemented yet\)"),
+    ("listeners=SASL_SSL://:9093", r"listener SASL_SSL is TLS: give ssl.keystore.location"),
+    ("listeners=SASL_PLAINTEXT://:9093", r"listener SASL_PLAINTEXT: PLAIN is enabled: give its users in "
+                                         r"listener.name.sasl_plaintext.plain.sasl.jaas.config"),
     ("listeners=SSL://:9093", r"listener SSL is TLS: give ssl.keystore.location"),
     ("listeners=PLAINTEXT://:9092,PLAINTEXT://:9093", r"listener PLAINTEXT is named twice"),
     ("listener.name.other.ssl.keystore.location=/k.pem", r"there is no listener OTHER in listeners"),
-    ("listener.name.ssl.sasl.enabled.mechanisms=PLAIN", r"oncelog knows per-listener ssl.\* configs only"),
+    ("listener.name.plaintext.num.partitions=3", r"oncelog knows per-listener ssl.\*, sasl.enabled.mechanisms"),
     ("listeners=PLAINTEXT://:9092,OTHER://:9094", r"no security protocol for OTHER"),
     ("listeners=localhost:9092", r"'localhost:9092' is not NAME://HOST:PORT"),
     ("log.dirs=/a,/b", r"server.properties:2: log.dirs=/a,/b: oncelog keeps its data in one directory"),

@@ -1,0 +1,50 @@
+"""One connection's security state: its listener, its principal, and where it is in SASL.
+
+A state machine per connection (the server owns one per socket; the SaslHandshake and
+SaslAuthenticate handlers move it)::
+
+    PLAINTEXT / SSL listener:      AUTHENTICATED from the start (User:ANONYMOUS, or the TLS
+                                   client certificate's DN)
+    SASL_PLAINTEXT / SASL_SSL:     HANDSHAKE --SaslHandshake(mechanism offered)--> AUTHENTICATE
+                                   AUTHENTICATE --SaslAuthenticate(done)--> AUTHENTICATED
+                                   any --failure--> FAILED (the answer is sent, then the
+                                   connection is closed)
+
+Before AUTHENTICATED a connection may send only ApiVersions, SaslHandshake and
+SaslAuthenticate (Kafka's SaslServerAuthenticator); anything else closes it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+ANONYMOUS = "User:ANONYMOUS"
+# ApiVersions, SaslHandshake, SaslAuthenticate: what a connection may send before authenticating.
+PRE_AUTHENTICATION_APIS = frozenset({18, 17, 36})
+
+
+class SaslState(enum.Enum):
+    HANDSHAKE = "waiting for SaslHandshake"
+    AUTHENTICATE = "exchanging SaslAuthenticate tokens"
+    AUTHENTICATED = "authenticated"
+    FAILED = "failed"
+
+
+@dataclass
+class Session:
+    listener: str = "PLAINTEXT"
+    sasl: bool = False  # a SASL_PLAINTEXT / SASL_SSL listener
+    principal: str = ANONYMOUS
+    state: SaslState = SaslState.AUTHENTICATED
+    mechanism: object | None = field(default=None, repr=False)  # the exchange in progress
+    mechanism_name: str | None = None
+
+    @classmethod
+    def for_listener(cls, listener: str, security_protocol: str) -> "Session":
+        sasl = security_protocol.startswith("SASL_")
+        return cls(listener, sasl, ANONYMOUS, SaslState.HANDSHAKE if sasl else SaslState.AUTHENTICATED)
+
+    def may_send(self, api_key: int) -> bool:
+        return self.state is SaslState.AUTHENTICATED or (
+            self.state is not SaslState.FAILED and api_key in PRE_AUTHENTICATION_APIS)
