@@ -29,13 +29,13 @@ TXN_DENIED = ErrorCode.transactional_id_authorization_failed
 CLUSTER_DENIED = ErrorCode.cluster_authorization_failed
 
 
-def _who(ctx) -> tuple[str, str]:
+def who(ctx) -> tuple[str, str]:
     return getattr(ctx, "principal", ANONYMOUS), client_host(getattr(ctx, "peer", ""))
 
 
 def allowed(ctx, op: AclOperation, rtype: ResourceType, name: str = CLUSTER_NAME) -> bool:
     """May the request's principal perform ``op`` on the resource? (True without an authorizer.)"""
-    principal, host = _who(ctx)
+    principal, host = who(ctx)
     return ctx.broker.acls.authorize(principal, host, op, rtype, name)
 
 
@@ -57,7 +57,7 @@ def transactional_id(ctx, op: AclOperation, name: str) -> bool:
 
 def filter_topics(ctx, op: AclOperation, names) -> set[str]:
     """The names among ``names`` the principal may ``op`` (each asked once)."""
-    return {n for n in set(names) if topic(ctx, op, n)}
+    return {n for n in set(names) if n is not None and topic(ctx, op, n)}
 
 
 def any_topic(ctx, op: AclOperation) -> bool:
@@ -65,7 +65,7 @@ def any_topic(ctx, op: AclOperation) -> bool:
     store = ctx.broker.acls
     if not store.enabled:
         return True
-    principal, host = _who(ctx)
+    principal, host = who(ctx)
     return store.authorizer.authorize_by_resource_type(principal, host, op, R.TOPIC)
 
 
@@ -73,15 +73,3 @@ def idempotent_write(ctx) -> bool:
     """An idempotent producer without a transactional id (Kafka 3.x+, KIP-679): IDEMPOTENT_WRITE
     on the cluster, or WRITE on any topic."""
     return cluster(ctx, Op.IDEMPOTENT_WRITE) or any_topic(ctx, Op.WRITE)
-
-
-def operations(ctx, rtype: ResourceType, name: str) -> int:
-    """The KIP-430 bit field of the operations the principal may perform on the resource; with no
-    authorizer, every operation the resource type supports."""
-    store = ctx.broker.acls
-    principal, host = _who(ctx)
-    if not store.enabled:
-        from ..security.acls import SUPPORTED_OPERATIONS
-
-        return sum(1 << op for op in SUPPORTED_OPERATIONS[rtype])
-    return store.authorizer.authorized_operations(principal, host, rtype, name)

@@ -1,8 +1,12 @@
 """AddOffsetsToTxn (key 25), v0-4: adds the group's ``__consumer_offsets`` partition to the
-transaction, so TxnOffsetCommit may write there and the markers reach it."""
+transaction, so TxnOffsetCommit may write there and the markers reach it.
+
+ACLs (Kafka's KafkaApis.handleAddOffsetsToTxnRequest): WRITE on the transactional id, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; READ on the group, else GROUP_AUTHORIZATION_FAILED."""
 
 from __future__ import annotations
 
+from . import _authz
 from ._base import NO_THROTTLE, build, response_module, reply_later
 from ._txn import error_code
 
@@ -13,6 +17,13 @@ MAX_VERSION = 4
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
+    denied = None
+    if not _authz.transactional_id(ctx, _authz.Op.WRITE, request.transactional_id):
+        denied = _authz.TXN_DENIED
+    elif not _authz.group(ctx, _authz.Op.READ, request.group_id):
+        denied = _authz.GROUP_DENIED
+    if denied is not None:
+        return build(m.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=denied)
     fut, respond = reply_later(lambda error: build(m.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
                                                    error_code=error_code(error, API_KEY, ctx.api_version)))
     ctx.broker.txn.add_offsets(request.transactional_id, request.producer_id, request.producer_epoch,

@@ -1,13 +1,20 @@
 """AddPartitionsToTxn (key 24), v0-5. v0-3: one transaction, from clients. v4+: batched, from
 brokers; with ``verify_only`` it only checks that the partitions are in the transaction
 (KIP-890 part 1). Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION and the others
-OPERATION_NOT_ATTEMPTED; nothing is added then."""
+OPERATION_NOT_ATTEMPTED; nothing is added then.
+
+ACLs (Kafka's KafkaApis.handleAddPartitionsToTxnRequest): v0-3 need WRITE on the transactional
+id (else every partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (else
+its partitions are TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED); v4+, sent
+by brokers, need CLUSTER_ACTION on the cluster (else CLUSTER_AUTHORIZATION_FAILED). Nothing is
+added when any is refused."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
 from ..errors import KafkaError
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module, reply_later
 from ._txn import error_code
 
@@ -20,6 +27,13 @@ def _one(ctx, txn_id, pid, epoch, topics, verify_only, done):
     """Handle one transaction; ``done(code_by_partition)``."""
     broker = ctx.broker
     parts = {(t.name, p) for t in topics for p in t.partitions}
+    if not verify_only and ctx.api_version <= 3:
+        if not _authz.transactional_id(ctx, _authz.Op.WRITE, txn_id):
+            return done({tp: _authz.TXN_DENIED for tp in parts})
+        writable = _authz.filter_topics(ctx, _authz.Op.WRITE, {t for t, _ in parts})
+        if len(writable) < len({t for t, _ in parts}):
+            return done({tp: ErrorCode.operation_not_attempted if tp[0] in writable else _authz.TOPIC_DENIED
+                         for tp in parts})
     unknown = {tp for tp in parts if not broker.partition_exists(*tp)}
     if unknown:
         return done({tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
@@ -54,6 +68,9 @@ def handle(ctx, request):
         _one(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
              request.v3_and_below_producer_epoch, request.v3_and_below_topics, False, respond)
         return fut
+    if not _authz.cluster(ctx, _authz.Op.CLUSTER_ACTION):
+        return build(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, error_code=_authz.CLUSTER_DENIED,
+                     results_by_transaction=())
     return _batched(ctx, request, m)
 
 

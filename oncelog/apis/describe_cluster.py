@@ -1,9 +1,15 @@
 """DescribeCluster (key 60), v0-2: this one broker, which is also the controller. v2
-(KIP-1073) may ask for fenced brokers too: there are none, the broker is never fenced."""
+(KIP-1073) may ask for fenced brokers too: there are none, the broker is never fenced.
+
+ACLs (Kafka's KafkaApis.handleDescribeCluster): DESCRIBE on the cluster, else
+CLUSTER_AUTHORIZATION_FAILED; the authorized operations are the principal's."""
 
 from __future__ import annotations
 
-from ._acl import CLUSTER_OPERATIONS, authorized
+from kio.schema.errors import ErrorCode
+
+from . import _authz
+from ._acl import authorized
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 60
@@ -14,9 +20,13 @@ MAX_VERSION = 2
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     b = ctx.broker
+    if not _authz.cluster(ctx, _authz.Op.DESCRIBE):
+        return build(m.DescribeClusterResponse, throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.cluster_authorization_failed, error_message=None, endpoint_type=1,
+                     cluster_id="", controller_id=-1, brokers=(), cluster_authorized_operations=-2147483648)
     host, port = b.advertised_for(ctx.listener)
     broker = build(m.DescribeClusterBroker, broker_id=b.node_id, host=host, port=port, rack=None, is_fenced=False)
     return build(m.DescribeClusterResponse, throttle_time=NO_THROTTLE, error_code=OK, error_message=None,
                  endpoint_type=1, cluster_id=b.logs.cluster_id, controller_id=b.node_id, brokers=(broker,),
                  cluster_authorized_operations=authorized(
-                     CLUSTER_OPERATIONS, getattr(request, "include_cluster_authorized_operations", False)))
+                     ctx, _authz.R.CLUSTER, _authz.CLUSTER_NAME, getattr(request, "include_cluster_authorized_operations", False)))

@@ -1,11 +1,16 @@
 """DescribeGroups (key 15), v0-6. An unknown group is described as Dead with no members, as
 Kafka does; from v6 (KIP-1043) also with GROUP_ID_NOT_FOUND and Kafka's message, and then
-without authorized operations (Kafka adds them only to groups described without error)."""
+without authorized operations (Kafka adds them only to groups described without error).
+
+ACLs (Kafka's KafkaApis.handleDescribeGroupsRequest): DESCRIBE on each group, else that group is
+answered GROUP_AUTHORIZATION_FAILED with nothing of it; authorized operations are the
+principal's on the group."""
 
 from __future__ import annotations
 
 from .. import errors
-from ._acl import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS, authorized
+from . import _authz
+from ._acl import AUTHORIZED_OPERATIONS_OMITTED, authorized
 from ._base import NO_THROTTLE, OK, build, response_module
 from ._groups import error_code
 
@@ -16,9 +21,15 @@ MAX_VERSION = 6
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
-    ops = authorized(GROUP_OPERATIONS, getattr(request, "include_authorized_operations", False))
+    want_ops = getattr(request, "include_authorized_operations", False)
     out = []
     for gid in request.groups:
+        if not _authz.group(ctx, _authz.Op.DESCRIBE, gid):
+            out.append(build(m.DescribedGroup, error_code=_authz.GROUP_DENIED, error_message=None, group_id=gid,
+                             group_state="", protocol_type="", protocol_data="", members=(),
+                             authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
+        ops = authorized(ctx, _authz.R.GROUP, gid, want_ops)
         group = ctx.broker.groups.describe(gid)
         if group is None:
             if ctx.api_version >= 6:

@@ -15,8 +15,11 @@ paginated. As Kafka's DescribeTopicPartitionsRequestHandler and KRaftMetadataCac
   INVALID_REQUEST for every named topic.
 
 Partitions: this broker leads every one (epoch 0, as Metadata), is its only replica and its ISR;
-eligible leader replicas (KIP-966) and the last known ELR are empty, nothing is offline. With no
-ACLs, every topic answers all topic operations as authorized (Kafka without an authorizer).
+eligible leader replicas (KIP-966) and the last known ELR are empty, nothing is offline.
+
+ACLs (Kafka's DescribeTopicPartitionsRequestHandler): DESCRIBE on a topic; all topics asked,
+those without it are left out; a named one is TOPIC_AUTHORIZATION_FAILED (exists or not).
+Authorized operations are the principal's (every topic operation with no authorizer).
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from kio.schema.errors import ErrorCode
 
 from .. import errors
 from ..storage.log_manager import validate_topic_name
-from ._acl import AUTHORIZED_OPERATIONS_OMITTED, TOPIC_OPERATIONS
+from . import _authz
+from ._acl import AUTHORIZED_OPERATIONS_OMITTED, operations
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 75
@@ -46,7 +50,7 @@ def handle(ctx, request):
     cursor_topic = cursor.topic_name if cursor is not None else ""
     fetch_all = not request.topics
     if fetch_all:
-        names = {name for name in logs.topics if name >= cursor_topic}
+        names = _authz.filter_topics(ctx, _authz.Op.DESCRIBE, (name for name in logs.topics if name >= cursor_topic))
     else:
         names = {t.name for t in request.topics if t.name >= cursor_topic}
         if cursor is not None and cursor.topic_name not in names:
@@ -65,10 +69,15 @@ def handle(ctx, request):
             # The limit is used up exactly: the next page starts at this topic's first partition.
             next_cursor = m.Cursor(topic_name=name, partition_index=0)
             break
+        if not fetch_all and not _authz.topic(ctx, _authz.Op.DESCRIBE, name):
+            topics.append(m.DescribeTopicPartitionsResponseTopic(
+                error_code=ErrorCode.topic_authorization_failed, name=name, topic_id=ZERO_UUID, is_internal=False,
+                partitions=(), topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
         topic = logs.topics.get(name)
         if topic is None:
             if not fetch_all:
-                topics.append(_unknown_topic(m, name))
+                topics.append(_unknown_topic(m, name, operations(ctx, _authz.R.TOPIC, name)))
             continue
         start = cursor.partition_index if name == cursor_topic else 0
         upper = min(topic.partitions, start + remaining)
@@ -79,7 +88,7 @@ def handle(ctx, request):
             for p in range(start, upper))
         topics.append(m.DescribeTopicPartitionsResponseTopic(
             error_code=OK, name=name, topic_id=topic.topic_id, is_internal=topic.internal, partitions=partitions,
-            topic_authorized_operations=TOPIC_OPERATIONS))
+            topic_authorized_operations=operations(ctx, _authz.R.TOPIC, name)))
         if upper < topic.partitions:
             next_cursor = m.Cursor(topic_name=name, partition_index=upper)
             break
@@ -87,7 +96,7 @@ def handle(ctx, request):
     return m.DescribeTopicPartitionsResponse(throttle_time=NO_THROTTLE, topics=tuple(topics), next_cursor=next_cursor)
 
 
-def _unknown_topic(m, name: str):
+def _unknown_topic(m, name: str, ops: int):
     try:
         validate_topic_name(name)
         code = ErrorCode.unknown_topic_or_partition
@@ -95,7 +104,7 @@ def _unknown_topic(m, name: str):
         code = ErrorCode.invalid_topic_exception
     return m.DescribeTopicPartitionsResponseTopic(
         error_code=code, name=name, topic_id=ZERO_UUID, is_internal=name.startswith("__"), partitions=(),
-        topic_authorized_operations=TOPIC_OPERATIONS)
+        topic_authorized_operations=ops)
 
 
 def _invalid(m, request):

@@ -1,9 +1,13 @@
 """EndTxn (key 26), v0-5. Answered once PrepareCommit/PrepareAbort is durable; markers and
 the Complete* record follow. v5+ is transaction version 2 (KIP-890 part 2): the epoch is bumped
-by every EndTxn and returned, so a late request of this transaction cannot touch the next."""
+by every EndTxn and returned, so a late request of this transaction cannot touch the next.
+
+ACLs (Kafka's KafkaApis.handleEndTxnRequest): WRITE on the transactional id, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED and the transaction is left as it is."""
 
 from __future__ import annotations
 
+from . import _authz
 from ._base import NO_THROTTLE, build, response_module, reply_later
 from ._txn import producer_answer
 
@@ -20,6 +24,9 @@ def handle(ctx, request):
         return build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=code, producer_id=pid,
                      producer_epoch=epoch)
 
+    if not _authz.transactional_id(ctx, _authz.Op.WRITE, request.transactional_id):
+        return build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=_authz.TXN_DENIED, producer_id=-1,
+                     producer_epoch=-1)
     fut, respond = reply_later(response)
 
     ctx.broker.txn.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,

@@ -15,6 +15,9 @@ no session was created, so it keeps sending full fetch requests; a request namin
 gets FETCH_SESSION_ID_NOT_FOUND, after which clients fall back the same way.
 v13+ names topics by id; an unknown id gets UNKNOWN_TOPIC_ID. v18 adds a follower's high
 watermark (KIP-1166), a tagged field consumers leave at its default: nothing to do here.
+
+ACLs (Kafka's KafkaApis.handleFetchRequest): READ on each topic, else its partitions are
+TOPIC_AUTHORIZATION_FAILED with no data (the request still answers at once, as for any error).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import time
 from kio.schema.errors import ErrorCode
 
 from .. import errors
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 1
@@ -93,11 +97,17 @@ def _collect(ctx, request):
     total = 0
     has_error = False
     result = []
+    readable = _authz.filter_topics(ctx, _authz.Op.READ, (_topic_key(ctx, t)[0] for t in request.topics))
     for t in request.topics:
         name, topic_id = _topic_key(ctx, t)
         parts = []
         for p in t.partitions:
             entry = [p.partition, OK, -1, -1, -1, None, b""]
+            if name is not None and name not in readable:
+                entry[1] = _authz.TOPIC_DENIED
+                has_error = True
+                parts.append(entry)
+                continue
             try:
                 if name is None:
                     raise errors.UnknownTopicId(f"no topic with id {topic_id}")

@@ -2,12 +2,17 @@
 transactional id (key type 1). v4+ looks up several keys in one request (KIP-699). v5 only
 allows TRANSACTION_ABORTABLE in answers (KIP-890), which this coordinator never needs to send.
 v6 adds share group keys (type 2, KIP-932): share groups are not implemented (ShareGroupHeartbeat
-is not advertised, so no client asks), so they get INVALID_REQUEST, as any unknown type."""
+is not advertised, so no client asks), so they get INVALID_REQUEST, as any unknown type.
+
+ACLs (Kafka's KafkaApis.handleFindCoordinatorRequest): DESCRIBE on the group (key type 0), else
+GROUP_AUTHORIZATION_FAILED; DESCRIBE on the transactional id (key type 1), else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; per key from v4."""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 10
@@ -25,12 +30,22 @@ def handle(ctx, request):
     code = OK if key_type in b.coordinator_key_types else ErrorCode.invalid_request
     message = None if code == OK else f"key type {key_type} is not supported"
     if ctx.api_version >= 4:
-        coordinators = tuple(
-            m.Coordinator(key=key, node_id=b.node_id if code == OK else -1, host=host if code == OK else "",
-                          port=port if code == OK else -1, error_code=code, error_message=message)
-            for key in request.coordinator_keys
-        )
-        return build(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=coordinators)
+        coordinators = []
+        for key in request.coordinator_keys:
+            c = _denied(ctx, key_type, key) if code == OK else code
+            coordinators.append(m.Coordinator(
+                key=key, node_id=b.node_id if c == OK else -1, host=host if c == OK else "",
+                port=port if c == OK else -1, error_code=c, error_message=message))
+        return build(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
+    if code == OK:
+        code = _denied(ctx, key_type, request.key)
     return build(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=code, error_message=message,
                  node_id=b.node_id if code == OK else -1, host=host if code == OK else "",
                  port=port if code == OK else -1)
+
+
+def _denied(ctx, key_type: int, key: str):
+    """OK, or the code refusing DESCRIBE on the key's group or transactional id."""
+    if key_type == GROUP:
+        return OK if _authz.group(ctx, _authz.Op.DESCRIBE, key) else _authz.GROUP_DENIED
+    return OK if _authz.transactional_id(ctx, _authz.Op.DESCRIBE, key) else _authz.TXN_DENIED

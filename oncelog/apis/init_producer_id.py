@@ -7,6 +7,10 @@ the epoch bumped, so it can start over at sequence 0 instead of failing; at the 
 gets a new id. An id we never issued gets INVALID_PRODUCER_ID_MAPPING.
 With a transactional id the transaction coordinator answers (epoch bump fencing the previous
 instance; CONCURRENT_TRANSACTIONS while its open transaction is aborted or completed).
+
+ACLs (Kafka's KafkaApis.handleInitProducerIdRequest): with a transactional id, WRITE on it, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without, IDEMPOTENT_WRITE on the cluster or WRITE on some
+topic (Kafka 3.x+), else CLUSTER_AUTHORIZATION_FAILED. No id is allocated when refused.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from ..notices import notice
 from ..txn.state import MAX_EPOCH
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module, reply_later
 from ._txn import producer_answer
 
@@ -31,6 +36,14 @@ def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     ids = ctx.broker.producer_ids
     code, pid, epoch = OK, -1, -1
+    if request.transactional_id is not None:
+        if not _authz.transactional_id(ctx, _authz.Op.WRITE, request.transactional_id):
+            code = _authz.TXN_DENIED
+    elif not _authz.idempotent_write(ctx):
+        code = _authz.CLUSTER_DENIED
+    if code != OK:
+        return build(m.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=code, producer_id=-1,
+                     producer_epoch=-1)
     if request.transactional_id is not None:
         def response(outcome):
             err, pid, epoch = producer_answer(outcome, API_KEY, ctx.api_version)

@@ -14,6 +14,9 @@ offset -1, timestamp -1, leader epoch -1. A special timestamp the request's vers
 know (or an unknown negative one) gets UNSUPPORTED_VERSION for that partition, as Kafka's
 ReplicaManager answers. v10's timeout (KIP-1075) bounds remote-storage lookups: there are none,
 every answer is immediate.
+
+ACLs (Kafka's KafkaApis.handleListOffsetRequest): DESCRIBE on each topic, else its partitions are
+TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from .. import errors
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 2
@@ -64,12 +68,15 @@ def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     read_committed = getattr(request, "isolation_level", 0) == 1
     topics = []
+    described = _authz.filter_topics(ctx, _authz.Op.DESCRIBE, (t.name for t in request.topics))
     for t in request.topics:
         parts = []
         for p in t.partitions:
             code, offset, ts, epoch = OK, -1, -1, NO_LEADER_EPOCH
             try:
-                if unsupported(p.timestamp, ctx.api_version):  # checked before the partition, as Kafka
+                if t.name not in described:
+                    code = _authz.TOPIC_DENIED
+                elif unsupported(p.timestamp, ctx.api_version):  # checked before the partition, as Kafka
                     code = ErrorCode.unsupported_version
                 else:
                     partition = ctx.broker.partitions.get(t.name, p.partition_index)

@@ -6,6 +6,11 @@ setting both allow it; otherwise UNKNOWN_TOPIC_OR_PARTITION. An illegal name get
 INVALID_TOPIC_EXCEPTION. A null topic list means all topics (v1+; v0 uses an empty list).
 Topic names are never null in a response (librdkafka crashes on that). Topic ids (v10+) may be
 requested instead of names (v12+). Authorized operations (v8+) when asked: see ``_acl``.
+
+ACLs (Kafka's KafkaApis.handleTopicMetadataRequest): DESCRIBE on a topic to see it. All topics
+asked: those without it are left out, silently. Named (or by id): TOPIC_AUTHORIZATION_FAILED,
+whether the topic exists or not. Auto-creation of a missing topic needs CREATE on the cluster
+or on the topic, else TOPIC_AUTHORIZATION_FAILED and nothing is created.
 v13's top-level error code (KIP-1102: REBOOTSTRAP_REQUIRED) is always NONE: one broker, never
 a reason to send a client back to its bootstrap list.
 """
@@ -15,7 +20,8 @@ from __future__ import annotations
 import uuid
 
 from .. import errors
-from ._acl import AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS, TOPIC_OPERATIONS, authorized
+from . import _authz
+from ._acl import AUTHORIZED_OPERATIONS_OMITTED, authorized
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 3
@@ -31,12 +37,16 @@ def handle(ctx, request):
     m = response_module(API_KEY, v)
     logs = broker.logs
     results = []
-    if request.topics is None or (v == 0 and not request.topics):
-        wanted = [(t.name, None) for t in logs.topics.values()]
+    all_topics = request.topics is None or (v == 0 and not request.topics)
+    if all_topics:
+        visible = _authz.filter_topics(ctx, _authz.Op.DESCRIBE, logs.topics)
+        wanted = [(t.name, None) for t in logs.topics.values() if t.name in visible]
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
-    topic_ops = authorized(TOPIC_OPERATIONS, getattr(request, "include_topic_authorized_operations", False))
-    cluster_ops = authorized(CLUSTER_OPERATIONS, getattr(request, "include_cluster_authorized_operations", False))
+    want_topic_ops = getattr(request, "include_topic_authorized_operations", False)
+    cluster_ops = authorized(ctx, _authz.R.CLUSTER, _authz.CLUSTER_NAME,
+                             getattr(request, "include_cluster_authorized_operations", False))
+    may_create_any = None  # CREATE on the cluster, asked once when needed
     auto_create = broker.config.auto_create_topics and (v < 4 or request.allow_auto_topic_creation)
     for name, topic_id in wanted:
         if name is None and topic_id not in (None, ZERO_UUID):
@@ -45,11 +55,19 @@ def handle(ctx, request):
                 results.append(_topic_error(m, "", topic_id, errors.UnknownTopicId()))
                 continue
             name = topic.name
+        if not all_topics and not _authz.topic(ctx, _authz.Op.DESCRIBE, name):
+            results.append(_topic_denied(m, name or "", topic_id))
+            continue
         topic = logs.topics.get(name)
         if topic is None:
             try:
                 if not auto_create:
                     raise errors.UnknownTopicOrPartition(name)
+                if may_create_any is None:
+                    may_create_any = _authz.cluster(ctx, _authz.Op.CREATE)
+                if not (may_create_any or _authz.topic(ctx, _authz.Op.CREATE, name)):
+                    results.append(_topic_denied(m, name, topic_id))
+                    continue
                 topic = logs.create_topic(name, broker.config.num_partitions)
             except errors.KafkaError as exc:
                 results.append(_topic_error(m, name or "", ZERO_UUID, exc))
@@ -60,12 +78,22 @@ def handle(ctx, request):
             for p in range(topic.partitions)
         )
         results.append(build(m.MetadataResponseTopic, error_code=OK, name=topic.name, topic_id=topic.topic_id,
-                             is_internal=topic.internal, partitions=partitions, topic_authorized_operations=topic_ops))
+                             is_internal=topic.internal, partitions=partitions,
+                             topic_authorized_operations=authorized(ctx, _authz.R.TOPIC, topic.name,
+                                                                    want_topic_ops)))
     host, port = broker.advertised_for(ctx.listener)
     brokers = (build(m.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),)
     return build(m.MetadataResponse, throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=logs.cluster_id,
                  controller_id=broker.node_id, topics=tuple(results), cluster_authorized_operations=cluster_ops,
                  error_code=OK)
+
+
+def _topic_denied(m, name, topic_id):
+    from kio.schema.errors import ErrorCode
+
+    return build(m.MetadataResponseTopic, error_code=ErrorCode.topic_authorization_failed, name=name,
+                 topic_id=topic_id or ZERO_UUID, is_internal=False, partitions=(),
+                 topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
 def _topic_error(m, name, topic_id, exc):

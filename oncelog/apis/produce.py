@@ -11,6 +11,12 @@ bytes are in the log (page cache); acks=-1 (all) under ``--fsync always`` once a
 fsync covering them has finished (see :mod:`oncelog.storage.flusher`). Clients may not write to
 internal topics (names starting with ``__``).
 
+ACLs (Kafka's KafkaApis.handleProduceRequest), before anything is written: with a transactional
+id, WRITE on it, else every partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED; an idempotent
+producer without one needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic (Kafka 3.x+),
+else every partition is CLUSTER_AUTHORIZATION_FAILED; then WRITE on each topic, else its
+partitions are TOPIC_AUTHORIZATION_FAILED.
+
 Transactional batches are verified with the transaction coordinator before anything is written
 (KIP-890 part 1): the producer's epoch must be current and the partition must be in its Ongoing
 transaction, else INVALID_PRODUCER_EPOCH / INVALID_TXN_STATE. With v12 (transaction version 2)
@@ -38,6 +44,7 @@ import logging
 from .. import errors
 from ..notices import notice
 from ..protocol import records as rb
+from . import _authz
 from ._base import NO_THROTTLE, OK, Applied, build, response_module
 
 API_KEY = 0
@@ -86,7 +93,32 @@ async def _await_durable(futures, timeout_s: float):
     await asyncio.wait_for(asyncio.shield(asyncio.gather(*set(futures))), timeout_s)
 
 
+def _denied(ctx, request):
+    """The ACL verdict: a code for every partition, a set of topics refused, or None."""
+    if request.transactional_id is not None:
+        if not _authz.transactional_id(ctx, _authz.Op.WRITE, request.transactional_id):
+            return _authz.TXN_DENIED
+    elif _has_idempotent_batch(request) and not _authz.idempotent_write(ctx):
+        return _authz.CLUSTER_DENIED
+    names = {t.name for t in request.topic_data}
+    refused = names - _authz.filter_topics(ctx, _authz.Op.WRITE, names)
+    return refused or None
+
+
+def _has_idempotent_batch(request) -> bool:
+    for topic_data in request.topic_data:
+        for pd in topic_data.partition_data:
+            if pd.records is not None and len(pd.records) >= rb.HEADER_SIZE:
+                if rb.parse_header(pd.records).producer_id >= 0:
+                    return True
+    return False
+
+
 def handle(ctx, request):
+    if ctx.broker.acls.enabled:
+        denied = _denied(ctx, request)
+        if denied is not None:
+            return _append_all(ctx, request, denied)
     if ctx.api_version >= 12 and request.transactional_id is not None:
         missing = _partitions_to_add(ctx, request)
         if missing:
@@ -122,7 +154,9 @@ async def _add_then_append(ctx, request, missing):
     return (await result.awaitable) if isinstance(result, Applied) else result
 
 
-def _append_all(ctx, request):
+def _append_all(ctx, request, denied=None):
+    """Append every partition; ``denied`` (see :func:`_denied`) answers partitions refused by
+    the ACLs with their code, writing nothing of them."""
     acks = request.acks
     now_ms = ctx.broker.clock()
     verify_txn = _txn_verifier(ctx.broker.txn, request.transactional_id)
@@ -132,6 +166,10 @@ def _append_all(ctx, request):
         parts = []
         for pd in topic_data.partition_data:
             entry = [pd.index, OK, -1, -1, None, ()]
+            if denied is not None and (not isinstance(denied, set) or topic_data.name in denied):
+                entry[1] = denied if not isinstance(denied, set) else _authz.TOPIC_DENIED
+                parts.append(entry)
+                continue
             try:
                 if acks not in (0, 1, -1):
                     raise errors.InvalidRequiredAcks(f"acks must be 0, 1 or -1, not {acks}")

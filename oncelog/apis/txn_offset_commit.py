@@ -5,13 +5,21 @@ offsets partition was added (AddOffsetsToTxn) and the transaction is Ongoing (el
 INVALID_TXN_STATE); v3+ with group metadata: generation and member as in OffsetCommit (KIP-447:
 a zombie from an older generation gets ILLEGAL_GENERATION). The offsets are written as a
 transactional batch and stay pending — invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT for
-require_stable — until the COMMIT marker (or vanish on ABORT)."""
+require_stable — until the COMMIT marker (or vanish on ABORT).
+
+ACLs (Kafka's KafkaApis.handleTxnOffsetCommitRequest), before everything else: WRITE on the
+transactional id (else every partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the
+group (else GROUP_AUTHORIZATION_FAILED), READ on each topic (else its partitions are
+TOPIC_AUTHORIZATION_FAILED, nothing staged for them)."""
 
 from __future__ import annotations
 
 from .. import errors
 from ..errors import KafkaError
 from ..groups import records as gr
+from kio.schema.errors import ErrorCode
+
+from . import _authz
 from ._base import NO_THROTTLE, build, response_module, reply_later
 from ._txn import error_code
 
@@ -23,17 +31,25 @@ MAX_VERSION = 5
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     broker = ctx.broker
-    error: KafkaError | None = None
-    try:
-        broker.txn.check_txn_offset_commit(request.transactional_id, request.producer_id, request.producer_epoch,
-                                           request.group_id)
-        broker.groups.validate_txn_offset_commit(
-            request.group_id, getattr(request, "generation_id", -1), getattr(request, "member_id", "") or "",
-            getattr(request, "group_instance_id", None))
-    except KafkaError as exc:
-        error = exc
-    # Per partition None (staged) or the domain error; mapped to codes in the response.
-    results: dict[tuple[str, int], KafkaError | None] = {}
+    error: KafkaError | ErrorCode | None = None
+    readable = set()
+    if not _authz.transactional_id(ctx, _authz.Op.WRITE, request.transactional_id):
+        error = _authz.TXN_DENIED
+    elif not _authz.group(ctx, _authz.Op.READ, request.group_id):
+        error = _authz.GROUP_DENIED
+    else:
+        readable = _authz.filter_topics(ctx, _authz.Op.READ, (t.name for t in request.topics))
+        try:
+            broker.txn.check_txn_offset_commit(request.transactional_id, request.producer_id,
+                                               request.producer_epoch, request.group_id)
+            broker.groups.validate_txn_offset_commit(
+                request.group_id, getattr(request, "generation_id", -1), getattr(request, "member_id", "") or "",
+                getattr(request, "group_instance_id", None))
+        except KafkaError as exc:
+            error = exc
+    # Per partition None (staged), the domain error or an ACL refusal's code; mapped to codes in
+    # the response.
+    results: dict[tuple[str, int], KafkaError | ErrorCode | None] = {}
     values = {}
     now = broker.clock()
     for t in request.topics:
@@ -41,6 +57,8 @@ def handle(ctx, request):
             tp = (t.name, p.partition_index)
             if error is not None:
                 results[tp] = error
+            elif t.name not in readable:
+                results[tp] = _authz.TOPIC_DENIED
             elif not broker.partition_exists(*tp):
                 results[tp] = errors.UnknownTopicOrPartition(f"TxnOffsetCommit: no partition {tp[0]}-{tp[1]}")
             else:
@@ -51,7 +69,7 @@ def handle(ctx, request):
     def response():
         return build(m.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(
             m.TxnOffsetCommitResponseTopic(name=t.name, partitions=tuple(
-                m.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error_code(results[(t.name, p.partition_index)], API_KEY, ctx.api_version))
+                m.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=_code(results[(t.name, p.partition_index)], ctx.api_version))
                 for p in t.partitions)) for t in request.topics))
 
     if not values:
@@ -68,3 +86,8 @@ def handle(ctx, request):
     broker.offsets_topic.persist_transactional(request.group_id, request.producer_id, request.producer_epoch, records,
                                                respond)
     return fut
+
+
+def _code(result, api_version: int) -> ErrorCode:
+    """A partition's result as a wire code: an ACL refusal is one already."""
+    return result if isinstance(result, ErrorCode) else error_code(result, API_KEY, api_version)

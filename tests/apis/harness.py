@@ -118,13 +118,21 @@ def committed_view(partition_data) -> list[Record]:
 class Api:
     """Calls handlers of one in-process broker, with helpers that build the requests."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, principal: str = "User:ANONYMOUS", peer: str = "in-process") -> None:
         self.broker = broker
+        self.principal, self.peer = principal, peer  # the request context's (ACLs are checked on them)
         self._correlation = itertools.count(1)
+
+    def as_principal(self, principal: str, peer: str = "127.0.0.1:40000") -> "Api":
+        """The same broker, called as another principal (and client address)."""
+        other = Api(self.broker, principal, peer)
+        other._correlation = self._correlation
+        return other
 
     async def call(self, api_key: int, version: int, request):
         """``handle(ctx, request)`` of the API, awaited as the server awaits it."""
-        ctx = RequestContext(self.broker, version, next(self._correlation), "handler-tests", "in-process")
+        ctx = RequestContext(self.broker, version, next(self._correlation), "handler-tests", self.peer,
+                             principal=self.principal)
         result = HANDLERS[api_key].handle(ctx, request)
         if api_key in GROUP_APIS:
             self.broker.schedule_group_timer()  # as handle_frame does
@@ -337,3 +345,14 @@ def run(tmp_path, scenario, **config):
     """Run ``scenario(api)`` against a fresh broker on ``tmp_path`` (``config``: BrokerConfig
     fields); returns what the scenario returns."""
     return asyncio.run(_run(BrokerConfig(data_dir=str(tmp_path / "broker"), **config), scenario))
+
+
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def run_with_authorizer(tmp_path, scenario, *, super_users: str = "User:admin", allow_everyone: bool = False,
+                        **config):
+    """:func:`run` with Kafka's StandardAuthorizer on (``authorizer.class.name``), ``super.users``
+    and ``allow.everyone.if.no.acl.found``; ``api.as_principal("User:admin")`` administers."""
+    return run(tmp_path, scenario, authorizer_class_name=STANDARD_AUTHORIZER, super_users=super_users,
+               allow_everyone_if_no_acl_found=allow_everyone, **config)
