@@ -1,9 +1,14 @@
 """DeleteGroups (key 42), v0-2: only Empty groups (NON_EMPTY_GROUP otherwise); their offsets
-and metadata get tombstones in ``__consumer_offsets``."""
+and metadata get tombstones in ``__consumer_offsets``.
+
+ACLs (Kafka's KafkaApis.handleDeleteGroupsRequest): DELETE on each group, else that group is
+GROUP_AUTHORIZATION_FAILED and left as it is.
+"""
 
 from __future__ import annotations
 
 
+from . import _authz
 from ._base import NO_THROTTLE, build, response_module, reply_later
 from ._groups import error_code
 
@@ -15,8 +20,15 @@ MAX_VERSION = 2
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     names = list(request.groups_names)
-    fut, respond = reply_later(lambda results: build(m.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(
-        m.DeletableGroupResult(group_id=g, error_code=error_code(results[g])) for g in names)))
+    allowed = [g for g in dict.fromkeys(names) if _authz.group(ctx, _authz.Op.DELETE, g)]
 
-    ctx.broker.groups.delete_groups(names, respond)
+    def response(results):
+        return build(m.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(
+            m.DeletableGroupResult(group_id=g, error_code=error_code(results[g]) if g in results
+                                   else _authz.GROUP_DENIED) for g in names))
+
+    if not allowed:
+        return response({})
+    fut, respond = reply_later(response)
+    ctx.broker.groups.delete_groups(allowed, respond)
     return fut

@@ -1,8 +1,13 @@
-"""Heartbeat (key 12), v0-4."""
+"""Heartbeat (key 12), v0-4.
+
+ACLs (Kafka's KafkaApis.handleHeartbeatRequest): READ on the group, else
+GROUP_AUTHORIZATION_FAILED.
+"""
 
 from __future__ import annotations
 
 from ..errors import KafkaError
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 from ._groups import error_code
 
@@ -13,6 +18,8 @@ MAX_VERSION = 4
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
+    if not _authz.group(ctx, _authz.Op.READ, request.group_id):
+        return build(m.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=_authz.GROUP_DENIED)
     try:
         ctx.broker.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
                                     getattr(request, "group_instance_id", None))

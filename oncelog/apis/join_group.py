@@ -1,10 +1,15 @@
 """JoinGroup (key 11), v2-9. The answer waits until the rebalance completes (see
 :class:`oncelog.groups.coordinator.GroupCoordinator`). v4+ requires a known member id: a first
-join gets MEMBER_ID_REQUIRED with the id to use (KIP-394)."""
+join gets MEMBER_ID_REQUIRED with the id to use (KIP-394).
+
+ACLs (Kafka's KafkaApis.handleJoinGroupRequest): READ on the group, else
+GROUP_AUTHORIZATION_FAILED and the group is not touched.
+"""
 
 from __future__ import annotations
 
 
+from . import _authz
 from ._base import NO_THROTTLE, build, response_module, reply_later
 from ._groups import error_code
 
@@ -24,6 +29,10 @@ def handle(ctx, request):
                      leader=result.leader, skip_assignment=result.skip_assignment, member_id=result.member_id,
                      members=members)
 
+    if not _authz.group(ctx, _authz.Op.READ, request.group_id):
+        return build(m.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=_authz.GROUP_DENIED,
+                     generation_id=-1, protocol_type=None, protocol_name=None if ctx.api_version >= 7 else "",
+                     leader="", skip_assignment=False, member_id=request.member_id, members=())
     fut, respond = reply_later(response)
 
     rebalance_timeout = getattr(request, "rebalance_timeout", None)

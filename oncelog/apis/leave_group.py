@@ -1,7 +1,12 @@
-"""LeaveGroup (key 13), v0-5; v3+ removes several members (incl. static ones by instance id)."""
+"""LeaveGroup (key 13), v0-5; v3+ removes several members (incl. static ones by instance id).
+
+ACLs (Kafka's KafkaApis.handleLeaveGroupRequest): READ on the group, else
+GROUP_AUTHORIZATION_FAILED and no member leaves.
+"""
 
 from __future__ import annotations
 
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 from ._groups import error_code
 
@@ -12,6 +17,8 @@ MAX_VERSION = 5
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
+    if not _authz.group(ctx, _authz.Op.READ, request.group_id):
+        return build(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=_authz.GROUP_DENIED, members=())
     if ctx.api_version >= 3:
         members = [(x.member_id, x.group_instance_id) for x in request.members]
     else:

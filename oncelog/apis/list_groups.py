@@ -1,7 +1,12 @@
-"""ListGroups (key 16), v0-5, with the state filter (v4+) and type filter (v5+: "classic")."""
+"""ListGroups (key 16), v0-5, with the state filter (v4+) and type filter (v5+: "classic").
+
+ACLs (Kafka's KafkaApis.handleListGroupsRequest): with DESCRIBE on the cluster every group,
+else only the groups the principal may DESCRIBE, the others left out silently.
+"""
 
 from __future__ import annotations
 
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 16
@@ -14,7 +19,10 @@ def handle(ctx, request):
     states = {s.lower() for s in (getattr(request, "states_filter", None) or ())}
     types = {t.lower() for t in (getattr(request, "types_filter", None) or ())}
     groups = []
+    everything = _authz.cluster(ctx, _authz.Op.DESCRIBE)
     for g in ctx.broker.groups.list_groups():
+        if not everything and not _authz.group(ctx, _authz.Op.DESCRIBE, g.group_id):
+            continue
         if states and g.state.value.lower() not in states:
             continue
         if types and "classic" not in types:

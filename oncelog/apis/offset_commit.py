@@ -8,14 +8,21 @@ unknown topics get UNKNOWN_TOPIC_OR_PARTITION, metadata above ``offset.metadata.
 v10 (KIP-848) names topics by id, in the request and the answer; offsets are still stored by
 name. An unknown id gets UNKNOWN_TOPIC_ID for all its partitions, whatever the group check says
 (Kafka resolves ids before the group coordinator sees the request).
+
+ACLs (Kafka's KafkaApis.handleOffsetCommitRequest): READ on the group, else every partition is
+GROUP_AUTHORIZATION_FAILED; READ on each topic, else its partitions are TOPIC_AUTHORIZATION_FAILED;
+nothing is stored for a refused partition.
 """
 
 from __future__ import annotations
 
 
+from kio.schema.errors import ErrorCode
+
 from .. import errors
 from ..errors import KafkaError
 from ..groups.records import OffsetValue
+from . import _authz
 from ._base import NO_THROTTLE, build, response_module, reply_later
 from ._groups import error_code
 
@@ -32,17 +39,22 @@ def handle(ctx, request):
     generation = getattr(request, "generation_id_or_member_epoch", None)
     if generation is None:
         generation = request.generation_id
-    try:
-        broker.groups.validate_offset_commit(request.group_id, generation, request.member_id,
-                                             getattr(request, "group_instance_id", None))
-        group_error = None
-    except KafkaError as exc:
-        group_error = exc
-    now = broker.clock()
     by_id = ctx.api_version >= 10
     names = [_name(broker, t) if by_id else t.name for t in request.topics]
+    group_error: KafkaError | ErrorCode | None = None
+    readable: set[str] = set()
+    if not _authz.group(ctx, _authz.Op.READ, request.group_id):
+        group_error = _authz.GROUP_DENIED
+    else:
+        readable = _authz.filter_topics(ctx, _authz.Op.READ, names)
+        try:
+            broker.groups.validate_offset_commit(request.group_id, generation, request.member_id,
+                                                 getattr(request, "group_instance_id", None))
+        except KafkaError as exc:
+            group_error = exc
+    now = broker.clock()
     # Per partition None (stored) or the domain error; mapped to codes in the response.
-    results: dict[tuple[str | None, int], KafkaError | None] = {}
+    results: dict[tuple[str | None, int], KafkaError | ErrorCode | None] = {}
     to_store: dict[tuple[str, int], OffsetValue] = {}
     for t, name in zip(request.topics, names):
         for p in t.partitions:
@@ -51,6 +63,8 @@ def handle(ctx, request):
                 results[tp] = errors.UnknownTopicId(f"OffsetCommit: no topic has the id {t.topic_id}")
             elif group_error is not None:
                 results[tp] = group_error
+            elif name not in readable:
+                results[tp] = _authz.TOPIC_DENIED
             elif not broker.partition_exists(name, p.partition_index):
                 results[tp] = errors.UnknownTopicOrPartition(f"OffsetCommit: no partition {name}-{p.partition_index}")
             elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
@@ -66,7 +80,7 @@ def handle(ctx, request):
     def response():
         return build(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(
             build(m.OffsetCommitResponseTopic, name=name, topic_id=getattr(t, "topic_id", None), partitions=tuple(
-                m.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error_code(results[(name, p.partition_index)]))
+                m.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=_code(results[(name, p.partition_index)]))
                 for p in t.partitions))
             for t, name in zip(request.topics, names)))
 
@@ -87,3 +101,8 @@ def _name(broker, request_topic) -> str | None:
     """The name of a v10+ request topic (named by id), or None for an unknown id."""
     topic = broker.logs.topics_by_id.get(request_topic.topic_id)
     return topic.name if topic is not None else None
+
+
+def _code(result) -> ErrorCode:
+    """A partition's result as a wire code: an ACL refusal is one already."""
+    return result if isinstance(result, ErrorCode) else error_code(result)

@@ -4,12 +4,18 @@ groups in one request (v8+). A partition without a committed offset answers -1.
 v10 (KIP-848) names topics by id, in the request and the answer (offsets are stored by name). As
 Kafka: a requested id that is unknown answers its partitions with -1 and UNKNOWN_TOPIC_ID, after
 the known topics; asked for all partitions, topics that no longer exist (no id to name them by)
-are left out."""
+are left out.
+
+ACLs (Kafka's KafkaApis.handleOffsetFetchRequest): DESCRIBE on the group, else
+GROUP_AUTHORIZATION_FAILED (per group from v8); DESCRIBE on each topic named, else its partitions
+are TOPIC_AUTHORIZATION_FAILED; with all topics asked, the others are left out.
+"""
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 from ._groups import error_code
 
@@ -34,7 +40,17 @@ def _group_topics(ctx, group_id, topics, require_stable, part_cls, topic_cls):
                 wanted.extend((topic.name, p) for p in t.partition_indexes)
     else:
         wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
+    # ACLs: DESCRIBE on each topic; named ones without it are TOPIC_AUTHORIZATION_FAILED, and
+    # with all topics asked, those are left out.
+    denied = []
+    if wanted is not None:
+        described = _authz.filter_topics(ctx, _authz.Op.DESCRIBE, {t for t, _ in wanted})
+        denied = [tp for tp in wanted if tp[0] not in described]
+        wanted = [tp for tp in wanted if tp[0] in described]
     found = broker.groups.fetch_offsets(group_id, wanted)
+    if topics is None:
+        described = _authz.filter_topics(ctx, _authz.Op.DESCRIBE, {t for t, _ in found})
+        found = {tp: v for tp, v in found.items() if tp[0] in described}
     by_topic: dict[str, list] = {}
     for (topic, partition), value in found.items():
         code = error_code(broker.offset_fetch_error(group_id, topic, partition)) if require_stable else OK
@@ -42,6 +58,10 @@ def _group_topics(ctx, group_id, topics, require_stable, part_cls, topic_cls):
             part_cls, partition_index=partition, committed_offset=value.offset if value and code == OK else -1,
             committed_leader_epoch=value.leader_epoch if value and code == OK else -1,
             metadata=(value.metadata if value and code == OK else ""), error_code=code))
+    for topic, partition in denied:
+        by_topic.setdefault(topic, []).append(build(
+            part_cls, partition_index=partition, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+            error_code=_authz.TOPIC_DENIED))
     out = []
     for name, parts in by_topic.items():
         topic_id = None
@@ -68,8 +88,12 @@ def handle(ctx, request):
             build(m.OffsetFetchResponseGroup, group_id=g.group_id, error_code=OK,
                   topics=_group_topics(ctx, g.group_id, g.topics, require_stable,
                                        m.OffsetFetchResponsePartitions, m.OffsetFetchResponseTopics))
+            if _authz.group(ctx, _authz.Op.DESCRIBE, g.group_id) else
+            build(m.OffsetFetchResponseGroup, group_id=g.group_id, error_code=_authz.GROUP_DENIED, topics=())
             for g in request.groups)
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=groups)
+    if not _authz.group(ctx, _authz.Op.DESCRIBE, request.group_id):
+        return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=(), error_code=_authz.GROUP_DENIED)
     topics = _group_topics(ctx, request.group_id, request.topics, require_stable,
                            m.OffsetFetchResponsePartition, m.OffsetFetchResponseTopic)
     return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=OK)

@@ -1,8 +1,13 @@
-"""SyncGroup (key 14), v0-5: the leader hands out assignments; followers wait for them."""
+"""SyncGroup (key 14), v0-5: the leader hands out assignments; followers wait for them.
+
+ACLs (Kafka's KafkaApis.handleSyncGroupRequest): READ on the group, else
+GROUP_AUTHORIZATION_FAILED and the group is not touched.
+"""
 
 from __future__ import annotations
 
 
+from . import _authz
 from ._base import NO_THROTTLE, build, response_module, reply_later
 from ._groups import error_code
 
@@ -14,12 +19,24 @@ MAX_VERSION = 5
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     fut, respond = reply_later(lambda result: build(
-        m.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(result.error), protocol_type=result.protocol_type,
+        m.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=_authz.GROUP_DENIED if isinstance(result, _Denied) else error_code(result.error), protocol_type=result.protocol_type,
         protocol_name=result.protocol_name, assignment=result.assignment))
 
+    if not _authz.group(ctx, _authz.Op.READ, request.group_id):
+        respond(_Denied())
+        return fut
     ctx.broker.groups.sync(
         group_id=request.group_id, generation=request.generation_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
         protocol_type=getattr(request, "protocol_type", None), protocol_name=getattr(request, "protocol_name", None),
         assignments={a.member_id: bytes(a.assignment) for a in request.assignments}, respond=respond)
     return fut
+
+
+class _Denied:
+    """The answer to a SyncGroup refused by the ACLs."""
+
+    error = None
+    protocol_type = None
+    protocol_name = None
+    assignment = b""
