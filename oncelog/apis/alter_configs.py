@@ -10,6 +10,10 @@ Kafka allows to change at run time and oncelog has (:data:`oncelog.config.regist
 ``dynamic``), persisted in broker-configs.json and applied to every topic without an override;
 anything else is INVALID_REQUEST, as Kafka answers ("Cannot update these configs dynamically:
 ..."). ``validate_only`` checks everything and changes nothing.
+
+ACLs (Kafka's ConfigAdminManager, both alter APIs): ALTER_CONFIGS on the topic
+(TOPIC_AUTHORIZATION_FAILED) or, for the broker, on the cluster (CLUSTER_AUTHORIZATION_FAILED),
+per resource; a refused resource is left as it is.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .. import errors
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 33
@@ -77,7 +82,12 @@ def answer(ctx, request, api_key: int, response_name: str, apply, null_ok=lambda
             check_common(res, counts, null_ok)
             if res.resource_type not in (TOPIC, BROKER):
                 raise unsupported_type(res.resource_type)
-            apply(res)
+            if res.resource_type == TOPIC and not _authz.topic(ctx, _authz.Op.ALTER_CONFIGS, res.resource_name):
+                code = _authz.TOPIC_DENIED
+            elif res.resource_type == BROKER and not _authz.cluster(ctx, _authz.Op.ALTER_CONFIGS):
+                code = _authz.CLUSTER_DENIED
+            else:
+                apply(res)
         except errors.KafkaError as exc:
             code, message = errors.error_code_for(exc), str(exc)
         results.append(build(m.AlterConfigsResourceResponse, error_code=code, error_message=message,

@@ -7,10 +7,14 @@ One result per user named: NONE, or DUPLICATE_RESOURCE (named twice), UNACCEPTAB
 (empty name, iterations outside 4096..16384), UNSUPPORTED_SASL_MECHANISM, RESOURCE_NOT_FOUND
 (deleting a credential that does not exist), with Kafka's messages. Kafka requires ALTER on the
 cluster when an authorizer is configured: not checked here yet (issue 20).
+
+ACLs (Kafka's KafkaApis.handleAlterUserScramCredentialsRequest): ALTER on the cluster, else every
+user's result is CLUSTER_AUTHORIZATION_FAILED and no credential changes.
 """
 
 from __future__ import annotations
 
+from . import _authz
 from ._base import NO_THROTTLE, build, response_module
 
 API_KEY = 51
@@ -20,6 +24,11 @@ MAX_VERSION = 0
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
+    if not _authz.cluster(ctx, _authz.Op.ALTER):
+        users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
+        return build(m.AlterUserScramCredentialsResponse, throttle_time=NO_THROTTLE, results=tuple(
+            m.AlterUserScramCredentialsResult(user=u, error_code=_authz.CLUSTER_DENIED, error_message=None)
+            for u in users))
     results = ctx.broker.scram_credentials.alter(request.deletions, request.upsertions)
     return build(m.AlterUserScramCredentialsResponse, throttle_time=NO_THROTTLE, results=tuple(
         m.AlterUserScramCredentialsResult(user=r.user, error_code=r.error_code, error_message=r.error_message)

@@ -1,8 +1,13 @@
-"""CreatePartitions (key 37), v0-3: grow a topic's partition count (never shrink)."""
+"""CreatePartitions (key 37), v0-3: grow a topic's partition count (never shrink).
+
+ACLs (Kafka's KafkaApis.handleCreatePartitionsRequest): ALTER on the topic, else
+TOPIC_AUTHORIZATION_FAILED and its partition count stays.
+"""
 
 from __future__ import annotations
 
 from .. import errors
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 from .create_topics import check_assignments
 
@@ -16,6 +21,10 @@ def handle(ctx, request):
     results = []
     for t in request.topics:
         code, message = OK, None
+        if not _authz.topic(ctx, _authz.Op.ALTER, t.name):
+            results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=_authz.TOPIC_DENIED,
+                                 error_message="The topic authorization is failed."))
+            continue
         try:
             if t.assignments:
                 check_assignments([list(a.broker_ids) for a in t.assignments], ctx.broker.node_id)

@@ -11,12 +11,16 @@ compaction-lag and tiered-storage checks: INVALID_CONFIG with Kafka's message), 
 values oncelog cannot honour (INVALID_CONFIG saying why). v5+ answers with the topic's
 partitions, replication factor and every config with its value and source, as DescribeConfigs
 reports them.
+
+ACLs (Kafka's KafkaApis.handleCreateTopicsRequest): CREATE on the cluster, or on the topic,
+else TOPIC_AUTHORIZATION_FAILED ("Authorization failed.") and nothing is created.
 """
 
 from __future__ import annotations
 
 from ..config import registry
 from .. import errors
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 19
@@ -29,12 +33,19 @@ def handle(ctx, request):
     logs = ctx.broker.logs
     results = []
     seen = set()
+    may_create_any = _authz.cluster(ctx, _authz.Op.CREATE)
     for t in request.topics:
         code, message, topic = OK, None, None
         try:
             if t.name in seen:
                 raise errors.InvalidRequest(f"topic {t.name!r} appears twice in the request")
             seen.add(t.name)
+            if not (may_create_any or _authz.topic(ctx, _authz.Op.CREATE, t.name)):
+                results.append(build(m.CreatableTopicResult, name=t.name, topic_id=_zero(),
+                                     error_code=_authz.TOPIC_DENIED, error_message="Authorization failed.",
+                                     topic_config_error_code=OK, num_partitions=-1, replication_factor=-1,
+                                     configs=()))
+                continue
             partitions = t.num_partitions
             if t.assignments:
                 if partitions != -1 or t.replication_factor != -1:

@@ -1,10 +1,15 @@
-"""DeleteTopics (key 20), v1-6. Topics are named (v0-5) or named or identified (v6+)."""
+"""DeleteTopics (key 20), v1-6. Topics are named (v0-5) or named or identified (v6+).
+
+ACLs (Kafka's KafkaApis.handleDeleteTopicsRequest): DELETE on the topic, else
+TOPIC_AUTHORIZATION_FAILED and the topic stays.
+"""
 
 from __future__ import annotations
 
 import uuid
 
 from .. import errors
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 20
@@ -30,6 +35,10 @@ async def handle(ctx, request):
                 if topic is None:
                     raise errors.UnknownTopicId(f"no topic with id {topic_id}")
                 name = topic.name
+            if not _authz.topic(ctx, _authz.Op.DELETE, name):
+                results.append(build(m.DeletableTopicResult, name=name, topic_id=topic_id,
+                                     error_code=_authz.TOPIC_DENIED, error_message="Authorization failed."))
+                continue
             topic = logs.topics.get(name)
             if topic is not None:
                 topic_id = topic.topic_id

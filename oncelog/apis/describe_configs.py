@@ -12,6 +12,9 @@ Broker resources (type 4): with this broker's id, every broker config oncelog ha
 defaults ``log.*``, ``listeners``, ``advertised.listeners``, ``node.id``, ...) with its value and
 source; read_only is false for what AlterConfigs may change (:data:`BROKER_CONFIGS` ``dynamic``).
 With the empty name, the cluster-default dynamic configs only, as Kafka lists them.
+
+ACLs: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for the broker, on the
+cluster (CLUSTER_AUTHORIZATION_FAILED), per resource, as Kafka's ConfigHelper.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from .. import errors
 from ..config import registry
 from ..storage.log_manager import validate_topic_name
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 32
@@ -51,6 +55,11 @@ def handle(ctx, request):
     results = []
     for res in request.resources:
         code, message, entries = OK, None, []
+        denied = _denied(ctx, _authz.Op.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+        if denied is not None:
+            results.append(build(m.DescribeConfigsResult, error_code=denied, error_message=None,
+                                 resource_type=res.resource_type, resource_name=res.resource_name, configs=()))
+            continue
         try:
             if res.resource_type == TOPIC:
                 validate_topic_name(res.resource_name)
@@ -77,6 +86,17 @@ def handle(ctx, request):
                              resource_type=res.resource_type, resource_name=res.resource_name,
                              configs=tuple(_entry(m, e) for e in entries)))
     return build(m.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _denied(ctx, op, resource_type: int, name: str):
+    """The ACL check of a config resource (Kafka's ConfigHelper / ConfigAdminManager): ``op`` on the
+    topic for TOPIC (TOPIC_AUTHORIZATION_FAILED), on the cluster for BROKER
+    (CLUSTER_AUTHORIZATION_FAILED); None when allowed or another resource type."""
+    if resource_type == TOPIC and not _authz.topic(ctx, op, name):
+        return _authz.TOPIC_DENIED
+    if resource_type == BROKER and not _authz.cluster(ctx, op):
+        return _authz.CLUSTER_DENIED
+    return None
 
 
 def _entry(m, e: registry.Described):

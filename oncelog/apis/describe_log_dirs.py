@@ -4,12 +4,17 @@ bytes (its segments' log files) and offset lag (Kafka's max(HW - LEO, 0): 0, no 
 up here), never a future (AlterReplicaLogDirs) log. v3 adds the top-level error code; v4 the
 volume's total and usable bytes (``os.statvfs``, as Java's FileStore); v5 ``is_cordoned``, always
 false (no cordoning, KIP-1066). As Kafka's ReplicaManager.describeLogDirs: partitions the broker
-does not host are left out, and so are topics with none left."""
+does not host are left out, and so are topics with none left.
+
+ACLs (Kafka's KafkaApis.handleDescribeLogDirsRequest): DESCRIBE on the cluster, else
+CLUSTER_AUTHORIZATION_FAILED (v3+; below, no log dir described) as Kafka answers.
+"""
 
 from __future__ import annotations
 
 import os
 
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 35
@@ -27,6 +32,9 @@ def _volume_bytes(path: str) -> tuple[int, int]:
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     logs = ctx.broker.logs
+    if not _authz.cluster(ctx, _authz.Op.DESCRIBE):
+        return build(m.DescribeLogDirsResponse, throttle_time=NO_THROTTLE, error_code=_authz.CLUSTER_DENIED,
+                     results=())
     wanted = None if request.topics is None else {(t.topic, p) for t in request.topics for p in t.partitions}
     by_topic: dict[str, list] = {}
     for plog in logs.all_logs():

@@ -1,9 +1,14 @@
 """DescribeProducers (key 61), v0 (KIP-664): each partition's active idempotent producers with
-their epoch, last sequence and last append time."""
+their epoch, last sequence and last append time.
+
+ACLs (Kafka's KafkaApis.handleDescribeProducersRequest): READ on the topic, else its partitions
+are TOPIC_AUTHORIZATION_FAILED.
+"""
 
 from __future__ import annotations
 
 from .. import errors
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 61
@@ -14,10 +19,15 @@ MAX_VERSION = 0
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     topics = []
+    readable = _authz.filter_topics(ctx, _authz.Op.READ, (t.name for t in request.topics))
     for t in request.topics:
         parts = []
         for index in t.partition_indexes:
             code, message, producers = OK, None, ()
+            if t.name not in readable:
+                parts.append(build(m.PartitionResponse, partition_index=index, error_code=_authz.TOPIC_DENIED,
+                                   error_message=None, active_producers=()))
+                continue
             try:
                 partition = ctx.broker.partitions.get(t.name, index)
                 producers = tuple(

@@ -1,11 +1,16 @@
 """DescribeTransactions (key 65), v0 (KIP-664): state, timeout, start time, producer id and
-epoch, and the partitions of each transaction."""
+epoch, and the partitions of each transaction.
+
+ACLs (Kafka's KafkaApis.handleDescribeTransactionsRequest): DESCRIBE on each transactional id,
+else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for it.
+"""
 
 from __future__ import annotations
 
 import datetime
 
 from ..errors import KafkaError
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 from ._txn import error_code
 
@@ -18,6 +23,11 @@ def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     out = []
     for txn_id in request.transactional_ids:
+        if not _authz.transactional_id(ctx, _authz.Op.DESCRIBE, txn_id):
+            out.append(build(m.TransactionState, error_code=_authz.TXN_DENIED, transactional_id=txn_id,
+                             transaction_state="", transaction_timeout=datetime.timedelta(0),
+                             transaction_start_time=None, producer_id=-1, producer_epoch=-1, topics=()))
+            continue
         try:
             t = ctx.broker.txn.describe(txn_id)
         except KafkaError as exc:  # TransactionalIdNotFound

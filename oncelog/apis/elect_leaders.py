@@ -9,12 +9,16 @@ so there is nothing to elect. As Kafka's ReplicationControlManager.electLeaders 
 * empty topic list: an empty answer;
 * an election type other than 0 (preferred) or 1 (unclean, v1+): INVALID_REQUEST for the whole
   request (top-level, v1+) and for every partition asked.
+
+ACLs (Kafka's KafkaApis.handleElectLeaders): ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED
+at the top and for every partition.
 """
 
 from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 43
@@ -44,6 +48,12 @@ def handle(ctx, request):
         return build(m.ElectLeadersResponse, throttle_time=NO_THROTTLE, error_code=error_code,
                      replica_election_results=tuple(results))
 
+    if not _authz.cluster(ctx, _authz.Op.ALTER):
+        return respond(_authz.CLUSTER_DENIED, (
+            m.ReplicaElectionResult(topic=t.topic, partition_result=tuple(
+                m.PartitionResult(partition_id=p, error_code=_authz.CLUSTER_DENIED, error_message=None)
+                for p in t.partitions))
+            for t in asked or ()))
     if election_type not in (PREFERRED, UNCLEAN):
         message = f"Unknown election type {election_type}"
         return respond(ErrorCode.invalid_request, (

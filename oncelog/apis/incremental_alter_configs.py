@@ -3,6 +3,8 @@ SET (0), DELETE (1), and for LIST configs APPEND (2) / SUBTRACT (3), which start
 current value or, unset, the config's default (Kafka's ConfigurationControlManager and, for
 brokers, ConfigAdminManager.prepareIncrementalConfigs). The resulting set is then validated,
 persisted and applied exactly as :mod:`oncelog.apis.alter_configs` does.
+
+ACLs: ALTER_CONFIGS, checked in :func:`.alter_configs.answer` (shared).
 """
 
 from __future__ import annotations

@@ -1,8 +1,13 @@
 """ListTransactions (key 66), v0-1 (KIP-664): filter by state and producer id; v1 adds a
-minimum duration (for finding long-running, possibly hanging, transactions)."""
+minimum duration (for finding long-running, possibly hanging, transactions).
+
+ACLs (Kafka's KafkaApis.handleListTransactionsRequest): only the transactional ids the principal
+may DESCRIBE are listed, the others left out silently.
+"""
 
 from __future__ import annotations
 
+from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 
 API_KEY = 66
@@ -18,4 +23,6 @@ def handle(ctx, request):
                  unknown_state_filters=listing.unknown_state_filters,
                  transaction_states=tuple(m.TransactionState(transactional_id=t.transactional_id, producer_id=t.producer_id,
                                                              transaction_state=t.state.kafka_name)
-                                          for t in listing.transactions))
+                                          for t in listing.transactions
+                                          if _authz.transactional_id(ctx, _authz.Op.DESCRIBE,
+                                                                     t.transactional_id)))

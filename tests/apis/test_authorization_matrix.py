@@ -22,7 +22,6 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from oncelog.apis import HANDLERS
-from oncelog.protocol import records as rb
 from oncelog.security.acls import CLUSTER_NAME, AclBinding, PatternType, PermissionType
 from oncelog.security.acls import AclOperation as Op
 from oncelog.security.acls import ResourceType as R
@@ -402,8 +401,6 @@ def cluster(op):
     return (R.CLUSTER, CLUSTER_NAME, op)
 
 
-ADMIN_PENDING = "the admin APIs are not enforced yet (issue 20 item 5, step 4)"
-
 MATRIX: dict[int, Entry] = {
     0: Entry(call(0, 9, _produce), (TOPIC_WRITE,), E.topic_authorization_failed),
     1: Entry(call(1, 12, _fetch), (TOPIC_READ,), E.topic_authorization_failed),
@@ -425,12 +422,9 @@ MATRIX: dict[int, Entry] = {
               allowed=lambda resp: [g.group_id for g in resp.groups] == [GROUP]),
     17: Entry(exempt="SaslHandshake runs before authentication (Kafka authorizes nothing)"),
     18: Entry(exempt="ApiVersions needs no authorization (Kafka)"),
-    19: Entry(call(19, 5, _create_topics), ((R.TOPIC, "fresh", Op.CREATE),), E.topic_authorization_failed,
-              pending=ADMIN_PENDING),
-    20: Entry(call(20, 6, _delete_topics), ((R.TOPIC, "doomed", Op.DELETE),), E.topic_authorization_failed,
-              pending=ADMIN_PENDING),
-    21: Entry(call(21, 2, _delete_records), ((R.TOPIC, TOPIC, Op.DELETE),), E.topic_authorization_failed,
-              pending=ADMIN_PENDING),
+    19: Entry(call(19, 5, _create_topics), ((R.TOPIC, "fresh", Op.CREATE),), E.topic_authorization_failed),
+    20: Entry(call(20, 6, _delete_topics), ((R.TOPIC, "doomed", Op.DELETE),), E.topic_authorization_failed),
+    21: Entry(call(21, 2, _delete_records), ((R.TOPIC, TOPIC, Op.DELETE),), E.topic_authorization_failed),
     22: Entry(call(22, 4, _init_producer_id), ((R.TRANSACTIONAL_ID, "tx2", Op.WRITE),),
               E.transactional_id_authorization_failed),
     24: Entry(call(24, 3, _add_partitions), ((R.TRANSACTIONAL_ID, "tx3", Op.WRITE), TOPIC_WRITE),
@@ -444,41 +438,29 @@ MATRIX: dict[int, Entry] = {
     29: Entry(call(29, 3, _describe_acls), (cluster(Op.DESCRIBE),), E.cluster_authorization_failed),
     30: Entry(call(30, 3, _create_acls), (cluster(Op.ALTER),), E.cluster_authorization_failed),
     31: Entry(call(31, 3, _delete_acls), (cluster(Op.ALTER),), E.cluster_authorization_failed),
-    32: Entry(call(32, 4, _describe_configs), ((R.TOPIC, TOPIC, Op.DESCRIBE_CONFIGS),), E.topic_authorization_failed,
-              pending=ADMIN_PENDING),
-    33: Entry(call(33, 2, _alter_configs), ((R.TOPIC, TOPIC, Op.ALTER_CONFIGS),), E.topic_authorization_failed,
-              pending=ADMIN_PENDING),
-    35: Entry(call(35, 4, _describe_log_dirs), (cluster(Op.DESCRIBE),), E.cluster_authorization_failed,
-              pending=ADMIN_PENDING),
+    32: Entry(call(32, 4, _describe_configs), ((R.TOPIC, TOPIC, Op.DESCRIBE_CONFIGS),), E.topic_authorization_failed),
+    33: Entry(call(33, 2, _alter_configs), ((R.TOPIC, TOPIC, Op.ALTER_CONFIGS),), E.topic_authorization_failed),
+    35: Entry(call(35, 4, _describe_log_dirs), (cluster(Op.DESCRIBE),), E.cluster_authorization_failed),
     36: Entry(exempt="SaslAuthenticate runs before authentication (Kafka authorizes nothing)"),
-    37: Entry(call(37, 3, _create_partitions), ((R.TOPIC, TOPIC, Op.ALTER),), E.topic_authorization_failed,
-              pending=ADMIN_PENDING),
+    37: Entry(call(37, 3, _create_partitions), ((R.TOPIC, TOPIC, Op.ALTER),), E.topic_authorization_failed),
     42: Entry(call(42, 2, _delete_groups), ((R.GROUP, GROUP, Op.DELETE),), E.group_authorization_failed,
               setup=_end_admin_txn),
     43: Entry(call(43, 2, _elect_leaders), (cluster(Op.ALTER),), E.cluster_authorization_failed,
-              allowed=_elect_allowed,
-              pending=ADMIN_PENDING),
+              allowed=_elect_allowed),
     44: Entry(call(44, 1, _incremental_alter_configs), ((R.TOPIC, TOPIC, Op.ALTER_CONFIGS),),
-              E.topic_authorization_failed,
-              pending=ADMIN_PENDING),
-    46: Entry(call(46, 0, _list_partition_reassignments), (cluster(Op.DESCRIBE),), E.cluster_authorization_failed,
-              pending=ADMIN_PENDING),
+              E.topic_authorization_failed),
+    46: Entry(call(46, 0, _list_partition_reassignments), (cluster(Op.DESCRIBE),), E.cluster_authorization_failed),
     47: Entry(call(47, 0, _offset_delete), ((R.GROUP, GROUP, Op.DELETE), TOPIC_READ), E.group_authorization_failed,
               setup=_end_admin_txn),
-    50: Entry(call(50, 0, _describe_scram), (cluster(Op.DESCRIBE),), E.cluster_authorization_failed,
-              pending=ADMIN_PENDING),
-    51: Entry(call(51, 0, _alter_scram), (cluster(Op.ALTER),), E.cluster_authorization_failed,
-              pending=ADMIN_PENDING),
+    50: Entry(call(50, 0, _describe_scram), (cluster(Op.DESCRIBE),), E.cluster_authorization_failed),
+    51: Entry(call(51, 0, _alter_scram), (cluster(Op.ALTER),), E.cluster_authorization_failed),
     60: Entry(call(60, 1, _describe_cluster), (cluster(Op.DESCRIBE),), E.cluster_authorization_failed),
-    61: Entry(call(61, 0, _describe_producers), (TOPIC_READ,), E.topic_authorization_failed,
-              pending=ADMIN_PENDING),
+    61: Entry(call(61, 0, _describe_producers), (TOPIC_READ,), E.topic_authorization_failed),
     65: Entry(call(65, 0, _describe_transactions), ((R.TRANSACTIONAL_ID, TXN, Op.DESCRIBE),),
-              E.transactional_id_authorization_failed,
-              pending=ADMIN_PENDING),
+              E.transactional_id_authorization_failed),
     66: Entry(call(66, 1, _list_transactions), ((R.TRANSACTIONAL_ID, TXN, Op.DESCRIBE),),
               refused=lambda resp: resp.error_code == E.none and not resp.transaction_states,
-              allowed=lambda resp: [t.transactional_id for t in resp.transaction_states] == [TXN],
-              pending=ADMIN_PENDING),
+              allowed=lambda resp: [t.transactional_id for t in resp.transaction_states] == [TXN]),
     75: Entry(call(75, 0, _describe_topic_partitions), (TOPIC_DESCRIBE,), E.topic_authorization_failed),
 }
 
