@@ -92,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     txa.add_argument("--producer-id", type=int, default=None)
     _bootstrap_option(tx, [txl, txd, txh, txa])
 
+    _security_parsers(sub)
+
     au = sub.add_parser("audit", help="check a pipeline's outputs against its inputs (exactly-once auditor)",
                         description="Match output records to input records by a source header "
                                     "(topic:partition:offset). Exit 0 clean, 1 anomalies, 2 error.")
@@ -116,6 +118,108 @@ def build_parser() -> argparse.ArgumentParser:
 
     _demo_arguments(demo)
     return p
+
+
+def _command_config_option(command: argparse.ArgumentParser, verbs: list[argparse.ArgumentParser]) -> None:
+    """``--bootstrap-server`` and Kafka's tools' ``--command-config``, before or after the verb."""
+    _bootstrap_option(command, verbs)
+    text = ("a Java properties file of client settings for an authenticated admin connection, as Kafka's "
+            "tools take it (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)")
+    command.add_argument("--command-config", metavar="FILE", default=None, help=text)
+    for verb in verbs:
+        verb.add_argument("--command-config", metavar="FILE", default=argparse.SUPPRESS, help=text)
+
+
+def _security_parsers(sub) -> None:
+    """``acls add|list|remove`` (as kafka-acls) and ``users add|list|delete`` (SCRAM credentials,
+    as kafka-configs --entity-type users)."""
+    acls = sub.add_parser(
+        "acls", help="add, list or remove ACLs (as kafka-acls)",
+        description="ACLs as Kafka's kafka-acls: each ACL is (resource, pattern type, principal, host, operation, "
+                    "allow|deny). Works against oncelog with authorizer.class.name set, and against Apache Kafka.",
+        epilog="examples:\n"
+               "  oncelog acls add --allow-principal User:alice --operation Write --operation Describe "
+               "--topic orders\n"
+               "  oncelog acls add --allow-principal User:alice --consumer --topic orders --group billing\n"
+               "  oncelog acls add --deny-principal User:bob --deny-host 10.0.0.9 --operation All "
+               "--topic orders- --resource-pattern-type prefixed\n"
+               "  oncelog acls list --topic orders-eu --resource-pattern-type match\n"
+               "  oncelog acls remove --allow-principal User:alice --topic orders\n"
+               "all take --bootstrap-server HOST:PORT and --command-config admin.properties",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    asub = acls.add_subparsers(dest="action", required=True)
+    verbs = {
+        "add": asub.add_parser("add", help="add ACLs: every resource x principal x host x operation given"),
+        "list": asub.add_parser("list", help="list ACLs (all, or those of the resources/principals given)"),
+        "remove": asub.add_parser("remove", help="remove the ACLs matching the options (all of a resource's "
+                                                 "when only the resource is given)"),
+    }
+    for verb, v in verbs.items():
+        v.add_argument("--topic", action="append", default=[], metavar="NAME", help="a topic (repeatable)")
+        v.add_argument("--group", action="append", default=[], metavar="NAME", help="a consumer group (repeatable)")
+        v.add_argument("--transactional-id", action="append", default=[], metavar="ID",
+                       help="a transactional id (repeatable)")
+        v.add_argument("--cluster", action="store_true", help="the cluster (kafka-cluster)")
+        v.add_argument("--resource-pattern-type", choices=["literal", "prefixed", "match", "any"],
+                       type=str.lower, default=None,
+                       help="literal (default) or prefixed; for list/remove also the filters match (every "
+                            "ACL that applies to the name) and any (any pattern type, this exact name)")
+        v.add_argument("--allow-principal", action="append", default=[], metavar="TYPE:NAME",
+                       help="e.g. User:alice, User:* for everyone (repeatable)")
+        v.add_argument("--deny-principal", action="append", default=[], metavar="TYPE:NAME",
+                       help="a principal denied; deny wins over allow (repeatable)")
+        v.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                       help="host of --allow-principal (repeatable; default * on add)")
+        v.add_argument("--deny-host", action="append", default=[], metavar="HOST",
+                       help="host of --deny-principal (repeatable; default * on add)")
+        v.add_argument("--operation", action="append", default=[], metavar="OP",
+                       help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
+                            "AlterConfigs, IdempotentWrite, All (repeatable; add's default All)")
+        if verb == "add":
+            v.add_argument("--producer", action="store_true",
+                           help="the producer's ACLs: Write, Describe, Create on the topics (Write, Describe on "
+                                "the transactional ids)")
+            v.add_argument("--idempotent", action="store_true",
+                           help="with --producer: IdempotentWrite on the cluster")
+            v.add_argument("--consumer", action="store_true",
+                           help="the consumer's ACLs: Read, Describe on the topics, Read on the group")
+        if verb == "list":
+            v.add_argument("--principal", action="append", default=[], metavar="TYPE:NAME",
+                           help="only the ACLs of this principal (repeatable)")
+    for verb, v in verbs.items():
+        if verb != "add":
+            v.set_defaults(producer=False, consumer=False, idempotent=False)
+        if verb != "list":
+            v.set_defaults(principal=[])
+    _command_config_option(acls, list(verbs.values()))
+
+    users = sub.add_parser(
+        "users", help="add, list or delete SCRAM credentials (as kafka-configs --entity-type users)",
+        description="SCRAM credentials (KIP-554), as kafka-configs --entity-type users --alter --add-config "
+                    "'SCRAM-SHA-256=[iterations=8192,password=...]'. The broker stores them salted and hashed.",
+        epilog="examples:\n"
+               "  echo alice-secret | oncelog users add alice --mechanism SCRAM-SHA-256 --iterations 8192 "
+               "--password-stdin\n"
+               "  oncelog users list\n"
+               "  oncelog users delete alice --mechanism SCRAM-SHA-512\n"
+               "all take --bootstrap-server HOST:PORT and --command-config admin.properties",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    usub = users.add_subparsers(dest="action", required=True)
+    ua = usub.add_parser("add", help="add or replace a user's credential for one mechanism")
+    ua.add_argument("user")
+    ua.add_argument("--mechanism", type=str.upper, choices=["SCRAM-SHA-256", "SCRAM-SHA-512"], default="SCRAM-SHA-256",
+                    help="SCRAM-SHA-256 (default) or SCRAM-SHA-512")
+    ua.add_argument("--iterations", type=int, default=8192, help="4096 to 16384 (default 8192)")
+    ua.add_argument("--password-stdin", action="store_true", help="read the password from the first line of stdin")
+    ua.add_argument("--password", default=None,
+                    help="the password (visible in the process list and shell history: prefer --password-stdin)")
+    ul = usub.add_parser("list", help="users and their mechanisms and iterations (never passwords)")
+    ul.add_argument("user", nargs="*", help="only these users (default: all)")
+    ud = usub.add_parser("delete", help="delete a user's credential for one mechanism, or all of them")
+    ud.add_argument("user")
+    ud.add_argument("--mechanism", type=str.upper, choices=["SCRAM-SHA-256", "SCRAM-SHA-512"], default=None,
+                    help="only this mechanism (default: every mechanism the user has)")
+    _command_config_option(users, [ua, ul, ud])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,7 +260,9 @@ def cmd_serve(args) -> int:
         print(f"oncelog serve: {exc}", file=sys.stderr)
         return 2
     for note in notes:
-        logging.getLogger("oncelog.config").info("%s", note)
+        warning = note.startswith("WARNING: ")
+        logging.getLogger("oncelog.config").log(logging.WARNING if warning else logging.INFO, "%s",
+                                                note.removeprefix("WARNING: "))
     _install_uvloop()
     try:
         asyncio.run(serve(Broker(config)))

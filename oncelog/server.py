@@ -376,9 +376,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _dispatch(self, frame) -> None:
         nbytes = len(frame)
         try:
-            if not self.session.may_send(_api_key(frame)):
-                self.bad_input(f"{_describe(frame)} before SASL authentication completed "
-                               f"({self.session.state.value}) on listener {self.session.listener}", frame)
+            if not self.session.may_send(_api_key(frame), self.broker.clock()):
+                why = ("after the SASL session expired (connections.max.reauth.ms) without re-authentication"
+                       if self.session.state is SaslState.AUTHENTICATED else
+                       f"before SASL authentication completed ({self.session.state.value})")
+                self.bad_input(f"{_describe(frame)} {why} on listener {self.session.listener}", frame)
                 return
             result = self.broker.handle_frame(frame, self.peer, self.session)
         except ProtocolViolation as exc:

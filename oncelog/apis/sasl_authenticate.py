@@ -6,8 +6,10 @@ SASL_AUTHENTICATION_FAILED and Kafka's message (the client cannot tell an unknow
 wrong password), logged with the client's address and the real reason, and the connection is
 closed after the answer.
 
-Version notes: v1 adds ``session_lifetime_ms`` (KIP-368): 0 here, no re-authentication is required
-(``connections.max.reauth.ms`` is not implemented yet); v2 is flexible.
+Version notes: v1 adds ``session_lifetime_ms`` (KIP-368): ``connections.max.reauth.ms``, or less
+when the credential (an OAUTHBEARER token) expires sooner; 0 when neither limits the session. The
+client must re-authenticate (SaslHandshake + SaslAuthenticate on the same connection, the same
+principal) before then; after it, any other request closes the connection. v2 is flexible.
 """
 
 from __future__ import annotations
@@ -47,9 +49,34 @@ def handle(ctx, request):
                     exc.detail or exc)
         return build(m.SaslAuthenticateResponse, error_code=ErrorCode.sasl_authentication_failed,
                      error_message=str(exc), auth_bytes=b"", session_lifetime=NO_LIFETIME)
-    if done:
-        session.principal = session.mechanism.principal
-        session.state = SaslState.AUTHENTICATED
-        session.mechanism = None
-        log.info("%s authenticated with SASL %s from %s", session.principal, session.mechanism_name, ctx.peer)
-    return build(m.SaslAuthenticateResponse, error_code=OK, error_message=None, auth_bytes=answer, session_lifetime=NO_LIFETIME)
+    if not done:
+        return build(m.SaslAuthenticateResponse, error_code=OK, error_message=None, auth_bytes=answer,
+                     session_lifetime=NO_LIFETIME)
+    principal = session.mechanism.principal
+    if session.reauthenticating and principal != session.principal:
+        session.state = SaslState.FAILED
+        message = f"Cannot change principals during re-authentication from {session.principal}: {principal}"
+        log.warning("SASL re-authentication refused from %s: %s", ctx.peer, message)
+        return build(m.SaslAuthenticateResponse, error_code=ErrorCode.sasl_authentication_failed,
+                     error_message=message, auth_bytes=b"", session_lifetime=NO_LIFETIME)
+    lifetime_ms = _session_lifetime_ms(ctx, session.mechanism)
+    session.principal = principal
+    session.state = SaslState.AUTHENTICATED
+    session.expires_at_ms = ctx.broker.clock() + lifetime_ms if lifetime_ms else None
+    session.mechanism = None
+    log.info("%s %s with SASL %s from %s", principal,
+             "re-authenticated" if session.reauthenticating else "authenticated", session.mechanism_name, ctx.peer)
+    return build(m.SaslAuthenticateResponse, error_code=OK, error_message=None, auth_bytes=answer,
+                 session_lifetime=datetime.timedelta(milliseconds=lifetime_ms))
+
+
+def _session_lifetime_ms(ctx, mechanism) -> int:
+    """KIP-368: connections.max.reauth.ms, shortened to the credential's expiry (an OAUTHBEARER
+    token's ``exp``); 0 = no re-authentication required."""
+    limit = ctx.broker.config.connections_max_reauth_ms
+    expiry = getattr(mechanism, "session_expiry_ms", None)
+    if not limit and expiry is None:
+        return 0
+    now = ctx.broker.clock()
+    remaining = [v for v in (limit or None, (expiry - now) if expiry is not None else None) if v is not None]
+    return max(min(remaining), 1)

@@ -3,8 +3,9 @@ the mechanisms the connection's listener offers (``sasl.enabled.mechanisms``, th
 
 Version notes: v0 (tokens as raw frames outside SaslAuthenticate, Kafka 0.10's framing) is not
 served: every client since Kafka 1.0, librdkafka, kafka-python and aiokafka send v1 then
-SaslAuthenticate. On a listener without SASL, or once the mechanism is chosen, the answer is
-ILLEGAL_SASL_STATE as Kafka's; a mechanism not offered is UNSUPPORTED_SASL_MECHANISM (the
+SaslAuthenticate. An authenticated connection may send it again to re-authenticate (KIP-368),
+with the same mechanism. On a listener without SASL, or while an exchange is under way, the answer
+is ILLEGAL_SASL_STATE as Kafka's; a mechanism not offered is UNSUPPORTED_SASL_MECHANISM (the
 connection is then closed, as Kafka's SaslServerAuthenticator does)."""
 
 from __future__ import annotations
@@ -23,15 +24,21 @@ MAX_VERSION = 1
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     session = ctx.session
-    if session is None or not session.sasl or session.state is not SaslState.HANDSHAKE:
+    reauthentication = session is not None and session.sasl and session.state is SaslState.AUTHENTICATED
+    if session is None or not session.sasl or session.state not in (SaslState.HANDSHAKE, SaslState.AUTHENTICATED):
         return build(m.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
     mechanisms = ctx.broker.sasl_for(session.listener)
     offered = mechanisms.enabled_mechanisms
+    if reauthentication and request.mechanism != session.mechanism_name:
+        # KIP-368: a session re-authenticates with the mechanism it began with.
+        session.state = SaslState.FAILED
+        return build(m.SaslHandshakeResponse, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=offered)
     try:
-        session.mechanism = mechanisms.start(request.mechanism)
+        session.mechanism = mechanisms.start(request.mechanism, reauthentication=reauthentication)
     except UnsupportedSaslMechanism:
         session.state = SaslState.FAILED
         return build(m.SaslHandshakeResponse, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=offered)
     session.mechanism_name = request.mechanism
+    session.reauthenticating = reauthentication
     session.state = SaslState.AUTHENTICATE
     return build(m.SaslHandshakeResponse, error_code=OK, mechanisms=offered)

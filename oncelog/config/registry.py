@@ -679,6 +679,16 @@ _BROKER_OWN = [
     BrokerConfigDef("sasl.jaas.config", T.PASSWORD, None, None,
                     "A SASL mechanism's JAAS configuration; a broker takes it per listener and mechanism: "
                     "listener.name.<listener>.<mechanism>.sasl.jaas.config."),
+    BrokerConfigDef("connections.max.reauth.ms", T.LONG, "0", None,
+                    "KIP-368: a SASL session lasts at most this long (or until its OAUTHBEARER token expires); the "
+                    "client is told the lifetime in SaslAuthenticate and must re-authenticate on the same "
+                    "connection before it ends, else its next request closes the connection. 0: sessions "
+                    "never expire.", validator=at_least(0), setting="connections_max_reauth_ms"),
+    BrokerConfigDef("oncelog.allow.unauthenticated.listeners", T.BOOLEAN, None, None,
+                    "oncelog's own: a PLAINTEXT or SSL listener without client certificates (no authentication: "
+                    "every client is User:ANONYMOUS) may bind beyond loopback only when this is true; the broker "
+                    "then logs a WARNING saying what any client can do. Kafka has no such guard.",
+                    oncelog_default="false", setting="allow_unauthenticated_listeners"),
     BrokerConfigDef("authorizer.class.name", T.STRING, "", None,
                     "Kafka's StandardAuthorizer name (org.apache.kafka.metadata.authorizer.StandardAuthorizer) "
                     "switches ACLs on: CreateAcls/DescribeAcls/DeleteAcls then work (else SECURITY_DISABLED). "

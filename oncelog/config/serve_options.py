@@ -22,6 +22,7 @@ Pure apart from reading the file: no sockets, no broker packages.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Iterable
@@ -332,7 +333,9 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
     2. the listeners: each one served, its TLS settings, and what is advertised for it;
     3. the data directory (log.dirs, else log.dir);
     4. the topic configs' broker defaults, resolved through the layers as Kafka resolves synonyms;
-    5. the checks across settings (node.id vs broker.id, the session timeout bounds)."""
+    5. the checks across settings (node.id vs broker.id, the session timeout bounds);
+    6. no listener without authentication beyond loopback unless
+       ``oncelog.allow.unauthenticated.listeners=true`` (then a WARNING note)."""
     values: dict[str, Setting] = {}
     for s in given:
         values[s.name] = s
@@ -440,7 +443,36 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
                                f"({group_config.max_session_timeout_ms})")
     config = BrokerConfig(**fields, host=host, port=port, advertise=advertise, log=log, group=group_config,
                           txn=TxnConfig(**txn), listeners=listeners if "listeners" in values else (), given=static)
+    # Step 6. The safe default: no unauthenticated listener beyond loopback unless asked for.
+    for lc in listeners:
+        if _authenticated(lc) or _loopback(lc.host):
+            continue
+        what = (f"listener {lc.name} on {lc.host}:{lc.port} has no authentication: any client that can reach "
+                f"it acts as User:ANONYMOUS")
+        if config.authorizer_class_name:
+            what += f" and may do what the ACLs allow User:ANONYMOUS (allow.everyone.if.no.acl.found=" \
+                    f"{str(config.allow_everyone_if_no_acl_found).lower()})"
+        else:
+            what += (" and, with no authorizer (authorizer.class.name), may read, write, alter and delete every "
+                     "topic, group, transaction and config")
+        if not config.allow_unauthenticated_listeners:
+            raise ServeConfigError(f"{what}. Bind it to 127.0.0.1, use SASL or mTLS (ssl.client.auth=required), or "
+                                   f"set oncelog.allow.unauthenticated.listeners=true to accept that")
+        notes.append(f"WARNING: {what} (oncelog.allow.unauthenticated.listeners=true)")
     return config, notes
+
+
+def _authenticated(lc: ListenerConfig) -> bool:
+    return lc.security_protocol.startswith("SASL_") or (lc.ssl is not None and lc.ssl.client_auth == "required")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything
 
 
 def _origin_of(exc: Exception, values: dict[str, Setting]) -> str:

@@ -259,6 +259,8 @@ class BrokerConfig:
     group: GroupConfig = field(default_factory=lambda: GroupConfig(
         initial_rebalance_delay_ms=default("group.initial.rebalance.delay.ms")))
     node_id: int = default("node.id")
+    connections_max_reauth_ms: int = default("connections.max.reauth.ms")
+    allow_unauthenticated_listeners: bool = default("oncelog.allow.unauthenticated.listeners")
     authorizer_class_name: str = default("authorizer.class.name")
     super_users: str = default("super.users")
     allow_everyone_if_no_acl_found: bool = default("allow.everyone.if.no.acl.found")

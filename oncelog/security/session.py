@@ -6,12 +6,16 @@ SaslAuthenticate handlers move it)::
     PLAINTEXT / SSL listener:      AUTHENTICATED from the start (User:ANONYMOUS, or the TLS
                                    client certificate's DN)
     SASL_PLAINTEXT / SASL_SSL:     HANDSHAKE --SaslHandshake(mechanism offered)--> AUTHENTICATE
-                                   AUTHENTICATE --SaslAuthenticate(done)--> AUTHENTICATED
+                                   AUTHENTICATE --SaslAuthenticate(done)--> AUTHENTICATED (until expires_at_ms
+                                   when connections.max.reauth.ms > 0)
+                                   AUTHENTICATED --SaslHandshake(same mechanism)--> AUTHENTICATE
+                                   (KIP-368 re-authentication: the principal may not change)
                                    any --failure--> FAILED (the answer is sent, then the
                                    connection is closed)
 
 Before AUTHENTICATED a connection may send only ApiVersions, SaslHandshake and
-SaslAuthenticate (Kafka's SaslServerAuthenticator); anything else closes it.
+SaslAuthenticate (Kafka's SaslServerAuthenticator); anything else closes it. After its session
+expired, a connection may only re-authenticate; any other request closes it (KIP-368).
 """
 
 from __future__ import annotations
@@ -39,12 +43,18 @@ class Session:
     state: SaslState = SaslState.AUTHENTICATED
     mechanism: object | None = field(default=None, repr=False)  # the exchange in progress
     mechanism_name: str | None = None
+    expires_at_ms: int | None = None  # KIP-368: when the session ends (None: never)
+    reauthenticating: bool = False
 
     @classmethod
     def for_listener(cls, listener: str, security_protocol: str) -> "Session":
         sasl = security_protocol.startswith("SASL_")
         return cls(listener, sasl, ANONYMOUS, SaslState.HANDSHAKE if sasl else SaslState.AUTHENTICATED)
 
-    def may_send(self, api_key: int) -> bool:
-        return self.state is SaslState.AUTHENTICATED or (
-            self.state is not SaslState.FAILED and api_key in PRE_AUTHENTICATION_APIS)
+    def may_send(self, api_key: int, now_ms: int) -> bool:
+        if self.state is SaslState.AUTHENTICATED and not self.expired(now_ms):
+            return True
+        return self.state is not SaslState.FAILED and api_key in PRE_AUTHENTICATION_APIS
+
+    def expired(self, now_ms: int) -> bool:
+        return self.expires_at_ms is not None and now_ms >= self.expires_at_ms

@@ -31,7 +31,14 @@ def write(tmp_path, text: str) -> str:
 
 
 def test_kafkas_own_server_properties_means_the_same():
-    config, notes = build("--config", KAFKA_FILE)
+    # Kafka's file listens on every interface without authentication: oncelog asks for consent.
+    with pytest.raises(ServeConfigError, match=r"listener PLAINTEXT on 0.0.0.0:9092 has no authentication: any "
+                                               r"client that can reach it acts as User:ANONYMOUS and, with no "
+                                               r"authorizer .*oncelog.allow.unauthenticated.listeners=true"):
+        build("--config", KAFKA_FILE)
+    config, notes = build("--config", KAFKA_FILE, "--override", "oncelog.allow.unauthenticated.listeners=true")
+    assert any(n.startswith("WARNING: listener PLAINTEXT on 0.0.0.0:9092 has no authentication") for n in notes)
+    notes = [n for n in notes if not n.startswith("WARNING: ")]
     assert config.data_dir == "/tmp/kraft-combined-logs"
     assert (config.host, config.port) == ("0.0.0.0", 9092)  # an empty host: every interface, as in Kafka
     assert config.advertise == "localhost:9092"  # the PLAINTEXT entry, not the controller's
@@ -177,3 +184,26 @@ def test_transaction_max_timeout_from_an_override(broker_factory):
     with pytest.raises(KafkaException) as caught:
         too_long.init_transactions(30)
     assert caught.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT
+
+
+@pytest.mark.parametrize("overrides, refused", [
+    (["listeners=PLAINTEXT://0.0.0.0:9092"], True),
+    (["listeners=PLAINTEXT://broker.example.com:9092"], True),  # a name may resolve anywhere
+    (["listeners=PLAINTEXT://localhost:9092"], False),
+    (["listeners=PLAINTEXT://[::1]:9092"], False),
+    (["listeners=SSL://0.0.0.0:9093", "ssl.keystore.location=/k.pem"], True),  # TLS alone names no client
+    (["listeners=SSL://0.0.0.0:9093", "ssl.keystore.location=/k.pem", "ssl.client.auth=required",
+      "ssl.truststore.location=/ca.pem"], False),
+    (["listeners=SASL_PLAINTEXT://0.0.0.0:9094", "sasl.enabled.mechanisms=SCRAM-SHA-512"], False),
+])
+def test_no_unauthenticated_listener_beyond_loopback_unless_asked(overrides, refused):
+    args = ["--data-dir", "d"] + [a for o in overrides for a in ("--override", o)]
+    if refused:
+        with pytest.raises(ServeConfigError, match="has no authentication: any client that can reach it acts as "
+                                                   "User:ANONYMOUS"):
+            build(*args)
+        _, notes = build(*args, "--override", "oncelog.allow.unauthenticated.listeners=true")
+        assert any(n.startswith("WARNING: listener") for n in notes)
+    else:
+        _, notes = build(*args)
+        assert not any(n.startswith("WARNING:") for n in notes)

@@ -175,3 +175,83 @@ def test_handshake_then_authenticate_by_hand_with_plain(broker):
         assert c.is_closed()
     finally:
         c.close()
+
+
+# ---------------------------------------------------------------------------- KIP-368
+
+
+@pytest.fixture(scope="module")
+def reauth_broker(tmp_path_factory):
+    d = tmp_path_factory.mktemp("reauth")
+    port = _free_port()
+    b = BrokerProcess(str(d / "broker"), extra_args=[
+        "--override", f"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{port}",
+        "--override", f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}",
+        "--override", "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN",
+        "--override", "connections.max.reauth.ms=1500"])
+    b.start()
+    b.sasl_port = port
+    yield b
+    b.kill()
+
+
+def _plain_login(c: RawClient, user: str, password: str):
+    hs = c.request(request_module(17, 1).SaslHandshakeRequest(mechanism="PLAIN"))
+    assert hs.error_code == ErrorCode.none
+    return c.request(request_module(36, 2).SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()))
+
+
+def _metadata(c: RawClient):
+    return c.request(request_module(3, 1).MetadataRequest(topics=None))
+
+
+def test_a_session_past_its_lifetime_without_reauthentication_is_closed(reauth_broker):
+    import time
+
+    c = RawClient(f"127.0.0.1:{reauth_broker.sasl_port}")
+    try:
+        answer = _plain_login(c, "alice", "alice-secret")
+        assert answer.error_code == ErrorCode.none
+        assert answer.session_lifetime.total_seconds() == 1.5  # connections.max.reauth.ms
+        assert _metadata(c).brokers  # within the session
+        time.sleep(1.7)
+        c.send_frame(c.encode(request_module(3, 1).MetadataRequest(topics=None)))
+        assert c.is_closed()
+    finally:
+        c.close()
+
+
+def test_reauthentication_extends_the_session_and_keeps_the_principal(reauth_broker):
+    import time
+
+    c = RawClient(f"127.0.0.1:{reauth_broker.sasl_port}")
+    try:
+        assert _plain_login(c, "alice", "alice-secret").error_code == ErrorCode.none
+        time.sleep(1.0)
+        assert _plain_login(c, "alice", "alice-secret").error_code == ErrorCode.none  # re-authenticated
+        time.sleep(0.8)  # 1.8 s after the first login, 0.8 s after the second
+        assert _metadata(c).brokers
+        changed = _plain_login(c, "admin", "admin-secret")
+        assert changed.error_code == ErrorCode.sasl_authentication_failed
+        assert changed.error_message == "Cannot change principals during re-authentication from User:alice: User:admin"
+        assert c.is_closed()
+    finally:
+        c.close()
+
+
+def test_librdkafka_reauthenticates_and_keeps_producing(reauth_broker):
+    import time
+
+    conf = {"bootstrap.servers": f"127.0.0.1:{reauth_broker.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"}
+    p = Producer({**conf, "linger.ms": 0})
+    delivered = []
+    deadline = time.monotonic() + 5  # three session lifetimes
+    i = 0
+    while time.monotonic() < deadline:
+        p.produce("reauth", str(i).encode(), on_delivery=lambda err, msg: delivered.append(err))
+        p.flush(10)
+        i += 1
+        time.sleep(0.2)
+    assert delivered and all(err is None for err in delivered), [e for e in delivered if e][:3]
+    assert len(_read(conf, "reauth", i)) == i
