@@ -1,6 +1,8 @@
 """Start, watch and stop the brokers under test; create and delete the benchmark topics.
 
-Every broker listens on loopback only. oncelog runs through :class:`oncelog.process.BrokerProcess`
+Every broker listens on loopback only. A target with a security protocol (``+ssl``, ``+sasl_ssl``,
+...; bench/security.py) gets a second listener of that protocol, and ``bootstrap`` /
+``client_config`` are what its clients use there. oncelog runs through :class:`oncelog.process.BrokerProcess`
 (its stderr goes to ``<data dir>.log``); Tansu runs with its in-memory storage engine, stdout and
 stderr to ``tansu.log``.
 """
@@ -21,6 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from oncelog.process import BrokerProcess
 
+from . import security as sec
 from .modes import Target
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -76,6 +79,17 @@ class RunningBroker:
         self._log_file = None
         self.port = 0
         self._admin_client: AdminClient | None = None
+        # what every client of this target's cells adds to its config (security protocol, TLS
+        # trust, SASL credentials); empty for PLAINTEXT
+        self.client_config: dict = {}
+
+    def _certificates(self) -> sec.Certificates:
+        # one CA and broker certificate per run, shared by every TLS target
+        directory = os.path.join(self.work_dir, "tls")
+        certs = sec.Certificates(os.path.join(directory, "ca.pem"), os.path.join(directory, "broker.pem"))
+        if not (os.path.exists(certs.ca) and os.path.exists(certs.keystore)):
+            certs = sec.make_certificates(directory)
+        return certs
 
     def start(self) -> "RunningBroker":
         if self._oncelog is not None:  # a restart: same port and data directory
@@ -84,10 +98,20 @@ class RunningBroker:
             return self
         if self.target.kind == "oncelog":
             data_dir = os.path.join(self.work_dir, self.target.name.replace(":", "-").replace("@", "-").replace("/", "_"))
+            security = self.target.security
+            certs = self._certificates() if sec.is_tls(security) else None
+            secure_port = _free_port() if security != "plaintext" else 0
             b = BrokerProcess(data_dir, fsync=self.target.fsync,
-                              extra_args=["--num-partitions", str(self.partitions)], source_tree=self.target.tree)
+                              extra_args=["--num-partitions", str(self.partitions),
+                                          *sec.broker_args(security, secure_port, certs)],
+                              source_tree=self.target.tree)
             b.start()
             self._oncelog, self.proc, self.bootstrap, self.log_path = b, b.proc, b.bootstrap, b.log_path
+            if security != "plaintext":
+                if sec.is_sasl(security):
+                    sec.create_scram_user(b.bootstrap)  # over the PLAINTEXT listener
+                self.bootstrap = f"127.0.0.1:{secure_port}"
+                self.client_config = sec.client_config(security, certs)
             return self
         port = self.port or _free_port()
         self.port = port
@@ -167,8 +191,8 @@ class RunningBroker:
         # default its periodic metadata refresh (every 5 min) of the topics it knows asks the
         # broker to auto-create them, and every topic the bench had deleted came back (seen).
         if self._admin_client is None:
-            self._admin_client = AdminClient({"bootstrap.servers": self.bootstrap, "logger": _QUIET,
-                                              "allow.auto.create.topics": False})
+            self._admin_client = AdminClient({"bootstrap.servers": self.bootstrap, **self.client_config,
+                                              "logger": _QUIET, "allow.auto.create.topics": False})
         return self._admin_client
 
     def create_topic(self, name: str, timeout: float = 30.0, partitions: int | None = None) -> None:

@@ -15,8 +15,8 @@ from rich.console import Console
 
 from .brokers import RunningBroker, scan_log, tansu_version
 from .modes import DEFAULT_MODES, DEFAULT_TARGETS, EOS_SIZE, MODE_ALIASES, MODES, SUITE_MODES, SUITES, Target
-from .report import (comparisons, group_summary, machine, mode_ratios, print_report, summarize, support, to_json,
-                     txn_latency)
+from .report import (comparisons, group_summary, machine, mode_ratios, print_report, security_ratios, summarize,
+                     support, to_json, txn_latency)
 from .runner import GroupOptions, Options, Runner, TxnProbeOptions
 
 # Defaults: 3 targets x 2 sizes x 2 modes = 12 cells a round; at ~7-8 s a cell (5 s produce,
@@ -81,7 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"producer modes of the produce suite, of: {', '.join(MODES)} (eos and txn bring their own)")
     p.add_argument("--targets", default=",".join(DEFAULT_TARGETS),
                    help="brokers: tansu, oncelog-never, oncelog-always, oncelog-interval:MS; "
-                        "oncelog-...@DIR runs the broker from the source tree DIR (old vs new side by side)")
+                        "oncelog-...@DIR runs the broker from the source tree DIR (old vs new side by side); "
+                        "oncelog-<fsync>+PROTOCOL (+ssl, +sasl_plaintext, +sasl_ssl; before any @DIR) serves every "
+                        "client of its cells (librdkafka and the wire-* modes alike) on a listener of that "
+                        "security protocol: TLS with a CA and broker certificate made at run time (trustme), "
+                        "SASL with SCRAM-SHA-512; with the same target without +PROTOCOL in the run, a "
+                        "'PROTOCOL / PLAINTEXT' ratio row per size, mode and produce/consume is reported, e.g. "
+                        "--targets oncelog-never,oncelog-never+ssl,oncelog-never+sasl_ssl")
     p.add_argument("--consume-split", choices=["all", "partitions"], default="all",
                    help="all: every consumer process reads every partition (records/s counts all "
                         "deliveries); partitions: the partitions are shared out round-robin")
@@ -223,16 +229,17 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = summarize(cells, opts)
     comps = comparisons(cells, opts)
+    secured = security_ratios(cells, opts)
     ratios = mode_ratios(cells, opts)
     txn_rows = txn_latency(cells, opts, runner.txn_probe_results) if "txn" in opts.suites else []
     group_rows = group_summary(runner.group_results, opts)
     supported = support(cells, opts, group_rows, runner.txn_probe_results)
-    print_report(console, opts, rows, comps, logs, cells, ratios, txn_rows, group_rows, supported)
+    print_report(console, opts, rows, comps, logs, cells, ratios, txn_rows, group_rows, supported, secured)
     console.print(f"load average (1/5/15 min): at start {meta['loadavg_start']}, at end {meta['loadavg_end']}; "
                   f"run took {meta['run_seconds']:.0f} s")
     if args.json:
         doc = _json_safe(to_json(opts, argv, meta, rows, comps, cells, logs, ratios, txn_rows, group_rows,
-                                 runner.txn_probe_results, runner.group_results, supported))
+                                 runner.txn_probe_results, runner.group_results, supported, secured))
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)
         console.print(f"figures written to {args.json}")

@@ -11,6 +11,8 @@ import os
 
 from dataclasses import dataclass, field
 
+from .security import PROTOCOLS
+
 
 @dataclass(frozen=True)
 class Mode:
@@ -114,12 +116,16 @@ class Target:
     """A broker under test: ``oncelog-<fsync>`` (never, always, interval:MS) or ``tansu``.
 
     ``oncelog-<fsync>@<dir>`` runs the broker from another source tree (e.g. a ``git worktree``
-    of an older commit), so that two versions are measured side by side in one run."""
+    of an older commit), so that two versions are measured side by side in one run.
+    ``oncelog-<fsync>+<protocol>`` (``+ssl``, ``+sasl_plaintext``, ``+sasl_ssl``; before any
+    ``@<dir>``) serves its clients on a listener of that security protocol (bench/security.py);
+    its ratio over the same target without ``+<protocol>`` is reported when both are run."""
 
     name: str
     kind: str  # "oncelog" | "tansu"
     fsync: str | None = None
     tree: str | None = None  # source tree of the broker; None: this one
+    security: str = "plaintext"  # a key of bench.security.PROTOCOLS
 
     @classmethod
     def parse(cls, text: str) -> "Target":
@@ -127,19 +133,32 @@ class Target:
             return cls("tansu", "tansu")
         if text.startswith("oncelog-"):
             spec, _, tree = text.partition("@")
+            spec, plus, security = spec.partition("+")
+            if plus and security not in PROTOCOLS:
+                raise ValueError(f"target {text!r}: unknown security protocol {security!r}; "
+                                 f"use one of {', '.join(PROTOCOLS)}")
             fsync = spec.removeprefix("oncelog-")
             if tree and not os.path.isdir(os.path.join(tree, "oncelog")):
                 raise ValueError(f"target {text!r}: {tree!r} holds no oncelog package")
             if fsync in ("never", "always") or (fsync.startswith("interval:") and fsync[9:].isdigit()):
-                return cls(text, "oncelog", fsync, os.path.abspath(tree) if tree else None)
+                return cls(text, "oncelog", fsync, os.path.abspath(tree) if tree else None, security or "plaintext")
         raise ValueError(f"unknown target {text!r}: use tansu, oncelog-never, oncelog-always or "
-                         f"oncelog-interval:MS, optionally @<source tree>")
+                         f"oncelog-interval:MS, optionally +ssl/+sasl_plaintext/+sasl_ssl, optionally @<source tree>")
 
     @property
     def label(self) -> str:
         if self.kind == "tansu":
             return "Tansu (memory)"
-        return f"oncelog fsync {self.fsync}" + (f" @{os.path.basename(self.tree)}" if self.tree else "")
+        return (f"oncelog fsync {self.fsync}" + (f" {PROTOCOLS[self.security]}" if self.security != "plaintext" else "")
+                + (f" @{os.path.basename(self.tree)}" if self.tree else ""))
+
+    @property
+    def plaintext_name(self) -> str:
+        """The same target over PLAINTEXT (its own name when it is)."""
+        if self.security == "plaintext":
+            return self.name
+        spec, at, tree = self.name.partition("@")
+        return spec.partition("+")[0] + at + tree
 
 
 DEFAULT_TARGETS = ["oncelog-never", "oncelog-always", "tansu"]
@@ -172,6 +191,27 @@ COMPARISONS = [
       for mode, label in [("idempotent", "idempotent"), ("txn-100ms", "txn 100ms")]
       for fsync in ("never", "always")),
 ]
+
+
+# The cost of a security protocol: every target ``X+<protocol>`` over ``X`` (the same broker over
+# PLAINTEXT), per record size and mode, produce and consume. Issue 20: TLS in Python's ssl should
+# cost less than 30%, so the rows of the TLS protocols have a goal of 0.7.
+SECURITY_GOAL = {"ssl": 0.7, "sasl_ssl": 0.7}
+
+
+def security_comparisons(targets: list[Target], matrix: list[tuple[int, "Mode"]]) -> list[Comparison]:
+    names = {t.name for t in targets}
+    out = []
+    for t in targets:
+        if t.security == "plaintext" or t.plaintext_name not in names:
+            continue
+        for metric in ("produce", "consume"):
+            for size, mode in matrix:
+                size_text = f"{size // 1024} KB" if size % 1024 == 0 else f"{size} B"
+                out.append(Comparison(f"{PROTOCOLS[t.security]} / PLAINTEXT {metric} {size_text} {mode.label} "
+                                      f"({t.plaintext_name})", metric, size, t.name, t.plaintext_name,
+                                      (mode.name,), SECURITY_GOAL.get(t.security)))
+    return out
 
 
 # ------------------------------------------------------------------------------------- suites

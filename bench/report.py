@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import stats
-from .modes import BASE_PRODUCER, COMPARISONS, EOS_SIZE, MODE_RATIOS, MODES
+from .modes import BASE_PRODUCER, COMPARISONS, EOS_SIZE, MODE_RATIOS, MODES, security_comparisons
 from .runner import Cell, Options, size_label
 
 
@@ -59,10 +59,20 @@ def _ratio(num, num_rounds, den, den_rounds, goal) -> dict:
 
 def comparisons(cells: list[Cell], opts: Options) -> list[dict]:
     """The broker-vs-broker ratio rows (:data:`COMPARISONS`) whose brokers and modes were run."""
+    return _comparison_rows(COMPARISONS, cells, opts)
+
+
+def security_ratios(cells: list[Cell], opts: Options) -> list[dict]:
+    """Each ``+<protocol>`` target over the same broker on PLAINTEXT, per size, mode and metric
+    (:func:`bench.modes.security_comparisons`)."""
+    return _comparison_rows(security_comparisons(opts.targets, opts.matrix), cells, opts)
+
+
+def _comparison_rows(comparisons_: list, cells: list[Cell], opts: Options) -> list[dict]:
     names = {t.name for t in opts.targets}
     run = {(size, mode.name) for size, mode in opts.matrix}
     out = []
-    for comp in COMPARISONS:
+    for comp in comparisons_:
         if comp.numerator not in names or comp.denominator not in names \
                 or not all((comp.size, m) in run for m in comp.modes) \
                 or not any(size == comp.size for size, _ in run):
@@ -198,9 +208,10 @@ def results_table(rows: list[dict], opts: Options) -> Table:
     return t
 
 
-def ratio_table(comps: list[dict]) -> Table:
-    t = Table(title="oncelog / Tansu (records/s)", title_justify="left", header_style="bold")
-    for col, just in [("comparison", "left"), ("oncelog rec/s", "right"), ("Tansu rec/s", "right"),
+def ratio_table(comps: list[dict], title: str = "oncelog / Tansu (records/s)",
+                numerator: str = "oncelog", denominator: str = "Tansu") -> Table:
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for col, just in [("comparison", "left"), (f"{numerator} rec/s", "right"), (f"{denominator} rec/s", "right"),
                       ("ratio", "right"), ("by round", "right"), ("target", "right"), ("meets", "center")]:
         t.add_column(col, justify=just)
     for c in comps:
@@ -315,12 +326,16 @@ def commits_table(rows: list[dict], opts: Options) -> Table:
 
 def print_report(console: Console, opts: Options, rows, comps, logs: dict, cells: list[Cell],
                  ratios: list[dict] | None = None, txn_rows: list[dict] | None = None,
-                 group_rows: list[dict] | None = None, supported: list[dict] | None = None) -> None:
+                 group_rows: list[dict] | None = None, supported: list[dict] | None = None,
+                 security_rows: list[dict] | None = None) -> None:
     console.print()
     if rows:
         console.print(results_table(rows, opts))
     if comps:
         console.print(ratio_table(comps))
+    if security_rows:
+        console.print(ratio_table(security_rows, "Security protocols: the same broker over PLAINTEXT (records/s; "
+                                                 "TLS rows: issue 20 wants < 30% cost)", "secured", "PLAINTEXT"))
     if ratios:
         console.print(mode_ratio_table(ratios))
     if txn_rows:
@@ -446,11 +461,13 @@ def machine() -> dict:
 
 
 def to_json(opts: Options, argv: list[str], meta: dict, rows, comps, cells: list[Cell], logs: dict,
-            ratios=None, txn_rows=None, group_rows=None, probe=None, group_results=None, supported=None) -> dict:
+            ratios=None, txn_rows=None, group_rows=None, probe=None, group_results=None, supported=None,
+            security_rows=None) -> dict:
     return {
         "command": "python -m bench " + " ".join(argv),
         "machine": meta,
         "options": {"suites": opts.suites, "targets": [t.name for t in opts.targets],
+                    "target_security": {t.name: t.security for t in opts.targets},
                     "modes": [m.to_json() for m in {m.name: m for _, m in opts.matrix}.values()],
                     "matrix": [[size, mode.name] for size, mode in opts.matrix],
                     "groups": vars(opts.groups) if opts.groups else None,
@@ -464,6 +481,7 @@ def to_json(opts: Options, argv: list[str], meta: dict, rows, comps, cells: list
         "units": {"mb_per_s": "10^6 bytes of record values per second", "latency": "ms, produce() to delivery report"},
         "results": [{k: v for k, v in r.items()} for r in rows],
         "comparisons": comps,
+        "security_ratios": security_rows or [],
         "mode_ratios": ratios or [],
         "txn_latency": txn_rows or [],
         "txn_probe": probe or [],

@@ -109,6 +109,11 @@ def _topic_name(*parts) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", "bench-" + "-".join(str(p) for p in parts))
 
 
+def _client(broker: RunningBroker) -> dict:
+    """The job fields that say how a client reaches ``broker``: address and security settings."""
+    return {"bootstrap": broker.bootstrap, "security": broker.client_config}
+
+
 def size_label(size: int) -> str:
     return f"{size // 1024} KB" if size % 1024 == 0 else f"{size} B"
 
@@ -128,12 +133,12 @@ class Runner:
 
     def _producer_jobs(self, broker: RunningBroker, topic: str, size: int, mode: Mode, duration: float) -> list[dict]:
         if mode.wire is not None:
-            job = {"kind": "wire-produce", "bootstrap": broker.bootstrap, "topic": topic, "size": size,
+            job = {"kind": "wire-produce", **_client(broker), "topic": topic, "size": size,
                    "duration": duration, "wire": mode.wire, "txn_commit_ms": mode.txn_commit_ms,
                    "batch_records": self.opts.wire_batch_records}
             return [job] * self.opts.processes
         producer = {**BASE_PRODUCER, **mode.producer, **self.opts.producer_config}
-        job = {"kind": "produce", "bootstrap": broker.bootstrap, "topic": topic, "size": size,
+        job = {"kind": "produce", **_client(broker), "topic": topic, "size": size,
                "duration": duration, "rate": self.opts.rate, "producer": producer,
                "txn_commit_ms": mode.txn_commit_ms}
         return [job] * self.opts.processes
@@ -148,7 +153,7 @@ class Runner:
             shares = [parts[i::n] for i in range(n)]
         # wire modes are read back by the protocol-level fetch loop, the others by librdkafka
         kind = "wire-consume" if mode.wire is not None else "consume"
-        return [{"kind": kind, "bootstrap": broker.bootstrap, "topic": topic, "partitions": share,
+        return [{"kind": kind, **_client(broker), "topic": topic, "partitions": share,
                  "isolation": isolation, "timeout": timeout, "expected": acked,
                  "max_seconds": self.opts.consume_seconds} for share in shares]
 
@@ -350,7 +355,7 @@ class Runner:
                 if self._ensure_running(target.name, topic, row["errors"]):
                     try:
                         broker.create_topic(topic)
-                        job = {"kind": "endtxn", "bootstrap": broker.bootstrap, "topic": topic, "size": 1024,
+                        job = {"kind": "endtxn", **_client(broker), "topic": topic, "size": 1024,
                                "partitions": self.opts.partitions, "count": probe.count, "warmup": probe.warmup}
                         [(err, res)] = self._run_jobs([job], timeout=120 + probe.count)
                         if err:
@@ -398,7 +403,7 @@ class Runner:
                 self.group_results.append(row)
                 if target.name in topics and self._ensure_running(target.name, "rebalance", row["errors"]):
                     broker = self.brokers[target.name]
-                    job = {"kind": "rebalance", "bootstrap": broker.bootstrap, "topic": topics[target.name][0],
+                    job = {"kind": "rebalance", **_client(broker), "topic": topics[target.name][0],
                            "group": _topic_name("rebalance", rep, target.name), "members": g.members,
                            "partitions": g.members, "consumer": hb, "step_timeout": g.step_timeout,
                            "step_pause": g.step_pause}
@@ -423,7 +428,7 @@ class Runner:
                 self.group_results.append(row)
                 if target.name in topics and self._ensure_running(target.name, "commits", row["errors"]):
                     broker = self.brokers[target.name]
-                    job = {"kind": "commits", "bootstrap": broker.bootstrap, "topic": topics[target.name][1],
+                    job = {"kind": "commits", **_client(broker), "topic": topics[target.name][1],
                            "group": _topic_name("commits", r, target.name), "share": g.commit_consumers,
                            "consumer": hb, "duration": g.commit_seconds, "join_timeout": g.step_timeout}
                     cpu0 = broker.cpu_seconds()

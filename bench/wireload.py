@@ -28,6 +28,12 @@ cell back afterwards, which checks that what was acknowledged is there.
 
 Single-broker targets only (oncelog and Tansu here): the bootstrap broker is taken as leader
 and coordinator, and checked to be the only broker in Metadata.
+
+Security: ``security`` is a client config in confluent-kafka's names (``security.protocol``,
+``ssl.ca.location``, ``sasl.mechanism``, ``sasl.username``/``sasl.password``), read by
+:func:`oncelog.client.security.resolve`; TLS is asyncio's (the standard library's ``ssl``), and
+SASL is SaslHandshake v1 + SaslAuthenticate (PLAIN or SCRAM-SHA-256/512 through ``scramp``)
+right after ApiVersions, so the wire-* modes run over every protocol the librdkafka modes do.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from oncelog.protocol.records import build_batch
 from oncelog.client.wire import decode_response, request_module, write_request
 
 API_PRODUCE, API_FETCH, API_METADATA, API_VERSIONS = 0, 1, 3, 18
+API_SASL_HANDSHAKE, API_SASL_AUTHENTICATE = 17, 36
 API_INIT_PRODUCER_ID, API_ADD_PARTITIONS, API_END_TXN = 22, 24, 26
 # The newest versions this generator speaks (classic, pre-KIP-890 clients' choices).
 WANTED = {API_PRODUCE: 9, API_FETCH: 11, API_METADATA: 7, API_INIT_PRODUCER_ID: 4, API_ADD_PARTITIONS: 3, API_END_TXN: 3}
@@ -111,9 +118,13 @@ class Connection:
         self._task = asyncio.get_running_loop().create_task(self._read_loop())
 
     @classmethod
-    async def open(cls, bootstrap: str, client_id: str) -> "Connection":
+    async def open(cls, bootstrap: str, client_id: str, security: dict | None = None) -> "Connection":
+        from oncelog.client.security import resolve
+
         host, port = bootstrap.rsplit(":", 1)
-        reader, writer = await asyncio.open_connection(host, int(port), limit=1 << 20)
+        sec = resolve(security or {})
+        tls = {"ssl": sec.ssl_context(), "server_hostname": host} if sec.tls else {}
+        reader, writer = await asyncio.open_connection(host, int(port), limit=1 << 20, **tls)
         conn = cls(reader, writer, client_id)
         m = request_module(API_VERSIONS, 3)
         resp = await conn.request(m.ApiVersionsRequest(client_software_name="oncelog-bench-wireload",
@@ -123,7 +134,31 @@ class Connection:
             if key not in offered:
                 raise WireLoadError(f"broker does not offer API key {key}")
             conn.versions[key] = min(wanted, offered[key])
+        if sec.sasl:
+            await conn._authenticate(sec.mechanism, sec.username, sec.password)
         return conn
+
+    async def _authenticate(self, mechanism: str, username: str, password: str) -> None:
+        """SaslHandshake v1, then the mechanism's SaslAuthenticate v1 exchange."""
+        hs = await self.request(request_module(API_SASL_HANDSHAKE, 1).SaslHandshakeRequest(mechanism=mechanism))
+        _check(hs.error_code, f"SaslHandshake {mechanism}")
+        m = request_module(API_SASL_AUTHENTICATE, 1)
+
+        async def step(data: bytes) -> bytes:
+            r = await self.request(m.SaslAuthenticateRequest(auth_bytes=data))
+            _check(r.error_code, f"SaslAuthenticate {mechanism} ({r.error_message})")
+            return r.auth_bytes or b""
+
+        if mechanism == "PLAIN":
+            await step(f"\0{username}\0{password}".encode())
+            return
+        if not mechanism.startswith("SCRAM-"):
+            raise WireLoadError(f"wireload speaks SASL PLAIN and SCRAM only, not {mechanism}")
+        import scramp
+
+        client = scramp.ScramClient([mechanism], username, password)
+        client.set_server_first((await step(client.get_client_first().encode())).decode())
+        client.set_server_final((await step(client.get_client_final().encode())).decode())
 
     def module(self, api_key: int):
         return request_module(api_key, self.versions[api_key])
@@ -198,8 +233,8 @@ class WireProducer:
 
     @classmethod
     async def create(cls, bootstrap: str, topic: str, mode: WireMode, *, batch_records: int, value: bytes,
-                     client_id: str, transactional_id: str | None) -> "WireProducer":
-        conn = await Connection.open(bootstrap, client_id)
+                     client_id: str, transactional_id: str | None, security: dict | None = None) -> "WireProducer":
+        conn = await Connection.open(bootstrap, client_id, security)
         m = conn.module(API_METADATA)
         meta = await conn.request(m.MetadataRequest(topics=(m.MetadataRequestTopic(name=topic),),
                                                     allow_auto_topic_creation=False))
@@ -352,8 +387,8 @@ class WireFetcher:
 
     @classmethod
     async def create(cls, bootstrap: str, topic: str, partitions: list[int], isolation: str,
-                     client_id: str) -> "WireFetcher":
-        return cls(await Connection.open(bootstrap, client_id), topic, partitions, isolation)
+                     client_id: str, security: dict | None = None) -> "WireFetcher":
+        return cls(await Connection.open(bootstrap, client_id, security), topic, partitions, isolation)
 
     def _count(self, part: int, records, pending: list[tuple[int, int]], aborting: set[int]) -> int:
         """Count the data records of one partition's records bytes; returns the next offset (or

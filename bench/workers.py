@@ -61,6 +61,12 @@ def _errors_collector():
     return errs, error_cb
 
 
+def _client_conf(job: dict) -> dict:
+    """librdkafka settings to reach the job's broker: address, and security protocol, TLS trust
+    and SASL credentials for a ``+<protocol>`` target (bench/security.py)."""
+    return {"bootstrap.servers": job["bootstrap"], **job.get("security", {})}
+
+
 # ------------------------------------------------------------------------------------- produce
 
 def run_produce(job: dict, barrier) -> dict:
@@ -90,7 +96,7 @@ def run_produce(job: dict, barrier) -> dict:
 
     logger, log_handler = _client_logger("producer")
     client_errors, error_cb = _errors_collector()
-    conf = {"bootstrap.servers": job["bootstrap"], "client.id": f"bench-p{job['worker']}",
+    conf = {**_client_conf(job), "client.id": f"bench-p{job['worker']}",
             **job["producer"], "on_delivery": on_delivery, "error_cb": error_cb, "logger": logger}
     if txn_ms:
         conf["transactional.id"] = f"{topic}-w{job['worker']}"
@@ -173,6 +179,7 @@ def run_wire_produce(job: dict, barrier) -> dict:
     async def main() -> dict:
         producer = await WireProducer.create(
             job["bootstrap"], topic, mode, batch_records=job["batch_records"], value=os.urandom(job["size"]),
+            security=job.get("security"),
             client_id=f"bench-w{job['worker']}", transactional_id=f"{topic}-w{job['worker']}")
         try:
             # connection, Metadata and InitProducerId are done: start together
@@ -205,7 +212,7 @@ def run_wire_consume(job: dict, barrier) -> dict:
 
     async def main() -> dict:
         f = await WireFetcher.create(job["bootstrap"], job["topic"], job["partitions"], job["isolation"],
-                                     client_id=f"bench-f{job['worker']}")
+                                     client_id=f"bench-f{job['worker']}", security=job.get("security"))
         try:
             await asyncio.get_running_loop().run_in_executor(None, barrier.wait, BARRIER_TIMEOUT)
             t_start, t_end, capped = await f.run(expected, job.get("max_seconds") or 0, job["timeout"])
@@ -228,7 +235,7 @@ def run_consume(job: dict, barrier) -> dict:
     topic, partitions = job["topic"], job["partitions"]
     logger, log_handler = _client_logger("consumer")
     client_errors, error_cb = _errors_collector()
-    c = ck.Consumer({"bootstrap.servers": job["bootstrap"], "client.id": f"bench-c{job['worker']}",
+    c = ck.Consumer({**_client_conf(job), "client.id": f"bench-c{job['worker']}",
                      # assign() only: the group id is never used for a join or an offset commit
                      "group.id": f"{topic}-w{job['worker']}", "enable.auto.commit": False,
                      "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
@@ -370,9 +377,9 @@ def run_rebalance(job: dict, barrier) -> dict:
     topic, group, n, partitions = job["topic"], job["group"], job["members"], job["partitions"]
     logger, log_handler = _client_logger("group")
     client_errors, error_cb = _errors_collector()
-    conf = {"bootstrap.servers": job["bootstrap"], "group.id": group, "enable.auto.commit": False,
+    conf = {**_client_conf(job), "group.id": group, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", **job.get("consumer", {}), "error_cb": error_cb, "logger": logger}
-    admin = AdminClient({"bootstrap.servers": job["bootstrap"], "logger": logger, "allow.auto.create.topics": False})
+    admin = AdminClient({**_client_conf(job), "logger": logger, "allow.auto.create.topics": False})
     admin.list_topics(topic, timeout=30)
     members = [_Member(i, {**conf, "client.id": f"bench-m{i}"}, topic) for i in range(n)]
     for m in members:
@@ -458,7 +465,7 @@ def run_commits(job: dict, barrier) -> dict:
     logger, log_handler = _client_logger("commit")
     client_errors, error_cb = _errors_collector()
     mine: list[int] = []
-    c = ck.Consumer({"bootstrap.servers": job["bootstrap"], "group.id": job["group"],
+    c = ck.Consumer({**_client_conf(job), "group.id": job["group"],
                      "client.id": f"bench-oc{job['worker']}", "enable.auto.commit": False,
                      "auto.offset.reset": "earliest", **job.get("consumer", {}),
                      "error_cb": error_cb, "logger": logger})
@@ -530,7 +537,7 @@ def run_endtxn(job: dict, barrier) -> dict:
     topic = job["topic"]
     logger, log_handler = _client_logger("endtxn")
     client_errors, error_cb = _errors_collector()
-    p = ck.Producer({"bootstrap.servers": job["bootstrap"], "client.id": f"bench-tx{job['worker']}",
+    p = ck.Producer({**_client_conf(job), "client.id": f"bench-tx{job['worker']}",
                      "transactional.id": f"{topic}-probe-{job['worker']}", "linger.ms": 0,
                      "error_cb": error_cb, "logger": logger})
     p.list_topics(topic, timeout=30)
