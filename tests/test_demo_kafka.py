@@ -105,3 +105,49 @@ def test_demo_on_an_existing_sasl_ssl_cluster(tmp_path):
     assert r["cluster"]["kind"] == "external" and r["broker_kills"] == 0 and r["driver_kills"] == 1, context
     assert all(t.startswith("oncelog-demo-") for t in r["cluster"]["topics"].values()), context
     assert "no broker kills" in out, context
+
+
+def test_demo_on_an_oncelog_sasl_ssl_listener(tmp_path):
+    """Issue 20 item 8: the same run against oncelog's own broker speaking only SASL_SSL to the
+    demo (SCRAM-SHA-512; the credential made with AlterUserScramCredentials over a loopback
+    PLAINTEXT listener, as an operator would), with the settings a Java client takes."""
+    import socket
+
+    trustme = pytest.importorskip("trustme")
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    from oncelog.process import BrokerProcess
+
+    ca = trustme.CA()
+    ca_path, keystore = str(tmp_path / "ca.pem"), str(tmp_path / "broker.pem")
+    ca.cert_pem.write_to_path(ca_path)
+    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(keystore)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    broker = BrokerProcess(str(tmp_path / "broker"), extra_args=[
+        "--override", f"listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:{port}",
+        "--override", f"ssl.keystore.location={keystore}",
+        "--override", "listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512"]).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for f in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+                "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-secret")]).values():
+            f.result(10)
+        rc, out, r = run_demo(
+            tmp_path, "--bootstrap-server", f"127.0.0.1:{port}", "--kafka.security.protocol", "SASL_SSL",
+            "--kafka.sasl.mechanism", "SCRAM-SHA-512",
+            '--kafka.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="alice" password="alice-secret";',
+            "--kafka.ssl.truststore.type", "PEM", "--kafka.ssl.truststore.location", ca_path,
+            "--records", "3000", "--driver-kills", "1", "--broker-kills", "1", "--no-task-fault",
+            "--produce-seconds", "5", timeout=600)
+    finally:
+        broker.kill()
+    context = _context(r, out)
+    assert rc == 0 and r["exactly_once"] is True, context
+    assert (r["lost"], r["duplicated"], r["aborted_reads"], r["phantom"]) == (0, 0, 0, 0), context
+    assert r["input_records"] == r["output_records"] == r["generator"]["committed"] > 0, context
+    assert r["cluster"]["kind"] == "external" and r["driver_kills"] == 1, context
+    with open(broker.log_path) as f:
+        assert "User:alice authenticated with SASL SCRAM-SHA-512" in f.read()
