@@ -19,6 +19,7 @@ import logging
 
 from kio.schema.errors import ErrorCode
 
+from ..notices import notice
 from ..security.sasl import SaslAuthenticationFailed
 from ..security.session import SaslState
 from ._base import OK, build, response_module
@@ -45,8 +46,10 @@ def handle(ctx, request):
         answer, done = session.mechanism.step(bytes(request.auth_bytes))
     except SaslAuthenticationFailed as exc:
         session.state = SaslState.FAILED
-        log.warning("SASL %s authentication failed from %s: %s", session.mechanism_name, ctx.peer,
-                    exc.detail or exc)
+        # Rate limited per client address (oncelog.notices): a password-guessing flood writes one
+        # line a minute per address, with the count of those suppressed.
+        notice(log, "SASL %s authentication failed from %s: %s", session.mechanism_name, ctx.peer,
+               exc.detail or exc, level=logging.WARNING, key=_failure_key(ctx, session))
         return build(m.SaslAuthenticateResponse, error_code=ErrorCode.sasl_authentication_failed,
                      error_message=str(exc), auth_bytes=b"", session_lifetime=NO_LIFETIME)
     if not done:
@@ -56,7 +59,8 @@ def handle(ctx, request):
     if session.reauthenticating and principal != session.principal:
         session.state = SaslState.FAILED
         message = f"Cannot change principals during re-authentication from {session.principal}: {principal}"
-        log.warning("SASL re-authentication refused from %s: %s", ctx.peer, message)
+        notice(log, "SASL re-authentication refused from %s: %s", ctx.peer, message, level=logging.WARNING,
+               key=_failure_key(ctx, session))
         return build(m.SaslAuthenticateResponse, error_code=ErrorCode.sasl_authentication_failed,
                      error_message=message, auth_bytes=b"", session_lifetime=NO_LIFETIME)
     lifetime_ms = _session_lifetime_ms(ctx, session.mechanism)
@@ -68,6 +72,11 @@ def handle(ctx, request):
              "re-authenticated" if session.reauthenticating else "authenticated", session.mechanism_name, ctx.peer)
     return build(m.SaslAuthenticateResponse, error_code=OK, error_message=None, auth_bytes=answer,
                  session_lifetime=datetime.timedelta(milliseconds=lifetime_ms))
+
+
+def _failure_key(ctx, session) -> tuple:
+    """One log line a minute per client address and mechanism."""
+    return ("sasl-failure", ctx.peer.rpartition(":")[0], session.mechanism_name)
 
 
 def _session_lifetime_ms(ctx, mechanism) -> int:

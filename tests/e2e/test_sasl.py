@@ -255,3 +255,21 @@ def test_librdkafka_reauthenticates_and_keeps_producing(reauth_broker):
         time.sleep(0.2)
     assert delivered and all(err is None for err in delivered), [e for e in delivered if e][:3]
     assert len(_read(conf, "reauth", i)) == i
+
+
+def test_failed_logins_are_logged_rate_limited_per_address(broker):
+    """A password-guessing flood: every attempt is refused, the log gets at most one line a
+    minute per address and mechanism (oncelog.notices)."""
+    def lines() -> int:
+        with open(broker.log_path) as f:
+            return f.read().count("SASL PLAIN authentication failed from 127.0.0.1")
+
+    before = lines()
+    for i in range(20):
+        c = RawClient(f"127.0.0.1:{broker.sasl_port}")
+        try:
+            assert _plain_login(c, "alice", f"guess-{i}").error_code == ErrorCode.sasl_authentication_failed
+            assert c.is_closed()
+        finally:
+            c.close()
+    assert lines() - before <= 1
