@@ -273,3 +273,47 @@ def test_failed_logins_are_logged_rate_limited_per_address(broker):
         finally:
             c.close()
     assert lines() - before <= 1
+
+
+@pytest.mark.parametrize("mechanism, password, tls", [
+    ("PLAIN", "alice-secret", False), ("SCRAM-SHA-256", "alice-scram", False), ("SCRAM-SHA-512", "alice-scram", True),
+])
+def test_aiokafka_over_sasl(broker, mechanism, password, tls, caplog):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+
+    topic = f"aiokafka-{mechanism.lower()}-{'tls' if tls else 'plain'}"
+    common = dict(bootstrap_servers=f"127.0.0.1:{broker.sasl_ssl_port if tls else broker.sasl_port}",
+                  security_protocol="SASL_SSL" if tls else "SASL_PLAINTEXT", sasl_mechanism=mechanism,
+                  sasl_plain_username="alice", sasl_plain_password=password,
+                  ssl_context=create_ssl_context(cafile=broker.ca) if tls else None)
+
+    async def run():
+        p = AIOKafkaProducer(**common)
+        await p.start()
+        try:
+            await p.send_and_wait(topic, b"aio")
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **common)
+        await c.start()
+        try:
+            m = await asyncio.wait_for(c.getone(), 20)
+            return m.value
+        finally:
+            await c.stop()
+
+    assert asyncio.run(run()) == b"aio"
+
+    async def wrong():
+        p = AIOKafkaProducer(**{**common, "sasl_plain_password": "wrong"})
+        try:
+            await p.start()
+        finally:
+            await p.stop()
+
+    with pytest.raises(Exception, match="Unable to bootstrap"):
+        asyncio.run(wrong())
+    assert "[Error 58] SaslAuthenticationFailed" in caplog.text  # aiokafka logs the broker's answer

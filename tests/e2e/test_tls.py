@@ -199,3 +199,34 @@ def test_plaintext_clients_cannot_speak_to_the_ssl_listener(tmp_path, certs):
             AdminClient({"bootstrap.servers": f"127.0.0.1:{ssl_port}"}).list_topics(timeout=3)
     finally:
         b.stop()
+
+
+def test_aiokafka_over_ssl_and_mtls(tmp_path, certs):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+
+    b, ssl_port = _start(tmp_path, certs, "--override", "ssl.client.auth=required",
+                         "--override", f"ssl.truststore.location={certs.ca}")
+    try:
+        context = create_ssl_context(cafile=certs.ca, certfile=certs.client_cert, keyfile=certs.client_key)
+        common = dict(bootstrap_servers=f"127.0.0.1:{ssl_port}", security_protocol="SSL", ssl_context=context)
+
+        async def run():
+            p = AIOKafkaProducer(**common)
+            await p.start()
+            try:
+                await p.send_and_wait("aio-tls", b"v")
+            finally:
+                await p.stop()
+            c = AIOKafkaConsumer("aio-tls", auto_offset_reset="earliest", **common)
+            await c.start()
+            try:
+                return (await asyncio.wait_for(c.getone(), 20)).value
+            finally:
+                await c.stop()
+
+        assert asyncio.run(run()) == b"v"
+    finally:
+        b.stop()
