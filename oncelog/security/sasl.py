@@ -37,16 +37,15 @@ Mechanisms:
   ``unsecuredValidatorAllowableClockSkewMs``), ``unsecuredValidatorRequiredScope`` checked. An
   invalid token is answered, as RFC 7628 says, with ``{"status":"invalid_token"}`` and not done;
   the client's ``\\x01`` then fails the exchange with that JSON as the message.
-  ``session_expiry_ms`` is the token's ``exp`` (for KIP-368's session lifetime). Signed tokens
-  (a configured public key / JWKS) are not implemented yet.
+  ``session_expiry_ms`` is the token's ``exp`` (for KIP-368's session lifetime). With
+  ``sasl.oauthbearer.jwks.endpoint.url`` configured, the token must instead be a JWS signed with
+  a key of that JWKS, validated as Kafka's OAuthBearerValidatorCallbackHandler does
+  (:class:`~oncelog.security.jwt.JwksValidator`; alg ``none`` refused).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hmac
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol
@@ -54,6 +53,7 @@ from typing import Callable, Mapping, Protocol
 import scramp
 
 from .jaas import JaasConfigError, login_module_matches, parse_jaas_entries
+from .jwt import InvalidToken, b64url_json, number_claim
 from .scram import ScramCredentialStore, auth_info
 
 PLAIN = "PLAIN"
@@ -236,27 +236,12 @@ class ScramServer(_Base):
 # ---------------------------------------------------------------------------------- OAUTHBEARER
 
 
-class InvalidToken(ValueError):
-    """The token failed validation (the reason goes to the broker's log only)."""
+class TokenValidator(Protocol):
+    """What OAUTHBEARER checks a token with: :class:`UnsecuredJwsValidator` (Kafka's default), or
+    :class:`~oncelog.security.jwt.JwksValidator` when ``sasl.oauthbearer.jwks.endpoint.url`` is
+    configured."""
 
-
-def _b64url_json(part: str) -> dict:
-    try:
-        value = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
-    except (binascii.Error, ValueError) as exc:
-        raise InvalidToken(f"not base64url-encoded JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise InvalidToken("a JOSE header or claims set that is not a JSON object")
-    return value
-
-
-def _number(claims: dict, name: str) -> float | None:
-    value = claims.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidToken(f"The {name} claim had the incorrect type: {type(value).__name__}")
-    return float(value)
+    def validate(self, token: str, now_ms: int) -> tuple[str, int]: ...
 
 
 @dataclass(frozen=True)
@@ -292,7 +277,7 @@ class UnsecuredJwsValidator:
         parts = token.split(".")
         if len(parts) != 3:
             raise InvalidToken(f"an unsecured JWS has 3 dot-separated parts, not {len(parts)}")
-        header, claims = _b64url_json(parts[0]), _b64url_json(parts[1])
+        header, claims = b64url_json(parts[0]), b64url_json(parts[1])
         if parts[2]:
             raise InvalidToken("an unsecured JWS must have an empty signature")
         if header.get("alg") != "none":
@@ -303,10 +288,10 @@ class UnsecuredJwsValidator:
         if not isinstance(principal, str) or not principal.strip():
             raise InvalidToken(f"The {self.principal_claim} claim had the incorrect type or is blank")
         skew = self.allowable_clock_skew_ms
-        iat = _number(claims, "iat")
+        iat = number_claim(claims, "iat")
         if iat is not None and iat * 1000 > now_ms + skew:
             raise InvalidToken(f"The Issued At value ({iat * 1000:.0f} ms) is in the future")
-        exp = _number(claims, "exp")
+        exp = number_claim(claims, "exp")
         if exp is None:
             raise InvalidToken("Required claim missing: exp")
         if now_ms >= exp * 1000 + skew:
@@ -328,7 +313,7 @@ INVALID_TOKEN_RESPONSE = '{"status":"invalid_token"}'
 
 
 class OAuthBearerServer(_Base):
-    """Kafka's OAuthBearerSaslServer with the unsecured validator.
+    """Kafka's OAuthBearerSaslServer with its validator (unsecured JWS, or signed against a JWKS).
 
     Step 1. The client's initial response ``n,[a=<authzid>],\\x01auth=Bearer <token>\\x01
             [key=value\\x01...]\\x01``: a malformed one fails; an invalid token is answered
@@ -340,7 +325,7 @@ class OAuthBearerServer(_Base):
 
     mechanism_name = OAUTHBEARER
 
-    def __init__(self, validator: UnsecuredJwsValidator, clock: Callable[[], int],
+    def __init__(self, validator: TokenValidator, clock: Callable[[], int],
                  reauthentication: bool = False) -> None:
         super().__init__(reauthentication)
         self._validator = validator
@@ -416,7 +401,7 @@ class SaslServerMechanisms:
     enabled: tuple[str, ...] = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER)
     plain_users: Mapping[str, str] | None = None
     scram_credentials: ScramCredentialStore | None = None
-    oauthbearer: UnsecuredJwsValidator | None = None
+    oauthbearer: TokenValidator | None = None
     clock: Callable[[], int] = field(default=_wall_clock_ms)
 
     @property

@@ -1,0 +1,330 @@
+"""Signed OAUTHBEARER tokens as Kafka's broker validates them (KIP-768: the
+OAuthBearerValidatorCallbackHandler with its default ValidatorAccessTokenValidator over jose4j):
+a JWS in compact form, its signature checked against a key of a JWKS (JSON Web Key Set), then its
+claims. Sans-IO apart from reading the JWKS file once, when built (as Kafka's
+JwksFileVerificationKeyResolver reads it once at configure); the clock is passed in.
+
+Configured by Kafka's broker configs (per listener ``listener.name.<l>.oauthbearer.<name>`` over
+the broker-wide ``<name>``):
+
+- ``sasl.oauthbearer.jwks.endpoint.url``: a ``file:`` URL of a JWKS JSON file. An ``http(s)``
+  URL is refused: oncelog fetches nothing over the network (Kafka would poll it every
+  ``sasl.oauthbearer.jwks.endpoint.refresh.ms``).
+- ``sasl.oauthbearer.expected.audience`` (list), ``sasl.oauthbearer.expected.issuer``,
+  ``sasl.oauthbearer.sub.claim.name`` (``sub``), ``sasl.oauthbearer.scope.claim.name``
+  (``scope``), ``sasl.oauthbearer.clock.skew.seconds`` (30).
+
+Validation, in order (each failure an :class:`InvalidToken` whose message is for the broker's log
+only; the client is told ``{"status":"invalid_token"}``):
+
+Step 1. Three base64url parts; the header a JSON object with ``alg`` one of RS256/384/512,
+        PS256/384/512, ES256/384 (``none`` and HMAC refused: jose4j's DISALLOW_NONE, and a broker
+        has no shared secret); no ``crit`` header.
+Step 2. The key: the JWKS keys whose ``kid`` equals the header's (when it has one), whose ``kty``
+        fits the algorithm, whose ``use`` (if any) is ``sig``, whose ``alg`` (if any) is the
+        header's, and for EC whose curve is the algorithm's; the first such key. None: refused.
+Step 3. The signature over ``header.payload``: RSASSA-PKCS1-v1_5 / RSASSA-PSS / ECDSA (raw
+        ``r||s``, RFC 7518 §3.4) with ``cryptography``.
+Step 4. The claims (jose4j's checks, ``skew`` = clock.skew.seconds): ``exp`` required and
+        ``now < exp + skew``; ``iat`` required; ``nbf`` if present ``now + skew >= nbf``; with an
+        expected audience, ``aud`` (string or list) must hold one of them; without one, a token
+        that has ``aud`` is refused (jose4j's default audience check, which Kafka keeps); with an
+        expected issuer, ``iss`` must equal it; the subject claim a non-blank string; the scope
+        claim, if present, a string (one scope, as Kafka) or a list of non-blank strings.
+        Difference from Kafka: an ``iat`` more than ``skew`` in the future is refused (jose4j
+        only requires it to be present).
+
+The result is (principal name, ``exp`` in ms): the principal is ``User:<sub>``, and KIP-368's
+session lifetime ends at ``exp``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+from urllib.parse import unquote, urlparse
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+JWKS_ENDPOINT_URL = "sasl.oauthbearer.jwks.endpoint.url"
+EXPECTED_AUDIENCE = "sasl.oauthbearer.expected.audience"
+EXPECTED_ISSUER = "sasl.oauthbearer.expected.issuer"
+SUB_CLAIM_NAME = "sasl.oauthbearer.sub.claim.name"
+SCOPE_CLAIM_NAME = "sasl.oauthbearer.scope.claim.name"
+CLOCK_SKEW_SECONDS = "sasl.oauthbearer.clock.skew.seconds"
+VALIDATOR_CONFIGS = (JWKS_ENDPOINT_URL, EXPECTED_AUDIENCE, EXPECTED_ISSUER, SUB_CLAIM_NAME, SCOPE_CLAIM_NAME,
+                     CLOCK_SKEW_SECONDS)
+
+
+class InvalidToken(ValueError):
+    """The token failed validation (the reason goes to the broker's log only)."""
+
+
+class JwksConfigError(ValueError):
+    """The JWKS URL or file cannot be used (the broker does not start / the listener offers no
+    OAUTHBEARER)."""
+
+
+def b64url_decode(part: str) -> bytes:
+    try:
+        return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+    except (binascii.Error, ValueError) as exc:
+        raise InvalidToken(f"not base64url: {exc}") from None
+
+
+def b64url_json(part: str) -> dict:
+    try:
+        value = json.loads(b64url_decode(part))
+    except ValueError as exc:
+        raise InvalidToken(f"not base64url-encoded JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InvalidToken("a JOSE header or claims set that is not a JSON object")
+    return value
+
+
+def number_claim(claims: dict, name: str) -> float | None:
+    value = claims.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidToken(f"The {name} claim had the incorrect type: {type(value).__name__}")
+    return float(value)
+
+
+# alg -> (kty, hash, scheme, EC curve name)
+_ALGORITHMS: dict[str, tuple[str, type[hashes.HashAlgorithm], str, str | None]] = {
+    "RS256": ("RSA", hashes.SHA256, "pkcs1", None), "RS384": ("RSA", hashes.SHA384, "pkcs1", None),
+    "RS512": ("RSA", hashes.SHA512, "pkcs1", None),
+    "PS256": ("RSA", hashes.SHA256, "pss", None), "PS384": ("RSA", hashes.SHA384, "pss", None),
+    "PS512": ("RSA", hashes.SHA512, "pss", None),
+    "ES256": ("EC", hashes.SHA256, "ecdsa", "P-256"), "ES384": ("EC", hashes.SHA384, "ecdsa", "P-384"),
+}
+_CURVES = {"P-256": (ec.SECP256R1, 32), "P-384": (ec.SECP384R1, 48)}
+
+
+def _b64_int(jwk: Mapping[str, Any], name: str) -> int:
+    value = jwk.get(name)
+    if not isinstance(value, str):
+        raise JwksConfigError(f"a JWK without its {name!r} member")
+    try:
+        return int.from_bytes(b64url_decode(value), "big")
+    except InvalidToken as exc:
+        raise JwksConfigError(f"JWK member {name!r}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class VerificationKey:
+    """One public key of the JWKS, as its JWK says it may be used."""
+
+    kid: str | None
+    kty: str
+    use: str | None
+    alg: str | None
+    crv: str | None
+    key: Any  # RSAPublicKey | EllipticCurvePublicKey
+
+    @classmethod
+    def from_jwk(cls, jwk: Mapping[str, Any]) -> "VerificationKey | None":
+        """The key of a public RSA or EC (P-256/P-384) JWK; None for other key types (skipped, as
+        no allowed algorithm could use them). Raises JwksConfigError for a malformed one."""
+        kty = jwk.get("kty")
+        if kty == "RSA":
+            key: Any = rsa.RSAPublicNumbers(_b64_int(jwk, "e"), _b64_int(jwk, "n")).public_key()
+            crv = None
+        elif kty == "EC" and jwk.get("crv") in _CURVES:
+            crv = jwk["crv"]
+            try:
+                key = ec.EllipticCurvePublicNumbers(_b64_int(jwk, "x"), _b64_int(jwk, "y"),
+                                                    _CURVES[crv][0]()).public_key()
+            except ValueError as exc:
+                raise JwksConfigError(f"EC JWK {jwk.get('kid')!r}: {exc}") from None
+        else:
+            return None
+        kid = jwk.get("kid")
+        return cls(kid if isinstance(kid, str) else None, kty, jwk.get("use"), jwk.get("alg"), crv, key)
+
+    def fits(self, alg: str, kid: str | None) -> bool:
+        kty, _, _, crv = _ALGORITHMS[alg]
+        return ((kid is None or self.kid == kid) and self.kty == kty and self.use in (None, "sig")
+                and self.alg in (None, alg) and (crv is None or self.crv == crv))
+
+    def verify(self, alg: str, signature: bytes, signing_input: bytes) -> bool:
+        _, digest, scheme, crv = _ALGORITHMS[alg]
+        try:
+            if scheme == "ecdsa":
+                size = _CURVES[crv][1]  # type: ignore[index]
+                if len(signature) != 2 * size:
+                    return False
+                der = encode_dss_signature(int.from_bytes(signature[:size], "big"),
+                                           int.from_bytes(signature[size:], "big"))
+                self.key.verify(der, signing_input, ec.ECDSA(digest()))
+            elif scheme == "pss":
+                self.key.verify(signature, signing_input,
+                                padding.PSS(padding.MGF1(digest()), digest().digest_size), digest())
+            else:
+                self.key.verify(signature, signing_input, padding.PKCS1v15(), digest())
+        except InvalidSignature:
+            return False
+        return True
+
+
+def parse_jwks(text: str, origin: str = "JWKS") -> tuple[VerificationKey, ...]:
+    """The usable keys of a JWKS JSON document (``{"keys": [...]}``)."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise JwksConfigError(f"{origin}: not JSON: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("keys"), list):
+        raise JwksConfigError(f"{origin}: a JWKS is a JSON object with a \"keys\" array")
+    keys = []
+    for jwk in doc["keys"]:
+        if not isinstance(jwk, dict):
+            raise JwksConfigError(f"{origin}: a key that is not a JSON object")
+        key = VerificationKey.from_jwk(jwk)
+        if key is not None:
+            keys.append(key)
+    return tuple(keys)
+
+
+def jwks_file(url: str) -> str:
+    """The path of a ``file:`` JWKS URL, with Kafka's ConfigurationUtils checks (a file that
+    exists, is readable and is not a directory); an ``http(s)`` URL is refused: no network."""
+    parsed = urlparse(url.strip())
+    scheme = parsed.scheme.lower()
+    if not scheme:
+        raise JwksConfigError(f"The OAuth configuration option {JWKS_ENDPOINT_URL} contains a URL ({url}) that is "
+                              f"missing the protocol")
+    if scheme in ("http", "https"):
+        raise JwksConfigError(f"{JWKS_ENDPOINT_URL}={url}: oncelog does not fetch a JWKS over the network; give a "
+                              f"file: URL of the JWKS JSON (e.g. file:///etc/oncelog/jwks.json), refreshed by a "
+                              f"restart")
+    if scheme != "file":
+        raise JwksConfigError(f"The OAuth configuration option {JWKS_ENDPOINT_URL} contains a URL ({url}) that "
+                              f"contains an invalid protocol ({scheme}); only \"http\", \"https\", and \"file\" "
+                              f"protocol are supported")
+    path = os.path.abspath(unquote(parsed.path or parsed.netloc))
+    if not os.path.exists(path):
+        raise JwksConfigError(f"The OAuth configuration option {JWKS_ENDPOINT_URL} contains a file ({path}) that "
+                              f"doesn't exist")
+    if os.path.isdir(path):
+        raise JwksConfigError(f"The OAuth configuration option {JWKS_ENDPOINT_URL} references a directory "
+                              f"({path}), not a file")
+    if not os.access(path, os.R_OK):
+        raise JwksConfigError(f"The OAuth configuration option {JWKS_ENDPOINT_URL} contains a file ({path}) that "
+                              f"doesn't have read permission")
+    return path
+
+
+@dataclass(frozen=True)
+class JwksValidator:
+    """Kafka's broker-side validator of signed tokens (see the module docstring)."""
+
+    keys: tuple[VerificationKey, ...]
+    expected_audience: tuple[str, ...] = ()
+    expected_issuer: str | None = None
+    sub_claim: str = "sub"
+    scope_claim: str = "scope"
+    clock_skew_seconds: int = 30
+
+    @classmethod
+    def from_configs(cls, configs: Mapping[str, str]) -> "JwksValidator":
+        """From the ``sasl.oauthbearer.*`` settings in force (Kafka names, their text); reads the
+        JWKS file now. Raises JwksConfigError."""
+        url = configs.get(JWKS_ENDPOINT_URL)
+        if not url:
+            raise JwksConfigError(f"The OAuth configuration option {JWKS_ENDPOINT_URL} must be non-null")
+        path = jwks_file(url)
+        try:
+            with open(path, encoding="utf-8") as f:
+                keys = parse_jwks(f.read(), path)
+        except OSError as exc:
+            raise JwksConfigError(f"{JWKS_ENDPOINT_URL}: {path}: {exc.strerror or exc}") from None
+        skew = (configs.get(CLOCK_SKEW_SECONDS) or "30").strip()
+        return cls(keys=keys,
+                   expected_audience=tuple(a.strip() for a in (configs.get(EXPECTED_AUDIENCE) or "").split(",")
+                                           if a.strip()),
+                   expected_issuer=(configs.get(EXPECTED_ISSUER) or "").strip() or None,
+                   sub_claim=(configs.get(SUB_CLAIM_NAME) or "").strip() or "sub",
+                   scope_claim=(configs.get(SCOPE_CLAIM_NAME) or "").strip() or "scope",
+                   clock_skew_seconds=int(skew))
+
+    def validate(self, token: str, now_ms: int) -> tuple[str, int]:
+        """(principal name, expiry in ms) of a valid token; raises :class:`InvalidToken`."""
+        # Step 1.
+        parts = token.split(".")
+        if len(parts) != 3:
+            raise InvalidToken(f"a JWS in compact form has 3 dot-separated parts, not {len(parts)}")
+        header, claims = b64url_json(parts[0]), b64url_json(parts[1])
+        alg = header.get("alg")
+        if alg not in _ALGORITHMS:
+            raise InvalidToken(f"the JWS algorithm {alg!r} is not allowed (allowed: {', '.join(_ALGORITHMS)})")
+        if "crit" in header:
+            raise InvalidToken(f"unrecognized critical header parameter(s): {header['crit']!r}")
+        # Step 2.
+        kid = header.get("kid")
+        if kid is not None and not isinstance(kid, str):
+            raise InvalidToken("the kid header is not a string")
+        key = next((k for k in self.keys if k.fits(alg, kid)), None)
+        if key is None:
+            raise InvalidToken(f"Unable to find a suitable verification key for JWS w/ header {{alg={alg}, "
+                               f"kid={kid}}} from the JWKS")
+        # Step 3.
+        if not key.verify(alg, b64url_decode(parts[2]), f"{parts[0]}.{parts[1]}".encode("ascii")):
+            raise InvalidToken(f"JWS signature is invalid (alg {alg}, kid {kid})")
+        # Step 4.
+        skew_ms = self.clock_skew_seconds * 1000
+        exp = number_claim(claims, "exp")
+        if exp is None:
+            raise InvalidToken("No Expiration Time (exp) claim present")
+        if now_ms >= exp * 1000 + skew_ms:
+            raise InvalidToken(f"The JWT is no longer valid - the evaluation time {now_ms} ms is on or after the "
+                               f"Expiration Time (exp={exp:.0f}) claim value (even when providing "
+                               f"{self.clock_skew_seconds} seconds of leeway)")
+        iat = number_claim(claims, "iat")
+        if iat is None:
+            raise InvalidToken("No Issued At (iat) claim present")
+        if iat < 0:
+            raise InvalidToken(f"iat value must be non-negative; value given was \"{iat:.0f}\"")
+        if iat * 1000 > now_ms + skew_ms:
+            raise InvalidToken(f"iat ({iat:.0f}) is in the future (now {now_ms} ms, leeway "
+                               f"{self.clock_skew_seconds} s)")
+        nbf = number_claim(claims, "nbf")
+        if nbf is not None and now_ms + skew_ms < nbf * 1000:
+            raise InvalidToken(f"The JWT is not yet valid as the evaluation time {now_ms} ms is before the Not "
+                               f"Before (nbf={nbf:.0f}) claim time")
+        self._check_audience(claims)
+        if self.expected_issuer is not None and claims.get("iss") != self.expected_issuer:
+            raise InvalidToken(f"Issuer (iss) claim value ({claims.get('iss')!r}) doesn't match expected value of "
+                               f"{self.expected_issuer}")
+        sub = claims.get(self.sub_claim)
+        if not isinstance(sub, str) or not sub.strip():
+            raise InvalidToken(f"{self.sub_claim} value must be a non-empty string" if sub is None or
+                               isinstance(sub, str) else f"Could not extract the '{self.sub_claim}' claim from the "
+                                                         f"access token")
+        scope = claims.get(self.scope_claim)
+        if isinstance(scope, list) and not all(isinstance(s, str) and s.strip() for s in scope):
+            raise InvalidToken(f"{self.scope_claim} value must be non-empty strings")
+        return sub.strip(), int(exp * 1000)
+
+    def _check_audience(self, claims: dict) -> None:
+        aud = claims.get("aud")
+        if aud is None:
+            if self.expected_audience:
+                raise InvalidToken("No Audience (aud) claim present.")
+            return
+        audiences = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else None
+        if audiences is None or not all(isinstance(a, str) for a in audiences):
+            raise InvalidToken("The value of the 'aud' claim is not a string or an array of strings")
+        if not any(a in self.expected_audience for a in audiences):
+            why = ("doesn't contain an acceptable identifier" if self.expected_audience
+                   else "present in the JWT but no expected audience value(s) were provided "
+                        f"({EXPECTED_AUDIENCE})")
+            raise InvalidToken(f"Audience (aud) claim {audiences} {why}. Expected {list(self.expected_audience)} "
+                               f"as an aud value.")
