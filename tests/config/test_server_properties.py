@@ -207,3 +207,21 @@ def test_no_unauthenticated_listener_beyond_loopback_unless_asked(overrides, ref
     else:
         _, notes = build(*args)
         assert not any(n.startswith("WARNING:") for n in notes)
+
+
+def test_the_readmes_security_example_means_what_it_says(tmp_path):
+    """The server.properties of README's "Security" section, as written there."""
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+    block = readme.split("```properties\n# server.properties\n", 1)[1].split("```", 1)[0]
+    path = write(tmp_path, block)
+    config, notes = build("--config", path)
+    plaintext, sasl_ssl = config.listeners
+    assert (plaintext.name, plaintext.host, plaintext.port) == ("PLAINTEXT", "127.0.0.1", 9092)
+    assert (sasl_ssl.security_protocol, sasl_ssl.host, sasl_ssl.advertised) == (
+        "SASL_SSL", "0.0.0.0", ("broker.example.com", 9094))
+    assert sasl_ssl.ssl.keystore_location == "/etc/oncelog/broker.pem"
+    assert sasl_ssl.sasl_mechanisms == ("SCRAM-SHA-512", "PLAIN")
+    assert 'user_admin="admin-secret"' in dict(sasl_ssl.jaas)["PLAIN"]
+    assert config.connections_max_reauth_ms == 3_600_000 and config.super_users == "User:admin"
+    assert config.authorizer_class_name.endswith("StandardAuthorizer")
+    assert not any(n.startswith("WARNING") for n in notes)  # SASL_SSL on 0.0.0.0 is authenticated
