@@ -49,6 +49,7 @@ import time
 from .apis._base import Applied
 from .broker import Broker, ProtocolViolation
 from .security import tls
+from .security.sasl import SaslAuthenticationFailed
 from .security.session import SaslState, Session
 from .protocol import codec
 from .protocol.framing import SCRATCH_BYTES, BufferedFrameReader, FrameTooLarge, InvalidFrame
@@ -375,6 +376,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _dispatch(self, frame) -> None:
         nbytes = len(frame)
+        if self.session.raw_tokens and self.session.state is SaslState.AUTHENTICATE:
+            self._raw_sasl_token(frame, nbytes)
+            return
         try:
             if not self.session.may_send(_api_key(frame), self.broker.clock()):
                 why = ("after the SASL session expired (connections.max.reauth.ms) without re-authentication"
@@ -415,6 +419,31 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.busy = task
             task.add_done_callback(self._on_busy_done)
         self.slots.append((task, nbytes))
+
+    def _raw_sasl_token(self, frame, nbytes: int) -> None:
+        """A SASL token after SaslHandshake v0: the frame is the token itself; the answer is the
+        mechanism's token, size-prefixed. A failure closes the connection (Kafka's legacy
+        framing has no error answer)."""
+        session = self.session
+        try:
+            answer, done = session.mechanism.step(bytes(frame))
+        except SaslAuthenticationFailed as exc:
+            session.state = SaslState.FAILED
+            self._release(nbytes)
+            self.bad_input(f"SASL {session.mechanism_name} authentication failed: {exc.detail or exc}")
+            return
+        if done:
+            session.principal = session.mechanism.principal
+            session.state = SaslState.AUTHENTICATED
+            session.mechanism, session.raw_tokens = None, False
+            log.info("%s authenticated with SASL %s (handshake v0) from %s", session.principal,
+                     session.mechanism_name, self.peer)
+        chunks = [struct.pack(">i", len(answer)), answer]
+        if self.slots:
+            self.slots.append((chunks, nbytes))
+        else:
+            self.transport.writelines(chunks)
+            self._release(nbytes)
 
     def _release(self, nbytes: int) -> None:
         self.held -= nbytes

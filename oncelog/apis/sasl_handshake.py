@@ -1,9 +1,10 @@
 """SaslHandshake (key 17), v1: the client names the SASL mechanism it will use; the answer lists
 the mechanisms the connection's listener offers (``sasl.enabled.mechanisms``, those configured).
 
-Version notes: v0 (tokens as raw frames outside SaslAuthenticate, Kafka 0.10's framing) is not
-served: every client since Kafka 1.0, librdkafka, kafka-python and aiokafka send v1 then
-SaslAuthenticate. An authenticated connection may send it again to re-authenticate (KIP-368),
+Version notes: after v0 the tokens travel as raw size-prefixed frames, not SaslAuthenticate
+requests (Kafka 0.10's framing; the server's connection code exchanges them with the mechanism,
+and a failure closes the connection without an answer, as Kafka's); v1 (every client since
+Kafka 1.0: librdkafka, kafka-python, aiokafka) is followed by SaslAuthenticate. An authenticated connection may send it again to re-authenticate (KIP-368),
 with the same mechanism. On a listener without SASL, or while an exchange is under way, the answer
 is ILLEGAL_SASL_STATE as Kafka's; a mechanism not offered is UNSUPPORTED_SASL_MECHANISM (the
 connection is then closed, as Kafka's SaslServerAuthenticator does)."""
@@ -17,7 +18,7 @@ from ..security.session import SaslState
 from ._base import OK, build, response_module
 
 API_KEY = 17
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 1
 
 
@@ -40,5 +41,6 @@ def handle(ctx, request):
         return build(m.SaslHandshakeResponse, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=offered)
     session.mechanism_name = request.mechanism
     session.reauthenticating = reauthentication
+    session.raw_tokens = ctx.api_version == 0
     session.state = SaslState.AUTHENTICATE
     return build(m.SaslHandshakeResponse, error_code=OK, mechanisms=offered)

@@ -45,6 +45,9 @@ class Session:
     mechanism_name: str | None = None
     expires_at_ms: int | None = None  # KIP-368: when the session ends (None: never)
     reauthenticating: bool = False
+    # SaslHandshake v0 (Kafka 0.10's framing): the tokens that follow are raw size-prefixed
+    # frames, not SaslAuthenticate requests.
+    raw_tokens: bool = False
 
     @classmethod
     def for_listener(cls, listener: str, security_protocol: str) -> "Session":

@@ -317,3 +317,24 @@ def test_aiokafka_over_sasl(broker, mechanism, password, tls, caplog):
     with pytest.raises(Exception, match="Unable to bootstrap"):
         asyncio.run(wrong())
     assert "[Error 58] SaslAuthenticationFailed" in caplog.text  # aiokafka logs the broker's answer
+
+
+def test_sasl_handshake_v0_with_raw_tokens(broker):
+    """Kafka 0.10's framing: SaslHandshake v0, then the SASL tokens as raw size-prefixed frames;
+    a wrong password closes the connection without an answer."""
+    c = RawClient(f"127.0.0.1:{broker.sasl_port}")
+    try:
+        hs = c.request(request_module(17, 0).SaslHandshakeRequest(mechanism="PLAIN"))
+        assert hs.error_code == ErrorCode.none and "PLAIN" in hs.mechanisms
+        c.send_frame(b"\0alice\0alice-secret")
+        assert c.recv_frame() == b""  # PLAIN's empty server token: authenticated
+        assert _metadata(c).brokers
+    finally:
+        c.close()
+    c = RawClient(f"127.0.0.1:{broker.sasl_port}")
+    try:
+        assert c.request(request_module(17, 0).SaslHandshakeRequest(mechanism="PLAIN")).error_code == ErrorCode.none
+        c.send_frame(b"\0alice\0wrong")
+        assert c.is_closed()
+    finally:
+        c.close()
