@@ -39,6 +39,7 @@ from .txn.markers import MarkerWriter
 from .txn.store import TransactionStateTopic
 from .producer_ids import ProducerIdManager
 from .security.acls import AclStore
+from .security.jwt import JWKS_ENDPOINT_URL, JwksValidator
 from .security.sasl import SaslServerMechanisms, UnsecuredJwsValidator, plain_users_from_jaas
 from .security.session import Session
 from .security.scram import ScramCredentialStore
@@ -194,16 +195,23 @@ class Broker:
         return ",".join(f"{name}://{bound[which][0]}:{bound[which][1]}" for name, bound in self._bound.items())
 
     def sasl_for(self, listener: str) -> SaslServerMechanisms:
-        """The SASL mechanisms a listener offers, with what each checks credentials against."""
+        """The SASL mechanisms a listener offers, with what each checks credentials against
+        (OAUTHBEARER: signed tokens against the JWKS of sasl.oauthbearer.jwks.endpoint.url, read
+        here once, else unsecured JWS)."""
         found = self._sasl.get(listener)
         if found is None:
             lc = next((lc for lc in self.config.all_listeners() if lc.name == listener), None)
             jaas = dict(lc.jaas) if lc is not None else {}
+            oauthbearer = None
+            if "OAUTHBEARER" in jaas:
+                oauth_settings = dict(lc.oauthbearer) if lc is not None else {}
+                oauthbearer = (JwksValidator.from_configs(oauth_settings) if oauth_settings.get(JWKS_ENDPOINT_URL)
+                               else UnsecuredJwsValidator.from_jaas(jaas["OAUTHBEARER"]))
             found = SaslServerMechanisms(
                 enabled=lc.sasl_mechanisms if lc is not None else (),
                 plain_users=plain_users_from_jaas(jaas["PLAIN"]) if "PLAIN" in jaas else None,
                 scram_credentials=self.scram_credentials,
-                oauthbearer=UnsecuredJwsValidator.from_jaas(jaas["OAUTHBEARER"]) if "OAUTHBEARER" in jaas else None,
+                oauthbearer=oauthbearer,
                 clock=self.clock)
             self._sasl[listener] = found
         return found
@@ -222,7 +230,9 @@ class Broker:
                                           or f"PLAINTEXT://{self.advertised[0]}:{self.advertised[1]}")
         layers = self.logs.layers
         for name, d in registry.BROKER_CONFIGS.items():
-            if name in registry.TOPIC_SYNONYM_NAMES or (d.dynamic and name in values):
+            if name in registry.TOPIC_SYNONYM_NAMES or (d.dynamic and name in values) or name not in values:
+                # The rest (ssl.*, sasl.*, ...) as given at start, else the default; a PASSWORD's
+                # value is never shown (registry.describe_broker).
                 values[name] = layers.value(name)
         return values
 

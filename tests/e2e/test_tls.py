@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from oncelog.process import BrokerProcess
 from oncelog.security.tls import subject_dn
@@ -230,3 +230,36 @@ def test_aiokafka_over_ssl_and_mtls(tmp_path, certs):
         assert asyncio.run(run()) == b"v"
     finally:
         b.stop()
+
+
+def test_an_encrypted_private_key_with_ssl_key_password(tmp_path, certs):
+    from cryptography.hazmat.primitives import serialization
+
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1")
+    key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), None)
+    encrypted = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.BestAvailableEncryption(b"key-secret"))
+    keystore = tmp_path / "encrypted.pem"
+    keystore.write_bytes(b"".join(c.bytes() for c in leaf.cert_chain_pems) + encrypted)
+    ca_path = tmp_path / "ca2.pem"
+    ca.cert_pem.write_to_path(str(ca_path))
+    ssl_port = _free_port()
+    b = BrokerProcess(str(tmp_path / "broker"), extra_args=[
+        "--override", f"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}",
+        "--override", f"ssl.keystore.location={keystore}", "--override", "ssl.key.password=key-secret"])
+    b.start()
+    try:
+        assert _delivered({"bootstrap.servers": f"127.0.0.1:{ssl_port}", "security.protocol": "SSL",
+                           "ssl.ca.location": str(ca_path)}, "encrypted-key", b"v")
+        res = ConfigResource(ConfigResource.Type.BROKER, "1")
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        entries = admin.describe_configs([res])[res].result(10)
+        assert entries["ssl.key.password"].is_sensitive and entries["ssl.key.password"].value is None
+    finally:
+        b.stop()
+    wrong = BrokerProcess(str(tmp_path / "broker2"), extra_args=[
+        "--override", f"listeners=SSL://127.0.0.1:{_free_port()}", "--override", f"ssl.keystore.location={keystore}",
+        "--override", "ssl.key.password=nope"])
+    with pytest.raises(RuntimeError):
+        wrong.start(timeout=20)
