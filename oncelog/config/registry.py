@@ -182,6 +182,13 @@ def to_wire(value, ctype: ConfigType) -> str | None:
 # Kafka's validators (ConfigDef.Range, ValidString, ValidList, ThrottledReplicaListValidator,
 # CompressionType level validators), with their messages.
 
+# Kafka's OAUTHBEARER server callback handlers (3.x's secured.* name and 4.x's).
+OAUTHBEARER_VALIDATOR_CLASSES = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler")
+OAUTHBEARER_UNSECURED_VALIDATOR_CLASS = \
+    "org.apache.kafka.common.security.oauthbearer.internals.unsecured.OAuthBearerUnsecuredValidatorCallbackHandler"
+
 Validator = Callable[[str, object], None]
 
 
@@ -673,12 +680,35 @@ _BROKER_OWN = [
                     "The SASL mechanisms a SASL listener offers (per listener: listener.name.<l>.sasl.enabled."
                     "mechanisms). PLAIN needs listener.name.<l>.plain.sasl.jaas.config with user_<name>=\"<password>\" "
                     "entries; SCRAM uses the credentials of AlterUserScramCredentials; OAUTHBEARER needs "
-                    "listener.name.<l>.oauthbearer.sasl.jaas.config (unsecured JWS). oncelog has no GSSAPI "
+                    "listener.name.<l>.oauthbearer.sasl.jaas.config (unsecured JWS; signed tokens with "
+                    "sasl.oauthbearer.jwks.endpoint.url). oncelog has no GSSAPI "
                     "(Kerberos), Kafka's default.", oncelog_default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
                     validator=list_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")),
     BrokerConfigDef("sasl.jaas.config", T.PASSWORD, None, None,
                     "A SASL mechanism's JAAS configuration; a broker takes it per listener and mechanism: "
                     "listener.name.<listener>.<mechanism>.sasl.jaas.config."),
+    BrokerConfigDef("sasl.server.callback.handler.class", T.CLASS, None, None,
+                    "Per listener and mechanism (listener.name.<l>.oauthbearer.sasl.server.callback.handler.class): "
+                    "Kafka's OAuthBearerValidatorCallbackHandler (signed tokens, which needs sasl.oauthbearer.jwks."
+                    "endpoint.url) or the unsecured one. oncelog needs no class: a configured JWKS URL switches "
+                    "OAUTHBEARER to signed tokens.",
+                    validator=one_of(*OAUTHBEARER_VALIDATOR_CLASSES, OAUTHBEARER_UNSECURED_VALIDATOR_CLASS)),
+    BrokerConfigDef("sasl.oauthbearer.jwks.endpoint.url", T.STRING, None, None,
+                    "KIP-768: where the keys that sign OAUTHBEARER tokens are, a file: URL of a JWKS JSON file "
+                    "(read at start; oncelog fetches nothing over http(s)). Set (broker-wide or listener.name.<l>."
+                    "oauthbearer.sasl.oauthbearer.jwks.endpoint.url), OAUTHBEARER takes only tokens signed "
+                    "(RS256/384/512, PS256/384/512, ES256/384) by a key of it, chosen by kid; unset, unsecured JWS."),
+    BrokerConfigDef("sasl.oauthbearer.expected.audience", T.LIST, None, None,
+                    "Signed OAUTHBEARER tokens: the token's aud must name one of these; unset, a token with an aud "
+                    "is refused (as Kafka's jose4j validator)."),
+    BrokerConfigDef("sasl.oauthbearer.expected.issuer", T.STRING, None, None,
+                    "Signed OAUTHBEARER tokens: the token's iss must equal this."),
+    BrokerConfigDef("sasl.oauthbearer.sub.claim.name", T.STRING, "sub", None,
+                    "Signed OAUTHBEARER tokens: the claim naming the principal (User:<value>)."),
+    BrokerConfigDef("sasl.oauthbearer.scope.claim.name", T.STRING, "scope", None,
+                    "Signed OAUTHBEARER tokens: the claim holding the scopes."),
+    BrokerConfigDef("sasl.oauthbearer.clock.skew.seconds", T.INT, "30", None,
+                    "Signed OAUTHBEARER tokens: the leeway in seconds on exp, iat and nbf.", validator=at_least(0)),
     BrokerConfigDef("connections.max.reauth.ms", T.LONG, "0", None,
                     "KIP-368: a SASL session lasts at most this long (or until its OAUTHBEARER token expires); the "
                     "client is told the lifetime in SaslAuthenticate and must re-authenticate on the same "

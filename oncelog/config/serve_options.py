@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import json
+import os
 import re
 from dataclasses import dataclass
 from typing import Iterable
+from urllib.parse import unquote
 
 from . import registry
 from .settings import BrokerConfig, FsyncPolicy, GroupConfig, ListenerConfig, LogConfig, SslConfig, TxnConfig, default
@@ -217,6 +220,10 @@ def _split_list(text: str) -> list[str]:
 
 SERVED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _JAAS = re.compile(r"([a-z0-9-]+)\.sasl\.jaas\.config")
+# Per listener and mechanism, as Kafka's listener.name.<l>.oauthbearer.<name>.
+_OAUTHBEARER = re.compile(r"oauthbearer\.(sasl\.oauthbearer\.[a-z.]+|sasl\.server\.callback\.handler\.class)")
+OAUTHBEARER_CONFIGS = tuple(n for n in registry.BROKER_CONFIGS if n.startswith("sasl.oauthbearer."))
+JWKS_URL = "sasl.oauthbearer.jwks.endpoint.url"
 T_LIST = registry.ConfigType.LIST
 _SSL_FIELDS = {f"ssl.{f.replace('_', '.')}": f for f in SslConfig.__dataclass_fields__}
 
@@ -299,8 +306,46 @@ def _listeners(values: dict[str, Setting], per_listener: dict[str, dict[str, Set
                 if mechanism in mechanisms and mechanism not in jaas:
                     raise ServeConfigError(f"listener {name}: {mechanism} is enabled: give its users in "
                                            f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config")
-        out.append(ListenerConfig(name, protocol, host, port, host_port, ssl, mechanisms, tuple(sorted(jaas.items()))))
+        oauthbearer = _oauthbearer(name, values, own) if "OAUTHBEARER" in mechanisms else ()
+        out.append(ListenerConfig(name, protocol, host, port, host_port, ssl, mechanisms, tuple(sorted(jaas.items())),
+                                  oauthbearer))
     return tuple(out), notes
+
+
+def _oauthbearer(listener: str, values: dict[str, Setting], own: dict[str, Setting]) -> tuple[tuple[str, str], ...]:
+    """A listener's ``sasl.oauthbearer.*`` (``listener.name.<l>.oauthbearer.<name>`` over
+    ``<name>``, as Kafka's ConfigurationUtils), with the JWKS URL checked now as Kafka checks it at
+    start: a ``file:`` URL of a readable JWKS JSON file (its keys are read by the broker)."""
+    given = {n: own.get("oauthbearer." + n) or values.get(n) for n in OAUTHBEARER_CONFIGS}
+    found = {n: s for n, s in given.items() if s is not None}
+    handler = own.get("oauthbearer.sasl.server.callback.handler.class") \
+        or values.get("sasl.server.callback.handler.class")
+    url = found.get(JWKS_URL)
+    if handler is not None and handler.value.strip() in registry.OAUTHBEARER_VALIDATOR_CLASSES and url is None:
+        raise ServeConfigError(f"{handler.origin}: listener {listener}: {handler.value.strip()}: The OAuth "
+                               f"configuration option {JWKS_URL} must be non-null")
+    if url is not None:
+        _check_jwks_url(url)
+    return tuple((n, s.value) for n, s in sorted(found.items()))
+
+
+def _check_jwks_url(s: Setting) -> None:
+    scheme, sep, rest = s.value.strip().partition(":")
+    scheme = scheme.lower()
+    if scheme in ("http", "https"):
+        raise ServeConfigError(f"{s.origin}: {JWKS_URL}={s.value}: oncelog does not fetch a JWKS over the network; "
+                               f"give a file: URL of the JWKS JSON (e.g. file:///etc/oncelog/jwks.json)")
+    if not sep or scheme != "file":
+        raise ServeConfigError(f"{s.origin}: The OAuth configuration option {JWKS_URL} contains a URL ({s.value}) "
+                               f"that is not a file: URL")
+    path = os.path.abspath(unquote(re.sub(r"^//[^/]*", "", rest)))  # file:///p, file:/p
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise ServeConfigError(f"{s.origin}: {JWKS_URL}={s.value}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("keys"), list):
+        raise ServeConfigError(f"{s.origin}: {JWKS_URL}={s.value}: a JWKS is a JSON object with a \"keys\" array")
 
 
 def _ssl_config(listener: str, values: dict[str, Setting], own: dict[str, Setting]) -> SslConfig:
@@ -350,12 +395,14 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
     for name, s in values.items():
         if name.startswith("listener.name."):
             listener, _, rest = name[len("listener.name."):].partition(".")
-            d = registry.BROKER_CONFIGS.get("sasl.jaas.config" if _JAAS.fullmatch(rest) else rest)
+            oauth = _OAUTHBEARER.fullmatch(rest)
+            rest_name = "sasl.jaas.config" if _JAAS.fullmatch(rest) else oauth[1] if oauth else rest
+            d = registry.BROKER_CONFIGS.get(rest_name)
             if not listener or d is None or not (rest.startswith("ssl.") or rest == "sasl.enabled.mechanisms"
-                                                 or _JAAS.fullmatch(rest)):
+                                                 or _JAAS.fullmatch(rest) or oauth):
                 raise ServeConfigError(f"{s.origin}: {name}: oncelog knows per-listener ssl.*, "
-                                       f"sasl.enabled.mechanisms and <mechanism>.sasl.jaas.config only")
-            rest_name = "sasl.jaas.config" if _JAAS.fullmatch(rest) else rest
+                                       f"sasl.enabled.mechanisms, <mechanism>.sasl.jaas.config and "
+                                       f"oauthbearer.sasl.oauthbearer.* only")
             try:
                 value = registry.parse_value(rest_name, s.value, d.type)
                 if d.validator is not None and value is not None:

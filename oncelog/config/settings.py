@@ -219,6 +219,9 @@ class ListenerConfig:
     # SASL listeners: the mechanisms offered, and each mechanism's JAAS text (upper-case name).
     sasl_mechanisms: tuple[str, ...] = ()
     jaas: tuple[tuple[str, str], ...] = ()
+    # OAUTHBEARER's sasl.oauthbearer.* settings in force (listener.name.<l>.oauthbearer.<name> over
+    # <name>), by Kafka name, as given; with sasl.oauthbearer.jwks.endpoint.url: signed tokens only.
+    oauthbearer: tuple[tuple[str, str], ...] = ()
 
     @property
     def sasl(self) -> bool:
