@@ -92,6 +92,11 @@ class Broker:
         self.logs.open()
         self.acls = AclStore.for_broker(self.logs.data_dir, self.config)  # ACLs and the authorizer
         self.scram_credentials = ScramCredentialStore(self.logs.data_dir)  # KIP-554, SCRAM's credentials
+        # Each SASL listener's mechanisms now, so that a bad JWKS or JAAS text stops the start
+        # (cli serve reports JwksConfigError/JaasConfigError as a configuration error).
+        for lc in self.config.all_listeners():
+            if lc.sasl:
+                self.sasl_for(lc.name)
         self.partitions.open()
         self.node_id = self.logs.node_id
         self.producer_ids = ProducerIdManager(self.logs.data_dir)

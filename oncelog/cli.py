@@ -252,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
 def cmd_serve(args) -> int:
     from .broker import Broker
     from .server import serve
+    import ssl
+
+    from .security.jaas import JaasConfigError
+    from .security.jwt import JwksConfigError
     from .storage.log_manager import DataDirMismatch
 
     try:
@@ -266,7 +270,7 @@ def cmd_serve(args) -> int:
     _install_uvloop()
     try:
         asyncio.run(serve(Broker(config)))
-    except DataDirMismatch as exc:
+    except (DataDirMismatch, JwksConfigError, JaasConfigError, ssl.SSLError) as exc:
         print(f"oncelog serve: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import subprocess
+import sys
 import time
 import uuid
 
@@ -206,3 +208,19 @@ def test_an_https_jwks_url_stops_the_start_with_a_clear_message(tmp_path):
         assert "does not fetch a JWKS over the network" in b.tail_log(50)
     finally:
         b.kill()
+
+
+def test_a_bad_key_in_the_jwks_file_stops_the_start(tmp_path):
+    """The JWKS is read when the broker opens, so a key it cannot use is a configuration
+    error at start (exit 2, one line), not a failure of the first client."""
+    jwks = tmp_path / "bad-jwks.json"
+    jwks.write_text(json.dumps({"keys": [{"kty": "RSA", "kid": "k1", "n": "not-base64!"}]}))
+    done = subprocess.run([sys.executable, "-m", "oncelog", "serve", "--data-dir", str(tmp_path / "data"),
+                           "--override", "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+                           "--override", "sasl.enabled.mechanisms=OAUTHBEARER",
+                           "--override", f"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config={JAAS}",
+                           "--override", f"sasl.oauthbearer.jwks.endpoint.url={jwks.as_uri()}"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "oncelog serve: a JWK without its 'e' member" in done.stderr, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
