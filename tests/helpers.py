@@ -63,3 +63,45 @@ def need_apache_kafka(what: str, fn):
 def start_apache_kafka(cluster):
     """Start an ``oncelog.apache_kafka.KafkaCluster`` (see :func:`need_apache_kafka`)."""
     return need_apache_kafka("Apache Kafka", cluster.start)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a second listener, whose port a test must know)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def produce_one(conf: dict, topic: str, value: bytes, *, timeout_ms: int = 5000):
+    """Produce one record with confluent-kafka; the delivery report's error, None if it was
+    acknowledged (a refused login or handshake times the record out: nothing was sent)."""
+    from confluent_kafka import Producer
+
+    results = []
+    p = Producer({**conf, "message.timeout.ms": timeout_ms})
+    p.produce(topic, value, on_delivery=lambda err, msg: results.append(err))
+    p.flush(timeout_ms / 1000 + 15)
+    assert len(results) == 1
+    return results[0]
+
+
+def read_values(conf: dict, topic: str, n: int) -> list[bytes]:
+    """Up to ``n`` values of ``topic`` from the start, read_committed, with a fresh group."""
+    import uuid
+
+    from confluent_kafka import Consumer
+
+    c = Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
+                  "isolation.level": "read_committed"})
+    c.subscribe([topic])
+    got = []
+    for _ in range(60):
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+            if len(got) >= n:
+                break
+    c.close()
+    return got

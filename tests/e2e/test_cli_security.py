@@ -6,7 +6,6 @@ removing it refuses them again; a wrong admin password is a one-line error, exit
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 
@@ -15,6 +14,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from oncelog.process import BrokerProcess
+from tests.helpers import free_port
 
 trustme = pytest.importorskip("trustme")
 
@@ -26,10 +26,6 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required userna
 TOPIC = "orders"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _properties(path, mechanism: str, user: str, password: str) -> str:
@@ -48,7 +44,7 @@ def broker(tmp_path_factory):
     ca = trustme.CA()
     ca.cert_pem.write_to_path(str(d / "ca.pem"))
     ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(d / "broker.pem"))
-    port, tls_port = _free_port(), _free_port()
+    port, tls_port = free_port(), free_port()
     b = BrokerProcess(str(d / "broker"), extra_args=[
         "--override", f"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{port},"
                       f"SASL_SSL://127.0.0.1:{tls_port}",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.client.wire import RawClient, request_module
 from oncelog.process import BrokerProcess
+from tests.helpers import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -64,10 +64,6 @@ def claims(sub: str = "alice", lifetime: float = 600, **over) -> dict:
     return {"sub": sub, "iat": now, "exp": now + lifetime, "aud": "oncelog", "iss": ISSUER, **over}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +74,7 @@ def broker(tmp_path_factory):
     jwks.write_text(json.dumps({"keys": [
         {"kty": "RSA", "kid": "rsa-1", "use": "sig", "alg": "RS256", "n": _int(pub.n), "e": _int(pub.e)},
         {"kty": "EC", "kid": "ec-1", "crv": "P-256", "x": _int(ecpub.x, 32), "y": _int(ecpub.y, 32)}]}))
-    port = _free_port()
+    port = free_port()
     prefix = "listener.name.sasl_plaintext.oauthbearer."
     b = BrokerProcess(str(d / "broker"), extra_args=[
         "--override", f"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{port}",

@@ -6,17 +6,17 @@ authentication closes the connection."""
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 from kio.schema.errors import ErrorCode
 
 from oncelog.client.wire import RawClient, request_module
 from oncelog.process import BrokerProcess
+from tests.helpers import free_port, produce_one, read_values
 
 trustme = pytest.importorskip("trustme")
 
@@ -26,10 +26,6 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required userna
         'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +36,7 @@ def broker(tmp_path_factory):
     ca.cert_pem.write_to_path(ca_path)
     keystore = os.path.join(d, "broker.pem")
     ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(keystore)
-    sasl_port, sasl_ssl_port = _free_port(), _free_port()
+    sasl_port, sasl_ssl_port = free_port(), free_port()
     b = BrokerProcess(str(d / "broker"), extra_args=[
         "--override", f"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
                       f"SASL_SSL://127.0.0.1:{sasl_ssl_port}",
@@ -69,27 +65,8 @@ def _conf(b, mechanism: str, user: str, password: str, tls: bool = False) -> dic
     return conf
 
 
-def _delivered(conf: dict, topic: str, value: bytes) -> tuple[bool, str]:
-    results = []
-    p = Producer({**conf, "message.timeout.ms": 5000})
-    p.produce(topic, value, on_delivery=lambda err, msg: results.append(err))
-    p.flush(20)
-    assert len(results) == 1
-    return results[0] is None, str(results[0])
 
 
-def _read(conf: dict, topic: str, n: int) -> list[bytes]:
-    c = Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest"})
-    c.subscribe([topic])
-    got = []
-    for _ in range(60):
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            got.append(m.value())
-            if len(got) >= n:
-                break
-    c.close()
-    return got
 
 
 @pytest.mark.parametrize("mechanism, user, password, tls", [
@@ -102,9 +79,9 @@ def _read(conf: dict, topic: str, n: int) -> list[bytes]:
 def test_authenticated_clients_produce_and_consume(broker, mechanism, user, password, tls):
     conf = _conf(broker, mechanism, user, password, tls)
     topic = f"sasl-{mechanism.lower()}-{'tls' if tls else 'plain'}"
-    ok, error = _delivered(conf, topic, b"v")
-    assert ok, error
-    assert _read(conf, topic, 1) == [b"v"]
+    error = produce_one(conf, topic, b"v")
+    assert error is None, error
+    assert read_values(conf, topic, 1) == [b"v"]
     # Metadata answers a SASL client with its own listener's address.
     port = broker.sasl_ssl_port if tls else broker.sasl_port
     assert [x.port for x in AdminClient(conf).list_topics(timeout=10).brokers.values()] == [port]
@@ -116,8 +93,7 @@ def test_authenticated_clients_produce_and_consume(broker, mechanism, user, pass
 ])
 def test_a_wrong_password_or_unknown_user_is_refused_and_nothing_is_written(broker, mechanism, user, password):
     topic = f"refused-{uuid.uuid4().hex[:6]}"
-    ok, error = _delivered(_conf(broker, mechanism, user, password), topic, b"x")
-    assert not ok  # librdkafka retries the authentication until the record times out
+    assert produce_one(_conf(broker, mechanism, user, password), topic, b"x") is not None  # librdkafka retries the authentication until the record times out
     assert topic not in AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10).topics
     with open(broker.log_path) as f:
         assert f"SASL {mechanism} authentication failed from 127.0.0.1" in f.read()
@@ -146,9 +122,8 @@ def test_a_request_before_authentication_closes_the_connection(broker):
 
 
 def test_an_unsupported_mechanism_is_refused(broker):
-    ok, error = _delivered(_conf(broker, "OAUTHBEARER", "alice", "x") | {"sasl.oauthbearer.config": "principal=alice"},
-                           "oauth", b"x")
-    assert not ok
+    assert produce_one(_conf(broker, "OAUTHBEARER", "alice", "x") | {"sasl.oauthbearer.config": "principal=alice"},
+                       "oauth", b"x") is not None
 
 
 def test_sasl_handshake_on_a_plaintext_listener_is_an_illegal_state(broker):
@@ -183,7 +158,7 @@ def test_handshake_then_authenticate_by_hand_with_plain(broker):
 @pytest.fixture(scope="module")
 def reauth_broker(tmp_path_factory):
     d = tmp_path_factory.mktemp("reauth")
-    port = _free_port()
+    port = free_port()
     b = BrokerProcess(str(d / "broker"), extra_args=[
         "--override", f"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{port}",
         "--override", f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}",
@@ -254,7 +229,7 @@ def test_librdkafka_reauthenticates_and_keeps_producing(reauth_broker):
         i += 1
         time.sleep(0.2)
     assert delivered and all(err is None for err in delivered), [e for e in delivered if e][:3]
-    assert len(_read(conf, "reauth", i)) == i
+    assert len(read_values(conf, "reauth", i)) == i
 
 
 def test_failed_logins_are_logged_rate_limited_per_address(broker):

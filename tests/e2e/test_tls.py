@@ -10,10 +10,11 @@ import ssl
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from oncelog.process import BrokerProcess
+from tests.helpers import free_port, produce_one, read_values
 from oncelog.security.tls import subject_dn
 
 trustme = pytest.importorskip("trustme")
@@ -21,10 +22,6 @@ trustme = pytest.importorskip("trustme")
 pytestmark = pytest.mark.e2e
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Certs:
@@ -55,7 +52,7 @@ def certs(tmp_path_factory):
 
 
 def _start(tmp_path, certs, *overrides: str) -> tuple[BrokerProcess, int]:
-    ssl_port = _free_port()
+    ssl_port = free_port()
     b = BrokerProcess(str(tmp_path / f"broker-{uuid.uuid4().hex[:6]}"), extra_args=[
         "--override", f"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}",
         "--override", f"ssl.keystore.location={certs.broker}", *overrides])
@@ -68,30 +65,8 @@ def _ssl_client(certs, port: int, **extra) -> dict:
             **extra}
 
 
-def _delivered(conf: dict, topic: str, value: bytes) -> bool:
-    """Produce one record; True if it was acknowledged, False if it failed (its delivery
-    report carries an error: the handshake never completed, so nothing was sent)."""
-    results = []
-    p = Producer({**conf, "message.timeout.ms": 4000})
-    p.produce(topic, value, on_delivery=lambda err, msg: results.append(err))
-    p.flush(15)
-    assert len(results) == 1
-    return results[0] is None
 
 
-def _read_all(conf: dict, topic: str, n: int) -> list[bytes]:
-    c = Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
-                  "isolation.level": "read_committed"})
-    c.subscribe([topic])
-    got = []
-    for _ in range(60):
-        m = c.poll(0.5)
-        if m is not None and not m.error():
-            got.append(m.value())
-            if len(got) >= n:
-                break
-    c.close()
-    return got
 
 
 def test_plaintext_and_ssl_listeners_at_once_each_with_its_own_address(tmp_path, certs):
@@ -109,8 +84,8 @@ def test_plaintext_and_ssl_listeners_at_once_each_with_its_own_address(tmp_path,
         for i in range(10):
             p.produce("over-tls", f"r{i}".encode())
         p.commit_transaction(30)
-        assert _read_all(plain, "over-tls", 10) == [f"r{i}".encode() for i in range(10)]
-        assert _read_all(tls, "over-tls", 10) == [f"r{i}".encode() for i in range(10)]
+        assert read_values(plain, "over-tls", 10) == [f"r{i}".encode() for i in range(10)]
+        assert read_values(tls, "over-tls", 10) == [f"r{i}".encode() for i in range(10)]
         # kafka-python over TLS, too.
         from kafka import KafkaConsumer
 
@@ -125,7 +100,7 @@ def test_plaintext_and_ssl_listeners_at_once_each_with_its_own_address(tmp_path,
 def test_an_untrusted_server_certificate_is_refused_and_nothing_is_written(tmp_path, certs):
     b, ssl_port = _start(tmp_path, certs)
     try:
-        assert not _delivered(_ssl_client(certs, ssl_port, **{"ssl.ca.location": certs.rogue_ca}), "never", b"x")
+        assert None is not produce_one(_ssl_client(certs, ssl_port, **{"ssl.ca.location": certs.rogue_ca}), "never", b"x")
         topics = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=10).topics
         assert "never" not in topics
     finally:
@@ -138,9 +113,9 @@ def test_mtls_required_refuses_a_client_without_a_certificate(tmp_path, certs):
     try:
         with_cert = _ssl_client(certs, ssl_port, **{"ssl.certificate.location": certs.client_cert,
                                                     "ssl.key.location": certs.client_key})
-        assert _delivered(with_cert, "mtls", b"ok")
-        assert not _delivered(_ssl_client(certs, ssl_port), "mtls", b"refused")
-        assert _read_all({"bootstrap.servers": b.bootstrap}, "mtls", 1) == [b"ok"]
+        assert None is produce_one(with_cert, "mtls", b"ok")
+        assert None is not produce_one(_ssl_client(certs, ssl_port), "mtls", b"refused")
+        assert read_values({"bootstrap.servers": b.bootstrap}, "mtls", 1) == [b"ok"]
     finally:
         b.stop()
 
@@ -168,14 +143,14 @@ def test_tls_below_1_2_is_refused_and_1_2_and_1_3_are_accepted(tmp_path, certs):
 def test_keystore_as_pem_text_per_listener(tmp_path, certs):
     """ssl.keystore.certificate.chain / ssl.keystore.key as text, for one listener only
     (listener.name.ssl.*), and DescribeConfigs never shows them."""
-    ssl_port = _free_port()
+    ssl_port = free_port()
     b = BrokerProcess(str(tmp_path / "broker"), extra_args=[
         "--override", f"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}",
         "--override", f"listener.name.ssl.ssl.keystore.certificate.chain={certs.broker_chain}",
         "--override", f"listener.name.ssl.ssl.keystore.key={certs.broker_key}"])
     b.start()
     try:
-        assert _delivered(_ssl_client(certs, ssl_port), "pem-text", b"v")
+        assert None is produce_one(_ssl_client(certs, ssl_port), "pem-text", b"v")
     finally:
         b.stop()
 
@@ -194,7 +169,7 @@ def test_ssl_listener_without_a_keystore_does_not_start(tmp_path):
 def test_plaintext_clients_cannot_speak_to_the_ssl_listener(tmp_path, certs):
     b, ssl_port = _start(tmp_path, certs)
     try:
-        assert not _delivered({"bootstrap.servers": f"127.0.0.1:{ssl_port}"}, "plain-to-tls", b"x")
+        assert None is not produce_one({"bootstrap.servers": f"127.0.0.1:{ssl_port}"}, "plain-to-tls", b"x")
         with pytest.raises(KafkaException):
             AdminClient({"bootstrap.servers": f"127.0.0.1:{ssl_port}"}).list_topics(timeout=3)
     finally:
@@ -244,13 +219,13 @@ def test_an_encrypted_private_key_with_ssl_key_password(tmp_path, certs):
     keystore.write_bytes(b"".join(c.bytes() for c in leaf.cert_chain_pems) + encrypted)
     ca_path = tmp_path / "ca2.pem"
     ca.cert_pem.write_to_path(str(ca_path))
-    ssl_port = _free_port()
+    ssl_port = free_port()
     b = BrokerProcess(str(tmp_path / "broker"), extra_args=[
         "--override", f"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}",
         "--override", f"ssl.keystore.location={keystore}", "--override", "ssl.key.password=key-secret"])
     b.start()
     try:
-        assert _delivered({"bootstrap.servers": f"127.0.0.1:{ssl_port}", "security.protocol": "SSL",
+        assert None is produce_one({"bootstrap.servers": f"127.0.0.1:{ssl_port}", "security.protocol": "SSL",
                            "ssl.ca.location": str(ca_path)}, "encrypted-key", b"v")
         res = ConfigResource(ConfigResource.Type.BROKER, "1")
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
@@ -259,7 +234,7 @@ def test_an_encrypted_private_key_with_ssl_key_password(tmp_path, certs):
     finally:
         b.stop()
     wrong = BrokerProcess(str(tmp_path / "broker2"), extra_args=[
-        "--override", f"listeners=SSL://127.0.0.1:{_free_port()}", "--override", f"ssl.keystore.location={keystore}",
+        "--override", f"listeners=SSL://127.0.0.1:{free_port()}", "--override", f"ssl.keystore.location={keystore}",
         "--override", "ssl.key.password=nope"])
     with pytest.raises(RuntimeError):
         wrong.start(timeout=20)
