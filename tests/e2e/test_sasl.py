@@ -99,15 +99,22 @@ def test_a_wrong_password_or_unknown_user_is_refused_and_nothing_is_written(brok
         assert f"SASL {mechanism} authentication failed from 127.0.0.1" in f.read()
 
 
-def test_kafka_python_with_scram(broker):
+@pytest.mark.parametrize("mechanism, password, tls", [
+    ("PLAIN", "alice-secret", False), ("SCRAM-SHA-256", "alice-scram", False), ("SCRAM-SHA-512", "alice-scram", True),
+])
+def test_kafka_python_over_sasl(broker, mechanism, password, tls):
     from kafka import KafkaConsumer, KafkaProducer
 
-    common = dict(bootstrap_servers=f"127.0.0.1:{broker.sasl_port}", security_protocol="SASL_PLAINTEXT",
-                  sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice", sasl_plain_password="alice-scram")
+    topic = f"kafka-python-{mechanism.lower()}-{'tls' if tls else 'plain'}"
+    common = dict(bootstrap_servers=f"127.0.0.1:{broker.sasl_ssl_port if tls else broker.sasl_port}",
+                  security_protocol="SASL_SSL" if tls else "SASL_PLAINTEXT", sasl_mechanism=mechanism,
+                  sasl_plain_username="alice", sasl_plain_password=password)
+    if tls:
+        common["ssl_cafile"] = broker.ca
     p = KafkaProducer(**common)
-    p.send("kafka-python-scram", b"kp").get(timeout=20)
+    p.send(topic, b"kp").get(timeout=20)
     p.close()
-    c = KafkaConsumer("kafka-python-scram", auto_offset_reset="earliest", consumer_timeout_ms=10000, **common)
+    c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000, **common)
     assert [m.value for m in c] == [b"kp"]
     c.close()
 

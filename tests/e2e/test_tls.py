@@ -116,6 +116,13 @@ def test_mtls_required_refuses_a_client_without_a_certificate(tmp_path, certs):
         assert None is produce_one(with_cert, "mtls", b"ok")
         assert None is not produce_one(_ssl_client(certs, ssl_port), "mtls", b"refused")
         assert read_values({"bootstrap.servers": b.bootstrap}, "mtls", 1) == [b"ok"]
+        from kafka import KafkaProducer
+
+        kp = KafkaProducer(bootstrap_servers=f"127.0.0.1:{ssl_port}", security_protocol="SSL", ssl_cafile=certs.ca,
+                           ssl_certfile=certs.client_cert, ssl_keyfile=certs.client_key)
+        kp.send("mtls", b"kafka-python").get(timeout=20)  # kafka-python with a client certificate
+        kp.close()
+        assert read_values({"bootstrap.servers": b.bootstrap}, "mtls", 2) == [b"ok", b"kafka-python"]
     finally:
         b.stop()
 
