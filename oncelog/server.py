@@ -380,7 +380,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._raw_sasl_token(frame, nbytes)
             return
         try:
-            if not self.session.may_send(_api_key(frame), self.broker.clock()):
+            if not self.session.open and not self.session.may_send(_api_key(frame), self.broker.clock()):
                 why = ("after the SASL session expired (connections.max.reauth.ms) without re-authentication"
                        if self.session.state is SaslState.AUTHENTICATED else
                        f"before SASL authentication completed ({self.session.state.value})")

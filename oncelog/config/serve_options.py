@@ -224,7 +224,6 @@ _JAAS = re.compile(r"([a-z0-9-]+)\.sasl\.jaas\.config")
 _OAUTHBEARER = re.compile(r"oauthbearer\.(sasl\.oauthbearer\.[a-z.]+|sasl\.server\.callback\.handler\.class)")
 OAUTHBEARER_CONFIGS = tuple(n for n in registry.BROKER_CONFIGS if n.startswith("sasl.oauthbearer."))
 JWKS_URL = "sasl.oauthbearer.jwks.endpoint.url"
-T_LIST = registry.ConfigType.LIST
 _SSL_FIELDS = {f"ssl.{f.replace('_', '.')}": f for f in SslConfig.__dataclass_fields__}
 
 
@@ -299,8 +298,8 @@ def _listeners(values: dict[str, Setting], per_listener: dict[str, dict[str, Set
         own = per_listener.get(name, {})
         if protocol.startswith("SASL_"):
             m_setting = own.get("sasl.enabled.mechanisms") or values.get("sasl.enabled.mechanisms")
-            mechanisms = tuple(registry.parse_value("sasl.enabled.mechanisms", m_setting.value, T_LIST)
-                               if m_setting else registry.BROKER_CONFIGS["sasl.enabled.mechanisms"].default.split(","))
+            d = registry.BROKER_CONFIGS["sasl.enabled.mechanisms"]
+            mechanisms = tuple(registry.parse_value(d.name, m_setting.value if m_setting else d.default, d.type))
             jaas = {k.split(".", 1)[0].upper(): v.value for k, v in own.items() if _JAAS.fullmatch(k)}
             for mechanism in ("PLAIN", "OAUTHBEARER"):
                 if mechanism in mechanisms and mechanism not in jaas:
@@ -348,14 +347,25 @@ def _check_jwks_url(s: Setting) -> None:
         raise ServeConfigError(f"{s.origin}: {JWKS_URL}={s.value}: a JWKS is a JSON object with a \"keys\" array")
 
 
+def _parse(name: str, d: registry.BrokerConfigDef, s: Setting, *, validate: bool = True):
+    """A setting's value by Kafka's type, checked by its validator; ServeConfigError (Kafka's
+    message) naming where the setting came from."""
+    try:
+        value = registry.parse_value(name, s.value, d.type)
+        if validate and d.validator is not None and value is not None:
+            d.validator(name, value)
+    except registry.ConfigError as exc:
+        raise ServeConfigError(f"{s.origin}: {exc}") from None
+    return value
+
+
 def _ssl_config(listener: str, values: dict[str, Setting], own: dict[str, Setting]) -> SslConfig:
     fields: dict[str, object] = {}
     for config_name, field_name in _SSL_FIELDS.items():
         s = own.get(config_name) or values.get(config_name)
         if s is None:
             continue
-        d = registry.BROKER_CONFIGS[config_name]
-        value = registry.parse_value(config_name, s.value, d.type)
+        value = _parse(config_name, registry.BROKER_CONFIGS[config_name], s)
         fields[field_name] = tuple(value) if isinstance(value, list) else value
     config = SslConfig(**fields)
     has_chain = config.keystore_location or (config.keystore_certificate_chain and config.keystore_key)
@@ -403,12 +413,7 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
                 raise ServeConfigError(f"{s.origin}: {name}: oncelog knows per-listener ssl.*, "
                                        f"sasl.enabled.mechanisms, <mechanism>.sasl.jaas.config and "
                                        f"oauthbearer.sasl.oauthbearer.* only")
-            try:
-                value = registry.parse_value(rest_name, s.value, d.type)
-                if d.validator is not None and value is not None:
-                    d.validator(rest_name, value)
-            except registry.ConfigError as exc:
-                raise ServeConfigError(f"{s.origin}: {exc}") from None
+            _parse(rest_name, d, s)
             per_listener.setdefault(listener.upper(), {})[rest] = Setting(rest, s.value, s.origin)
             continue
         if name in registry.NOT_HONOURED:
@@ -419,14 +424,9 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
             hint = " (a topic config: set it per topic, or its broker default log.*)" \
                 if name in registry.TOPIC_CONFIGS else ""
             raise ServeConfigError(f"{s.origin}: {registry.unknown_broker_config(name)}{hint}")
-        try:
-            value = registry.parse_value(name, s.value, d.type)
-            # A topic config's broker default is validated below as the LogConfig it builds
-            # (segment.bytes' floor is 14 bytes there, not Kafka 4's 1 MiB).
-            if d.validator is not None and value is not None and name not in registry.TOPIC_SYNONYM_NAMES:
-                d.validator(name, value)
-        except registry.ConfigError as exc:
-            raise ServeConfigError(f"{s.origin}: {exc}") from None
+        # A topic config's broker default is validated below as the LogConfig it builds
+        # (segment.bytes' floor is 14 bytes there, not Kafka 4's 1 MiB).
+        value = _parse(name, d, s, validate=name not in registry.TOPIC_SYNONYM_NAMES)
         static[name] = s.value
         if d.handling is registry.Handling.NO_EFFECT:
             if value != 1:

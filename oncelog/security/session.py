@@ -54,6 +54,12 @@ class Session:
         sasl = security_protocol.startswith("SASL_")
         return cls(listener, sasl, ANONYMOUS, SaslState.HANDSHAKE if sasl else SaslState.AUTHENTICATED)
 
+    @property
+    def open(self) -> bool:
+        """Authenticated with no session expiry: every request may be sent, no clock needed
+        (the connection code's per-request fast path)."""
+        return self.state is SaslState.AUTHENTICATED and self.expires_at_ms is None
+
     def may_send(self, api_key: int, now_ms: int) -> bool:
         if self.state is SaslState.AUTHENTICATED and not self.expired(now_ms):
             return True
