@@ -213,6 +213,126 @@ def maven_fetch(home: str, pom: str, what: str, *, quiet: bool = True, finish=No
     return lib
 
 
+# Kafka's own tools log as the release's bin/kafka-run-class.sh has them do (tools-log4j2.yaml):
+# warnings and errors only, to stderr, so a tool's stdout is its output alone (VerifiableProducer's
+# JSON lines, ProducerPerformance's summary) and can be parsed.
+_TOOLS_LOG4J2 = """\
+status = warn
+appender.err.type = Console
+appender.err.name = ERR
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = ERR
+"""
+
+
+def _write_once(path: str, text: str) -> str:
+    """``path`` holding ``text``: written beside and renamed into place when absent or different,
+    so a concurrent reader never sees half a file."""
+    with contextlib.suppress(OSError), open(path) as f:
+        if f.read() == text:
+            return path
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return path
+
+
+def tool_command(main_class: str, args=(), *, installation: Installation | None = None, classpath=(),
+                 heap: str = "256m", quick_start: bool = True, log4j_config: str | None = None,
+                 system_properties: dict[str, str] | None = None) -> list[str]:
+    """The command line that runs ``main_class`` (a Kafka tool such as
+    ``org.apache.kafka.tools.ProducerPerformance``, or a class of :func:`compile_java`'s output
+    given in ``classpath``) with ``args`` on Kafka's jars, as ``bin/kafka-run-class.sh`` would:
+    Kafka's ``lib/*`` after ``classpath``, a ``heap`` sized for a shared machine, SerialGC, and
+    log4j2 at WARN to stderr unless ``log4j_config`` names another file. ``quick_start`` (C1
+    only) suits short functional runs; benchmarks pass False for the full JIT."""
+    inst = installation or fetch()
+    log4j_config = log4j_config or _write_once(os.path.join(inst.home, "tools-log4j2.properties"), _TOOLS_LOG4J2)
+    options = [f"-Xmx{heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
+               f"-Dlog4j2.configurationFile={log4j_config}"]
+    if quick_start:
+        options.append("-XX:TieredStopAtLevel=1")
+    options += [f"-D{k}={v}" for k, v in (system_properties or {}).items()]
+    cp = os.pathsep.join([*classpath, inst.classpath])
+    return [inst.java, *options, "-cp", cp, main_class, *map(str, args)]
+
+
+def start_tool(main_class: str, args=(), *, stdout=None, stderr=None, env: dict[str, str] | None = None,
+               text: bool = False, **options) -> subprocess.Popen:
+    """:func:`tool_command` started as a child that dies with the thread that started it (as the
+    cluster's nodes do), stdin closed. ``options`` go to :func:`tool_command`."""
+    return subprocess.Popen(tool_command(main_class, args, **options), stdout=stdout, stderr=stderr,
+                            stdin=subprocess.DEVNULL, text=text, env=None if env is None else {**os.environ, **env},
+                            preexec_fn=_die_with_parent)
+
+
+def run_tool(main_class: str, args=(), *, timeout: float = 300.0, **options) -> subprocess.CompletedProcess:
+    """:func:`tool_command` run to its end, stdout and stderr captured as text; a tool still
+    running after ``timeout`` seconds is killed and TimeoutExpired raised."""
+    proc = start_tool(main_class, args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **options)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise subprocess.TimeoutExpired(proc.args, timeout, out, err) from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def javac() -> str:
+    """The ``javac`` beside :func:`java` (``$JAVA_HOME/bin/javac`` first, else PATH's)."""
+    home = os.environ.get("JAVA_HOME")
+    candidates = [os.path.join(home, "bin", "javac")] if home else []
+    candidates.append(os.path.join(os.path.dirname(os.path.realpath(java())), "javac"))
+    for path in candidates:
+        if os.path.exists(path):
+            return path
+    path = shutil.which("javac")
+    if not path:
+        raise ApacheKafkaUnavailable("no javac (a JDK 17+ is needed to compile the Java client programs; "
+                                     "apt-get install openjdk-17-jdk-headless)")
+    return path
+
+
+def compile_java(sources, *, installation: Installation | None = None) -> str:
+    """The classes of the Java ``sources`` (paths) compiled against Kafka's jars, in the cache
+    (``cache_dir()/classes/<hash>``), never beside the sources: the folder is keyed by a hash of
+    Kafka's version and every source's name and text, so a changed source compiles again and an
+    unchanged one is compiled once per machine. The folder appears whole or not at all (compiled
+    beside, renamed into place). A compile error raises RuntimeError with javac's output."""
+    import hashlib
+
+    inst = installation or fetch()
+    digest = hashlib.sha256(inst.version.encode())
+    for path in sorted(sources):
+        digest.update(os.path.basename(path).encode() + b"\0")
+        with open(path, "rb") as f:
+            digest.update(f.read() + b"\0")
+    root = os.path.join(inst.home, "classes")
+    out = os.path.join(root, digest.hexdigest()[:20])
+    if os.path.isdir(out):
+        return out
+    os.makedirs(root, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="javac-", dir=root)
+    try:
+        done = subprocess.run([javac(), "-nowarn", "-encoding", "UTF-8", "-cp", inst.classpath, "-d", work,
+                               *sorted(sources)], capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError(f"javac failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
+        try:
+            os.rename(work, out)
+        except OSError:  # compiled by another process meanwhile: keep theirs
+            if not os.path.isdir(out):
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
 def _cluster_id() -> str:
     # Kafka's Uuid.toString: URL-safe base64 of 16 bytes without padding; Uuid.randomUuid never
     # makes one that starts with "-" (it would read as a command-line flag).
