@@ -1,5 +1,7 @@
 """DescribeGroups (key 15), v0-6. An unknown group is described as Dead with no members, as
-Kafka does; from v6 (KIP-1043) also with GROUP_ID_NOT_FOUND and Kafka's message, and then
+Kafka does; a group not Stable is described without protocol and member metadata (Kafka's
+ClassicGroupMember.describeNoMetadata: no protocol is chosen for good until the group is Stable);
+from v6 (KIP-1043) also with GROUP_ID_NOT_FOUND and Kafka's message, and then
 without authorized operations (Kafka adds them only to groups described without error).
 
 ACLs (Kafka's KafkaApis.handleDescribeGroupsRequest): DESCRIBE on each group, else that group is
@@ -9,6 +11,7 @@ principal's on the group."""
 from __future__ import annotations
 
 from .. import errors
+from ..groups.state import GroupState
 from . import _authz
 from ._acl import AUTHORIZED_OPERATIONS_OMITTED, authorized
 from ._base import NO_THROTTLE, OK, build, response_module
@@ -42,13 +45,16 @@ def handle(ctx, request):
                 out.append(build(m.DescribedGroup, error_code=OK, group_id=gid, group_state="Dead", protocol_type="",
                                  protocol_data="", members=(), authorized_operations=ops))
             continue
+        stable = group.state is GroupState.STABLE
         members = tuple(
             build(m.DescribedGroupMember, member_id=mem.member_id, group_instance_id=mem.group_instance_id,
                   client_id=mem.client_id, client_host=mem.client_host,
-                  member_metadata=mem.metadata_for(group.protocol_name or ""), member_assignment=mem.assignment)
+                  member_metadata=mem.metadata_for(group.protocol_name or "") if stable else b"",
+                  member_assignment=mem.assignment)
             for mem in group.members.values()
         )
         out.append(build(m.DescribedGroup, error_code=OK, error_message=None, group_id=gid, group_state=group.state.value,
-                         protocol_type=group.protocol_type or "", protocol_data=group.protocol_name or "",
+                         protocol_type=group.protocol_type or "",
+                         protocol_data=(group.protocol_name or "") if stable else "",
                          members=members, authorized_operations=ops))
     return build(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(out))
