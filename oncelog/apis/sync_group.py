@@ -1,12 +1,15 @@
 """SyncGroup (key 14), v0-5: the leader hands out assignments; followers wait for them.
 
 ACLs (Kafka's KafkaApis.handleSyncGroupRequest): READ on the group, else
-GROUP_AUTHORIZATION_FAILED and the group is not touched.
+GROUP_AUTHORIZATION_FAILED and the group is not touched. From v5 protocol type and name are
+mandatory: without either, INCONSISTENT_GROUP_PROTOCOL before the group is asked (Kafka's
+SyncGroupRequest.areMandatoryProtocolTypeAndNamePresent).
 """
 
 from __future__ import annotations
 
 
+from .. import errors
 from . import _authz
 from ._base import NO_THROTTLE, build, response_module, reply_later
 from ._groups import error_code
@@ -25,12 +28,27 @@ def handle(ctx, request):
     if not _authz.group(ctx, _authz.Op.READ, request.group_id):
         respond(_Denied())
         return fut
+    if ctx.api_version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+        respond(_Refused(errors.InconsistentGroupProtocol(
+            "SyncGroup v5+ must name the protocol type and protocol name")))
+        return fut
     ctx.broker.groups.sync(
         group_id=request.group_id, generation=request.generation_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
         protocol_type=getattr(request, "protocol_type", None), protocol_name=getattr(request, "protocol_name", None),
         assignments={a.member_id: bytes(a.assignment) for a in request.assignments}, respond=respond)
     return fut
+
+
+class _Refused:
+    """The answer to a SyncGroup refused before the group is asked."""
+
+    protocol_type = None
+    protocol_name = None
+    assignment = b""
+
+    def __init__(self, error) -> None:
+        self.error = error
 
 
 class _Denied:
