@@ -6,7 +6,11 @@ is not advertised, so no client asks), so they get INVALID_REQUEST, as any unkno
 
 ACLs (Kafka's KafkaApis.handleFindCoordinatorRequest): DESCRIBE on the group (key type 0), else
 GROUP_AUTHORIZATION_FAILED; DESCRIBE on the transactional id (key type 1), else
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED; per key from v4."""
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; per key from v4.
+
+Error messages are Kafka's: its Errors' own text for the code (the generic INVALID_REQUEST text
+for an unknown key type, as Kafka 4.4 sends it); a found coordinator has "NONE" up to v3
+(Kafka sets ``Errors.NONE.message()``) and "" from v4."""
 
 from __future__ import annotations
 
@@ -21,6 +25,20 @@ MAX_VERSION = 6
 
 GROUP, TRANSACTION = 0, 1
 
+# Kafka's Errors.<code>.message() for the codes this API answers.
+_MESSAGES = {
+    ErrorCode.invalid_request: "This most likely occurs because of a request being malformed by the client library or "
+                               "the message was sent to an incompatible broker. See the broker logs for more details.",
+    _authz.GROUP_DENIED: "Group authorization failed.",
+    _authz.TXN_DENIED: "Transactional Id authorization failed.",
+}
+
+
+def _message(code, version: int) -> str:
+    if code == OK:
+        return "NONE" if version < 4 else ""
+    return _MESSAGES.get(code, code.name.upper())
+
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
@@ -28,18 +46,18 @@ def handle(ctx, request):
     host, port = b.advertised_for(ctx.listener)
     key_type = getattr(request, "key_type", GROUP)
     code = OK if key_type in b.coordinator_key_types else ErrorCode.invalid_request
-    message = None if code == OK else f"key type {key_type} is not supported"
     if ctx.api_version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
             c = _denied(ctx, key_type, key) if code == OK else code
             coordinators.append(m.Coordinator(
                 key=key, node_id=b.node_id if c == OK else -1, host=host if c == OK else "",
-                port=port if c == OK else -1, error_code=c, error_message=message))
+                port=port if c == OK else -1, error_code=c, error_message=_message(c, ctx.api_version)))
         return build(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
     if code == OK:
         code = _denied(ctx, key_type, request.key)
-    return build(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=code, error_message=message,
+    return build(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=code,
+                 error_message=_message(code, ctx.api_version),
                  node_id=b.node_id if code == OK else -1, host=host if code == OK else "",
                  port=port if code == OK else -1)
 
