@@ -11,11 +11,22 @@ one after the other, in that worker's one SparkSession, and no two Spark JVMs ev
 for the machine's two cores; the broker's tests run on the other worker meanwhile. ``-n 0`` runs
 everything in this process. Spark's group is the longest share, so it is handed out first; the
 worker that finishes its share first takes the broker's remaining tests.
+
+Both brokers: a module marked ``both_brokers`` runs each of its tests that uses the ``broker``
+fixture twice, ids ``oncelog`` (a fresh oncelog process, as everywhere) and ``apache-kafka``
+(tests/helpers.ApacheKafkaBroker over the session's one-node Apache Kafka, shared with every other
+such test: names are tests/helpers.unique). The Apache Kafka variant is an ``apache_kafka`` test:
+it runs in that xdist scope, on the worker beside Spark's, and under CI=true it must run. A test
+that crashes, restarts or configures the broker, or reads oncelog's own files or log, is marked
+``oncelog_only(reason)`` and keeps one variant; in a ``both_brokers`` module every test that
+starts a broker is one or the other, so the list of oncelog-only tests, with their reasons, is
+``pytest --collect-only -m oncelog_only`` and the markers' reasons.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
 import pytest
@@ -42,9 +53,34 @@ def broker_factory(tmp_path):
         b.kill()
 
 
+ONCELOG, APACHE_KAFKA = "oncelog", "apache-kafka"  # the `broker` fixture's variants (ids)
+
+
 @pytest.fixture
-def broker(broker_factory) -> BrokerProcess:
+def broker(request, broker_factory):
+    """A fresh oncelog broker process; in a ``both_brokers`` module also, as the ``apache-kafka``
+    variant, the session's one-node Apache Kafka behind the same few attributes."""
+    if getattr(request, "param", ONCELOG) == APACHE_KAFKA:
+        from .helpers import ApacheKafkaBroker
+
+        return ApacheKafkaBroker(request.getfixturevalue("apache_kafka"))
     return broker_factory()
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.definition.get_closest_marker("both_brokers") is None or "broker" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("oncelog_only") is None:
+        metafunc.parametrize("broker", [ONCELOG, APACHE_KAFKA], indirect=True)
+
+
+_VARIANT = re.compile(r"\[(?:.*-)?apache-kafka(?:-.*)?\]$")
+
+
+def _on_apache_kafka(nodeid: str) -> bool:
+    """The test uses Apache Kafka: it lives under tests/kafka/, or it is a `broker` fixture's
+    ``apache-kafka`` variant."""
+    return nodeid.startswith(_APACHE_KAFKA_PATHS) or bool(_VARIANT.search(nodeid))
 
 
 # Apache Kafka itself (oncelog.apache_kafka): one single node and one 3-node cluster per test
@@ -78,6 +114,8 @@ def pytest_runtest_teardown(item, nextitem):
     """Stop a session's Apache Kafka once the next test does not use it (their tests run in a row):
     an idle 3-node cluster costs ~7% of a core for the rest of the run. A later user starts it anew."""
     wanted = {_APACHE_KAFKA_NODES[f] for f in getattr(nextitem, "fixturenames", ()) if f in _APACHE_KAFKA_NODES}
+    if nextitem is not None and _is_variant(nextitem):
+        wanted.add(1)
     for nodes, cluster in _apache_kafka_clusters.items():
         if nodes not in wanted and cluster.members:
             cluster.stop(graceful=False)
@@ -128,9 +166,15 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             if _starts_spark(nodeid):
                 return "spark"
-            return "apache_kafka" if nodeid.startswith(_APACHE_KAFKA_PATHS) else nodeid
+            return "apache_kafka" if _on_apache_kafka(nodeid) else nodeid
 
     return SparkOnOneWorker(config, log)
+
+
+def _is_variant(item) -> bool:
+    """The ``apache-kafka`` variant of a ``both_brokers`` test."""
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and callspec.params.get("broker") == APACHE_KAFKA
 
 
 def pytest_collection_modifyitems(config, items):
@@ -138,6 +182,13 @@ def pytest_collection_modifyitems(config, items):
         fixtures = set(getattr(item, "fixturenames", ()))
         if _PROCESS_FIXTURES & fixtures:
             item.add_marker(pytest.mark.e2e)
+        if item.get_closest_marker("both_brokers") and {"broker", "broker_factory"} & fixtures \
+                and not item.get_closest_marker("oncelog_only") \
+                and "broker" not in getattr(getattr(item, "callspec", None), "params", {}):
+            raise pytest.UsageError(f"{item.nodeid} starts a broker in a both_brokers module without the broker "
+                                    "fixture: mark it pytest.mark.oncelog_only(reason)")
+        if _is_variant(item):
+            item.add_marker(pytest.mark.apache_kafka)
         if "spark" in fixtures and not _starts_spark(item.nodeid):
             raise pytest.UsageError(f"{item.nodeid} uses the spark fixture: put it under {' or '.join(_SPARK_PATHS)}, "
                                     "which run on one worker")
@@ -151,7 +202,7 @@ def pytest_collection_modifyitems(config, items):
     # archive of Spark's JVM that the later drivers map (tests/spark/conftest.py).
     # Apache Kafka's tests next: one long scope, handed out early to the other worker.
     items.sort(key=lambda item: (not _starts_spark(item.nodeid), not item.nodeid.startswith("tests/test_demo.py"),
-                                 not item.nodeid.startswith(_APACHE_KAFKA_PATHS)))
+                                 not _on_apache_kafka(item.nodeid)))
 
 
 @pytest.fixture(autouse=True)

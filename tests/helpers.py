@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import confluent_kafka as ck
@@ -105,3 +106,60 @@ def read_values(conf: dict, topic: str, n: int) -> list[bytes]:
                 break
     c.close()
     return got
+
+
+def unique(name: str) -> str:
+    """``name`` with a random suffix: a topic, group or transactional id of its own on a broker that
+    outlives the test (the session's one Apache Kafka serves every ``apache-kafka`` variant, so a
+    fixed name would meet the previous test's topic, committed offsets or producer epoch)."""
+    import uuid
+
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+class ApacheKafkaBroker:
+    """The ``broker`` fixture's ``apache-kafka`` variant (tests/conftest.py, marker ``both_brokers``):
+    the session's one-node Apache Kafka (``oncelog.apache_kafka.KafkaCluster``) seen through the
+    part of ``oncelog.process.BrokerProcess`` a portable test uses: ``bootstrap``, the node's
+    ``data_dir`` (``log.dirs``), its log. It is shared by every test of the session, so names must
+    be :func:`unique`; crashing or restarting it, or reading oncelog's own log, is what an
+    ``oncelog_only`` test does, and the methods for that refuse."""
+
+    kind = "apache-kafka"
+
+    def __init__(self, cluster) -> None:
+        self.cluster = cluster
+        [self.node] = cluster.members.values()
+
+    @property
+    def bootstrap(self) -> str:
+        return self.cluster.bootstrap
+
+    @property
+    def data_dir(self) -> str:
+        return os.path.join(self.node.dir, "data")
+
+    @property
+    def log_path(self) -> str:
+        return self.node.log_path
+
+    def tail_log(self, lines: int = 30) -> str:
+        return self.node.tail_log(lines)
+
+    def _oncelog_only(self, what: str):
+        raise AssertionError(f"{what} on the session's shared Apache Kafka: mark the test "
+                             "pytest.mark.oncelog_only(reason) (tests/conftest.py)")
+
+    def kill(self) -> None:
+        self._oncelog_only("kill()")
+
+    def restart(self):
+        self._oncelog_only("restart()")
+
+    def stop(self, timeout: float = 30.0):
+        self._oncelog_only("stop()")
+
+
+def on_apache_kafka(broker) -> bool:
+    """Whether the ``broker`` fixture is Apache Kafka (the ``apache-kafka`` variant), not oncelog."""
+    return getattr(broker, "kind", "oncelog") == "apache-kafka"

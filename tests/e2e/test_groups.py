@@ -1,5 +1,9 @@
 """Consumer groups against a real broker: rebalances with members joining and SIGKILLed,
-offsets surviving a broker crash, and the other client libraries' group consumers."""
+offsets surviving a broker crash, and the other client libraries' group consumers.
+
+Each test runs against oncelog and against a one-node Apache Kafka (``both_brokers``), which is
+shared by the session: topic and group ids are unique. Those that crash or configure the broker
+are oncelog-only."""
 
 from __future__ import annotations
 
@@ -13,7 +17,9 @@ import time
 import confluent_kafka as ck
 import pytest
 
-from ..helpers import create_topic
+from ..helpers import create_topic, unique
+
+pytestmark = pytest.mark.both_brokers
 
 PARTITIONS = 6
 
@@ -46,18 +52,19 @@ def read_committed_batches(path: str) -> tuple[list[list[tuple[int, int]]], list
 
 def test_group_processes_every_record_exactly_once_through_join_and_sigkill(broker, tmp_path):
     n = 100_000
-    create_topic(broker.bootstrap, "events", PARTITIONS)
+    topic, group = unique("events"), unique("g")
+    create_topic(broker.bootstrap, topic, PARTITIONS)
     stop_file = str(tmp_path / "stop")
     workers = {}
 
     def start(name):
         out = str(tmp_path / f"{name}.out")
-        workers[name] = (subprocess.Popen([sys.executable, "-m", "tests.group_worker", broker.bootstrap, "events",
-                                           "g", out, stop_file], cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), out)
+        workers[name] = (subprocess.Popen([sys.executable, "-m", "tests.group_worker", broker.bootstrap, topic,
+                                           group, out, stop_file], cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))), out)
 
     for name in ("w1", "w2", "w3"):
         start(name)
-    producer = threading.Thread(target=produce_slowly, args=(broker.bootstrap, "events", n, 12))
+    producer = threading.Thread(target=produce_slowly, args=(broker.bootstrap, topic, n, 12))
     producer.start()
     time.sleep(4)
     start("w4")  # a fourth member joins mid-stream
@@ -80,9 +87,9 @@ def test_group_processes_every_record_exactly_once_through_join_and_sigkill(brok
         # Killed between commit and writing "C": the batch counts iff nobody else processed it.
         if not any(counts[r] for r in ambiguous):
             counts.update(ambiguous)
-    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g"})
-    ends = {p: c.get_watermark_offsets(ck.TopicPartition("events", p), timeout=10)[1] for p in range(PARTITIONS)}
-    committed = {tp.partition: tp.offset for tp in c.committed([ck.TopicPartition("events", p) for p in range(PARTITIONS)], timeout=10)}
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    ends = {p: c.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS)}
+    committed = {tp.partition: tp.offset for tp in c.committed([ck.TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)}
     c.close()
     assert sum(ends.values()) == n
     expected = {(p, o) for p, end in ends.items() for o in range(end)}
@@ -94,6 +101,7 @@ def test_group_processes_every_record_exactly_once_through_join_and_sigkill(brok
     assert sum(1 for line in open(workers["w4"][1]) if line.startswith("C")) > 0, "the joining member got work"
 
 
+@pytest.mark.oncelog_only("SIGKILLs and restarts the broker")
 def test_committed_offsets_and_group_state_survive_broker_sigkill(broker):
     create_topic(broker.bootstrap, "durable", 2)
     c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "keep", "enable.auto.commit": False,
@@ -120,57 +128,60 @@ def test_committed_offsets_and_group_state_survive_broker_sigkill(broker):
 def test_stale_commits_get_group_errors_and_store_nothing(broker):
     from oncelog.client.wire import RawClient, request_module
 
-    create_topic(broker.bootstrap, "t", 1)
+    topic, group = unique("t"), unique("managed")
+    create_topic(broker.bootstrap, topic, 1)
     m = request_module(8, 8)
     client = RawClient(broker.bootstrap)
 
     def commit(group, generation, member):
         resp = client.request(m.OffsetCommitRequest(
             group_id=group, generation_id_or_member_epoch=generation, member_id=member, group_instance_id=None,
-            topics=(m.OffsetCommitRequestTopic(name="t", partitions=(m.OffsetCommitRequestPartition(
+            topics=(m.OffsetCommitRequestTopic(name=topic, partitions=(m.OffsetCommitRequestPartition(
                 partition_index=0, committed_offset=99, committed_leader_epoch=-1, committed_metadata=None),)),)))
         return resp.topics[0].partitions[0].error_code
 
     # a live member, so the group is managed
-    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "managed", "session.timeout.ms": 30000})
-    c.subscribe(["t"])
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "session.timeout.ms": 30000})
+    c.subscribe([topic])
     deadline = time.monotonic() + 20
     while not c.assignment() and time.monotonic() < deadline:
         c.poll(0.2)
-    assert commit("managed", 1, "nobody") == 25  # UNKNOWN_MEMBER_ID
+    assert commit(group, 1, "nobody") == 25  # UNKNOWN_MEMBER_ID
     admin = ck.admin.AdminClient({"bootstrap.servers": broker.bootstrap})  # keep it alive until the result
-    member = admin.describe_consumer_groups(["managed"])["managed"].result(10).members[0].member_id
-    assert commit("managed", 999, member) == 22  # ILLEGAL_GENERATION
-    assert commit("ghost-group", 3, "x") == 22  # unknown group, not a simple commit
-    fetched = c.committed([ck.TopicPartition("t", 0)], timeout=10)[0].offset
+    member = admin.describe_consumer_groups([group])[group].result(10).members[0].member_id
+    assert commit(group, 999, member) == 22  # ILLEGAL_GENERATION
+    assert commit(unique("ghost-group"), 3, "x") == 22  # unknown group, not a simple commit
+    fetched = c.committed([ck.TopicPartition(topic, 0)], timeout=10)[0].offset
     assert fetched < 0, "nothing was stored"
     c.close()
 
 
 def test_two_kafka_python_members_share_a_group(broker):
     n = 20_000
-    create_topic(broker.bootstrap, "shared2", 4)
+    topic = unique("shared2")
+    create_topic(broker.bootstrap, topic, 4)
     p = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
     for i in range(n):
-        p.produce("shared2", value=str(i).encode(), partition=i % 4)
+        p.produce(topic, value=str(i).encode(), partition=i % 4)
     assert p.flush(30) == 0
-    values = run_kafka_python_group(broker.bootstrap, "shared2", "group-kp-2", n, members=2)
+    values = run_kafka_python_group(broker.bootstrap, topic, unique("group-kp-2"), n, members=2)
     assert sorted(values) == list(range(n))
 
 
 @pytest.mark.parametrize("library", ["kafka-python", "aiokafka"])
 def test_other_clients_group_consumers(broker, library):
     n = 20_000
-    create_topic(broker.bootstrap, "shared", 4)
+    topic, group = unique("shared"), unique(f"group-{library}")
+    create_topic(broker.bootstrap, topic, 4)
     p = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
     for i in range(n):
-        p.produce("shared", value=str(i).encode(), partition=i % 4)
+        p.produce(topic, value=str(i).encode(), partition=i % 4)
     assert p.flush(30) == 0
     seen = run_kafka_python_group if library == "kafka-python" else run_aiokafka_group
-    values = seen(broker.bootstrap, "shared", f"group-{library}", n)
+    values = seen(broker.bootstrap, topic, group, n)
     assert sorted(values) == list(range(n))
-    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"group-{library}"})
-    committed = c.committed([ck.TopicPartition("shared", q) for q in range(4)], timeout=10)
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    committed = c.committed([ck.TopicPartition(topic, q) for q in range(4)], timeout=10)
     c.close()
     assert sum(tp.offset for tp in committed) == n
 
@@ -247,6 +258,7 @@ def run_aiokafka_group(bootstrap, topic, group, n):
     return asyncio.run(go())
 
 
+@pytest.mark.oncelog_only("oncelog's offsets-topic and cleaner options; restarts the broker and reads its log")
 def test_offsets_topic_is_compacted_so_replay_stays_short(broker_factory):
     import re
 

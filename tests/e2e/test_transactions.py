@@ -1,6 +1,10 @@
 """Transactions against a real broker with real clients: commit/abort visibility, the LSO,
 zombie fencing, timeouts, other clients, transaction version 2, and crashes of the broker in
-each coordinator state (real SIGKILLs)."""
+each coordinator state (real SIGKILLs).
+
+Each test runs against oncelog and against a one-node Apache Kafka (``both_brokers``), which is
+shared by the session: topic, transactional and group ids are unique. Those that crash the broker
+(SIGKILL, oncelog's crash points) are oncelog-only."""
 
 from __future__ import annotations
 
@@ -13,7 +17,9 @@ import pytest
 from oncelog.protocol import records as rb
 from oncelog.client.wire import RawClient, request_module
 
-from ..helpers import create_topic
+from ..helpers import create_topic, on_apache_kafka, unique
+
+pytestmark = pytest.mark.both_brokers
 
 
 def read_values(bootstrap, topics_partitions, isolation, *, settle=2.0, timeout=30.0):
@@ -50,13 +56,12 @@ def txn_producer(bootstrap, txn_id, **extra):
     return p
 
 
-TPS = [(t, p) for t in ("ta", "tb") for p in range(3)]
-
-
 def test_commit_and_abort_across_partitions_of_two_topics(broker):
-    create_topic(broker.bootstrap, "ta", 3)
-    create_topic(broker.bootstrap, "tb", 3)
-    p = txn_producer(broker.bootstrap, "tx-visibility")
+    ta, tb = unique("ta"), unique("tb")
+    TPS = [(t, p) for t in (ta, tb) for p in range(3)]
+    create_topic(broker.bootstrap, ta, 3)
+    create_topic(broker.bootstrap, tb, 3)
+    p = txn_producer(broker.bootstrap, unique("tx-visibility"))
     p.begin_transaction()
     for i in range(30):
         t, q = TPS[i % 6]
@@ -78,85 +83,92 @@ def test_commit_and_abort_across_partitions_of_two_topics(broker):
 
 
 def test_read_committed_stops_at_open_transaction_and_continues_after_commit(broker):
-    create_topic(broker.bootstrap, "lso", 1)
+    topic = unique("lso")
+    create_topic(broker.bootstrap, topic, 1)
     plain = ck.Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(5):
-        plain.produce("lso", value=f"before-{i}".encode())
+        plain.produce(topic, value=f"before-{i}".encode())
     plain.flush(10)
-    p = txn_producer(broker.bootstrap, "tx-lso")
+    p = txn_producer(broker.bootstrap, unique("tx-lso"))
     p.begin_transaction()
-    p.produce("lso", value=b"in-txn")
+    p.produce(topic, value=b"in-txn")
     p.flush(10)
     for i in range(3):  # non-transactional data after the open transaction's first offset
-        plain.produce("lso", value=f"after-{i}".encode())
+        plain.produce(topic, value=f"after-{i}".encode())
     plain.flush(10)
-    assert lso(broker.bootstrap, "lso", 0) == 5  # the open transaction's first offset
-    assert read_values(broker.bootstrap, [("lso", 0)], "read_committed")[("lso", 0)] == [f"before-{i}".encode() for i in range(5)]
-    assert len(read_values(broker.bootstrap, [("lso", 0)], "read_uncommitted")[("lso", 0)]) == 9
+    assert lso(broker.bootstrap, topic, 0) == 5  # the open transaction's first offset
+    assert read_values(broker.bootstrap, [(topic, 0)], "read_committed")[(topic, 0)] == [f"before-{i}".encode() for i in range(5)]
+    assert len(read_values(broker.bootstrap, [(topic, 0)], "read_uncommitted")[(topic, 0)]) == 9
     p.commit_transaction(30)
     # EndTxn is answered once the commit is decided; the markers (and so the LSO) follow, in
     # Kafka as here: wait for them rather than read the LSO once.
     deadline = time.monotonic() + 10
-    while lso(broker.bootstrap, "lso", 0) != 10 and time.monotonic() < deadline:
+    while lso(broker.bootstrap, topic, 0) != 10 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert lso(broker.bootstrap, "lso", 0) == 10  # 5 + txn record + 3 + commit marker
-    assert read_values(broker.bootstrap, [("lso", 0)], "read_committed")[("lso", 0)] == (
+    assert lso(broker.bootstrap, topic, 0) == 10  # 5 + txn record + 3 + commit marker
+    assert read_values(broker.bootstrap, [(topic, 0)], "read_committed")[(topic, 0)] == (
         [f"before-{i}".encode() for i in range(5)] + [b"in-txn"] + [f"after-{i}".encode() for i in range(3)])
 
 
 def test_zombie_is_fenced_and_leaves_nothing_visible(broker):
-    create_topic(broker.bootstrap, "z", 1)
-    zombie = txn_producer(broker.bootstrap, "tx-zombie")
+    topic, txn_id = unique("z"), unique("tx-zombie")
+    create_topic(broker.bootstrap, topic, 1)
+    zombie = txn_producer(broker.bootstrap, txn_id)
     zombie.begin_transaction()
-    zombie.produce("z", value=b"zombie-1")
+    zombie.produce(topic, value=b"zombie-1")
     zombie.flush(10)
-    successor = txn_producer(broker.bootstrap, "tx-zombie")  # fences the first, aborts its transaction
-    zombie.produce("z", value=b"zombie-2")
+    successor = txn_producer(broker.bootstrap, txn_id)  # fences the first, aborts its transaction
+    zombie.produce(topic, value=b"zombie-2")
     with pytest.raises(ck.KafkaException) as info:
         zombie.commit_transaction(20)
     err = info.value.args[0]
     assert err.fatal() or "fenced" in err.str().lower(), err
     successor.begin_transaction()
-    successor.produce("z", value=b"successor")
+    successor.produce(topic, value=b"successor")
     successor.commit_transaction(30)
-    assert read_values(broker.bootstrap, [("z", 0)], "read_committed")[("z", 0)] == [b"successor"]
+    assert read_values(broker.bootstrap, [(topic, 0)], "read_committed")[(topic, 0)] == [b"successor"]
 
 
 def test_transaction_timeout_aborts_fences_and_moves_the_lso(broker):
-    create_topic(broker.bootstrap, "slow", 1)
-    p = txn_producer(broker.bootstrap, "tx-slow", **{"transaction.timeout.ms": 1500})
+    topic = unique("slow")
+    create_topic(broker.bootstrap, topic, 1)
+    p = txn_producer(broker.bootstrap, unique("tx-slow"), **{"transaction.timeout.ms": 1500})
     p.begin_transaction()
-    p.produce("slow", value=b"late")
+    p.produce(topic, value=b"late")
     p.flush(10)
-    assert lso(broker.bootstrap, "slow", 0) == 0
-    deadline = time.monotonic() + 15
-    while lso(broker.bootstrap, "slow", 0) == 0 and time.monotonic() < deadline:
+    assert lso(broker.bootstrap, topic, 0) == 0
+    # Kafka looks for timed-out transactions every 10 s (transaction.abort.timed.out.transaction.
+    # cleanup.interval.ms), oncelog at once: wait for the abort, not for a time.
+    deadline = time.monotonic() + 30
+    while lso(broker.bootstrap, topic, 0) == 0 and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert lso(broker.bootstrap, "slow", 0) == 2  # data + abort marker
+    assert lso(broker.bootstrap, topic, 0) == 2  # data + abort marker
     with pytest.raises(ck.KafkaException):
         p.commit_transaction(10)
-    assert read_values(broker.bootstrap, [("slow", 0)], "read_committed")[("slow", 0)] == []
-    assert "timed out" in broker.tail_log(50)
+    assert read_values(broker.bootstrap, [(topic, 0)], "read_committed")[(topic, 0)] == []
+    if not on_apache_kafka(broker):
+        assert "timed out" in broker.tail_log(50)
 
 
 def test_kafka_python_transactional_producer(broker):
     from kafka import KafkaProducer
 
-    create_topic(broker.bootstrap, "kp", 2)
-    p = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="tx-kafka-python")
+    topic = unique("kp")
+    create_topic(broker.bootstrap, topic, 2)
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=unique("tx-kafka-python"))
     p.init_transactions()
     p.begin_transaction()
     for i in range(20):
-        p.send("kp", value=f"c{i}".encode(), partition=i % 2)
+        p.send(topic, value=f"c{i}".encode(), partition=i % 2)
     p.commit_transaction()
     p.begin_transaction()
     for i in range(20):
-        p.send("kp", value=f"a{i}".encode(), partition=i % 2)
+        p.send(topic, value=f"a{i}".encode(), partition=i % 2)
     p.flush()
     p.abort_transaction()
     p.close()
-    got = read_values(broker.bootstrap, [("kp", 0), ("kp", 1)], "read_committed")
-    assert sorted(got[("kp", 0)] + got[("kp", 1)]) == sorted(f"c{i}".encode() for i in range(20))
+    got = read_values(broker.bootstrap, [(topic, 0), (topic, 1)], "read_committed")
+    assert sorted(got[(topic, 0)] + got[(topic, 1)]) == sorted(f"c{i}".encode() for i in range(20))
 
 
 def test_aiokafka_transactional_producer_with_offsets(broker):
@@ -164,44 +176,46 @@ def test_aiokafka_transactional_producer_with_offsets(broker):
 
     from aiokafka import AIOKafkaProducer
 
-    create_topic(broker.bootstrap, "ai", 1)
-    create_topic(broker.bootstrap, "ai-in", 1)
+    topic, source, group = unique("ai"), unique("ai-in"), unique("ai-group")
+    create_topic(broker.bootstrap, topic, 1)
+    create_topic(broker.bootstrap, source, 1)
 
     async def go():
-        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="tx-aiokafka")
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=unique("tx-aiokafka"))
         await p.start()
         async with p.transaction():
-            await p.send_and_wait("ai", b"committed")
-            await p.send_offsets_to_transaction({__import__("aiokafka").TopicPartition("ai-in", 0): 17}, "ai-group")
+            await p.send_and_wait(topic, b"committed")
+            await p.send_offsets_to_transaction({__import__("aiokafka").TopicPartition(source, 0): 17}, group)
         await p.begin_transaction()
-        await p.send_and_wait("ai", b"aborted")
+        await p.send_and_wait(topic, b"aborted")
         await p.abort_transaction()
         await p.stop()
 
     asyncio.run(go())
-    assert read_values(broker.bootstrap, [("ai", 0)], "read_committed")[("ai", 0)] == [b"committed"]
-    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ai-group"})
-    assert c.committed([ck.TopicPartition("ai-in", 0)], timeout=10)[0].offset == 17
+    assert read_values(broker.bootstrap, [(topic, 0)], "read_committed")[(topic, 0)] == [b"committed"]
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    assert c.committed([ck.TopicPartition(source, 0)], timeout=10)[0].offset == 17
     c.close()
 
 
 def test_transactional_offsets_are_pending_until_commit(broker):
     from oncelog.client.wire import RawClient
 
-    create_topic(broker.bootstrap, "src", 1)
-    create_topic(broker.bootstrap, "dst", 1)
-    p = txn_producer(broker.bootstrap, "tx-offsets")
-    consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g-off"})
+    src, dst, group = unique("src"), unique("dst"), unique("g-off")
+    create_topic(broker.bootstrap, src, 1)
+    create_topic(broker.bootstrap, dst, 1)
+    p = txn_producer(broker.bootstrap, unique("tx-offsets"))
+    consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
     p.begin_transaction()
-    p.produce("dst", value=b"x")
-    p.send_offsets_to_transaction([ck.TopicPartition("src", 0, 42)], consumer.consumer_group_metadata(), 20)
+    p.produce(dst, value=b"x")
+    p.send_offsets_to_transaction([ck.TopicPartition(src, 0, 42)], consumer.consumer_group_metadata(), 20)
     p.flush(10)
     # pending: invisible to a plain fetch, UNSTABLE_OFFSET_COMMIT for require_stable
     m = request_module(9, 7)
     raw = RawClient(broker.bootstrap)
 
     def fetch(stable):
-        r = raw.request(m.OffsetFetchRequest(group_id="g-off", topics=(m.OffsetFetchRequestTopic(name="src", partition_indexes=(0,)),),
+        r = raw.request(m.OffsetFetchRequest(group_id=group, topics=(m.OffsetFetchRequestTopic(name=src, partition_indexes=(0,)),),
                                              require_stable=stable))
         part = r.topics[0].partitions[0]
         return part.committed_offset, part.error_code
@@ -217,6 +231,7 @@ def test_transactional_offsets_are_pending_until_commit(broker):
     consumer.close()
 
 
+@pytest.mark.oncelog_only("SIGKILLs and restarts the broker")
 def test_init_producer_id_right_after_a_restart_aborts_the_open_transaction_at_once(broker):
     """Issue 11 suspected the coordinator of answering CONCURRENT_TRANSACTIONS for 22 s across
     broker restarts (it was twelve worker instances, each answered once). Right after a SIGKILL
@@ -259,31 +274,32 @@ def test_init_producer_id_right_after_a_restart_aborts_the_open_transaction_at_o
     assert read_values(broker.bootstrap, [("dst", 0), ("dst", 1)], "read_committed") == {("dst", 0): [], ("dst", 1): []}
 
 
-def tv2_produce(client, pid, epoch, seq, value, version=12):
+def tv2_produce(client, topic, txn_id, pid, epoch, seq, value, version=12):
     batch = rb.build_batch([(None, value)], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
                            attributes=rb.ATTR_TRANSACTIONAL)
     m = request_module(0, version)
-    req = m.ProduceRequest(transactional_id="tx-tv2", acks=-1, timeout=datetime.timedelta(seconds=10),
-                           topic_data=(m.TopicProduceData(name="tv2", partition_data=(m.PartitionProduceData(index=0, records=batch),)),))
+    req = m.ProduceRequest(transactional_id=txn_id, acks=-1, timeout=datetime.timedelta(seconds=10),
+                           topic_data=(m.TopicProduceData(name=topic, partition_data=(m.PartitionProduceData(index=0, records=batch),)),))
     return client.request(req).responses[0].partition_responses[0].error_code
 
 
 def test_transaction_version_2_bumps_the_epoch_so_late_requests_are_fenced(broker):
     """KAFKA-17754: with TV2 a delayed EndTxn or produce of an earlier transaction cannot
     commit or abort a later one."""
-    create_topic(broker.bootstrap, "tv2", 1)
+    topic, txn_id = unique("tv2"), unique("tx-tv2")
+    create_topic(broker.bootstrap, topic, 1)
     c = RawClient(broker.bootstrap)
     init = request_module(22, 5)
-    r = c.request(init.InitProducerIdRequest(transactional_id="tx-tv2", transaction_timeout=datetime.timedelta(seconds=60),
+    r = c.request(init.InitProducerIdRequest(transactional_id=txn_id, transaction_timeout=datetime.timedelta(seconds=60),
                                              producer_id=-1, producer_epoch=-1))
     pid, epoch = r.producer_id, r.producer_epoch
     end = request_module(26, 5)
 
     def end_txn(e, commit=True):
-        return c.request(end.EndTxnRequest(transactional_id="tx-tv2", producer_id=pid, producer_epoch=e, committed=commit))
+        return c.request(end.EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=e, committed=commit))
 
     # transaction 1: Produce v12 adds the partition implicitly
-    assert tv2_produce(c, pid, epoch, 0, b"t1") == 0
+    assert tv2_produce(c, topic, txn_id, pid, epoch, 0, b"t1") == 0
     r1 = end_txn(epoch)
     assert r1.error_code == 0 and r1.producer_epoch == epoch + 1
     # a retried EndTxn of transaction 1 is answered again (once its markers are written),
@@ -293,17 +309,18 @@ def test_transaction_version_2_bumps_the_epoch_so_late_requests_are_fenced(broke
         time.sleep(0.05)
     assert retry.error_code == 0 and retry.producer_epoch == epoch + 1
     # transaction 2 with the new epoch
-    assert tv2_produce(c, pid, epoch + 1, 0, b"t2") == 0
+    assert tv2_produce(c, topic, txn_id, pid, epoch + 1, 0, b"t2") == 0
     # a late produce of transaction 1 (old epoch) is fenced and does not join transaction 2
-    assert tv2_produce(c, pid, epoch, 1, b"late-t1") == 47  # INVALID_PRODUCER_EPOCH
+    assert tv2_produce(c, topic, txn_id, pid, epoch, 1, b"late-t1") == 47  # INVALID_PRODUCER_EPOCH
     # a late abort of transaction 1 cannot abort transaction 2
     assert end_txn(epoch - 1 if epoch else epoch, commit=False).error_code != 0
     r2 = end_txn(epoch + 1)
     assert r2.error_code == 0 and r2.producer_epoch == epoch + 2
-    got = read_values(broker.bootstrap, [("tv2", 0)], "read_committed")[("tv2", 0)]
+    got = read_values(broker.bootstrap, [(topic, 0)], "read_committed")[(topic, 0)]
     assert got == [b"t1", b"t2"]
 
 
+@pytest.mark.oncelog_only("oncelog's crash points (ONCELOG_CRASH_POINT) SIGKILL the broker in each coordinator state")
 @pytest.mark.parametrize("crash_point, visible", [
     ("txn-durable:PrepareCommit", True),
     ("markers:after-first", True),
