@@ -2,8 +2,15 @@
 
 Checks: the producer id/epoch are the transaction's current ones (fenced otherwise); the group's
 offsets partition was added (AddOffsetsToTxn) and the transaction is Ongoing (else
-INVALID_TXN_STATE); v3+ with group metadata: generation and member as in OffsetCommit (KIP-447:
-a zombie from an older generation gets ILLEGAL_GENERATION). The offsets are written as a
+INVALID_TXN_STATE; at v4, whose clients know it, TRANSACTION_ABORTABLE, as Kafka's verification
+answers). v5+ is transaction version 2 (KIP-890 part 2): a client then sends no
+AddOffsetsToTxn (kafka-clients 4.x), and the group's offsets partition joins the transaction
+implicitly, starting it if none is open, as a Produce v12 adds its partition — Kafka's
+``txnOffsetCommitRequestVersionToTransactionSupportedOperation`` (v5+: ADD_PARTITION) in the
+group coordinator's verification; an error of that add (CONCURRENT_TRANSACTIONS while the last
+transaction completes, a fenced epoch) is every partition's answer. v3+ with group metadata:
+generation and member as in OffsetCommit (KIP-447: a zombie from an older generation gets
+ILLEGAL_GENERATION). The offsets are written as a
 transactional batch and stay pending — invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT for
 require_stable — until the COMMIT marker (or vanish on ABORT).
 
@@ -13,6 +20,8 @@ group (else GROUP_AUTHORIZATION_FAILED), READ on each topic (else its partitions
 TOPIC_AUTHORIZATION_FAILED, nothing staged for them)."""
 
 from __future__ import annotations
+
+import asyncio
 
 from .. import errors
 from ..errors import KafkaError
@@ -28,7 +37,38 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 
+ABORTABLE_SINCE = 4  # verification failures are TRANSACTION_ABORTABLE (KIP-890 part 1)
+IMPLICIT_ADD_SINCE = 5  # transaction version 2: the offsets partition joins without AddOffsetsToTxn
+
+
 def handle(ctx, request):
+    if ctx.api_version >= IMPLICIT_ADD_SINCE and _adds_offsets_partition(ctx, request):
+        return _add_then_commit(ctx, request)
+    return _commit(ctx, request)
+
+
+def _adds_offsets_partition(ctx, request) -> bool:
+    """TV2: the request may write (ACLs) and the group's offsets partition is not yet in the
+    producer's Ongoing transaction. An unknown producer is not added: the checks answer it."""
+    if not (_authz.transactional_id(ctx, _authz.Op.WRITE, request.transactional_id)
+            and _authz.group(ctx, _authz.Op.READ, request.group_id)):
+        return False
+    txn = ctx.broker.txn
+    return txn.needs_partition_added(request.transactional_id, request.producer_id,
+                                     *txn.offsets_partition(request.group_id))
+
+
+async def _add_then_commit(ctx, request):
+    added = asyncio.get_running_loop().create_future()
+    txn = ctx.broker.txn
+    txn.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
+                       {txn.offsets_partition(request.group_id)},
+                       lambda err: added.done() or added.set_result(err), tv2=True)
+    result = _commit(ctx, request, await added)
+    return (await result) if isinstance(result, asyncio.Future) else result
+
+
+def _commit(ctx, request, add_error: KafkaError | None = None):
     m = response_module(API_KEY, ctx.api_version)
     broker = ctx.broker
     error: KafkaError | ErrorCode | None = None
@@ -37,6 +77,8 @@ def handle(ctx, request):
         error = _authz.TXN_DENIED
     elif not _authz.group(ctx, _authz.Op.READ, request.group_id):
         error = _authz.GROUP_DENIED
+    elif add_error is not None:
+        error = add_error
     else:
         readable = _authz.filter_topics(ctx, _authz.Op.READ, (t.name for t in request.topics))
         try:
@@ -45,6 +87,11 @@ def handle(ctx, request):
             broker.groups.validate_txn_offset_commit(
                 request.group_id, getattr(request, "generation_id", -1), getattr(request, "member_id", "") or "",
                 getattr(request, "group_instance_id", None))
+        except errors.InvalidTxnState as exc:
+            # v4 (KIP-890 part 1, Kafka's GENERIC_ERROR_SUPPORTED verification): a commit outside
+            # the transaction is TRANSACTION_ABORTABLE, which a client recovers from by aborting;
+            # older versions know only INVALID_TXN_STATE.
+            error = ErrorCode.transaction_abortable if ctx.api_version == ABORTABLE_SINCE else exc
         except KafkaError as exc:
             error = exc
     # Per partition None (staged), the domain error or an ACL refusal's code; mapped to codes in

@@ -1,7 +1,10 @@
 """TxnOffsetCommit (key 28) against an in-process broker: offsets committed inside a transaction
 (AddOffsetsToTxn first) stay pending — UNSTABLE_OFFSET_COMMIT for a require_stable OffsetFetch —
 until the COMMIT marker reaches ``__consumer_offsets``, and vanish on ABORT; the checks that
-refuse a commit outside such a transaction or from a fenced producer."""
+refuse a commit outside such a transaction or from a fenced producer. From v5 (transaction
+version 2) no AddOffsetsToTxn comes first: the group's offsets partition joins the transaction
+with the commit (Kafka's ADD_PARTITION verification for TxnOffsetCommit v5+; the Java client 4.x
+sends it so)."""
 
 from __future__ import annotations
 
@@ -137,5 +140,49 @@ def test_txn_offset_commit_of_an_unknown_producer_or_partition(tmp_path):
                          ("gone", 0): E.unknown_topic_or_partition}
         assert (await api.end_txn("tx", pid, epoch, commit=True)).error_code == E.none
         assert await _stable_offsets(api, [IN0]) == {IN0: (E.none, 4, "")}
+
+    run(tmp_path, scenario)
+
+
+# Kafka 4.4 answers the first commit so (v4: its GENERIC_ERROR_SUPPORTED verification).
+@pytest.mark.parametrize("version, code", [(3, E.invalid_txn_state), (4, E.transaction_abortable), (5, E.none)])
+def test_txn_offset_commit_without_add_offsets_to_txn_joins_the_transaction_from_v5(tmp_path, version, code):
+    async def scenario(api):
+        await api.create_topic("in")
+        pid, epoch = await api.producer("tx")
+        # no transaction open, no AddOffsetsToTxn: v5 starts one holding the group's offsets partition
+        assert await api.txn_offset_commit("tx", pid, epoch, GROUP, {IN0: 11}, version=version) == {IN0: code}
+        if code != E.none:
+            assert not api.broker.groups.has_pending_txn_offset(GROUP, *IN0)
+            return
+        top, parts = await api.offset_fetch(GROUP, [IN0])
+        assert parts == {IN0: (E.unstable_offset_commit, -1, "")}
+        end = await api.end_txn("tx", pid, epoch, commit=True, version=5)
+        assert end.error_code == E.none and end.producer_epoch == epoch + 1  # TV2: EndTxn bumps the epoch
+        assert await _stable_offsets(api, [IN0]) == {IN0: (E.none, 11, "")}
+        internal = api.partition("__consumer_offsets", api.broker.offsets_topic.partition_for(GROUP)).log
+        tail = records_of(internal.read(0, 1 << 20, internal.high_watermark))[-1]
+        assert (tail.control, tail.producer_id) == (rb.CONTROL_COMMIT, pid)
+        # the next transaction, at the bumped epoch, joins again; its abort drops the offset
+        epoch += 1
+        assert await api.txn_offset_commit("tx", pid, epoch, GROUP, {IN0: 12}, version=5) == {IN0: E.none}
+        assert (await api.end_txn("tx", pid, epoch, commit=False, version=5)).error_code == E.none
+        assert await _stable_offsets(api, [IN0]) == {IN0: (E.none, 11, "")}
+
+    run(tmp_path, scenario)
+
+
+def test_txn_offset_commit_v5_of_a_stale_epoch_is_fenced_and_adds_nothing(tmp_path):
+    async def scenario(api):
+        await api.create_topic("in")
+        pid, old_epoch = await api.producer("tx")
+        _, epoch = await api.producer("tx")
+        assert await api.txn_offset_commit("tx", pid, old_epoch, GROUP, {IN0: 1}, version=5) == {
+            IN0: E.producer_fenced}
+        assert not api.broker.groups.has_pending_txn_offset(GROUP, *IN0)
+        # the current epoch is unharmed: no transaction was started for the stale one
+        assert await api.txn_offset_commit("tx", pid, epoch, GROUP, {IN0: 2}, version=5) == {IN0: E.none}
+        assert (await api.end_txn("tx", pid, epoch, commit=True, version=5)).error_code == E.none
+        assert await _stable_offsets(api, [IN0]) == {IN0: (E.none, 2, "")}
 
     run(tmp_path, scenario)
