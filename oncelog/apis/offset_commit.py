@@ -1,10 +1,13 @@
 """OffsetCommit (key 8), v2-10.
 
-The group check comes first (unknown member → UNKNOWN_MEMBER_ID, old generation →
-ILLEGAL_GENERATION, fenced static member → FENCED_INSTANCE_ID, generation -1 for unmanaged
-groups); if it fails every partition gets that error and nothing is stored. Partitions of
-unknown topics get UNKNOWN_TOPIC_OR_PARTITION, metadata above ``offset.metadata.max.bytes``
-(4096) OFFSET_METADATA_TOO_LARGE. The answer is sent once the commit record is durable.
+As Kafka's KafkaApis.handleOffsetCommitRequest: partitions of unknown topics and partitions a
+topic does not have get UNKNOWN_TOPIC_OR_PARTITION first, without the group check, and are
+answered first; if none is left the group coordinator is not asked (no simple group is made).
+Then the group check (unknown member → UNKNOWN_MEMBER_ID, old generation → ILLEGAL_GENERATION,
+fenced static member → FENCED_INSTANCE_ID, generation -1 for unmanaged groups, a generation for
+an unknown group → GROUP_ID_NOT_FOUND from v9); if it fails every remaining partition gets that
+error and nothing is stored. Metadata above ``offset.metadata.max.bytes`` (4096):
+OFFSET_METADATA_TOO_LARGE. The group id "" is accepted (Kafka refuses only null here). The answer is sent once the commit record is durable.
 v10 (KIP-848) names topics by id, in the request and the answer; offsets are still stored by
 name. An unknown id gets UNKNOWN_TOPIC_ID for all its partitions, whatever the group check says
 (Kafka resolves ids before the group coordinator sees the request).
@@ -41,56 +44,77 @@ def handle(ctx, request):
         generation = request.generation_id
     by_id = ctx.api_version >= 10
     names = [_name(broker, t) if by_id else t.name for t in request.topics]
-    group_error: KafkaError | ErrorCode | None = None
-    readable: set[str] = set()
-    if not _authz.group(ctx, _authz.Op.READ, request.group_id):
-        group_error = _authz.GROUP_DENIED
-    else:
-        readable = _authz.filter_topics(ctx, _authz.Op.READ, names)
-        try:
-            broker.groups.validate_offset_commit(request.group_id, generation, request.member_id,
-                                                 getattr(request, "group_instance_id", None))
-        except KafkaError as exc:
-            group_error = exc
-    now = broker.clock()
-    # Per partition None (stored) or the domain error; mapped to codes in the response.
-    results: dict[tuple[str | None, int], KafkaError | ErrorCode | None] = {}
-    to_store: dict[tuple[str, int], OffsetValue] = {}
-    for t, name in zip(request.topics, names):
-        for p in t.partitions:
-            tp = (name, p.partition_index)
-            if name is None:
-                results[tp] = errors.UnknownTopicId(f"OffsetCommit: no topic has the id {t.topic_id}")
-            elif group_error is not None:
-                results[tp] = group_error
-            elif name not in readable:
-                results[tp] = _authz.TOPIC_DENIED
-            elif not broker.partition_exists(name, p.partition_index):
-                results[tp] = errors.UnknownTopicOrPartition(f"OffsetCommit: no partition {name}-{p.partition_index}")
-            elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
-                results[tp] = errors.OffsetMetadataTooLarge(
-                    f"OffsetCommit: the metadata of {name}-{p.partition_index} is "
-                    f"{len(p.committed_metadata.encode())} bytes, above offset.metadata.max.bytes="
-                    f"{OFFSET_METADATA_MAX_BYTES}")
-            else:
-                results[tp] = None
-                to_store[tp] = OffsetValue(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                                           p.committed_metadata or "", now)
+    topic_ids = {name: getattr(t, "topic_id", None) for t, name in zip(request.topics, names)}
+    # The answer as Kafka's OffsetCommitResponse.Builder makes it: per topic (in the order first
+    # added) its partitions' codes; the partitions refused before the group is asked come first.
+    answer: dict[str | None, list[tuple[int, ErrorCode]]] = {}
+
+    def add(name, partition: int, result) -> None:
+        answer.setdefault(name, []).append((partition, _code(result)))
 
     def response():
         return build(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(
-            build(m.OffsetCommitResponseTopic, name=name, topic_id=getattr(t, "topic_id", None), partitions=tuple(
-                m.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=_code(results[(name, p.partition_index)]))
-                for p in t.partitions))
-            for t, name in zip(request.topics, names)))
+            build(m.OffsetCommitResponseTopic, name=name, topic_id=topic_ids.get(name), partitions=tuple(
+                m.OffsetCommitResponsePartition(partition_index=p, error_code=code) for p, code in parts))
+            for name, parts in answer.items()))
+
+    if not _authz.group(ctx, _authz.Op.READ, request.group_id):
+        for t, name in zip(request.topics, names):
+            for p in t.partitions:
+                add(name, p.partition_index, _authz.GROUP_DENIED)
+        return response()
+    readable = _authz.filter_topics(ctx, _authz.Op.READ, [n for n in names if n is not None])
+    valid: list[tuple[str, object]] = []  # (topic, request partition) the group coordinator sees
+    for t, name in zip(request.topics, names):
+        for p in t.partitions:
+            if name is None:
+                add(name, p.partition_index, errors.UnknownTopicId(f"OffsetCommit: no topic has the id {t.topic_id}"))
+            elif name not in readable:
+                add(name, p.partition_index, _authz.TOPIC_DENIED)
+            elif not broker.partition_exists(name, p.partition_index):
+                add(name, p.partition_index,
+                    errors.UnknownTopicOrPartition(f"OffsetCommit: no partition {name}-{p.partition_index}"))
+            else:
+                valid.append((name, p))
+    if not valid:  # Kafka answers without asking the group coordinator (no simple group is made)
+        return response()
+    group_error: KafkaError | None = None
+    try:
+        broker.groups.validate_offset_commit(request.group_id, generation, request.member_id,
+                                             getattr(request, "group_instance_id", None), api_version=ctx.api_version)
+    except KafkaError as exc:
+        group_error = exc
+    now = broker.clock()
+    # Per partition None (stored) or the domain error; mapped to codes in the response.
+    results: dict[tuple[str, int], KafkaError | None] = {}
+    to_store: dict[tuple[str, int], OffsetValue] = {}
+    for name, p in valid:
+        tp = (name, p.partition_index)
+        if group_error is not None:
+            results[tp] = group_error
+        elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+            results[tp] = errors.OffsetMetadataTooLarge(
+                f"OffsetCommit: the metadata of {name}-{p.partition_index} is "
+                f"{len(p.committed_metadata.encode())} bytes, above offset.metadata.max.bytes="
+                f"{OFFSET_METADATA_MAX_BYTES}")
+        else:
+            results[tp] = None
+            to_store[tp] = OffsetValue(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                                       p.committed_metadata or "", now)
+
+    def coordinator_answered():
+        for (name, partition), result in results.items():
+            add(name, partition, result)
+        return response()
 
     if not to_store:
-        return response()
+        return coordinator_answered()
+
     def stored(err: KafkaError | None):
         if err is not None:
             for tp in to_store:
                 results[tp] = err
-        return response()
+        return coordinator_answered()
 
     fut, respond = reply_later(stored)
     broker.groups.commit_offsets(request.group_id, to_store, respond)

@@ -552,16 +552,19 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ offset commit checks
 
     def validate_offset_commit(self, group_id: str, generation: int, member_id: str,
-                               group_instance_id: str | None) -> None:
+                               group_instance_id: str | None, *, api_version: int = 9) -> None:
         """May these offsets be committed? Raises why not. Creates a simple (unmanaged) group for
-        generation -1 commits to an unknown group, as Kafka does."""
-        if not group_id:
-            raise errors.InvalidGroupId("OffsetCommit: the group id is empty")
+        generation -1 commits to an unknown group, as Kafka does. The group id "" is a group like
+        any other here (Kafka refuses only a null one for OffsetCommit: old consumers commit to
+        ""). A commit with a generation to an unknown group: GROUP_ID_NOT_FOUND from OffsetCommit
+        v9, ILLEGAL_GENERATION before (Kafka's OffsetMetadataManager.validateOffsetCommit)."""
         group = self.groups.get(group_id)
         if group is None:
             if generation < 0:
                 self.groups[group_id] = Group(group_id, state_timestamp_ms=self.clock())
                 return
+            if api_version >= 9:
+                raise errors.GroupIdNotFound(f"Group {group_id} not found.")
             raise errors.IllegalGeneration(f"group {group_id!r} does not exist, so has no generation {generation}")
         if group.state is S.DEAD:
             raise errors.CoordinatorNotAvailable(f"group {group_id!r} is being removed (Dead)")

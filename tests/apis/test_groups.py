@@ -13,13 +13,13 @@ HEARTBEAT, OFFSET_COMMIT, JOIN_GROUP, LEAVE_GROUP, DESCRIBE_GROUPS = 12, 8, 11, 
 DELETE_GROUPS, OFFSET_DELETE = 42, 47
 
 
-async def _offset_commit(api, group, offsets, *, generation=-1, member_id="", metadata=""):
-    m = request_module(OFFSET_COMMIT, 9)
+async def _offset_commit(api, group, offsets, *, generation=-1, member_id="", metadata="", version=9):
+    m = request_module(OFFSET_COMMIT, version)
     by_topic: dict[str, list] = {}
     for (topic, index), offset in offsets.items():
         by_topic.setdefault(topic, []).append(m.OffsetCommitRequestPartition(
             partition_index=index, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=metadata))
-    resp = await api.call(OFFSET_COMMIT, 9, m.OffsetCommitRequest(
+    resp = await api.call(OFFSET_COMMIT, version, m.OffsetCommitRequest(
         group_id=group, generation_id_or_member_epoch=generation, member_id=member_id, group_instance_id=None,
         topics=tuple(m.OffsetCommitRequestTopic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items())))
     return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
@@ -57,9 +57,15 @@ def test_offset_commit_answers_each_partition_its_error(tmp_path):
             ("t", 0): E.none, ("t", 9): E.unknown_topic_or_partition}
         assert await _offset_commit(api, "g", {("t", 0): 6}, metadata="x" * 5000) == {
             ("t", 0): E.offset_metadata_too_large}
-        # a generation the (simple, Empty) group never had: every partition gets the group's error
+        # a generation for a group that does not exist: every partition gets the group's error,
+        # GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before (Kafka's validateOffsetCommit)
         assert await _offset_commit(api, "other", {("t", 0): 6}, generation=3, member_id="m") == {
+            ("t", 0): E.group_id_not_found}
+        assert await _offset_commit(api, "other", {("t", 0): 6}, generation=3, member_id="m", version=8) == {
             ("t", 0): E.illegal_generation}
+        # only partitions that do not exist: answered without the group check
+        assert await _offset_commit(api, "other", {("t", 9): 6}, generation=3, member_id="m") == {
+            ("t", 9): E.unknown_topic_or_partition}
 
     run(tmp_path, scenario)
 

@@ -14,7 +14,7 @@ def test_validate_offset_commit():
     assert h.coord.validate_offset_commit("g", gen, "ghost", None) == E.unknown_member_id
     assert h.coord.validate_offset_commit("g", gen - 1, a, None) == E.illegal_generation
     assert h.coord.validate_offset_commit("g", -1, "", None) == E.unknown_member_id  # non-empty group
-    assert h.coord.validate_offset_commit("unknown", 3, "x", None) == E.illegal_generation
+    assert h.coord.validate_offset_commit("unknown", 3, "x", None) == E.group_id_not_found  # OffsetCommit v9+
     assert "unknown" not in h.coord.groups
     h.join("g", a)  # PreparingRebalance: commits still allowed
     assert h.coord.validate_offset_commit("g", gen, b, None) == E.none
