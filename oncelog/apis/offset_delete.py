@@ -1,5 +1,7 @@
 """OffsetDelete (key 47), v0: delete a group's committed offsets for partitions its members
-are not subscribed to (GROUP_SUBSCRIBED_TO_TOPIC otherwise).
+are not subscribed to (GROUP_SUBSCRIBED_TO_TOPIC otherwise). Partitions of unknown topics, and
+partitions a topic does not have, are UNKNOWN_TOPIC_OR_PARTITION before the group is asked
+(Kafka's KafkaApis.handleOffsetDeleteRequest).
 
 ACLs (Kafka's KafkaApis.handleOffsetDeleteRequest): DELETE on the group, else
 GROUP_AUTHORIZATION_FAILED; READ on each topic, else its partitions are TOPIC_AUTHORIZATION_FAILED
@@ -8,6 +10,8 @@ and keep their offsets.
 
 from __future__ import annotations
 
+
+from kio.schema.errors import ErrorCode
 
 from . import _authz
 from ._base import NO_THROTTLE, build, response_module, reply_later
@@ -22,18 +26,33 @@ def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     if not _authz.group(ctx, _authz.Op.DELETE, request.group_id):
         return build(m.OffsetDeleteResponse, error_code=_authz.GROUP_DENIED, throttle_time=NO_THROTTLE, topics=())
+    broker = ctx.broker
     readable = _authz.filter_topics(ctx, _authz.Op.READ, (t.name for t in request.topics))
-    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions if t.name in readable]
+    # As Kafka's OffsetDeleteResponse.Builder: partitions refused before the group is asked
+    # first, then the group's answer merged in; a group error replaces them all.
+    refused: dict[str, list[tuple[int, object]]] = {}
+    partitions = []
+    for t in request.topics:
+        for p in t.partitions:
+            if t.name not in readable:
+                refused.setdefault(t.name, []).append((p.partition_index, _authz.TOPIC_DENIED))
+            elif not broker.partition_exists(t.name, p.partition_index):
+                refused.setdefault(t.name, []).append((p.partition_index, ErrorCode.unknown_topic_or_partition))
+            else:
+                partitions.append((t.name, p.partition_index))
 
     def response(error, results):
-        topics = tuple(m.OffsetDeleteResponseTopic(name=t.name, partitions=tuple(
-            m.OffsetDeleteResponsePartition(partition_index=p.partition_index,
-                                            error_code=error_code(results.get((t.name, p.partition_index)))
-                                            if t.name in readable else _authz.TOPIC_DENIED)
-            for p in t.partitions)) for t in request.topics) if error is None else ()
-        return build(m.OffsetDeleteResponse, error_code=error_code(error), throttle_time=NO_THROTTLE, topics=topics)
+        if error is not None:
+            return build(m.OffsetDeleteResponse, error_code=error_code(error), throttle_time=NO_THROTTLE, topics=())
+        answer = {name: list(parts) for name, parts in refused.items()}
+        for (name, partition) in partitions:
+            answer.setdefault(name, []).append((partition, error_code(results.get((name, partition)))))
+        return build(m.OffsetDeleteResponse, error_code=error_code(None), throttle_time=NO_THROTTLE, topics=tuple(
+            m.OffsetDeleteResponseTopic(name=name, partitions=tuple(
+                m.OffsetDeleteResponsePartition(partition_index=p, error_code=code) for p, code in parts))
+            for name, parts in answer.items()))
 
     fut, respond = reply_later(response)
 
-    ctx.broker.groups.delete_offsets(request.group_id, partitions, respond)
+    broker.groups.delete_offsets(request.group_id, partitions, respond)
     return fut
