@@ -4,7 +4,8 @@ Every broker listens on loopback only. A target with a security protocol (``+ssl
 ...; bench/security.py) gets a second listener of that protocol, and ``bootstrap`` /
 ``client_config`` are what its clients use there. oncelog runs through :class:`oncelog.process.BrokerProcess`
 (its stderr goes to ``<data dir>.log``); Tansu runs with its in-memory storage engine, stdout and
-stderr to ``tansu.log``.
+stderr to ``tansu.log``; Apache Kafka (``kafka``, ``kafka+flush1``) through
+oncelog.apache_kafka.KafkaCluster (bench/kafka.py), its log in ``<work dir>/kafka*/node-1/kafka.log``.
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ class RunningBroker:
         # what every client of this target's cells adds to its config (security protocol, TLS
         # trust, SASL credentials); empty for PLAINTEXT
         self.client_config: dict = {}
+        self._kafka = None  # oncelog.apache_kafka.KafkaCluster of a kafka target
+        self.kafka_config: dict = {}  # extra server properties of a kafka target (--kafka-config)
+        self.settings = ""  # what the run's header says of this broker's settings
 
     def _certificates(self) -> sec.Certificates:
         # one CA and broker certificate per run, shared by every TLS target
@@ -113,6 +117,8 @@ class RunningBroker:
                 self.bootstrap = f"127.0.0.1:{secure_port}"
                 self.client_config = sec.client_config(security, certs)
             return self
+        if self.target.kind == "kafka":
+            return self._start_kafka()
         port = self.port or _free_port()
         self.port = port
         url = f"tcp://127.0.0.1:{port}"
@@ -133,6 +139,21 @@ class RunningBroker:
                 time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"tansu did not listen on {self.bootstrap}; see {self.log_path}")
+
+    def _start_kafka(self) -> "RunningBroker":
+        from . import kafka
+
+        if self.target.security != "plaintext":
+            raise ValueError("the Apache Kafka targets run over PLAINTEXT only")
+        if self._kafka is not None:  # a restart after a crash: same ports and data
+            self._kafka.ensure_running()
+        else:
+            self._kafka = kafka.start(self.target.fsync == "flush1", self.work_dir, self.partitions,
+                                      self.kafka_config)
+        node = self._kafka.members[1]
+        self.proc, self.bootstrap, self.log_path = node.proc, self._kafka.bootstrap, node.log_path
+        self.settings = kafka.settings_text(self._kafka)
+        return self
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -159,6 +180,10 @@ class RunningBroker:
         self._admin_client = None
         if self._oncelog is not None:
             return self._oncelog.stop()
+        if self._kafka is not None:
+            proc = self.proc
+            self._kafka.stop()
+            return proc.returncode if proc else None
         rc = None
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
@@ -180,6 +205,8 @@ class RunningBroker:
             return ""
 
     def data_dir(self) -> str | None:
+        if self._kafka is not None:  # the node's log.dirs (its log file stays beside it)
+            return os.path.join(self._kafka.workdir, "node-1", "data")
         return self._oncelog.data_dir if self._oncelog else None
 
     # ---------------------------------------------------------------- topics
@@ -208,10 +235,32 @@ class RunningBroker:
         while time.monotonic() < deadline:
             md = admin.list_topics(name, timeout=5).topics.get(name)
             if md is not None and md.error is None and len(md.partitions) == partitions \
-                    and all(p.leader >= 0 for p in md.partitions.values()):
+                    and all(p.leader >= 0 for p in md.partitions.values()) \
+                    and (self.target.kind != "kafka" or self._leading(name, partitions)):
                 return
             time.sleep(0.1)
         raise RuntimeError(f"topic {name} not ready on {self.target.name}")
+
+    def _leading(self, topic: str, partitions: int) -> bool:
+        """Apache Kafka lists a new partition's leader in Metadata a moment before the node has
+        made itself leader (its metadata cache is updated first), and a Produce in that moment is
+        answered NOT_LEADER_OR_FOLLOWER (seen). ListOffsets is answered only by the leader: wait
+        until every partition answers it."""
+        from oncelog.client.wire import RawClient, request_module
+
+        m = request_module(2, 7)
+        req = m.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(m.ListOffsetsTopic(name=topic, partitions=tuple(
+            m.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=-1)
+            for p in range(partitions))),))
+        try:
+            client = RawClient(self.bootstrap, timeout=5.0)
+            try:
+                resp = client.request(req)
+            finally:
+                client.close()
+        except (OSError, ConnectionError):
+            return False
+        return all(p.error_code == 0 for t in resp.topics for p in t.partitions)
 
     def delete_topic(self, name: str, timeout: float = 30.0) -> str | None:
         """Delete ``name`` to free memory (Tansu) and disk (oncelog); returns an error text or None."""

@@ -14,9 +14,9 @@ import time
 from rich.console import Console
 
 from .brokers import RunningBroker, scan_log, tansu_version
-from .modes import DEFAULT_MODES, DEFAULT_TARGETS, EOS_SIZE, MODE_ALIASES, MODES, SUITE_MODES, SUITES, Target
-from .report import (comparisons, group_summary, machine, mode_ratios, print_report, security_ratios, summarize,
-                     support, to_json, txn_latency)
+from .modes import ALL_SUITES, DEFAULT_MODES, DEFAULT_TARGETS, EOS_SIZE, MODE_ALIASES, MODES, SUITE_MODES, SUITES, Target
+from .report import (comparisons, group_summary, kafka_ratios, machine, mode_ratios, print_report, security_ratios,
+                     summarize, support, to_json, txn_latency)
 from .runner import GroupOptions, Options, Runner, TxnProbeOptions
 
 # Defaults: 3 targets x 2 sizes x 2 modes = 12 cells a round; at ~7-8 s a cell (5 s produce,
@@ -56,7 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "eos (issue 3: 1 KB at-most-once / at-least-once / idempotent), txn (issue 5: 1 KB "
                         "transactional producers committing every 10 ms / 100 ms / 1 s, read_committed vs "
                         "read_uncommitted, EndTxn latency), groups (issue 4: rebalance 1→4 members, "
-                        "OffsetCommit round trips), or all. Cells of every selected suite are interleaved in "
+                        "OffsetCommit round trips), kafka (issue 21: 1 KB acks=1/acks=all/idempotent/txn 100ms "
+                        "with librdkafka, the protocol-level producer and Kafka's own perf tools, plus the EndTxn "
+                        "probe and the groups suite; run it with --targets including kafka, kafka+flush1), or all "
+                        "(every suite but kafka). Cells of every selected suite are interleaved in "
                         "one matrix; the groups suite runs after them. With more than the produce suite, "
                         f"cells default to {FULL_MULTI['duration']:g} s produce / {FULL_MULTI['consume_seconds']:g} s "
                         "read-back")
@@ -97,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "960 x 1 KB is what librdkafka's batch.size of 1,000,000 bytes holds")
     p.add_argument("-X", "--producer-config", type=_kv, action="append", default=[], metavar="KEY=VALUE",
                    help="extra librdkafka producer setting for every mode (repeatable)")
+    k = p.add_argument_group("Apache Kafka targets (kafka, kafka+flush1) and the java-* modes (bench/kafka.py)")
+    k.add_argument("--kafka-config", type=_kv, action="append", default=[], metavar="KEY=VALUE",
+                   help="extra server property of the Apache Kafka targets (repeatable), e.g. num.io.threads=8")
+    k.add_argument("--java-config", type=_kv, action="append", default=[], metavar="KEY=VALUE",
+                   help="extra Java producer property of the java-* modes (kafka-producer-perf-test "
+                        "--command-property; repeatable), e.g. batch.size=1000000")
     p.add_argument("--work-dir", help="broker data and logs (default: a new directory under $TMPDIR)")
     p.add_argument("--keep-data", action="store_true", help="keep oncelog's data directories after the run")
     p.add_argument("--keep-topics", action="store_true", help="do not delete each cell's topic after reading it")
@@ -126,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_suites(text: str) -> list[str]:
     out = []
     for name in _csv(text):
-        for s in (SUITES if name == "all" else [name]):
+        for s in (ALL_SUITES if name == "all" else [name]):
             if s not in SUITES:
                 raise SystemExit(f"unknown suite {s!r}; known: {', '.join(SUITES)}, all")
             if s not in out:
@@ -149,12 +158,12 @@ def options_from(args) -> Options:
         raise SystemExit(str(exc))
     sizes = [_size(s) for s in _csv(args.sizes)]
     matrix = [(size, mode) for size in sizes for mode in modes] if "produce" in suites else []
-    for suite in ("eos", "txn"):
+    for suite in ("eos", "txn", "kafka"):
         if suite in suites:
             matrix += [(EOS_SIZE, MODES[m]) for m in SUITE_MODES[suite]
                        if (EOS_SIZE, MODES[m]) not in matrix]
     groups = None
-    if "groups" in suites:
+    if "groups" in suites or "kafka" in suites:
         groups = GroupOptions(repetitions=_pick(args.rebalance_reps, base["rebalance_reps"]),
                               members=args.group_members, heartbeat_ms=args.heartbeat_ms,
                               session_timeout_ms=args.session_timeout_ms, fetch_wait_ms=args.fetch_wait_ms,
@@ -164,12 +173,12 @@ def options_from(args) -> Options:
     return Options(
         targets=targets, modes=[m for _, m in matrix], sizes=sorted({s for s, _ in matrix}), matrix=matrix,
         suites=suites, groups=groups,
-        txn_probe=TxnProbeOptions(count=endtxn) if "txn" in suites and endtxn > 0 else None,
+        txn_probe=TxnProbeOptions(count=endtxn) if ("txn" in suites or "kafka" in suites) and endtxn > 0 else None,
         duration=_pick(args.duration, base["duration"]), rounds=_pick(args.rounds, base["rounds"]),
         warmup=_pick(args.warmup, base["warmup"]), consume_seconds=_pick(args.consume_seconds, base["consume_seconds"]),
         processes=args.processes, consumer_processes=args.consumer_processes or args.processes,
         partitions=args.partitions, consume_split=args.consume_split, rate=args.rate,
-        producer_config=dict(args.producer_config), keep_topics=args.keep_topics,
+        producer_config=dict(args.producer_config), keep_topics=args.keep_topics, java_config=dict(args.java_config),
         wire_batch_records=args.wire_batch_records,
     )
 
@@ -209,8 +218,18 @@ def main(argv: list[str] | None = None) -> int:
     brokers: dict[str, RunningBroker] = {}
     try:
         for t in opts.targets:
-            brokers[t.name] = RunningBroker(t, work_dir, opts.partitions).start()
-            console.print(f"  {t.label} on {brokers[t.name].bootstrap} (log {brokers[t.name].log_path})")
+            b = brokers[t.name] = RunningBroker(t, work_dir, opts.partitions)
+            b.kafka_config = dict(args.kafka_config)
+            b.start()
+            console.print(f"  {t.label} on {b.bootstrap} (log {b.log_path})")
+            if b.settings:
+                console.print(f"    {b.settings}")
+                meta.setdefault("broker_settings", {})[t.name] = b.settings
+        if any(m.java for _, m in opts.matrix):
+            from . import kafka
+
+            console.print(f"  java-* modes: Kafka's ProducerPerformance / ConsumerPerformance, -Xmx{kafka.CLIENT_HEAP} "
+                          f"each, {opts.processes} / {opts.consumer_processes} processes")
         runner = Runner(opts, brokers, console)
         try:
             cells = runner.run()
@@ -231,15 +250,17 @@ def main(argv: list[str] | None = None) -> int:
     comps = comparisons(cells, opts)
     secured = security_ratios(cells, opts)
     ratios = mode_ratios(cells, opts)
-    txn_rows = txn_latency(cells, opts, runner.txn_probe_results) if "txn" in opts.suites else []
+    txn_rows = (txn_latency(cells, opts, runner.txn_probe_results)
+                if "txn" in opts.suites or "kafka" in opts.suites else [])
     group_rows = group_summary(runner.group_results, opts)
     supported = support(cells, opts, group_rows, runner.txn_probe_results)
-    print_report(console, opts, rows, comps, logs, cells, ratios, txn_rows, group_rows, supported, secured)
+    versus = kafka_ratios(cells, opts, txn_rows, group_rows)
+    print_report(console, opts, rows, comps, logs, cells, ratios, txn_rows, group_rows, supported, secured, versus)
     console.print(f"load average (1/5/15 min): at start {meta['loadavg_start']}, at end {meta['loadavg_end']}; "
                   f"run took {meta['run_seconds']:.0f} s")
     if args.json:
         doc = _json_safe(to_json(opts, argv, meta, rows, comps, cells, logs, ratios, txn_rows, group_rows,
-                                 runner.txn_probe_results, runner.group_results, supported, secured))
+                                 runner.txn_probe_results, runner.group_results, supported, secured, versus))
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)
         console.print(f"figures written to {args.json}")

@@ -36,6 +36,9 @@ class Mode:
     # Set for modes driven by the protocol-level producer (bench/wireload.py) instead of
     # librdkafka: {"acks": 1|-1, "max_in_flight": n, "idempotent": bool}; ``producer`` is unused.
     wire: dict | None = None
+    # Set for modes driven by Kafka's own perf tools (ProducerPerformance / ConsumerPerformance,
+    # bench/kafka.py): the Java producer's properties; ``producer`` and ``wire`` are unused.
+    java: dict | None = None
 
     @property
     def isolations(self) -> tuple[str, ...]:
@@ -44,6 +47,7 @@ class Mode:
 
     def to_json(self) -> dict:
         return {"name": self.name, "label": self.label, "producer": dict(self.producer), "wire": self.wire,
+                "java": self.java,
                 "txn_commit_ms": self.txn_commit_ms, "isolation": self.isolation,
                 "also_read_as": list(self.also_read_as), "description": self.description}
 
@@ -107,13 +111,34 @@ WIRE_MODES = [
       for ms, label in [(10, "10ms"), (100, "100ms"), (1000, "1s")]),
 ]
 MODES.update({m.name: m for m in WIRE_MODES})
+# The same again with Apache Kafka's own perf tools (org.apache.kafka.tools.ProducerPerformance and
+# ConsumerPerformance from the cached kafka-tools jar; bench/kafka.py), i.e. the Java client with
+# its defaults (batch.size 16 KB, linger.ms 5) except what the mode names: what a Kafka user
+# measures with kafka-producer-perf-test / kafka-consumer-perf-test.
+JAVA_MODES = [
+    Mode("java-acks1", "acks=1 (Java)", java={"acks": "1", "enable.idempotence": "false"},
+         description="kafka-producer-perf-test: acks=1, not idempotent"),
+    Mode("java-acksall", "acks=all (Java)", java={"acks": "all", "enable.idempotence": "false"},
+         description="kafka-producer-perf-test: acks=all, not idempotent"),
+    Mode("java-idempotent", "idempotent (Java)", java={"acks": "all", "enable.idempotence": "true"},
+         description="kafka-producer-perf-test: enable.idempotence=true (the Java client's default)"),
+    Mode("java-txn-100ms", "txn 100ms (Java)", java={"acks": "all", "enable.idempotence": "true"}, txn_commit_ms=100,
+         isolation="read_committed", also_read_as=("read_uncommitted",),
+         description="kafka-producer-perf-test --transaction-duration-ms 100 (the Java client: transaction "
+                     "version 2 where the broker offers it); read back by kafka-consumer-perf-test at both "
+                     "isolation levels"),
+]
+MODES.update({m.name: m for m in JAVA_MODES})
 MODE_ALIASES = {"transactional": "txn-100ms"}  # the name this mode had before the txn suite
 DEFAULT_MODES = ["acks1", "acksall"]
 
 
 @dataclass(frozen=True)
 class Target:
-    """A broker under test: ``oncelog-<fsync>`` (never, always, interval:MS) or ``tansu``.
+    """A broker under test: ``oncelog-<fsync>`` (never, always, interval:MS), ``tansu``, or
+    Apache Kafka: ``kafka`` (one KRaft node, Kafka's default of no fsync per acknowledgement) and
+    ``kafka+flush1`` (``log.flush.interval.messages=1``: an fsync before every acknowledgement),
+    see bench/kafka.py.
 
     ``oncelog-<fsync>@<dir>`` runs the broker from another source tree (e.g. a ``git worktree``
     of an older commit), so that two versions are measured side by side in one run.
@@ -122,7 +147,7 @@ class Target:
     its ratio over the same target without ``+<protocol>`` is reported when both are run."""
 
     name: str
-    kind: str  # "oncelog" | "tansu"
+    kind: str  # "oncelog" | "tansu" | "kafka"
     fsync: str | None = None
     tree: str | None = None  # source tree of the broker; None: this one
     security: str = "plaintext"  # a key of bench.security.PROTOCOLS
@@ -131,6 +156,8 @@ class Target:
     def parse(cls, text: str) -> "Target":
         if text == "tansu":
             return cls("tansu", "tansu")
+        if text in ("kafka", "kafka+flush1"):  # Apache Kafka, one node (bench/kafka.py)
+            return cls(text, "kafka", "flush1" if text.endswith("+flush1") else None)
         if text.startswith("oncelog-"):
             spec, _, tree = text.partition("@")
             spec, plus, security = spec.partition("+")
@@ -142,13 +169,15 @@ class Target:
                 raise ValueError(f"target {text!r}: {tree!r} holds no oncelog package")
             if fsync in ("never", "always") or (fsync.startswith("interval:") and fsync[9:].isdigit()):
                 return cls(text, "oncelog", fsync, os.path.abspath(tree) if tree else None, security or "plaintext")
-        raise ValueError(f"unknown target {text!r}: use tansu, oncelog-never, oncelog-always or "
-                         f"oncelog-interval:MS, optionally +ssl/+sasl_plaintext/+sasl_ssl, optionally @<source tree>")
+        raise ValueError(f"unknown target {text!r}: use tansu, kafka, kafka+flush1, oncelog-never, oncelog-always "
+                         f"or oncelog-interval:MS, optionally +ssl/+sasl_plaintext/+sasl_ssl, optionally @<source tree>")
 
     @property
     def label(self) -> str:
         if self.kind == "tansu":
             return "Tansu (memory)"
+        if self.kind == "kafka":
+            return "Apache Kafka flush.messages=1" if self.fsync == "flush1" else "Apache Kafka"
         return (f"oncelog fsync {self.fsync}" + (f" {PROTOCOLS[self.security]}" if self.security != "plaintext" else "")
                 + (f" @{os.path.basename(self.tree)}" if self.tree else ""))
 
@@ -220,13 +249,22 @@ def security_comparisons(targets: list[Target], matrix: list[tuple[int, "Mode"]]
 # modes from --sizes/--modes). eos (issue 3) and txn (issue 5) add 1 KB cells of their modes to the
 # same interleaved matrix (at-least-once is shared); groups (issue 4) runs after the cells.
 
-SUITES = ["produce", "eos", "groups", "txn"]
+SUITES = ["produce", "eos", "groups", "txn", "kafka"]
+# ``all`` is every suite but kafka (which needs Java 17 and the cached Apache Kafka jars)
+ALL_SUITES = ["produce", "eos", "groups", "txn"]
 EOS_SIZE = 1024
 SUITE_MODES = {
     "eos": ["at-most-once", "at-least-once", "idempotent", "idempotent-mif1",
             "wire-at-most-once", "wire-at-least-once", "wire-acksall-mif5", "wire-idempotent"],
     "txn": ["at-least-once", "txn-10ms", "txn-100ms", "txn-1s",
             "wire-at-least-once", "wire-idempotent", "wire-txn-10ms", "wire-txn-100ms", "wire-txn-1s"],
+    # issue 21 item 4: oncelog beside Apache Kafka (targets kafka, kafka+flush1): acks=1, acks=all,
+    # idempotent and transactional (100 ms) with each of the three load generators; the txn
+    # cells are read back at both isolation levels; the suite also runs the EndTxn probe and the
+    # groups suite (rebalance time, offset commits)
+    "kafka": ["acks1", "acksall", "idempotent", "txn-100ms",
+              "wire-at-most-once", "wire-acksall-mif5", "wire-idempotent", "wire-txn-100ms",
+              "java-acks1", "java-acksall", "java-idempotent", "java-txn-100ms"],
 }
 
 

@@ -86,6 +86,67 @@ def _comparison_rows(comparisons_: list, cells: list[Cell], opts: Options) -> li
     return out
 
 
+def _pooled(cells: list[Cell], target: str, size: int, mode: str, figure) -> tuple[dict | None, dict[int, dict]]:
+    mine = [c for c in cells if (c.target, c.size, c.mode) == (target, size, mode)]
+    by_round = {c.round: figure(c) for c in mine if figure(c)}
+    return stats.pool(list(by_round.values()), latencies=False), by_round
+
+
+def kafka_ratios(cells: list[Cell], opts: Options, txn_rows: list[dict] | None = None,
+                 group_rows: list[dict] | None = None) -> list[dict]:
+    """oncelog beside Apache Kafka (issue 21 item 4): for each pair of :data:`bench.kafka.PAIRS`
+    in the run (oncelog --fsync never / Kafka's default; --fsync always / flush.messages=1), per
+    record size and mode, produce and every read-back isolation level: records/s and broker CPU
+    per record of both and their ratios oncelog/Kafka (goals: throughput ≥ 1.0×, CPU per record
+    ≤ 1.5×); then the EndTxn probe, the rebalance and the offset commits side by side."""
+    from .kafka import PAIRS
+
+    names = {t.name for t in opts.targets}
+    out = []
+    for ours, theirs in PAIRS.items():
+        if ours not in names or theirs not in names:
+            continue
+        for size, mode in opts.matrix:
+            metrics = [("produce", lambda c: c.produce)]
+            metrics += [(f"consume {iso}" if len(mode.isolations) > 1 else "consume",
+                         (lambda i: lambda c: c.reads.get(i))(iso)) for iso in mode.isolations]
+            for metric, figure in metrics:
+                a, a_rounds = _pooled(cells, ours, size, mode.name, figure)
+                b, b_rounds = _pooled(cells, theirs, size, mode.name, figure)
+                rate = _ratio(a and a["records_per_s"], {r: f["records_per_s"] for r, f in a_rounds.items()},
+                              b and b["records_per_s"], {r: f["records_per_s"] for r, f in b_rounds.items()}, 1.0)
+                cpu_a = a["broker_cpu_us_per_record"] if a else None
+                cpu_b = b["broker_cpu_us_per_record"] if b else None
+                cpu_ratio = cpu_a / cpu_b if cpu_a and cpu_b and not math.isnan(cpu_a) and not math.isnan(cpu_b) else None
+                out.append({"kind": "throughput", "oncelog": ours, "kafka": theirs, "size": size, "mode": mode.name,
+                            "mode_label": mode.label, "metric": metric, **rate,
+                            "oncelog_cpu_us_per_record": cpu_a, "kafka_cpu_us_per_record": cpu_b,
+                            "cpu_ratio": cpu_ratio, "cpu_goal": 1.5,
+                            "cpu_meets_goal": None if cpu_ratio is None else cpu_ratio <= 1.5,
+                            "oncelog_cpu_pct": a["broker_cpu_pct"] if a else None,
+                            "kafka_cpu_pct": b["broker_cpu_pct"] if b else None})
+        latency = []
+        for r in txn_rows or []:
+            if r["kind"] == "idle probe" and r["target"] in (ours, theirs):
+                latency.append(("EndTxn p50 ms (idle probe, 1-record txns)", r["target"], r.get("p50_ms")))
+                latency.append(("EndTxn p99 ms (idle probe)", r["target"], r.get("p99_ms")))
+            elif r["kind"] == "under load" and r["target"] in (ours, theirs):
+                latency.append((f"EndTxn p50 ms under load, {r['mode_label']}", r["target"], r.get("p50_ms")))
+        for g in group_rows or []:
+            if g["target"] in (ours, theirs):
+                latency.append((f"rebalance →{opts.groups.members} members, median ms", g["target"],
+                                g["rebalance_median_s"] * 1000 if g["rebalance_median_s"] == g["rebalance_median_s"]
+                                else None))
+                latency.append(("offset commits/s (synchronous)", g["target"], g["commits_per_s"]))
+        for label in dict.fromkeys(x[0] for x in latency):
+            va = next((v for l, t, v in latency if l == label and t == ours), None)
+            vb = next((v for l, t, v in latency if l == label and t == theirs), None)
+            out.append({"kind": "latency", "oncelog": ours, "kafka": theirs, "metric": label,
+                        "oncelog_value": va, "kafka_value": vb,
+                        "ratio": va / vb if va is not None and vb else None})
+    return out
+
+
 def mode_ratios(cells: list[Cell], opts: Options) -> list[dict]:
     """The within-broker ratio rows (:data:`MODE_RATIOS`) whose modes were run, per broker."""
     run = {mode.name for size, mode in opts.matrix if size == EOS_SIZE}
@@ -183,12 +244,13 @@ def _n(x, fmt: str = ",.0f") -> str:
 
 
 def results_table(rows: list[dict], opts: Options) -> Table:
-    t = Table(title=f"oncelog vs Tansu — {opts.processes} producer / {opts.consumer_processes} consumer "
+    t = Table(title=f"Results — {opts.processes} producer / {opts.consumer_processes} consumer "
                     f"processes, {opts.partitions} partitions, {opts.duration:g} s produce × {opts.rounds} round(s)",
               title_justify="left", header_style="bold")
     for col, just in [("broker", "left"), ("record", "right"), ("mode", "left"), ("produce rec/s", "right"),
                       ("MB/s", "right"), ("p50 ms", "right"), ("p99 ms", "right"), ("broker CPU", "right"),
-                      ("consume rec/s", "right"), ("MB/s", "right"), ("broker CPU", "right"), ("errors", "right")]:
+                      ("µs/rec", "right"), ("consume rec/s", "right"), ("MB/s", "right"), ("broker CPU", "right"),
+                      ("µs/rec", "right"), ("errors", "right")]:
         t.add_column(col, justify=just)
     last_group = None
     for row in rows:
@@ -201,9 +263,9 @@ def results_table(rows: list[dict], opts: Options) -> Table:
         t.add_row(row["target_label"], size_label(row["size"]), row["mode_label"],
                   _n(p.get("records_per_s")), _n(p.get("mb_per_s"), ".1f"),
                   _n(p.get("latency_p50_ms"), ".1f"), _n(p.get("latency_p99_ms"), ".1f"),
-                  _n(p.get("broker_cpu_pct"), ".0f") + "%" if p else "—",
+                  _n(p.get("broker_cpu_pct"), ".0f") + "%" if p else "—", _n(p.get("broker_cpu_us_per_record"), ".2f"),
                   _n(c.get("records_per_s")), _n(c.get("mb_per_s"), ".1f"),
-                  _n(c.get("broker_cpu_pct"), ".0f") + "%" if c else "—",
+                  _n(c.get("broker_cpu_pct"), ".0f") + "%" if c else "—", _n(c.get("broker_cpu_us_per_record"), ".2f"),
                   f"[red]{err}/{row['cells']}[/red]" if err else "0")
     return t
 
@@ -220,6 +282,50 @@ def ratio_table(comps: list[dict], title: str = "oncelog / Tansu (records/s)",
                   _n(c["ratio"], ".2f") + ("×" if c["ratio"] else ""),
                   " ".join(f"{r:.2f}" for r in c["ratio_by_round"]) or "—",
                   f"≥ {c['goal']:.1f}×" if c["goal"] else "—", meets)
+    return t
+
+
+def kafka_table(rows: list[dict]) -> Table:
+    t = Table(title="oncelog / Apache Kafka (issue 21): records/s and broker CPU per record (all the broker's "
+                    "threads) side by side; goals: throughput ≥ 1.0×, CPU per record ≤ 1.5×",
+              title_justify="left", header_style="bold",
+              caption="Pairs: oncelog --fsync never with Kafka's default (no fsync per ack); oncelog --fsync always "
+                      "with Kafka log.flush.interval.messages=1 (an fsync per append). Ratios are oncelog/Kafka "
+                      "of pooled rates; 'by round' per interleaved round.", caption_justify="left")
+    for col, just in [("pair", "left"), ("record", "right"), ("mode", "left"), ("metric", "left"),
+                      ("oncelog rec/s", "right"), ("Kafka rec/s", "right"), ("ratio", "right"), ("by round", "right"),
+                      ("oncelog µs/rec", "right"), ("Kafka µs/rec", "right"), ("CPU ratio", "right"),
+                      ("meets", "center")]:
+        t.add_column(col, justify=just)
+    last = None
+    for r in rows:
+        if r["kind"] != "throughput":
+            continue
+        pair = f"{r['oncelog'].removeprefix('oncelog-')}/{r['kafka']}"
+        if last is not None and (r["oncelog"], r["mode"]) != last:
+            t.add_section()
+        last = (r["oncelog"], r["mode"])
+        both = [x for x in (r["meets_goal"], r["cpu_meets_goal"]) if x is not None]
+        t.add_row(pair, size_label(r["size"]), r["mode_label"], r["metric"],
+                  _n(r["numerator_records_per_s"]), _n(r["denominator_records_per_s"]),
+                  _n(r["ratio"], ".2f") + ("×" if r["ratio"] else ""),
+                  " ".join(f"{x:.2f}" for x in r["ratio_by_round"]) or "—",
+                  _n(r["oncelog_cpu_us_per_record"], ".2f"), _n(r["kafka_cpu_us_per_record"], ".2f"),
+                  _n(r["cpu_ratio"], ".2f") + ("×" if r["cpu_ratio"] else ""),
+                  _meets(all(both) if both else None) if len(both) == 2 else _meets(None))
+    return t
+
+
+def kafka_latency_table(rows: list[dict]) -> Table:
+    t = Table(title="oncelog / Apache Kafka: transactions and groups (lower ms is better)", title_justify="left",
+              header_style="bold")
+    for col, just in [("pair", "left"), ("figure", "left"), ("oncelog", "right"), ("Kafka", "right"), ("ratio", "right")]:
+        t.add_column(col, justify=just)
+    for r in rows:
+        if r["kind"] == "latency":
+            t.add_row(f"{r['oncelog'].removeprefix('oncelog-')}/{r['kafka']}", r["metric"],
+                      _n(r["oncelog_value"], ",.2f"), _n(r["kafka_value"], ",.2f"),
+                      _n(r["ratio"], ".2f") + ("×" if r["ratio"] else ""))
     return t
 
 
@@ -327,7 +433,7 @@ def commits_table(rows: list[dict], opts: Options) -> Table:
 def print_report(console: Console, opts: Options, rows, comps, logs: dict, cells: list[Cell],
                  ratios: list[dict] | None = None, txn_rows: list[dict] | None = None,
                  group_rows: list[dict] | None = None, supported: list[dict] | None = None,
-                 security_rows: list[dict] | None = None) -> None:
+                 security_rows: list[dict] | None = None, kafka_rows: list[dict] | None = None) -> None:
     console.print()
     if rows:
         console.print(results_table(rows, opts))
@@ -346,6 +452,10 @@ def print_report(console: Console, opts: Options, rows, comps, logs: dict, cells
         for r in group_rows:
             for line in group_notes(r, opts):
                 console.print(f"  {escape(r['target_label'])}: {escape(line)}")
+    if kafka_rows:
+        console.print(kafka_table(kafka_rows))
+        if any(r["kind"] == "latency" for r in kafka_rows):
+            console.print(kafka_latency_table(kafka_rows))
     if supported and any(r["features"] for r in supported):
         console.print("[bold]EOS features in this run[/bold]")
         for r in supported:
@@ -462,7 +572,7 @@ def machine() -> dict:
 
 def to_json(opts: Options, argv: list[str], meta: dict, rows, comps, cells: list[Cell], logs: dict,
             ratios=None, txn_rows=None, group_rows=None, probe=None, group_results=None, supported=None,
-            security_rows=None) -> dict:
+            security_rows=None, kafka_rows=None) -> dict:
     return {
         "command": "python -m bench " + " ".join(argv),
         "machine": meta,
@@ -477,11 +587,14 @@ def to_json(opts: Options, argv: list[str], meta: dict, rows, comps, cells: list
                     "partitions": opts.partitions, "consume_split": opts.consume_split,
                     "rate_per_process": opts.rate, "warmup_s": opts.warmup,
                     "consume_seconds_cap": opts.consume_seconds,
-                    "base_producer_config": BASE_PRODUCER, "producer_config": opts.producer_config},
-        "units": {"mb_per_s": "10^6 bytes of record values per second", "latency": "ms, produce() to delivery report"},
+                    "base_producer_config": BASE_PRODUCER, "producer_config": opts.producer_config,
+                    "java_config": opts.java_config},
+        "units": {"mb_per_s": "10^6 bytes of record values per second", "latency": "ms, produce() to delivery report",
+                  "broker_cpu_us_per_record": "broker process CPU time (user+system, all threads) per record, µs"},
         "results": [{k: v for k, v in r.items()} for r in rows],
         "comparisons": comps,
         "security_ratios": security_rows or [],
+        "kafka_ratios": kafka_rows or [],
         "mode_ratios": ratios or [],
         "txn_latency": txn_rows or [],
         "txn_probe": probe or [],

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from . import stats
+from . import kafka, stats
 from .brokers import RunningBroker
 from .modes import BASE_PRODUCER, Mode, Target
 from .workers import WorkerPool
@@ -65,6 +65,7 @@ class Options:
     warmup: float
     consume_seconds: float
     producer_config: dict = field(default_factory=dict)
+    java_config: dict = field(default_factory=dict)  # extra Java producer properties of the java-* modes
     wire_batch_records: int = 960  # records per partition batch of the protocol-level producer
     keep_topics: bool = False
     # The produce/consume cells as (record size, mode) pairs, in table order; empty = sizes x modes.
@@ -128,10 +129,25 @@ class Runner:
         self.restarts: list[dict] = []
         self.txn_probe_results: list[dict] = []
         self.group_results: list[dict] = []
+        self.java_rates: dict[tuple[str, int, str], float] = {}  # records/s of one perf-tool process
 
     # ------------------------------------------------------------------ one cell
 
+    def _java_records(self, target: str, size: int, mode: Mode, duration: float) -> int:
+        """Records per ProducerPerformance process for about ``duration`` seconds: the rate last
+        measured for this target, size and mode, else a first guess (bench/kafka.py)."""
+        rate = self.java_rates.get((target, size, mode.name))
+        if rate is None:
+            rate = kafka.FIRST_GUESS_RECORDS_PER_S * min(4.0, 1024 / size)
+        return max(1000, int(rate * duration))
+
     def _producer_jobs(self, broker: RunningBroker, topic: str, size: int, mode: Mode, duration: float) -> list[dict]:
+        if mode.java is not None:
+            job = {"kind": "java-produce", **_client(broker), "topic": topic, "size": size,
+                   "records": self._java_records(broker.target.name, size, mode, duration),
+                   "producer": {**mode.java, **self.opts.java_config}, "txn_commit_ms": mode.txn_commit_ms,
+                   "timeout": duration * 20 + 120}
+            return [job] * self.opts.processes
         if mode.wire is not None:
             job = {"kind": "wire-produce", **_client(broker), "topic": topic, "size": size,
                    "duration": duration, "wire": mode.wire, "txn_commit_ms": mode.txn_commit_ms,
@@ -144,7 +160,7 @@ class Runner:
         return [job] * self.opts.processes
 
     def _consumer_jobs(self, broker: RunningBroker, topic: str, isolation: str, timeout: float,
-                       acked: dict[int, int], mode: Mode) -> list[dict]:
+                       acked: dict[int, int], mode: Mode, total: int = 0) -> list[dict]:
         parts = list(range(self.opts.partitions))
         if self.opts.consume_split == "all":
             shares = [parts] * self.opts.consumer_processes
@@ -153,6 +169,10 @@ class Runner:
             shares = [parts[i::n] for i in range(n)]
         # wire modes are read back by the protocol-level fetch loop, the others by librdkafka
         kind = "wire-consume" if mode.wire is not None else "consume"
+        if mode.java is not None:  # ConsumerPerformance: a group of its own per process, every partition
+            return [{"kind": "java-consume", **_client(broker), "topic": topic, "isolation": isolation,
+                     "expected_total": total, "timeout": timeout}
+                    for _ in range(self.opts.consumer_processes)]
         return [{"kind": kind, **_client(broker), "topic": topic, "partitions": share,
                  "isolation": isolation, "timeout": timeout, "expected": acked,
                  "max_seconds": self.opts.consume_seconds} for share in shares]
@@ -216,6 +236,9 @@ class Runner:
         reports = self._collect(cell, "produce", results)
         if reports:
             cell.produce = stats.produce_figures(reports, cell.size, cpu)
+            if mode.java is not None and cell.produce["records"]:  # the whole run's rate, warm-up included
+                self.java_rates[(cell.target, cell.size, mode.name)] = max(
+                    r["records_total"] / r["seconds_total"] for r in reports)
             if cell.produce["failed"] or cell.produce["unflushed"]:
                 cell.errors.append(f"produce: {cell.produce['failed']} failed deliveries, "
                                    f"{cell.produce['unflushed']} not flushed")
@@ -241,7 +264,7 @@ class Runner:
         cpu0 = broker.cpu_seconds()
         try:
             jobs = self._consumer_jobs(broker, cell.topic, isolation, consume_timeout, cell.produce["acked_by_partition"],
-                                       mode)
+                                       mode, cell.produce.get("written", cell.produce["records"]))
             results = self._run_jobs(jobs, timeout=consume_timeout + 120)
         except TimeoutError as exc:
             cell.errors.append(f"{phase}: {exc}")
@@ -307,15 +330,20 @@ class Runner:
             with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=self.console, transient=False) as progress:
                 if self.opts.warmup > 0 and plan:
-                    task = progress.add_task("warm-up", total=len(self.opts.targets))
                     size = max(s for s, _ in self.opts.matrix)
-                    mode = next(m for s, m in self.opts.matrix if s == size)
-                    for t in self.opts.targets:
-                        progress.update(task, description=f"warm-up {t.name}")
-                        cell = Cell(-1, t.name, size, mode.name, _topic_name("warmup", t.name))
+                    sized = list({m.name: m for s, m in self.opts.matrix if s == size}.values())
+                    # A JVM broker compiles its hot paths during the first minutes of load (and that
+                    # CPU is counted as the broker's): Apache Kafka warms up on every mode of the
+                    # run (transactions, idempotence, both isolation levels, each client), the
+                    # others on the first.
+                    warm = [(t, m) for t in self.opts.targets for m in (sized if t.kind == "kafka" else sized[:1])]
+                    task = progress.add_task("warm-up", total=len(warm))
+                    for t, mode in warm:
+                        progress.update(task, description=f"warm-up {t.name} {mode.label}")
+                        cell = Cell(-1, t.name, size, mode.name, _topic_name("warmup", t.name, mode.name))
                         self.run_cell(cell, mode, duration=self.opts.warmup)
                         if cell.errors:
-                            progress.console.print(f"[yellow]warm-up {t.name}: {escape(cell.errors[0])}")
+                            progress.console.print(f"[yellow]warm-up {t.name} {mode.label}: {escape(cell.errors[0])}")
                         progress.advance(task)
                 if plan:
                     task = progress.add_task("cells", total=len(plan))

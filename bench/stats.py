@@ -26,17 +26,26 @@ def produce_figures(reports: list[dict], size: int, cpu_s: float) -> dict:
     seconds = max(end - start, 1e-9)
     acked = sum(r["acked"] for r in reports)
     lats = sorted(x for r in reports for x in r["latencies"])
+    p50, p99 = percentile(lats, 50) * 1000, percentile(lats, 99) * 1000
+    reported = [r["reported_latency_ms"] for r in reports if r.get("reported_latency_ms")]
+    if not lats and reported:  # Kafka's ProducerPerformance reports percentiles, not samples
+        p50 = sum(x["p50"] for x in reported) / len(reported)
+        p99 = max(x["p99"] for x in reported)
     return {
         "records": acked, "bytes": acked * size, "seconds": seconds,
         "records_per_s": acked / seconds, "mb_per_s": acked * size / seconds / MB,
-        "latency_p50_ms": percentile(lats, 50) * 1000, "latency_p99_ms": percentile(lats, 99) * 1000,
+        "latency_p50_ms": p50, "latency_p99_ms": p99,
         "latency_samples": lats,
         "acked_by_partition": _sum_by_partition(r["acked_by_partition"] for r in reports),
         "sent": sum(r["sent"] for r in reports), "failed": sum(r["failed"] for r in reports),
         "unflushed": sum(r["unflushed"] for r in reports),
         "transactions": sum(r["transactions"] for r in reports),
         "send_seconds": max(r["t_sent"] for r in reports) - start,
-        "broker_cpu_s": cpu_s, "broker_cpu_pct": 100 * cpu_s / seconds,
+        # a perf tool's steady state is a part of its run: the CPU figures are over the whole run
+        "written": sum(r.get("records_total", r["acked"]) for r in reports),
+        "broker_cpu_s": cpu_s, "cpu_window_s": (window := max(seconds, *(r.get("seconds_total", 0) for r in reports))),
+        "broker_cpu_pct": 100 * cpu_s / window,
+        "broker_cpu_us_per_record": cpu_us_per_record(cpu_s, sum(r.get("records_total", r["acked"]) for r in reports)),
         **commit_figures(sorted(x for r in reports for x in r.get("commit_latencies", [])),
                          sorted(x for r in reports for x in r.get("endtxn_latencies", []))),
     }
@@ -90,7 +99,13 @@ def consume_figures(reports: list[dict], cpu_s: float) -> dict:
         "watermarks": [r["watermarks"] for r in reports],
         "timed_out": any(r["timed_out"] for r in reports), "capped": any(r["capped"] for r in reports),
         "broker_cpu_s": cpu_s, "broker_cpu_pct": 100 * cpu_s / seconds,
+        "broker_cpu_us_per_record": cpu_us_per_record(cpu_s, got),
     }
+
+
+def cpu_us_per_record(cpu_s: float, records: int) -> float:
+    """Broker CPU time (all its threads) per record handled, in microseconds."""
+    return cpu_s / records * 1e6 if records else float("nan")
 
 
 def pool(figures: list[dict], *, latencies: bool) -> dict | None:
@@ -102,14 +117,20 @@ def pool(figures: list[dict], *, latencies: bool) -> dict | None:
     nbytes = sum(f["bytes"] for f in figures)
     seconds = sum(f["seconds"] for f in figures)
     cpu = sum(f["broker_cpu_s"] for f in figures)
+    cpu_seconds = sum(f.get("cpu_window_s", f["seconds"]) for f in figures)
     out = {"rounds": len(figures), "records": records, "bytes": nbytes, "seconds": seconds,
            "records_per_s": records / seconds, "mb_per_s": nbytes / seconds / MB,
            "records_per_s_by_round": [f["records_per_s"] for f in figures],
-           "broker_cpu_pct": 100 * cpu / seconds}
+           "broker_cpu_pct": 100 * cpu / cpu_seconds,
+           "broker_cpu_us_per_record": cpu_us_per_record(cpu, sum(f.get("written", f["records"]) for f in figures)),
+           "broker_cpu_us_per_record_by_round": [f.get("broker_cpu_us_per_record") for f in figures]}
     if latencies:
         lats = sorted(x for f in figures for x in f["latency_samples"])
         out["latency_p50_ms"] = percentile(lats, 50) * 1000
         out["latency_p99_ms"] = percentile(lats, 99) * 1000
+        if not lats:  # reported percentiles only (Kafka's perf tool): median p50, worst p99 of the rounds
+            out["latency_p50_ms"] = median([f["latency_p50_ms"] for f in figures])
+            out["latency_p99_ms"] = max(f["latency_p99_ms"] for f in figures)
         out["latency_samples"] = len(lats)
         out["failed"] = sum(f.get("failed", 0) for f in figures)
         commits = sorted(x / 1000 for f in figures for x in f.get("commit_latencies_ms", []))

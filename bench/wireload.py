@@ -226,6 +226,7 @@ class WireProducer:
         self.sequence = dict.fromkeys(partitions, 0)
         self.acked = self.requests = self.requests_acked = self.transactions = 0
         self.max_in_flight_seen = 0  # most Produce requests outstanding at once
+        self.add_partitions_retries = 0  # AddPartitionsToTxn answered CONCURRENT_TRANSACTIONS
         self.latencies: list[float] = []  # per Produce request, seconds
         self.commit_latencies: list[float] = []  # drain + EndTxn, as a committing application waits
         self.endtxn_latencies: list[float] = []  # the EndTxn round trip alone
@@ -266,14 +267,28 @@ class WireProducer:
         raise WireLoadError("InitProducerId: coordinator kept answering retriable errors")
 
     async def _add_partitions(self) -> None:
+        """AddPartitionsToTxn for every partition. CONCURRENT_TRANSACTIONS (51) is retried after
+        20 ms, as the Java client does (TransactionManager: ADD_PARTITIONS_RETRY_BACKOFF_MS): a
+        broker answers it while the previous transaction's markers are still being written (EndTxn
+        is answered once PrepareCommit is logged; the markers and CompleteCommit follow). Apache
+        Kafka does so after nearly every commit here (its markers go through the inter-broker
+        send thread); the retries count in the cell's time, as they do for a client."""
         m = self.conn.module(API_ADD_PARTITIONS)
-        resp = await self.conn.request(m.AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id=self.transactional_id, v3_and_below_producer_id=self.producer_id,
-            v3_and_below_producer_epoch=self.epoch,
-            v3_and_below_topics=(m.AddPartitionsToTxnTopic(name=self.topic, partitions=tuple(self.partitions)),)))
-        for topic in resp.results_by_topic_v3_and_below:
-            for r in topic.results_by_partition:
-                _check(r.partition_error_code, f"AddPartitionsToTxn {topic.name}-{r.partition_index}")
+        for _ in range(3000):
+            resp = await self.conn.request(m.AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=self.transactional_id, v3_and_below_producer_id=self.producer_id,
+                v3_and_below_producer_epoch=self.epoch,
+                v3_and_below_topics=(m.AddPartitionsToTxnTopic(name=self.topic, partitions=tuple(self.partitions)),)))
+            codes = {r.partition_error_code for t in resp.results_by_topic_v3_and_below for r in t.results_by_partition}
+            if codes == {51}:
+                self.add_partitions_retries += 1
+                await asyncio.sleep(0.02)
+                continue
+            for topic in resp.results_by_topic_v3_and_below:
+                for r in topic.results_by_partition:
+                    _check(r.partition_error_code, f"AddPartitionsToTxn {topic.name}-{r.partition_index}")
+            return
+        raise WireLoadError("AddPartitionsToTxn: CONCURRENT_TRANSACTIONS for a minute")
 
     async def _end_txn(self) -> float:
         m = self.conn.module(API_END_TXN)

@@ -561,9 +561,21 @@ def run_endtxn(job: dict, barrier) -> dict:
 
 # ---------------------------------------------------------------------------------------- pool
 
+def run_java_produce(job: dict, barrier) -> dict:
+    from .kafka import run_java_produce as run
+
+    return run(job, barrier)
+
+
+def run_java_consume(job: dict, barrier) -> dict:
+    from .kafka import run_java_consume as run
+
+    return run(job, barrier)
+
+
 JOBS = {"produce": run_produce, "wire-produce": run_wire_produce, "wire-consume": run_wire_consume,
         "consume": run_consume, "rebalance": run_rebalance, "commits": run_commits,
-        "endtxn": run_endtxn}
+        "endtxn": run_endtxn, "java-produce": run_java_produce, "java-consume": run_java_consume}
 
 
 def _worker_main(index: int, jobs, results, barriers: dict) -> None:
