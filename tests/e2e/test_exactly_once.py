@@ -11,6 +11,11 @@ The soak once stalled (issue 11): a worker blocked for ever in a client call aft
 restart, out of its group, and nothing restarted it. The focused tests below check the worker
 behaviour that keeps the restart loop in charge: a stuck client call or a fenced consumer ends
 the process instead of leaving it idle.
+
+A ``both_brokers`` module: the tests that SIGKILL, restart or freeze the broker are oncelog-only;
+the fenced-worker test runs against the session's one-node Apache Kafka too. The worker's names
+are fixed (``input``, ``output``, group ``ctp``: tests/ctp_worker.py), which the shared Kafka
+allows because that is the only test running the worker there.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from confluent_kafka.admin import AdminClient
 
 from ..conftest import soak_scale
 from ..helpers import consume_all, create_topic, first_difference
+
+pytestmark = pytest.mark.both_brokers
 
 PARTITIONS = 3
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -103,6 +110,7 @@ def committed_offsets(bootstrap, *, stable=False):
 
 
 @pytest.mark.slow
+@pytest.mark.oncelog_only("SIGKILLs and restarts the broker")
 def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker, tmp_path):
     n = soak_scale(100_000, 100_000)
     worker_kills_wanted = soak_scale(40, 20)
@@ -149,6 +157,7 @@ def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker, t
     check_output(broker.bootstrap, n)
 
 
+@pytest.mark.oncelog_only("SIGKILLs and restarts the broker")
 def test_worker_transaction_right_after_a_broker_restart_completes(broker, tmp_path):
     """Issue 11's stall, made deterministic. The worker commits a first transaction (its producer
     now caches the group coordinator), the broker is SIGKILLed and restarted while the worker has
@@ -176,6 +185,7 @@ def test_worker_transaction_right_after_a_broker_restart_completes(broker, tmp_p
     check_output(broker.bootstrap, n)
 
 
+@pytest.mark.oncelog_only("freezes the broker process (SIGSTOP)")
 def test_worker_stuck_in_a_client_call_exits_and_a_restarted_worker_finishes(broker, tmp_path):
     """A blocking client call that does not return ends the worker, so its supervisor restarts it
     (the backstop for client hangs like the one above). The broker is frozen (SIGSTOP) while the
@@ -221,11 +231,17 @@ def test_worker_whose_consumer_is_fenced_exits_instead_of_idling(broker, tmp_pat
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     try:
         deadline = time.monotonic() + 30
+        group = None
         while time.monotonic() < deadline:
-            group = admin.describe_consumer_groups(["ctp"])["ctp"].result(timeout=10)
-            if group.state == ck.ConsumerGroupState.STABLE and group.members:
+            try:
+                group = admin.describe_consumer_groups(["ctp"])["ctp"].result(timeout=10)
+            except ck.KafkaException as exc:  # Kafka making or loading __consumer_offsets on first use
+                if exc.args[0].code() not in (ck.KafkaError.NOT_COORDINATOR, ck.KafkaError.COORDINATOR_LOAD_IN_PROGRESS):
+                    raise
+            if group is not None and group.state == ck.ConsumerGroupState.STABLE and group.members:
                 break
             time.sleep(0.2)
+        assert group is not None, "the group was never described"
         assert group.state == ck.ConsumerGroupState.STABLE and group.members, group.state
         second = start_worker(broker.bootstrap, log)
         rc = first.wait(timeout=30)

@@ -1,5 +1,10 @@
 """Idempotent producers through a faulty network and through broker crashes: every record
-exactly once, in send order per partition (real broker, real clients, real SIGKILL)."""
+exactly once, in send order per partition (real broker, real clients, real SIGKILL).
+
+Oncelog-only (``both_brokers`` module, every test ``oncelog_only``): the faulty network needs
+the broker to advertise the fault proxy's address (oncelog's ``--advertise``; the session's
+shared Apache Kafka advertises its own listener, so clients would go round the proxy), and the
+crash test SIGKILLs and restarts the broker."""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ import pytest
 
 from ..faultproxy import FaultProxy, free_port
 from ..helpers import consume_all, create_topic, first_difference
+
+pytestmark = pytest.mark.both_brokers
 
 PARTITIONS = 3
 
@@ -89,6 +96,7 @@ def assert_exactly_once_in_order(bootstrap: str, topic: str, n: int) -> None:
     assert total == n
 
 
+@pytest.mark.oncelog_only("the broker advertises the fault proxy (oncelog's --advertise)")
 @pytest.mark.parametrize("client", list(SENDERS))
 def test_idempotent_producer_through_faulty_network(broker_factory, client):
     n = 200_000
@@ -113,6 +121,7 @@ def test_idempotent_producer_through_faulty_network(broker_factory, client):
 
 
 @pytest.mark.slow
+@pytest.mark.oncelog_only("SIGKILLs and restarts the broker")
 @pytest.mark.parametrize("client", list(SENDERS))
 def test_idempotent_producer_across_broker_sigkills(broker_factory, client):
     n = 200_000

@@ -2,7 +2,10 @@
 on through a broker SIGKILL in the middle of a pipelined write: batches the dead leader did not
 answer are resent, with the same producer id, epoch and sequences, once the broker is back (a
 copy the broker had appended is recognised as a duplicate), and the transaction commits with
-every record exactly once for an independent read_committed reader."""
+every record exactly once for an independent read_committed reader.
+
+Oncelog-only (``both_brokers`` module, the one test ``oncelog_only``): it SIGKILLs and restarts
+the broker, which the session's shared Apache Kafka does not allow."""
 
 from __future__ import annotations
 
@@ -10,11 +13,14 @@ import threading
 import time
 
 import pyarrow as pa
+import pytest
 
 from oncelog.client.kafka import KafkaClient, TransactionalProducer
 from oncelog.client.recordcodec import encode_batch, encode_records
 
 from ..helpers import consume_all, create_topic
+
+pytestmark = pytest.mark.both_brokers
 
 
 def _batch(p: TransactionalProducer, topic: str, values: list[bytes]) -> bytes:
@@ -24,6 +30,7 @@ def _batch(p: TransactionalProducer, topic: str, values: list[bytes]) -> bytes:
                         transactional=True)
 
 
+@pytest.mark.oncelog_only("SIGKILLs and restarts the broker")
 def test_a_write_survives_a_broker_sigkill_and_commits_each_record_once(broker):
     topic = "retry-out"
     create_topic(broker.bootstrap, topic, 1)
