@@ -1,0 +1,263 @@
+"""Kafka's own tools (kafka-tools 4.4, run as kafka-run-class.sh runs them) against oncelog and
+against Apache Kafka, with the same checks on both.
+
+Transactions system test. The shape of Kafka's tests/kafkatest/tests/core/transactions_test.py:
+``VerifiableProducer`` (idempotent) seeds N numbered messages into an input topic of two
+partitions; two ``TransactionalMessageCopier`` processes, one per input partition with
+transactional id copier-<partition> as the system test gives them, each a read_committed
+consumer in one group and a transactional producer that commits the consumed offsets with its
+output (KIP-447 group metadata), copy input to the same partition of a three-partition output
+topic, 100 messages a transaction (the system test's 750 with ONCELOG_SOAK=full). Meanwhile copiers are SIGKILLed and restarted and the broker
+is SIGKILLed and restarted on its port and data (oncelog ``BrokerProcess.kill``/``restart``,
+Apache Kafka's single node ``KafkaCluster.kill(1)``/``restart(1)``); a read_committed consumer
+reads the output concurrently, from before the first failure to the end. Invariants, on both
+brokers: every copier finishes on its own; the output, read read_committed after the copy and by
+the concurrent reader, holds every input message exactly once, in the input's order per partition
+(the system test's ``check_order``) — no loss, no duplicate, no aborted record. N is 6,000 (about
+a minute per broker; marked ``slow``: ONCELOG_SOAK=full copies the system test's 100,000).
+
+Performance tools. ``ProducerPerformance`` (kafka-producer-perf-test: acks=all, and
+transactional with a 100 ms transaction) and ``ConsumerPerformance`` (kafka-consumer-perf-test,
+read_committed) run to completion and report their throughput, parsed from their output; the
+figures themselves are the benchmarks' (``python -m bench``), not asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+
+import pytest
+
+from oncelog import apache_kafka
+
+from ..conftest import soak_scale
+from ..helpers import create_topic
+from .java.harness import java_classes, json_lines, target, unique
+
+pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka]
+
+__all__ = ["target"]  # the fixture, imported for pytest
+
+COPIER = "org.apache.kafka.tools.TransactionalMessageCopier"
+INPUT_PARTITIONS, OUTPUT_PARTITIONS = 2, 3  # as transactions_test.py (the output's third stays empty)
+# The system test's 750 messages a transaction and 40 s transaction timeout (above the request
+# timeout, below its progress timeout) with ONCELOG_SOAK=full; shorter for CI. A copier killed
+# mid-transaction leaves offsets pending that its successor's require_stable OffsetFetch waits
+# out (the copier looks up its position before initTransactions fences the old producer), so
+# every copier kill costs one transaction timeout, on Kafka as on oncelog. 15 s still outlasts a
+# broker's restart (Apache Kafka's single node: ~7 s), so a bounce does not time transactions out.
+TRANSACTION_SIZE = soak_scale(750, 100)
+TRANSACTION_TIMEOUT_MS = soak_scale(40000, 15000)
+PROGRESS_TIMEOUT = 120.0
+
+
+class Copier:
+    """One TransactionalMessageCopier process for one input partition; restarted as a new process
+    with the same transactional id, as the system test's ``copier.restart(clean_shutdown=False)``."""
+
+    def __init__(self, partition: int, args: list[str], log_dir) -> None:
+        self.partition = partition
+        self.args = args
+        self.stderr_path = os.path.join(log_dir, f"copier-{partition}.err")
+        self.proc: subprocess.Popen | None = None
+        self.status: dict = {}
+        self.starts = 0
+
+    def start(self) -> None:
+        self.status = {}
+        self.starts += 1
+        with open(self.stderr_path, "a") as err:
+            self.proc = apache_kafka.start_tool(COPIER, self.args, stdout=subprocess.PIPE, stderr=err, text=True)
+        threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
+
+    def _read(self, proc: subprocess.Popen) -> None:
+        for line in proc.stdout:
+            if line.startswith("{"):
+                status = json.loads(line)
+                if proc is self.proc:
+                    self.status = status
+
+    def progress(self) -> float:
+        """The system test's progress_percent: what this process copied of what it had left at its start."""
+        total, remaining = self.status.get("totalProcessed", 0), self.status.get("remaining")
+        if remaining is None:
+            return 0.0
+        return 1.0 if total + remaining == 0 else total / (total + remaining)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+    def stderr_tail(self, chars: int = 3000) -> str:
+        with open(self.stderr_path, errors="replace") as f:
+            return f.read()[-chars:]
+
+
+def _wait_for(condition, what: str, timeout: float = PROGRESS_TIMEOUT, copiers=()) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        for c in copiers:
+            if c.proc.poll() not in (None, 0):
+                raise AssertionError(f"copier {c.partition} exited {c.proc.returncode} while waiting for {what}:\n"
+                                     f"{c.stderr_tail()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:.0f} s; copiers at "
+                                 + ", ".join(f"{c.partition}: {c.status}" for c in copiers))
+        time.sleep(0.05)
+
+
+def _seed(bootstrap: str, topic: str, n: int, tmp_path) -> dict[int, list[str]]:
+    """VerifiableProducer, idempotent as the system test's seed producer: N numbered messages;
+    returns the acknowledged values per partition in offset order."""
+    config = tmp_path / "seed-producer.properties"
+    # VerifiableProducer defaults retries to 0; the system test's service sets these with
+    # idempotence. Small batches: the sticky partitioner moves on after a batch's worth of bytes,
+    # so both input partitions get messages (at 16 KiB a short run may all land in one).
+    config.write_text("enable.idempotence=true\nacks=all\nretries=2147483647\n"
+                      "max.in.flight.requests.per.connection=5\nbatch.size=1024\n")
+    done = apache_kafka.run_tool("org.apache.kafka.tools.VerifiableProducer",
+                                 ["--bootstrap-server", bootstrap, "--topic", topic, "--max-messages", n,
+                                  "--command-config", config], timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    events = json_lines(done.stdout)
+    acked = sorted((e["partition"], e["offset"], e["value"]) for e in events if e["name"] == "producer_send_success")
+    assert len(acked) == n and not [e for e in events if e["name"] == "producer_send_error"], done.stdout[-3000:]
+    seeded = {p: [v for q, _, v in acked if q == p] for p in range(INPUT_PARTITIONS)}
+    assert all(seeded.values()), "the seed producer left an input partition empty"
+    return seeded
+
+
+def _read_committed(classes: str, bootstrap: str, topic: str, n: int, timeout_ms: int, **popen) -> subprocess.Popen:
+    return apache_kafka.start_tool("TransactionalClient", [
+        "consume", "--bootstrap", bootstrap, "--topic", topic, "--partitions", OUTPUT_PARTITIONS,
+        "--expected", n, "--timeout-ms", timeout_ms], classpath=[classes], text=True, **popen)
+
+
+def _per_partition(stdout: str) -> dict[int, list[str]]:
+    records = [r for r in json_lines(stdout) if "offset" in r]
+    return {p: [r["value"] for r in records if r["partition"] == p] for p in range(OUTPUT_PARTITIONS)}
+
+
+@pytest.mark.slow
+def test_transactional_copy_through_copier_and_broker_kills_is_exactly_once_in_order(target, tmp_path):
+    n = soak_scale(100_000, 6_000)
+    classes = java_classes()
+    input_topic, output_topic, group = unique("input-topic"), unique("output-topic"), unique("copier-group")
+    create_topic(target.bootstrap, input_topic, INPUT_PARTITIONS)
+    create_topic(target.bootstrap, output_topic, OUTPUT_PARTITIONS)
+    seeded = _seed(target.bootstrap, input_topic, n, tmp_path)
+
+    copiers = [Copier(p, ["--broker-list", target.bootstrap, "--transactional-id", unique(f"copier-{p}"),
+                          "--consumer-group", group, "--input-topic", input_topic, "--input-partition", p,
+                          "--output-topic", output_topic, "--transaction-size", TRANSACTION_SIZE,
+                          "--transaction-timeout", TRANSACTION_TIMEOUT_MS, "--use-group-metadata"], tmp_path)
+               for p in range(INPUT_PARTITIONS)]
+    concurrent = _read_committed(classes, target.bootstrap, output_topic, n, 600_000,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    started = time.monotonic()
+    timeline: list[str] = []  # what happened when: printed (shown on failure, or with -s)
+
+    def note(what: str) -> None:
+        timeline.append(f"{time.monotonic() - started:6.1f}s {what}")
+        print(timeline[-1])
+
+    for c in copiers:
+        c.start()
+    try:
+        # The failures, each once the copier(s) made progress since their last (re)start: a
+        # copier hard bounce as bounce_copiers(clean_shutdown=False), a broker hard bounce as
+        # bounce_brokers(clean_shutdown=False).
+        for step in ["copier-0", "copier-1", "broker", "copier-0", "copier-1", "broker"]:
+            if step == "broker":
+                _wait_for(lambda: all(c.progress() >= 0.1 or c.proc.poll() == 0 for c in copiers),
+                          "copiers' progress before a broker kill", copiers=copiers)
+                note(f"broker SIGKILL (copiers at {[round(c.progress(), 2) for c in copiers]})")
+                target.kill()
+                target.restart()
+                note("broker restarted")
+            else:
+                c = copiers[int(step[-1])]
+                _wait_for(lambda: c.progress() >= 0.2, f"{step}'s progress before its kill", copiers=copiers)
+                if c.proc.poll() == 0:
+                    note(f"{step} finished before its kill")
+                    continue  # finished already: nothing left to kill it in the middle of
+                note(f"{step} SIGKILL at {c.progress():.2f} of its run")
+                c.kill()
+                c.start()
+        for c in copiers:
+            try:
+                rc = c.proc.wait(PROGRESS_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"copier {c.partition} did not finish: {c.status}\n{c.stderr_tail()}") from None
+            assert rc == 0, f"copier {c.partition} exited {rc}:\n{c.stderr_tail()}"
+            note(f"copier-{c.partition} done ({c.starts} starts)")
+    finally:
+        for c in copiers:
+            if c.proc.poll() is None:
+                c.kill()
+
+    expected = {p: seeded.get(p, []) for p in range(OUTPUT_PARTITIONS)}
+    after = _read_committed(classes, target.bootstrap, output_topic, n, 120_000,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = after.communicate(timeout=180)
+    assert after.returncode == 0, err[-3000:]
+    output = _per_partition(out)
+    for p in range(OUTPUT_PARTITIONS):
+        assert output[p] == expected[p], (f"output partition {p} on {target.kind}: {len(output[p])} records, "
+                                          f"{len(expected[p])} expected, {len(set(output[p]))} distinct")
+    try:
+        out, err = concurrent.communicate(timeout=180)
+    finally:
+        if concurrent.poll() is None:
+            concurrent.kill()
+    assert concurrent.returncode == 0, err[-3000:]
+    assert _per_partition(out) == expected, f"the concurrent read_committed consumer on {target.kind}"
+
+
+_PRODUCER_SUMMARY = re.compile(r"^(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+                               r"([\d.]+) ms max latency", re.M)
+
+
+def _producer_performance(bootstrap: str, topic: str, records: int, *extra: str) -> dict:
+    done = apache_kafka.run_tool("org.apache.kafka.tools.ProducerPerformance", [
+        "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", records, "--record-size", 100,
+        "--throughput", -1, "--command-property", "acks=all", "linger.ms=5", *extra], timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = _PRODUCER_SUMMARY.findall(done.stdout)
+    assert summary, done.stdout[-2000:]
+    sent, per_sec, mb_per_sec, avg_ms, max_ms = summary[-1]  # the last line is the whole run's
+    return {"records": int(sent), "records_per_sec": float(per_sec), "mb_per_sec": float(mb_per_sec),
+            "avg_latency_ms": float(avg_ms), "max_latency_ms": float(max_ms)}
+
+
+def _consumer_performance(bootstrap: str, topic: str, messages: int) -> dict:
+    done = apache_kafka.run_tool("org.apache.kafka.tools.ConsumerPerformance", [
+        "--bootstrap-server", bootstrap, "--topic", topic, "--messages", messages, "--timeout", 30000,
+        "--command-property", "isolation.level=read_committed", "auto.offset.reset=earliest"], timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    header = next(i for i, line in enumerate(lines) if line.startswith("start.time"))
+    names = [x.strip() for x in lines[header].split(",")]
+    values = [x.strip() for x in lines[header + 1].split(",")]
+    return dict(zip(names, values))
+
+
+def test_producer_and_consumer_performance_tools_run_to_completion(target):
+    topic = unique("perf-test")
+    create_topic(target.bootstrap, topic, 3)
+    records = 20_000
+    plain = _producer_performance(target.bootstrap, topic, records)
+    transactional = _producer_performance(target.bootstrap, topic, records, "--transactional-id",
+                                          unique("perf-producer"), "--transaction-duration-ms", 100)
+    for run in (plain, transactional):
+        assert run["records"] == records and run["records_per_sec"] > 0 and run["mb_per_sec"] > 0, run
+    consumed = _consumer_performance(target.bootstrap, topic, 2 * records)
+    print(f"{target.kind}: kafka-producer-perf-test acks=all {plain}; transactional (100 ms) {transactional}; "
+          f"kafka-consumer-perf-test read_committed {consumed}")
+    assert int(consumed["data.consumed.in.nMsg"]) == 2 * records, consumed
+    assert float(consumed["nMsg.sec"]) > 0 and float(consumed["MB.sec"]) > 0, consumed
