@@ -32,14 +32,16 @@ def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     logs = ctx.broker.logs
     results = []
-    seen = set()
+    # A name given twice: no topic of that name is created, and the answer has one result for it,
+    # INVALID_REQUEST "Duplicate topic name.", after the others' (Kafka's ControllerApis.createTopics).
+    names = [t.name for t in request.topics]
+    duplicates = list(dict.fromkeys(n for n in names if names.count(n) > 1))
     may_create_any = _authz.cluster(ctx, _authz.Op.CREATE)
     for t in request.topics:
+        if t.name in duplicates:
+            continue
         code, message, topic = OK, None, None
         try:
-            if t.name in seen:
-                raise errors.InvalidRequest(f"topic {t.name!r} appears twice in the request")
-            seen.add(t.name)
             if not (may_create_any or _authz.topic(ctx, _authz.Op.CREATE, t.name)):
                 results.append(build(m.CreatableTopicResult, name=t.name, topic_id=_zero(),
                                      error_code=_authz.TOPIC_DENIED, error_message="Authorization failed.",
@@ -47,16 +49,28 @@ def handle(ctx, request):
                                      configs=()))
                 continue
             partitions = t.num_partitions
+            configs = {c.name: c.value for c in t.configs}
             if t.assignments:
-                if partitions != -1 or t.replication_factor != -1:
-                    raise errors.InvalidRequest("give either assignments or partition count and replication factor")
-                if sorted(a.partition_index for a in t.assignments) != list(range(len(t.assignments))):
+                # Kafka's order: name, existence and configs first, then the assignment
+                logs.check_new_topic(t.name, -1, -1, configs)
+                if t.replication_factor != -1:
+                    raise errors.InvalidRequest("A manual partition assignment was specified, but replication "
+                                                "factor was not set to -1.")
+                if partitions != -1:
+                    raise errors.InvalidRequest("A manual partition assignment was specified, but numPartitions "
+                                                "was not set to -1.")
+                indexes: set[int] = set()
+                for i, a in enumerate(t.assignments):  # as Kafka's ReplicationControlManager.createTopic
+                    if a.partition_index in indexes:
+                        raise errors.InvalidReplicaAssignment(
+                            f"Found multiple manual partition assignments for partition {a.partition_index}")
+                    indexes.add(a.partition_index)
+                    check_assignments([list(x.broker_ids) for x in t.assignments[:i + 1]], ctx.broker.node_id)
+                if indexes != set(range(len(indexes))):
                     raise errors.InvalidReplicaAssignment("partitions should be a consecutive 0-based integer sequence")
-                check_assignments([list(a.broker_ids) for a in t.assignments], ctx.broker.node_id)
                 partitions = len(t.assignments)
             elif partitions == -1:
                 partitions = ctx.broker.config.num_partitions
-            configs = {c.name: c.value for c in t.configs}
             topic = logs.create_topic(t.name, partitions, t.replication_factor, configs,
                                       validate_only=request.validate_only)
         except errors.KafkaError as exc:
@@ -73,6 +87,10 @@ def handle(ctx, request):
                              error_code=code, error_message=message, topic_config_error_code=OK,
                              num_partitions=topic.partitions if topic else -1,
                              replication_factor=1 if topic else -1, configs=configs))
+    for name in duplicates:
+        results.append(build(m.CreatableTopicResult, name=name, topic_id=_zero(), error_code=errors.error_code_for(
+            errors.InvalidRequest("")), error_message="Duplicate topic name.", topic_config_error_code=OK,
+            num_partitions=-1, replication_factor=-1, configs=()))
     return build(m.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))
 
 

@@ -45,17 +45,22 @@ log = logging.getLogger("oncelog.storage")
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 10_000
+# Kafka's Topic.isInternal: the topics the broker itself writes (a user topic may start with "__" too).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def validate_topic_name(name: str | None) -> None:
+    """Kafka's Topic.validate, its checks in its order and with its messages."""
     if not name:
-        raise errors.InvalidTopic("topic name is empty")
+        raise errors.InvalidTopic("Topic name is invalid: the empty string is not allowed")
     if name in (".", ".."):
-        raise errors.InvalidTopic(f"topic name cannot be {name!r}")
+        raise errors.InvalidTopic(f"Topic name is invalid: '{name}' is not allowed")
     if len(name) > MAX_TOPIC_NAME:
-        raise errors.InvalidTopic(f"topic name is longer than {MAX_TOPIC_NAME} characters")
+        raise errors.InvalidTopic(
+            f"Topic name is invalid: the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME}")
     if not LEGAL_TOPIC.match(name):
-        raise errors.InvalidTopic(f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'")
+        raise errors.InvalidTopic(f"Topic name is invalid: '{name}' contains one or more characters other than "
+                                  "ASCII alphanumerics, '.', '_' and '-'")
 
 
 async def cancel_tasks(tasks: list[asyncio.Task]) -> None:
@@ -227,7 +232,7 @@ class LogManager:
         for name, spec in self._read_topics().items():
             config = self._topic_config(name, spec.get("configs", {}))
             topic = Topic(name, uuid.UUID(spec["topic_id"]), spec["partitions"], spec.get("configs", {}), config,
-                          internal=name.startswith("__"))
+                          internal=name in INTERNAL_TOPICS)
             for p in range(topic.partitions):
                 topic.logs.append(self._open_log(topic, p, points.get(f"{name}/{p}"), clean))
             self._register(topic)
@@ -368,23 +373,48 @@ class LogManager:
 
     def check_new_topic(self, name: str, partitions: int, replication_factor: int,
                         configs: dict[str, str | None], *, strict: bool = True) -> LogConfig:
-        """Kafka's order (ReplicationControlManager.createTopics): the name, whether it exists,
-        the configs, then partitions and replication factor."""
-        validate_topic_name(name)
+        """Kafka's order and messages (ReplicationControlManager.createTopics): the name, whether
+        it exists, the configs, then replication factor and partitions (each at most 0 or below -1
+        first, then the placement: more replicas than the one broker)."""
+        error: errors.KafkaError | None = None
+        try:
+            validate_topic_name(name)
+        except errors.InvalidTopic as exc:
+            error = exc
+        colliding = self._colliding(name)
+        if colliding is not None:
+            error = errors.InvalidTopic(f"Topic '{name}' collides with existing topic: {colliding}")
         if name in self.topics:
-            raise errors.TopicAlreadyExists(f"topic {name!r} already exists")
+            error = errors.TopicAlreadyExists(f"Topic '{name}' already exists.")
+        if error is not None:
+            raise error
         try:
             config = LogConfig.from_values(registry.validate_topic_configs(configs, self._topic_defaults, strict=strict))
         except registry.ConfigError as exc:
             raise errors.InvalidConfig(str(exc)) from None
+        if replication_factor < -1 or replication_factor == 0:
+            raise errors.InvalidReplicationFactor(
+                "Replication factor must be larger than 0, or -1 to use the default value.")
+        if partitions < -1 or partitions == 0:
+            raise errors.InvalidPartitions("Number of partitions was set to an invalid non-positive value.")
         if partitions == -1:
             partitions = self.default_partitions
-        if not 1 <= partitions <= MAX_PARTITIONS:
+        if partitions > MAX_PARTITIONS:  # oncelog's own bound (Kafka's is the controller's record limit)
             raise errors.InvalidPartitions(f"number of partitions must be 1..{MAX_PARTITIONS}, got {partitions}")
-        if replication_factor not in (-1, 1):
+        if replication_factor > 1:
             raise errors.InvalidReplicationFactor(
-                f"replication factor {replication_factor} is larger than the 1 available broker")
+                f"Unable to replicate the partition {replication_factor} time(s): The target replication factor "
+                f"of {replication_factor} cannot be reached because only 1 broker(s) are registered or some "
+                "brokers have all their log directories cordoned.")
         return config
+
+    def _colliding(self, name: str) -> str | None:
+        """An existing topic whose name equals ``name`` once '.' and '_' are the same (metric
+        names cannot tell them apart): Kafka refuses the new one (validateNewTopicNames)."""
+        if not name or ("." not in name and "_" not in name):
+            return None
+        unified = name.replace(".", "_")
+        return next((t for t in self.topics if ("." in t or "_" in t) and t.replace(".", "_") == unified), None)
 
     def create_topic(self, name: str, partitions: int, replication_factor: int = -1,
                      configs: dict[str, str | None] | None = None, *, validate_only: bool = False,
@@ -396,7 +426,7 @@ class LogManager:
         if partitions == -1:
             partitions = self.default_partitions
         topic = Topic(name, uuid.uuid4(), partitions, {k: v for k, v in configs.items() if v is not None},
-                      config, internal=name.startswith("__"))
+                      config, internal=name in INTERNAL_TOPICS)
         if validate_only:
             return topic
         for p in range(partitions):
@@ -423,9 +453,11 @@ class LogManager:
         topic = self.topics.get(name)
         if topic is None:
             raise errors.UnknownTopicOrPartition(f"topic {name!r} does not exist")
-        if count <= topic.partitions:
-            raise errors.InvalidPartitions(
-                f"topic {name} has {topic.partitions} partition(s); the new count {count} must be larger")
+        if count == topic.partitions:  # Kafka's messages (ReplicationControlManager.createPartitions)
+            raise errors.InvalidPartitions(f"Topic already has {topic.partitions} partition(s).")
+        if count < topic.partitions:
+            raise errors.InvalidPartitions(f"The topic {name} currently has {topic.partitions} partition(s); "
+                                           f"{count} would not be an increase.")
         if count > MAX_PARTITIONS:
             raise errors.InvalidPartitions(f"number of partitions must be at most {MAX_PARTITIONS}")
         if validate_only:

@@ -168,12 +168,12 @@ def test_internal_topic_appends_through_the_partition(tmp_path):
         logs.open()
         manager = PartitionManager(logs)
         manager.open()
-        topic = InternalTopic(manager, "__internal", 1, 1 << 20)
+        topic = InternalTopic(manager, "__transaction_state", 1, 1 << 20)
         done = []
         first = topic.append("group", [(b"k", b"v")], done.append, producer_id=PID, producer_epoch=EPOCH,
                              transactional=True)
         assert first == 0 and done == [None]
-        partition = manager.get("__internal", 0)
+        partition = manager.get("__transaction_state", 0)
         assert partition.internal and partition.last_stable_offset() == 0  # its transaction is open
         with pytest.raises(errors.InvalidTopic):
             partition.append(batch(pid=-1, seq=-1), now_ms=1000)
