@@ -33,17 +33,18 @@ async def handle(ctx, request):
             if name is None:
                 topic = logs.topics_by_id.get(topic_id)
                 if topic is None:
-                    raise errors.UnknownTopicId(f"no topic with id {topic_id}")
+                    raise errors.UnknownTopicId("This server does not host this topic ID.")  # Kafka's text
                 name = topic.name
             if not _authz.topic(ctx, _authz.Op.DELETE, name):
                 results.append(build(m.DeletableTopicResult, name=name, topic_id=topic_id,
                                      error_code=_authz.TOPIC_DENIED, error_message="Authorization failed."))
                 continue
             topic = logs.topics.get(name)
-            if topic is not None:
-                topic_id = topic.topic_id
-                if topic.internal:
-                    raise errors.InvalidTopic(f"internal topic {name} cannot be deleted")
+            if topic is None:
+                raise errors.UnknownTopicOrPartition("This server does not host this topic-partition.")  # Kafka's
+            topic_id = topic.topic_id
+            if topic.internal:
+                raise errors.InvalidTopic(f"internal topic {name} cannot be deleted")
             await ctx.broker.partitions.delete_topic(name)
         except errors.KafkaError as exc:
             code, message = errors.error_code_for(exc), str(exc)
