@@ -54,7 +54,7 @@ def handle(ctx, request):
     docs = getattr(request, "include_documentation", False)
     results = []
     for res in request.resources:
-        code, message, entries = OK, None, []
+        code, message, entries = OK, "", []  # Kafka's message of a resource described: "" (no error)
         denied = _denied(ctx, _authz.Op.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
         if denied is not None:
             results.append(build(m.DescribeConfigsResult, error_code=denied, error_message=None,
