@@ -934,7 +934,7 @@ def validate_broker_configs(props: Mapping[str, str | None], *, per_broker: bool
     (every failure is INVALID_REQUEST there: RequestError). Returns the parsed values."""
     nondynamic = [n for n in props if n in BROKER_CONFIGS and BROKER_CONFIGS[n].dynamic is None]
     if nondynamic:
-        raise RequestError("Cannot update these configs dynamically: Set(" + ", ".join(nondynamic) + ")")
+        raise RequestError("Cannot update these configs dynamically: [" + ", ".join(nondynamic) + "]")
     unknown = [n for n in props if n not in BROKER_CONFIGS]
     if unknown:
         raise RequestError(unknown_broker_config(unknown[0]))
