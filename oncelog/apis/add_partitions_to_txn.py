@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from .. import errors
 from ..errors import KafkaError
 from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module, reply_later
@@ -46,11 +47,13 @@ def _one(ctx, txn_id, pid, epoch, topics, verify_only, done):
 
 
 def _verify(ctx, txn_id, pid, epoch, tp):
+    """The coordinator's verdict as Kafka's handleVerifyPartitionsInTransaction sends it to the
+    broker asking (PRODUCER_FENCED, TRANSACTION_ABORTABLE...: the broker translates them)."""
     try:
         ctx.broker.txn.verify_partition(txn_id, pid, epoch, *tp)
         return OK
     except KafkaError as exc:
-        return error_code(exc, API_KEY, ctx.api_version)
+        return errors.error_code_for(exc)
 
 
 def _topic_results(m, codes):

@@ -32,12 +32,15 @@ def handle(ctx, request):
                 partition = ctx.broker.partitions.get(t.name, index)
                 producers = tuple(
                     build(m.ProducerState, producer_id=e.producer_id, producer_epoch=e.producer_epoch,
-                          last_sequence=e.last_seq, last_timestamp=e.last_timestamp_ms, coordinator_epoch=-1,
+                          last_sequence=e.last_seq, last_timestamp=e.last_timestamp_ms, coordinator_epoch=e.coordinator_epoch,
                           current_txn_start_offset=e.current_txn_first_offset)
                     for e in sorted(partition.producers.producers.values(), key=lambda e: e.producer_id)
                 )
             except errors.KafkaError as exc:
-                code, message = errors.error_code_for(exc), str(exc)
+                code = errors.error_code_for(exc)
+                # Kafka's message (KafkaApis.handleDescribeProducersRequest): the error's own
+                message = ("This server does not host this topic-partition."
+                           if isinstance(exc, errors.UnknownTopicOrPartition) else str(exc))
             parts.append(build(m.PartitionResponse, partition_index=index, error_code=code, error_message=message,
                                active_producers=producers))
         topics.append(build(m.TopicResponse, name=t.name, partitions=tuple(parts)))

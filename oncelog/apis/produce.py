@@ -1,6 +1,9 @@
-"""Produce (key 0), v3-12: magic-v2 record batches only.
+"""Produce (key 0), v3-12: magic-v2 record batches only, exactly one per partition.
 
-Per partition: decode, :meth:`oncelog.partition.Partition.append`, map errors, answer. The
+Per partition, as Kafka's KafkaApis and ReplicaManager: an unknown partition is
+UNKNOWN_TOPIC_OR_PARTITION; then ProduceRequest.validateRecords (one whole magic-v2 batch, no
+zstd below v7) refuses the partition with INVALID_RECORD / UNSUPPORTED_COMPRESSION_TYPE; then
+decode, :meth:`oncelog.partition.Partition.append`, map errors, answer. The
 partition validates every batch (length, magic, CRC32C, codec, record count,
 ``max.message.bytes``) and every record in it as Kafka's LogValidator does, decompressing within
 a limit (:mod:`oncelog.partition.validation`), before anything is written; a partition with any
@@ -19,9 +22,16 @@ partitions are TOPIC_AUTHORIZATION_FAILED.
 
 Transactional batches are verified with the transaction coordinator before anything is written
 (KIP-890 part 1): the producer's epoch must be current and the partition must be in its Ongoing
-transaction, else INVALID_PRODUCER_EPOCH / INVALID_TXN_STATE. With v12 (transaction version 2)
-the partition is added to the transaction implicitly, before the append. A fenced epoch is
-INVALID_PRODUCER_EPOCH (the producer state's and the coordinator's answer alike).
+transaction, else INVALID_PRODUCER_EPOCH / INVALID_TXN_STATE "Partition was not added to the
+transaction" (TRANSACTION_ABORTABLE for v11+ clients), as Kafka's AddPartitionsToTxnManager
+translates the coordinator's verdict. With v12 (transaction version 2) the partition is added to
+the transaction implicitly, before the append. A fenced epoch is INVALID_PRODUCER_EPOCH (the
+producer state's and the coordinator's answer alike).
+
+The answer, as Kafka's: ``log_start_offset`` is the partition's for record and producer-state
+errors (INVALID_RECORD, INVALID_TIMESTAMP, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH)
+and -1 for the rest; ``log_append_time`` is the time stamped on the batch with
+``message.timestamp.type=LogAppendTime``, a retried duplicate's original max timestamp, else -1.
 
 Topic configs, applied by the partition (:mod:`oncelog.partition.validation`), as Kafka's
 Partition.appendRecordsToLeader and LogValidator do:
@@ -39,6 +49,7 @@ too far in the future.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 
 from .. import errors
@@ -55,8 +66,8 @@ log = logging.getLogger("oncelog.produce")
 
 
 def append_partition(ctx, topic: str, partition: int, records, now_ms: int, acks: int, verify_txn):
-    """Append one partition's records. Returns (base_offset, log_start, durable) where
-    ``durable`` is a future to await (or None)."""
+    """Append one partition's records. Returns (base_offset, log_start, durable, log_append_time)
+    where ``durable`` is a future to await (or None)."""
     partitions = ctx.broker.partitions
     part = partitions.get(topic, partition)
     appended = part.append(records, now_ms=now_ms, acks=acks, verify_txn=verify_txn)
@@ -67,10 +78,29 @@ def append_partition(ctx, topic: str, partition: int, records, now_ms: int, acks
         durable = partitions.flusher.mark(part.log, wait=acks == -1)
     if not appended.duplicate:
         partitions.logs.after_append(part.log, now_ms)  # flush.messages
-    return appended.first_offset, appended.log_start_offset, durable
+    return appended.first_offset, appended.log_start_offset, durable, appended.log_append_time
 
 
-def _txn_verifier(txn, transactional_id: str | None):
+def check_one_batch(version: int, records) -> None:
+    """Kafka's ProduceRequest.validateRecords (v3+), before anything else of the partition:
+    exactly one whole magic-v2 batch, and no zstd below v7 (KIP-110)."""
+    view = records if records is not None else b""
+    if len(view) < rb.HEADER_SIZE or rb.parse_header(view, 0).size > len(view):
+        raise errors.InvalidRecord(f"Produce requests with version {version} must have at least one record batch "
+                                   "per partition")
+    header = rb.parse_header(view, 0)
+    if header.magic != rb.MAGIC_V2:
+        raise errors.InvalidRecord(f"Produce requests with version {version} are only allowed to contain record "
+                                   "batches with magic version 2")
+    if version < 7 and header.compression == rb.COMPRESSION_ZSTD:
+        raise errors.UnsupportedCompressionType(
+            f"Produce requests with version {version} are not allowed to use ZStandard compression")
+    if header.size < len(view):
+        raise errors.InvalidRecord(f"Produce requests with version {version} are only allowed to contain exactly "
+                                   "one record batch per partition")
+
+
+def _txn_verifier(txn, transactional_id: str | None, version: int):
     """KIP-890 part 1, for :meth:`Partition.append`: may this transactional batch be written?"""
 
     def verify(part, header) -> None:
@@ -82,6 +112,19 @@ def _txn_verifier(txn, transactional_id: str | None):
                 "without a transactional id")
         try:
             txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch, part.topic, part.index)
+        # ReplicaManager's translation of the coordinator's verdict (AddPartitionsToTxnManager):
+        # a partition not in the transaction is TRANSACTION_ABORTABLE for Produce v11+ clients,
+        # INVALID_TXN_STATE with this message for older ones; a fenced epoch INVALID_PRODUCER_EPOCH;
+        # markers being written NOT_ENOUGH_REPLICAS (retriable for every client).
+        except errors.TransactionAbortable:
+            if version >= 11:
+                raise errors.TransactionAbortable() from None
+            raise errors.InvalidTxnState("Partition was not added to the transaction") from None
+        except errors.ProducerFenced:
+            raise errors.InvalidProducerEpoch() from None
+        except errors.ConcurrentTransactions:
+            raise errors.NotEnoughReplicas("Unable to verify the partition has been added to the transaction. "
+                                           "Underlying error: CONCURRENT_TRANSACTIONS") from None
         except errors.KafkaError as exc:
             raise type(exc)(f"{part.name}: transactional batch of producer {header.producer_id} epoch "
                             f"{header.producer_epoch}: {errors.error_code_for(exc).name}") from None
@@ -159,33 +202,30 @@ def _append_all(ctx, request, denied=None):
     the ACLs with their code, writing nothing of them."""
     acks = request.acks
     now_ms = ctx.broker.clock()
-    verify_txn = _txn_verifier(ctx.broker.txn, request.transactional_id)
+    verify_txn = _txn_verifier(ctx.broker.txn, request.transactional_id, ctx.api_version)
     outcome: list[tuple[str, list[list]]] = []
     pending = []
     for topic_data in request.topic_data:
         parts = []
         for pd in topic_data.partition_data:
-            entry = [pd.index, OK, -1, -1, None, ()]
+            entry = [pd.index, OK, -1, -1, None, (), -1]
             if denied is not None and (not isinstance(denied, set) or topic_data.name in denied):
                 entry[1] = denied if not isinstance(denied, set) else _authz.TOPIC_DENIED
                 parts.append(entry)
                 continue
             try:
+                if ctx.broker.partition_exists(topic_data.name, pd.index):
+                    check_one_batch(ctx.api_version, pd.records)
                 if acks not in (0, 1, -1):
                     raise errors.InvalidRequiredAcks(f"acks must be 0, 1 or -1, not {acks}")
-                records = pd.records
-                if (ctx.api_version < 7 and records is not None and len(records) >= rb.HEADER_SIZE
-                        and records[22] & rb.ATTR_COMPRESSION_MASK == rb.COMPRESSION_ZSTD):
-                    # Kafka's ProduceRequest.validateRecords (KIP-110): zstd needs Produce v7+.
-                    raise errors.UnsupportedCompressionType(
-                        f"Produce requests with version {ctx.api_version} are not allowed to use ZStandard compression")
-                base, start, durable = append_partition(ctx, topic_data.name, pd.index, pd.records, now_ms, acks,
-                                                        verify_txn)
-                entry[2], entry[3] = base, start
+                base, start, durable, append_time = append_partition(ctx, topic_data.name, pd.index, pd.records,
+                                                                     now_ms, acks, verify_txn)
+                entry[2], entry[3], entry[6] = base, start, append_time
                 if durable is not None:
                     pending.append(durable)
             except errors.KafkaError as exc:
                 entry[1] = errors.error_code_for(exc)
+                entry[3] = getattr(exc, "log_start_offset", -1)  # set by the partition for record/state errors
                 entry[4] = str(exc) or None
                 entry[5] = exc.record_errors
                 log_rejection(ctx, exc, entry[1])
@@ -222,15 +262,20 @@ def _response(ctx, outcome):
             name=name,
             partition_responses=tuple(
                 build(m.PartitionProduceResponse, index=index, error_code=code, base_offset=base,
-                      log_append_time=None, log_start_offset=start, error_message=msg,
+                      log_append_time=None if append_time < 0 else _utc(append_time), log_start_offset=start,
+                      error_message=msg,
                       record_errors=tuple(record_error(batch_index=i, batch_index_error_message=text)
                                           for i, text in rec) if record_error else ())
-                for index, code, base, start, msg, rec in parts
+                for index, code, base, start, msg, rec, append_time in parts
             ),
         )
         for name, parts in outcome
     )
     return build(m.ProduceResponse, responses=topics, throttle_time=NO_THROTTLE)
+
+
+def _utc(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
 
 
 def log_rejection(ctx, exc, code) -> None:

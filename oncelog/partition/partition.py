@@ -41,6 +41,7 @@ Errors are domain errors (:mod:`oncelog.errors`); only API handlers map them to 
 from __future__ import annotations
 
 import enum
+import struct
 from typing import Callable, NamedTuple
 
 from .. import errors
@@ -64,6 +65,9 @@ class AppendInfo(NamedTuple):  # a tuple, not a frozen dataclass: built once per
     last_offset: int
     log_start_offset: int
     duplicate: bool = False
+    # Kafka's LogAppendInfo.logAppendTime: the time stamped on the batch with
+    # message.timestamp.type=LogAppendTime, a duplicate's original max timestamp, else -1.
+    log_append_time: int = -1
 
 
 # Verifies one transactional client batch for this partition with the transaction coordinator;
@@ -107,14 +111,23 @@ class Partition:
                 for header in batches:
                     if header.is_transactional:
                         verify_txn(self, header)
-            validation.validate(records, batches, config, acks=acks, now_ms=now_ms, name=self.name,
-                                node_id=self.node_id)
+            try:
+                validation.validate(records, batches, config, acks=acks, now_ms=now_ms, name=self.name,
+                                    node_id=self.node_id)
+            except errors.KafkaError as exc:
+                raise self._with_log_start(exc)
         else:
             batches = rb.scan_batches(records)
         # Step 2. Check every batch against the producer state; nothing changes yet.
-        pending, duplicate = self.producers.prepare(batches, check_sequences=client)
+        try:
+            pending, duplicate = self.producers.prepare(batches, check_sequences=client)
+        except errors.KafkaError as exc:
+            raise self._with_log_start(exc)
         if duplicate is not None:
-            return AppendInfo(duplicate.first_offset, duplicate.last_offset, self.log.log_start_offset, True)
+            # Kafka answers a duplicate with the original's offsets and its max timestamp as the
+            # log append time (UnifiedLog.append: appendInfo.setLogAppendTime(duplicate.timestamp)).
+            return AppendInfo(duplicate.first_offset, duplicate.last_offset, self.log.log_start_offset, True,
+                              duplicate.timestamp_ms)
         # Step 3. Write (pending keeps the producer fields, which recompression does not change).
         if client and config.compression_type != "producer":
             records, batches = validation.recompress(config, records, batches)
@@ -127,9 +140,16 @@ class Partition:
             for header, first in zip(batches, firsts):
                 if header.is_control:
                     batch = memoryview(records)[header.position : header.position + header.size]
-                    self._end_txn(header.producer_id, header.producer_epoch, first, now_ms,
-                                  rb.control_type(batch) == rb.CONTROL_COMMIT)
-        return AppendInfo(firsts[0], firsts[-1] + batches[-1].last_offset_delta, self.log.log_start_offset)
+                    self._end_txn(header.producer_id, header.producer_epoch, first, now_ms, *_marker(batch))
+        return AppendInfo(firsts[0], firsts[-1] + batches[-1].last_offset_delta, self.log.log_start_offset, False,
+                          now_ms if config.message_timestamp_type == "LogAppendTime" else -1)
+
+    def _with_log_start(self, exc: errors.KafkaError) -> errors.KafkaError:
+        """Record and producer-state errors carry the partition's log start offset in Kafka's
+        answer (ReplicaManager.appendToLocalLog: processFailedRecord); format errors (corrupt,
+        too large) and unknown partitions answer -1."""
+        exc.log_start_offset = self.log.log_start_offset
+        return exc
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                       now_ms: int) -> int:
@@ -137,11 +157,12 @@ class Partition:
         data = rb.build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
         return self.append(data, now_ms=now_ms, origin=AppendOrigin.COORDINATOR).first_offset
 
-    def _end_txn(self, producer_id: int, producer_epoch: int, marker_offset: int, ts: int, commit: bool) -> None:
+    def _end_txn(self, producer_id: int, producer_epoch: int, marker_offset: int, ts: int, commit: bool,
+                 coordinator_epoch: int = -1) -> None:
         """A marker at ``marker_offset`` closes the producer's transaction on this partition;
         an aborted one (if it wrote here) goes to the index, unless the index has it already
         (a replay after a restart meets the markers the index was written for)."""
-        first = self.producers.complete_txn(producer_id, producer_epoch, marker_offset, ts)
+        first = self.producers.complete_txn(producer_id, producer_epoch, marker_offset, ts, coordinator_epoch)
         if commit or first is None or self.aborted.has_marker(marker_offset):
             return
         still_open = self.producers.first_unstable_offset()
@@ -163,9 +184,8 @@ class Partition:
             if header.base_offset < start:
                 continue
             if header.is_control:
-                commit = rb.control_type(segment.read(position, header.size)) == rb.CONTROL_COMMIT
                 self._end_txn(header.producer_id, header.producer_epoch, header.base_offset, header.max_timestamp,
-                              commit)
+                              *_marker(segment.read(position, header.size)))
             else:
                 self.producers.replay(header)
 
@@ -227,3 +247,12 @@ class Partition:
     def discard(self) -> None:
         """The topic was deleted (with every file of the partition): release the index file."""
         self.aborted.close(sync=False)
+
+
+def _marker(batch) -> tuple[bool, int]:
+    """(commit?, coordinator epoch) of a control batch: its one record's key says COMMIT or
+    ABORT, its value (EndTxnMarker: int16 version, int32 coordinator epoch) the epoch."""
+    for _, _, key, value in rb.iter_records(batch):
+        commit = struct.unpack_from(">hh", key)[1] == rb.CONTROL_COMMIT
+        return commit, (struct.unpack_from(">hi", value)[1] if value is not None and len(value) >= 6 else -1)
+    raise ValueError("control batch without a record")

@@ -13,8 +13,8 @@ time). A client batch from producer ``pid`` at epoch ``e`` with sequences ``s..t
    it is acknowledged with the cached offsets and not written again;
 2. **fenced** (:class:`~oncelog.errors.InvalidProducerEpoch`) if ``e`` is below the entry's epoch;
 3. for a **new epoch** (``e`` above the entry's): accepted only with ``s == 0``;
-4. for an **unknown producer** (no entry): accepted with ``s == 0``; otherwise
-   UNKNOWN_PRODUCER_ID (the client then re-initialises, KIP-360);
+4. for an **unknown producer** (no entry): accepted at any ``s`` (Kafka since KIP-360: its
+   state may have gone with retention or DeleteRecords, and the client's sequence goes on);
 5. otherwise accepted only if ``s == last + 1`` (with int32 wrap-around: 0 follows 2^31-1);
    else OUT_OF_ORDER_SEQUENCE_NUMBER.
 
@@ -66,6 +66,9 @@ class ProducerEntry:
     last_timestamp_ms: int = -1
     # First offset of this producer's open transaction on this partition, or -1.
     current_txn_first_offset: int = -1
+    # The transaction coordinator's epoch in this producer's last marker here, or -1
+    # (Kafka's ProducerStateEntry.coordinatorEpoch, shown by DescribeProducers).
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -147,10 +150,10 @@ class ProducerStateManager:
             if cur_epoch is not None and epoch < cur_epoch:
                 raise InvalidProducerEpoch(f"producer {pid}: epoch {epoch} is older than the current epoch {cur_epoch}")
             if cur_epoch is None or epoch > cur_epoch:
-                if first != 0:
-                    if cur_epoch is None:
-                        raise UnknownProducerId(
-                            f"producer {pid} has no state on this partition and sent sequence {first}, not 0")
+                # A producer without state on this partition may start at any sequence (Kafka since
+                # KIP-360: ProducerAppendInfo.checkSequence; its state may have been removed by
+                # retention or DeleteRecords); a new epoch of a known producer starts at 0.
+                if first != 0 and cur_epoch is not None:
                     raise OutOfOrderSequence(f"producer {pid}: new epoch {epoch} must start at sequence 0, not {first}")
             elif cur_last == -1:
                 # Same epoch but no batches left (expired or removed): only a fresh start is safe.
@@ -179,12 +182,14 @@ class ProducerStateManager:
         """The first offset of the oldest open transaction on this partition, if any."""
         return min(self.ongoing.values()) if self.ongoing else None
 
-    def complete_txn(self, pid: int, epoch: int, marker_offset: int, ts: int) -> int | None:
+    def complete_txn(self, pid: int, epoch: int, marker_offset: int, ts: int,
+                     coordinator_epoch: int = -1) -> int | None:
         """A COMMIT/ABORT marker was written at ``marker_offset``: close the producer's open
         transaction. Returns its first offset (None if it had no data here)."""
         entry = self.producers.get(pid)
         if entry is None:
             entry = self.producers[pid] = ProducerEntry(pid, epoch)
+        entry.coordinator_epoch = coordinator_epoch
         if epoch > entry.producer_epoch:
             # Markers carry the coordinator's epoch, bumped on fencing or with TV2; the old
             # epoch's sequence numbers mean nothing any more.
@@ -264,6 +269,7 @@ class ProducerStateManager:
             "producers": [
                 {"producer_id": e.producer_id, "producer_epoch": e.producer_epoch,
                  "last_timestamp_ms": e.last_timestamp_ms, "current_txn_first_offset": e.current_txn_first_offset,
+                 "coordinator_epoch": e.coordinator_epoch,
                  "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp_ms] for b in e.batches]}
                 for e in self.producers.values()
             ],
@@ -277,7 +283,8 @@ class ProducerStateManager:
         self.ongoing.clear()
         for p in doc["producers"]:
             entry = ProducerEntry(p["producer_id"], p["producer_epoch"], last_timestamp_ms=p["last_timestamp_ms"],
-                                  current_txn_first_offset=p.get("current_txn_first_offset", -1))
+                                  current_txn_first_offset=p.get("current_txn_first_offset", -1),
+                                  coordinator_epoch=p.get("coordinator_epoch", -1))
             for b in p["batches"]:
                 entry.batches.append(BatchMetadata(*b))
             self.producers[entry.producer_id] = entry

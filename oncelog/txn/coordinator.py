@@ -227,18 +227,22 @@ class TransactionCoordinator:
 
     def verify_partition(self, txn_id: str | None, producer_id: int, producer_epoch: int, topic: str,
                          partition: int) -> None:
-        """KIP-890 part 1: may this transactional batch be appended? Raises when it may not:
-        InvalidProducerIdMapping, InvalidProducerEpoch (an older epoch), InvalidTxnState (the
-        partition is not in the producer's Ongoing transaction)."""
+        """KIP-890 part 1: may this transactional batch be appended? Raises when it may not, as
+        Kafka's TransactionCoordinator.handleVerifyPartitionsInTransaction answers:
+        InvalidProducerIdMapping (unknown id or another producer), ProducerFenced (any other
+        epoch), ConcurrentTransactions (markers being written), TransactionAbortable (the
+        partition is not in the transaction). Callers translate for their clients (Produce:
+        INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE below v11)."""
         m = self.txns.get(txn_id) if txn_id else self.txns.get(self.by_producer_id.get(producer_id, ""))
         if m is None or m.producer_id != producer_id:
             raise self._unknown_producer(txn_id, producer_id)
-        if producer_epoch < m.producer_epoch:
-            raise errors.InvalidProducerEpoch(f"producer {producer_id} epoch {producer_epoch} is older than the "
-                                              f"current epoch {m.producer_epoch}")
-        if m.state is not T.ONGOING or (topic, partition) not in m.partitions or producer_epoch != m.producer_epoch:
-            raise errors.InvalidTxnState(f"{topic}-{partition} is not in an Ongoing transaction of producer "
-                                         f"{producer_id} epoch {producer_epoch}")
+        if producer_epoch != m.producer_epoch:
+            raise self._fenced(m, producer_epoch)
+        if m.state in PREPARING:
+            raise self._concurrent(m)
+        if m.state is not T.ONGOING or (topic, partition) not in m.partitions:
+            raise errors.TransactionAbortable(f"{topic}-{partition} is not in an Ongoing transaction of producer "
+                                              f"{producer_id} epoch {producer_epoch}")
 
     def needs_partition_added(self, txn_id: str, producer_id: int, topic: str, partition: int) -> bool:
         """Produce v12 (transaction version 2): must this partition be added to the producer's

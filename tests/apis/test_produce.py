@@ -147,8 +147,9 @@ def test_a_batch_above_max_message_bytes_is_message_too_large(tmp_path):
         big = batch([b"b" * 2000])
         assert (await api.produce("t", big)).error_code == E.message_too_large
         assert api.log_end("t") == 0
-        # two batches in one records field: one too large refuses the partition's whole field
-        assert (await api.produce("t", small + big)).error_code == E.message_too_large
+        # two batches in one records field: Kafka's ProduceRequest.validateRecords (v3+) refuses
+        # the partition's whole field before any size check
+        assert (await api.produce("t", small + big)).error_code == E.invalid_record
         assert api.log_end("t") == 0
         assert (await api.produce("t", small)).error_code == E.none
 
@@ -229,8 +230,12 @@ def test_produce_v12_adds_the_partition_to_the_transaction_implicitly(tmp_path):
         await api.create_topic("t")
         pid, epoch = await api.producer("tx")
         data = batch([b"a"], pid=pid, epoch=epoch, seq=0, transactional=True)
-        # v11 (transaction version 1): verification refuses it
-        assert (await api.produce("t", data, transactional_id="tx", version=11)).error_code == E.invalid_txn_state
+        # v11 (transaction version 1): verification refuses it; v11 clients take TRANSACTION_ABORTABLE
+        # (Kafka's AddPartitionsToTxnManager), older ones INVALID_TXN_STATE
+        assert (await api.produce("t", data, transactional_id="tx", version=11)).error_code == E.transaction_abortable
+        refused = await api.produce("t", data, transactional_id="tx", version=10)
+        assert (refused.error_code, refused.error_message) == (E.invalid_txn_state,
+                                                               "Partition was not added to the transaction")
         # v12 (KIP-890 part 2): the broker adds the partition, then appends
         p = await api.produce("t", data, transactional_id="tx", version=12)
         assert (p.error_code, p.base_offset) == (E.none, 0)

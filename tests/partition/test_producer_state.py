@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from oncelog.errors import InvalidProducerEpoch, OutOfOrderSequence, UnknownProducerId
+from oncelog.errors import InvalidProducerEpoch, OutOfOrderSequence
 from oncelog.partition.producer_state import INT32_MAX, ProducerStateManager
 
 
@@ -79,11 +79,14 @@ def test_new_epoch_must_start_at_zero():
         log.append(batch(epoch=0, seq=0, count=10))
 
 
-def test_unknown_producer_with_nonzero_sequence():
+def test_unknown_producer_with_nonzero_sequence_is_accepted():
+    # Kafka since KIP-360 (ProducerAppendInfo.checkSequence): a producer without state on the
+    # partition may start anywhere (retention or DeleteRecords may have removed its state).
     log = Log()
-    with pytest.raises(UnknownProducerId):
-        log.append(batch(pid=99, seq=17))
-    assert log.append(batch(pid=99, seq=0)) == ("appended", 0)
+    assert log.append(batch(pid=99, seq=17)) == ("appended", 0)
+    assert log.append(batch(pid=99, seq=18))[0] == "appended"
+    with pytest.raises(OutOfOrderSequence):
+        log.append(batch(pid=99, seq=0))
 
 
 def test_sequence_wraps_around_int32():

@@ -152,18 +152,20 @@ def test_verify_partition():
     v = h.verify
     assert v(TXN, pid, e, *P0) is None
     assert v(None, pid, e, *P0) is None  # looked up by producer id
-    assert v(TXN, pid, e, *P1) == E.invalid_txn_state
+    # Kafka's handleVerifyPartitionsInTransaction: Produce translates these for its clients
+    assert v(TXN, pid, e, *P1) == E.transaction_abortable
+    assert v(TXN, pid, e + 1, *P0) == E.producer_fenced  # any other epoch
     assert v(TXN, pid + 1, e, *P0) == E.invalid_producer_id_mapping
     assert v("other", pid, e, *P0) == E.invalid_producer_id_mapping
     assert h.init().result[0] == E.concurrent_transactions  # new instance fences: epoch e+1
-    assert v(TXN, pid, e, *P0) == E.invalid_producer_epoch
-    assert v(TXN, pid, e + 1, *P0) == E.invalid_txn_state  # aborted: not in a transaction
+    assert v(TXN, pid, e, *P0) == E.producer_fenced
+    assert v(TXN, pid, e + 1, *P0) == E.transaction_abortable  # aborted: not in a transaction
 
 
 def test_verify_partition_before_any_transaction_and_after_completion():
     h = Harness()
     pid, e = h.producer()
-    assert h.verify(TXN, pid, e, *P0) == E.invalid_txn_state
+    assert h.verify(TXN, pid, e, *P0) == E.transaction_abortable
     assert h.add(pid, e, P0).result == E.none
     assert h.end(pid, e).result[0] == E.none
-    assert h.verify(TXN, pid, e, *P0) == E.invalid_txn_state
+    assert h.verify(TXN, pid, e, *P0) == E.transaction_abortable

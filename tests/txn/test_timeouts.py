@@ -51,7 +51,7 @@ def test_late_producer_after_timeout_is_fenced(commit, tv2):
     assert h.tick(TIMEOUT + 1) == [TXN]
     assert h.end(pid, e, commit=commit, tv2=tv2).result == (E.producer_fenced, -1, -1)
     assert h.add(pid, e, P2, tv2=tv2).result == E.producer_fenced
-    assert h.verify(TXN, pid, e, *P0) == E.invalid_producer_epoch
+    assert h.verify(TXN, pid, e, *P0) == E.producer_fenced  # Produce answers it INVALID_PRODUCER_EPOCH
     assert h.txn().state is T.COMPLETE_ABORT and h.txn().producer_epoch == e + 1
 
 
