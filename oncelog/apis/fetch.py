@@ -105,6 +105,7 @@ def _collect(ctx, request):
             entry = [p.partition, OK, -1, -1, -1, None, b""]
             if name is not None and name not in readable:
                 entry[1] = _authz.TOPIC_DENIED
+                entry[5] = ()  # refused before the read: FetchResponse.partitionResponse's empty list
                 has_error = True
                 parts.append(entry)
                 continue
@@ -122,12 +123,20 @@ def _collect(ctx, request):
                     # KIP-74: only the first partition with data may exceed the limits (with
                     # its first batch); later ones stop before a batch that does not fit.
                     data = plog.read(p.fetch_offset, max(limit, 1), upper, min_one=total == 0)
-                    if read_committed and data:
-                        entry[5] = partition.aborted_between(p.fetch_offset, upper)
+                    if read_committed:  # a list even when empty (Kafka's emptyFetchDataInfo)
+                        entry[5] = partition.aborted_between(p.fetch_offset, upper) if data else ()
                     entry[6] = data
                     total += len(data)
+                elif read_committed:
+                    entry[5] = ()
             except errors.KafkaError as exc:  # OFFSET_OUT_OF_RANGE among them
+                # Kafka answers an error partition with -1 offsets; one refused before the read
+                # (unknown topic, partition or id: KafkaApis' metadata check) carries an empty
+                # aborted list, one refused by the read (OFFSET_OUT_OF_RANGE) a null one.
                 entry[1] = errors.error_code_for(exc)
+                entry[2:5] = -1, -1, -1
+                entry[5] = () if isinstance(exc, (errors.UnknownTopicOrPartition, errors.UnknownTopicId)) else None
+                entry[6] = b""
                 has_error = True
             parts.append(entry)
         result.append((t, name, topic_id, parts))
