@@ -18,6 +18,13 @@ API_KEY = 65
 MIN_VERSION = 0
 MAX_VERSION = 0
 
+# Kafka's -1 (no transaction started): kio's field is a non-null datetime, written as
+# round(timestamp * 1000), so one millisecond before the epoch encodes -1.
+NO_START_TIME = datetime.datetime.fromtimestamp(-0.001, tz=datetime.timezone.utc)
+# An id not described (unknown, refused) keeps the schema's defaults, as Kafka sends them:
+# producer id 0, epoch 0, start time 0, timeout 0, state "".
+EPOCH_ZERO = datetime.datetime.fromtimestamp(0, tz=datetime.timezone.utc)
+
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
@@ -26,21 +33,21 @@ def handle(ctx, request):
         if not _authz.transactional_id(ctx, _authz.Op.DESCRIBE, txn_id):
             out.append(build(m.TransactionState, error_code=_authz.TXN_DENIED, transactional_id=txn_id,
                              transaction_state="", transaction_timeout=datetime.timedelta(0),
-                             transaction_start_time=None, producer_id=-1, producer_epoch=-1, topics=()))
+                             transaction_start_time=EPOCH_ZERO, producer_id=0, producer_epoch=0, topics=()))
             continue
         try:
             t = ctx.broker.txn.describe(txn_id)
         except KafkaError as exc:  # TransactionalIdNotFound
             out.append(build(m.TransactionState, error_code=error_code(exc, API_KEY, ctx.api_version),
                              transactional_id=txn_id,
-                             transaction_state="", transaction_timeout=datetime.timedelta(0), transaction_start_time=None,
-                             producer_id=-1, producer_epoch=-1, topics=()))
+                             transaction_state="", transaction_timeout=datetime.timedelta(0),
+                             transaction_start_time=EPOCH_ZERO, producer_id=0, producer_epoch=0, topics=()))
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, p in sorted(t.partitions):
             by_topic.setdefault(topic, []).append(p)
         start = (datetime.datetime.fromtimestamp(t.start_ms / 1000, tz=datetime.timezone.utc)
-                 if t.start_ms >= 0 else None)
+                 if t.start_ms >= 0 else NO_START_TIME)
         out.append(build(m.TransactionState, error_code=OK, transactional_id=txn_id, transaction_state=t.state.kafka_name,
                          transaction_timeout=datetime.timedelta(milliseconds=t.timeout_ms), transaction_start_time=start,
                          producer_id=t.producer_id, producer_epoch=t.producer_epoch,
