@@ -1,10 +1,9 @@
 """InitProducerId (key 22), v0-5: producer ids for idempotent producers.
 
 Without a transactional id: a fresh producer id at epoch 0, never reused (see
-:mod:`oncelog.producer_ids`). KIP-360 (v3+): a producer that re-initialises with the id and
-epoch it has (after UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE_NUMBER) gets the same id with
-the epoch bumped, so it can start over at sequence 0 instead of failing; at the last epoch it
-gets a new id. An id we never issued gets INVALID_PRODUCER_ID_MAPPING.
+:mod:`oncelog.producer_ids`), whatever id and epoch the request names — Kafka's
+TransactionCoordinator "blindly" allocates a new one (a KIP-360 re-initialisation of an
+idempotent producer thus starts over with a new id at sequence 0).
 With a transactional id the transaction coordinator answers (epoch bump fencing the previous
 instance; CONCURRENT_TRANSACTIONS while its open transaction is aborted or completed).
 
@@ -17,10 +16,7 @@ from __future__ import annotations
 
 import logging
 
-from kio.schema.errors import ErrorCode
-
 from ..notices import notice
-from ..txn.state import MAX_EPOCH
 from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module, reply_later
 from ._txn import producer_answer
@@ -61,16 +57,6 @@ def handle(ctx, request):
             getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1), respond)
         return fut
     else:
-        given_pid = getattr(request, "producer_id", -1)
-        given_epoch = getattr(request, "producer_epoch", -1)
-        if given_pid >= 0 and given_epoch >= 0:
-            if not ids.was_issued(given_pid):
-                code = ErrorCode.invalid_producer_id_mapping
-            elif given_epoch >= MAX_EPOCH:
-                pid, epoch = ids.allocate(), 0
-            else:
-                pid, epoch = given_pid, given_epoch + 1
-        else:
-            pid, epoch = ids.allocate(), 0
+        pid, epoch = ids.allocate(), 0
     return build(m.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=code, producer_id=pid,
                  producer_epoch=epoch)
