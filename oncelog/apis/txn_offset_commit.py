@@ -1,6 +1,7 @@
 """TxnOffsetCommit (key 28), v0-5: offsets committed inside a transaction.
 
-Checks: the producer id/epoch are the transaction's current ones (fenced otherwise); the group's
+Checks: the producer id/epoch are the transaction's current ones (else INVALID_PRODUCER_EPOCH
+at every version, as Kafka 4.x's verification answers); the group's
 offsets partition was added (AddOffsetsToTxn) and the transaction is Ongoing (else
 INVALID_TXN_STATE; at v4, whose clients know it, TRANSACTION_ABORTABLE, as Kafka's verification
 answers). v5+ is transaction version 2 (KIP-890 part 2): a client then sends no
@@ -94,6 +95,11 @@ def _commit(ctx, request, add_error: KafkaError | None = None):
             error = ErrorCode.transaction_abortable if ctx.api_version == ABORTABLE_SINCE else exc
         except KafkaError as exc:
             error = exc
+    if isinstance(error, errors.ProducerFenced):
+        # Kafka 4.x verifies the producer through AddPartitionsToTxnManager, which answers a
+        # fenced epoch INVALID_PRODUCER_EPOCH at every version ("Producers expect to handle
+        # INVALID_PRODUCER_EPOCH in this scenario").
+        error = errors.InvalidProducerEpoch(str(error))
     # Per partition None (staged), the domain error or an ACL refusal's code; mapped to codes in
     # the response.
     results: dict[tuple[str, int], KafkaError | ErrorCode | None] = {}

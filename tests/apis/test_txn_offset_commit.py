@@ -111,7 +111,9 @@ def test_txn_offset_commit_without_add_offsets_to_txn_is_invalid_txn_state(tmp_p
 
 
 @pytest.mark.parametrize("version, code", [
-    (0, E.invalid_producer_epoch), (1, E.invalid_producer_epoch), (2, E.producer_fenced), (3, E.producer_fenced),
+    # Kafka 4.x: INVALID_PRODUCER_EPOCH at every version (AddPartitionsToTxnManager's translation)
+    (0, E.invalid_producer_epoch), (1, E.invalid_producer_epoch), (2, E.invalid_producer_epoch),
+    (3, E.invalid_producer_epoch),
 ])
 def test_txn_offset_commit_of_a_stale_epoch_is_fenced_with_the_code_of_its_version(tmp_path, version, code):
     async def scenario(api):
@@ -178,7 +180,7 @@ def test_txn_offset_commit_v5_of_a_stale_epoch_is_fenced_and_adds_nothing(tmp_pa
         pid, old_epoch = await api.producer("tx")
         _, epoch = await api.producer("tx")
         assert await api.txn_offset_commit("tx", pid, old_epoch, GROUP, {IN0: 1}, version=5) == {
-            IN0: E.producer_fenced}
+            IN0: E.invalid_producer_epoch}
         assert not api.broker.groups.has_pending_txn_offset(GROUP, *IN0)
         # the current epoch is unharmed: no transaction was started for the stale one
         assert await api.txn_offset_commit("tx", pid, epoch, GROUP, {IN0: 2}, version=5) == {IN0: E.none}
