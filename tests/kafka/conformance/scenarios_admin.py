@@ -1,0 +1,846 @@
+"""Topic and config administration: CreateTopics validation, DeleteTopics, CreatePartitions,
+AlterConfigs/IncrementalAlterConfigs, DescribeConfigs, DeleteRecords, Metadata, ApiVersions.
+
+Invariants: the session's Apache Kafka is shared with other tests, so broker-resource changes are
+sent with validate_only only; topic configs are compared by the names both brokers report
+(:data:`TOPIC_CONFIGS`), never as whole lists (Kafka has configs oncelog does not, e.g. tiered
+storage); a broker resource is named by the node id each broker reports in Metadata, and read
+back as "<node>".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import uuid
+
+from .framework import (ALTER_CONFIGS, API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_RECORDS,
+                        DELETE_TOPICS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, METADATA, batch, mod)
+from .scenarios_groups import build, scenario
+
+TOPIC, BROKER = 2, 4
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+# Topic configs compared field by field (value, read_only, source, sensitivity, synonyms).
+TOPIC_CONFIGS = ("cleanup.policy", "retention.ms", "retention.bytes", "segment.bytes", "segment.ms",
+                 "max.message.bytes", "message.timestamp.type", "compression.type", "min.compaction.lag.ms",
+                 "delete.retention.ms", "min.cleanable.dirty.ratio", "message.timestamp.before.max.ms")
+# Broker configs neither broker's test setup sets (their source is the default on both).
+BROKER_CONFIGS = ("log.retention.hours", "log.retention.ms", "message.max.bytes", "log.segment.bytes",
+                  "auto.create.topics.enable", "log.cleanup.policy", "offsets.retention.minutes",
+                  "compression.type")
+TIMEOUT = datetime.timedelta(seconds=30)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def create(k, *topics, validate_only: bool = False, version: int = 7, configs_of=TOPIC_CONFIGS):
+    """CreateTopics of ``topics``: dicts name (the run-unique name is the caller's), partitions,
+    rf, assignments {partition: [node ids]}, configs {name: value}. The answer's per-topic
+    configs (v5+) are kept for the names in ``configs_of``."""
+    m = mod(CREATE_TOPICS, version)
+    req = build(CREATE_TOPICS, version, validate_only=validate_only, timeout=TIMEOUT, topics=tuple(
+        m.CreatableTopic(name=t["name"], num_partitions=t.get("partitions", 1), replication_factor=t.get("rf", 1),
+                         assignments=tuple(m.CreatableReplicaAssignment(partition_index=p, broker_ids=tuple(ids))
+                                           for p, ids in t.get("assignments", {}).items()),
+                         configs=tuple(m.CreatableTopicConfig(name=n, value=v) for n, v in t.get("configs", {}).items()))
+        for t in topics))
+    resp = k.send(req)
+    if version < 5:
+        return resp
+    return dataclasses.replace(resp, topics=tuple(
+        dataclasses.replace(t, configs=tuple(c for c in t.configs if c.name in configs_of)) for t in resp.topics))
+
+
+def exists(k, name: str) -> bool:
+    return int(k.metadata([name]).topics[0].error_code) == 0
+
+
+def topic_view(md_topic):
+    """A Metadata topic without node ids: name, error, internal, each partition's error, epoch, replica count."""
+    return {"name": md_topic.name, "error_code": md_topic.error_code, "is_internal": md_topic.is_internal,
+            "partitions": [{"partition_index": p.partition_index, "error_code": p.error_code,
+                            "leader_epoch": p.leader_epoch, "replicas": len(p.replica_nodes), "isr": len(p.isr_nodes)}
+                           for p in sorted(md_topic.partitions, key=lambda p: p.partition_index)]}
+
+
+def metadata(k, names, *, auto_create: bool = False, version: int = 12):
+    m = mod(METADATA, version)
+    return k.send(build(METADATA, version, allow_auto_topic_creation=auto_create,
+                        include_topic_authorized_operations=False, include_cluster_authorized_operations=False,
+                        topics=None if names is None else tuple(
+                            make(m.MetadataRequestTopic, name=n, topic_id=uuid.UUID(int=0)) for n in names)))
+
+
+def make(cls, **fields):
+    """``cls(**fields)`` without the fields its version lacks."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in fields.items() if k in names})
+
+
+def node_id(k) -> int:
+    return metadata(k, []).brokers[0].node_id
+
+
+def delete_topics(k, names=(), ids=(), *, version: int = 6):
+    m = mod(DELETE_TOPICS, version)
+    if version < 6:
+        return k.send(build(DELETE_TOPICS, version, topic_names=tuple(names), timeout=TIMEOUT))
+    return k.send(m.DeleteTopicsRequest(timeout=TIMEOUT, topics=tuple(
+        [m.DeleteTopicState(name=n, topic_id=uuid.UUID(int=0)) for n in names]
+        + [m.DeleteTopicState(name=None, topic_id=i) for i in ids])))
+
+
+def create_partitions(k, name: str, count: int, *, validate_only: bool = False):
+    m = mod(CREATE_PARTITIONS, 3)
+    return k.send(m.CreatePartitionsRequest(timeout=TIMEOUT, validate_only=validate_only, topics=(
+        m.CreatePartitionsTopic(name=name, count=count, assignments=None),)))
+
+
+def describe_configs(k, resource_type: int, name: str, names=None, *, synonyms: bool = False,
+                     keep=TOPIC_CONFIGS):
+    """DescribeConfigs v4 of one resource; the answer's configs those of ``keep`` (all asked for if
+    ``names`` is given), sorted by name; a broker's resource name reads "<node>"."""
+    m = mod(DESCRIBE_CONFIGS, 4)
+    resp = k.send(m.DescribeConfigsRequest(include_synonyms=synonyms, include_documentation=False, resources=(
+        m.DescribeConfigsResource(resource_type=resource_type, resource_name=name,
+                                  configuration_keys=None if names is None else tuple(names)),)))
+    wanted = set(names) if names is not None else set(keep)
+    return dataclasses.replace(resp, results=tuple(dataclasses.replace(
+        r, resource_name="<node>" if resource_type == BROKER else r.resource_name,
+        configs=tuple(sorted((c for c in r.configs if c.name in wanted), key=lambda c: c.name)))
+        for r in resp.results))
+
+
+def config_value(k, topic: str, name: str):
+    got = describe_configs(k, TOPIC, topic, [name]).results[0].configs
+    return (got[0].value, got[0].config_source) if got else None
+
+
+def alter_configs(k, resource_type: int, name: str, configs: dict, *, validate_only: bool = False):
+    """The legacy AlterConfigs v2: the resource's overrides become ``configs``."""
+    m = mod(ALTER_CONFIGS, 2)
+    resp = k.send(m.AlterConfigsRequest(validate_only=validate_only, resources=(m.AlterConfigsResource(
+        resource_type=resource_type, resource_name=name,
+        configs=tuple(m.AlterableConfig(name=n, value=v) for n, v in configs.items())),)))
+    return _node_named(resp, resource_type)
+
+
+def incremental(k, resource_type: int, name: str, ops, *, validate_only: bool = False):
+    """IncrementalAlterConfigs v1 of one resource: ops [(config, op, value)]."""
+    m = mod(INCREMENTAL_ALTER_CONFIGS, 1)
+    resp = k.send(m.IncrementalAlterConfigsRequest(validate_only=validate_only, resources=(m.AlterConfigsResource(
+        resource_type=resource_type, resource_name=name,
+        configs=tuple(m.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops)),)))
+    return _node_named(resp, resource_type)
+
+
+def _node_named(resp, resource_type):
+    if resource_type != BROKER:
+        return resp
+    return dataclasses.replace(resp, responses=tuple(dataclasses.replace(r, resource_name="<node>")
+                                                     for r in resp.responses))
+
+
+def delete_records(k, topic: str, offsets: dict[int, int]):
+    m = mod(DELETE_RECORDS, 2)
+    return k.send(m.DeleteRecordsRequest(timeout=TIMEOUT, topics=(m.DeleteRecordsTopic(name=topic, partitions=tuple(
+        m.DeleteRecordsPartition(partition_index=p, offset=o) for p, o in offsets.items())),)))
+
+
+def filled(k, base: str = "t", records: int = 10):
+    """A one-partition topic holding ``records`` records (offsets 0..records-1)."""
+    t = k.create_topic(base)
+    k.produce(t, batch([b"v%d" % i for i in range(records)]))
+    return t
+
+
+# ---------------------------------------------------------------------- CreateTopics
+
+
+@scenario("admin")
+def create_topic_defaults(k):
+    """CreateTopics v7 of a topic with 3 partitions: its id, partitions, replication factor and default configs."""
+    name = k.name("t")
+    return [create(k, {"name": name, "partitions": 3}), topic_view(metadata(k, [name]).topics[0])]
+
+
+@scenario("admin")
+def create_topic_default_partitions(k):
+    """CreateTopics with partitions -1 and replication factor -1: the broker defaults (num.partitions 1)."""
+    return create(k, {"name": k.name("t"), "partitions": -1, "rf": -1})
+
+
+@scenario("admin")
+def create_topic_name_dot(k):
+    """CreateTopics of topic ".": INVALID_TOPIC_EXCEPTION with Kafka's message."""
+    return create(k, {"name": "."})
+
+
+@scenario("admin")
+def create_topic_name_dotdot(k):
+    """CreateTopics of topic "..": INVALID_TOPIC_EXCEPTION with Kafka's message."""
+    return create(k, {"name": ".."})
+
+
+@scenario("admin")
+def create_topic_name_too_long(k):
+    """CreateTopics of a 250-character name: INVALID_TOPIC_EXCEPTION (the limit is 249)."""
+    return create(k, {"name": k.name("x" * (250 - len(k.name(""))))})
+
+
+@scenario("admin")
+def create_topic_name_249(k):
+    """CreateTopics of a 249-character name: created."""
+    return create(k, {"name": k.name("x" * (249 - len(k.name(""))))})
+
+
+@scenario("admin")
+def create_topic_name_illegal_chars(k):
+    """CreateTopics of names with a space, a slash and a non-ASCII letter: INVALID_TOPIC_EXCEPTION each."""
+    return [create(k, {"name": k.name("a b")}), create(k, {"name": k.name("a/b")}), create(k, {"name": k.name("é")})]
+
+
+@scenario("admin")
+def create_topic_name_empty(k):
+    """CreateTopics of the empty name: INVALID_TOPIC_EXCEPTION."""
+    return create(k, {"name": ""})
+
+
+@scenario("admin")
+def create_topic_replication_factor_2(k):
+    """CreateTopics with replication factor 2 on one broker: INVALID_REPLICATION_FACTOR with Kafka's message."""
+    return create(k, {"name": k.name("t"), "rf": 2})
+
+
+@scenario("admin")
+def create_topic_replication_factor_3(k):
+    """CreateTopics with replication factor 3 on one broker: INVALID_REPLICATION_FACTOR."""
+    return create(k, {"name": k.name("t"), "rf": 3})
+
+
+@scenario("admin")
+def create_topic_replication_factor_0(k):
+    """CreateTopics with replication factor 0: INVALID_REPLICATION_FACTOR."""
+    return create(k, {"name": k.name("t"), "rf": 0})
+
+
+@scenario("admin")
+def create_topic_zero_partitions(k):
+    """CreateTopics with 0 partitions: INVALID_PARTITIONS with Kafka's message."""
+    return create(k, {"name": k.name("t"), "partitions": 0})
+
+
+@scenario("admin")
+def create_topic_minus_two_partitions(k):
+    """CreateTopics with -2 partitions: INVALID_PARTITIONS."""
+    return create(k, {"name": k.name("t"), "partitions": -2})
+
+
+@scenario("admin")
+def create_topic_with_assignments(k):
+    """CreateTopics with a manual assignment of two partitions to this broker (partitions and rf -1)."""
+    node = node_id(k)
+    name = k.name("t")
+    return [create(k, {"name": name, "partitions": -1, "rf": -1, "assignments": {0: [node], 1: [node]}}),
+            topic_view(k.wait_until(lambda: (t := metadata(k, [name]).topics[0]) and int(t.error_code) == 0 and
+                                    len(t.partitions) == 2 and t, "two partitions"))]
+
+
+@scenario("admin")
+def create_topic_assignments_with_partitions(k):
+    """CreateTopics with assignments and a partition count too: INVALID_REQUEST."""
+    node = node_id(k)
+    return create(k, {"name": k.name("t"), "partitions": 2, "assignments": {0: [node], 1: [node]}})
+
+
+@scenario("admin")
+def create_topic_assignment_unknown_broker(k):
+    """CreateTopics assigning a partition to a broker that does not exist: INVALID_REPLICA_ASSIGNMENT."""
+    return create(k, {"name": k.name("t"), "partitions": -1, "rf": -1, "assignments": {0: [4711]}})
+
+
+@scenario("admin")
+def create_topic_assignment_gap(k):
+    """CreateTopics assigning partitions 0 and 2 (no 1): INVALID_REPLICA_ASSIGNMENT."""
+    node = node_id(k)
+    return create(k, {"name": k.name("t"), "partitions": -1, "rf": -1, "assignments": {0: [node], 2: [node]}})
+
+
+@scenario("admin")
+def create_topic_unknown_config(k):
+    """CreateTopics with a config Kafka does not know: INVALID_CONFIG with its message."""
+    return create(k, {"name": k.name("t"), "configs": {"no.such.config": "1"}})
+
+
+@scenario("admin")
+def create_topic_invalid_config_values(k):
+    """CreateTopics with invalid values of cleanup.policy, retention.ms, segment.bytes, min.insync.replicas, compression.type."""
+    return [create(k, {"name": k.name(f"t{i}"), "configs": {n: v}}) for i, (n, v) in enumerate((
+        ("cleanup.policy", "bogus"), ("retention.ms", "abc"), ("segment.bytes", "10"),
+        ("min.insync.replicas", "0"), ("compression.type", "brotli"), ("message.timestamp.type", "Sometime"),
+        ("retention.ms", "-2")))]
+
+
+@scenario("admin")
+def create_topic_null_config_value(k):
+    """CreateTopics with a config whose value is null: INVALID_CONFIG."""
+    return create(k, {"name": k.name("t"), "configs": {"retention.ms": None}})
+
+
+@scenario("admin")
+def create_topic_check_order(k):
+    """CreateTopics with several faults at once: Kafka's order (name, configs, replication factor, partitions, assignment)."""
+    node = node_id(k)
+    return create(k, {"name": ".", "rf": 0, "configs": {"no.such.config": "1"}},
+                  {"name": k.name("a"), "rf": 0, "partitions": 0, "configs": {"retention.ms": "x"}},
+                  {"name": k.name("b"), "rf": 0, "partitions": 0},
+                  {"name": k.name("c"), "rf": 5, "partitions": 0},
+                  {"name": k.name("d"), "rf": 2, "partitions": -1, "assignments": {0: [node]}},
+                  {"name": k.name("e"), "partitions": -1, "rf": -1, "configs": {"retention.ms": "x"},
+                   "assignments": {0: [4711]}},
+                  {"name": k.name("f"), "partitions": -1, "rf": -1, "assignments": {0: [node], 1: [node, node]}},
+                  {"name": k.name("g"), "partitions": -1, "rf": -1, "assignments": {0: [node], 0: [node]}})
+
+
+@scenario("admin")
+def create_topic_colliding_name(k):
+    """CreateTopics of "a.b" when "a_b" exists: INVALID_TOPIC_EXCEPTION (the names collide in metric names)."""
+    k.create_topic("x_y")
+    return create(k, {"name": k.name("x.y")})
+
+
+@scenario("admin")
+def create_topic_internal_name(k):
+    """CreateTopics of a name starting with "__" (not an internal topic of the broker): created, not internal."""
+    name = "__" + k.name("t")
+    r = create(k, {"name": name})
+    k.wait_until(lambda: k._leaders_known(name, 1), "leader")
+    out = [r, topic_view(metadata(k, [name]).topics[0])]
+    delete_topics(k, [name])
+    return out
+
+
+@scenario("admin")
+def create_topic_with_configs(k):
+    """CreateTopics with valid configs: the answer reports them as DYNAMIC_TOPIC_CONFIG."""
+    return create(k, {"name": k.name("t"), "configs": {"cleanup.policy": "compact,delete", "retention.ms": "1000",
+                                                       "max.message.bytes": "2048", "compression.type": "zstd"}})
+
+
+@scenario("admin")
+def create_topic_validate_only(k):
+    """CreateTopics with validate_only: the answer as for a creation, no topic made."""
+    name = k.name("t")
+    return [create(k, {"name": name, "partitions": 2}, validate_only=True), exists(k, name)]
+
+
+@scenario("admin")
+def create_topic_validate_only_invalid(k):
+    """CreateTopics with validate_only and an invalid config: INVALID_CONFIG as without it."""
+    return create(k, {"name": k.name("t"), "configs": {"cleanup.policy": "bogus"}}, validate_only=True)
+
+
+@scenario("admin")
+def create_topic_duplicate_in_request(k):
+    """CreateTopics naming one topic twice: INVALID_REQUEST for it, no topic made."""
+    name = k.name("t")
+    return [create(k, {"name": name}, {"name": name}), exists(k, name)]
+
+
+@scenario("admin")
+def create_topic_already_exists(k):
+    """CreateTopics of an existing topic: TOPIC_ALREADY_EXISTS with Kafka's message."""
+    name = k.create_topic("t")
+    return create(k, {"name": name})
+
+
+@scenario("admin")
+def create_topic_v4(k):
+    """CreateTopics v4 (before per-topic configs in the answer): errors and messages."""
+    return create(k, {"name": k.name("t")}, {"name": "."}, {"name": k.name("u"), "rf": 2}, version=4)
+
+
+# ---------------------------------------------------------------------- DeleteTopics
+
+
+@scenario("admin")
+def delete_topic_by_name(k):
+    """DeleteTopics v6 by name: NONE, the topic is gone from Metadata."""
+    name = k.create_topic("t")
+    return [delete_topics(k, [name]), k.wait_until(lambda: not exists(k, name), "topic gone")]
+
+
+@scenario("admin")
+def delete_topic_unknown(k):
+    """DeleteTopics v6 of an unknown name: UNKNOWN_TOPIC_OR_PARTITION."""
+    return delete_topics(k, [k.name("missing")])
+
+
+@scenario("admin")
+def delete_topic_v5_unknown(k):
+    """DeleteTopics v5 (names only) of an unknown name: UNKNOWN_TOPIC_OR_PARTITION."""
+    return delete_topics(k, [k.name("missing")], version=5)
+
+
+@scenario("admin")
+def delete_topic_by_id(k):
+    """DeleteTopics v6 by topic id: NONE, the answer names the topic."""
+    name = k.create_topic("t")
+    tid = metadata(k, [name]).topics[0].topic_id
+    return [delete_topics(k, ids=[tid]), k.wait_until(lambda: not exists(k, name), "topic gone")]
+
+
+@scenario("admin")
+def delete_topic_unknown_id(k):
+    """DeleteTopics v6 of an unknown topic id: UNKNOWN_TOPIC_ID."""
+    return delete_topics(k, ids=[uuid.uuid4()])
+
+
+@scenario("admin")
+def delete_then_recreate(k):
+    """A deleted topic created again gets a new id and an empty log."""
+    name = filled(k)
+    delete_topics(k, [name])
+    k.wait_until(lambda: not exists(k, name), "topic gone")
+    again = k.wait_until(lambda: (r := create(k, {"name": name})) and int(r.topics[0].error_code) == 0 and r,
+                         "topic created again")
+    # a new partition's leader may answer NOT_LEADER_OR_FOLLOWER a moment after Metadata names it
+    p = k.wait_until(lambda: (f := k.fetch(name).responses[0].partitions[0]) and int(f.error_code) == 0 and f,
+                     "the new partition served")
+    return [again, p.high_watermark, p.log_start_offset]
+
+
+# ---------------------------------------------------------------------- CreatePartitions
+
+
+@scenario("admin")
+def create_partitions_increase(k):
+    """CreatePartitions from 1 to 3: NONE, Metadata shows 3 partitions."""
+    name = k.create_topic("t")
+    r = create_partitions(k, name, 3)
+    k.wait_until(lambda: k._leaders_known(name, 3), "three partitions")
+    return [r, topic_view(metadata(k, [name]).topics[0])]
+
+
+@scenario("admin")
+def create_partitions_decrease(k):
+    """CreatePartitions from 2 to 1: INVALID_PARTITIONS with Kafka's message."""
+    name = k.create_topic("t", partitions=2)
+    return create_partitions(k, name, 1)
+
+
+@scenario("admin")
+def create_partitions_same_count(k):
+    """CreatePartitions to the count the topic has: INVALID_PARTITIONS with Kafka's message."""
+    name = k.create_topic("t", partitions=2)
+    return create_partitions(k, name, 2)
+
+
+@scenario("admin")
+def create_partitions_unknown_topic(k):
+    """CreatePartitions of an unknown topic: UNKNOWN_TOPIC_OR_PARTITION."""
+    return create_partitions(k, k.name("missing"), 2)
+
+
+@scenario("admin")
+def create_partitions_validate_only(k):
+    """CreatePartitions with validate_only: NONE, the count unchanged."""
+    name = k.create_topic("t")
+    return [create_partitions(k, name, 4, validate_only=True), len(metadata(k, [name]).topics[0].partitions)]
+
+
+# ---------------------------------------------------------------------- AlterConfigs / IncrementalAlterConfigs
+
+
+@scenario("admin")
+def alter_configs_topic(k):
+    """AlterConfigs v2 of a topic: its overrides become the given set (an earlier override is dropped)."""
+    name = k.create_topic("t", configs={"retention.ms": "5000"})
+    r = alter_configs(k, TOPIC, name, {"max.message.bytes": "4096"})
+    return [r, describe_configs(k, TOPIC, name, ["retention.ms", "max.message.bytes"])]
+
+
+@scenario("admin")
+def alter_configs_invalid_value(k):
+    """AlterConfigs v2 with an invalid value: INVALID_CONFIG with Kafka's message, nothing changed."""
+    name = k.create_topic("t")
+    return [alter_configs(k, TOPIC, name, {"retention.ms": "soon"}), config_value(k, name, "retention.ms")]
+
+
+@scenario("admin")
+def alter_configs_unknown_config(k):
+    """AlterConfigs v2 with an unknown config name: INVALID_CONFIG with Kafka's message."""
+    name = k.create_topic("t")
+    return alter_configs(k, TOPIC, name, {"no.such.config": "1"})
+
+
+@scenario("admin")
+def alter_configs_unknown_topic(k):
+    """AlterConfigs v2 of a topic that does not exist: UNKNOWN_TOPIC_OR_PARTITION."""
+    return alter_configs(k, TOPIC, k.name("missing"), {"retention.ms": "1000"})
+
+
+@scenario("admin")
+def alter_configs_validate_only(k):
+    """AlterConfigs v2 with validate_only: NONE, the value unchanged."""
+    name = k.create_topic("t")
+    return [alter_configs(k, TOPIC, name, {"retention.ms": "1000"}, validate_only=True),
+            config_value(k, name, "retention.ms")]
+
+
+@scenario("admin")
+def incremental_set(k):
+    """IncrementalAlterConfigs SET of retention.ms: DescribeConfigs shows it as DYNAMIC_TOPIC_CONFIG."""
+    name = k.create_topic("t")
+    return [incremental(k, TOPIC, name, [("retention.ms", SET, "7000")]), config_value(k, name, "retention.ms")]
+
+
+@scenario("admin")
+def incremental_invalid_value(k):
+    """IncrementalAlterConfigs SET with invalid values (retention.ms, cleanup.policy): INVALID_CONFIG with Kafka's message."""
+    name = k.create_topic("t")
+    return [incremental(k, TOPIC, name, [("retention.ms", SET, "later")]),
+            incremental(k, TOPIC, name, [("cleanup.policy", SET, "forever")]),
+            incremental(k, TOPIC, name, [("min.insync.replicas", SET, "0")])]
+
+
+@scenario("admin")
+def incremental_unknown_config(k):
+    """IncrementalAlterConfigs SET of an unknown config: INVALID_CONFIG with Kafka's message."""
+    name = k.create_topic("t")
+    return incremental(k, TOPIC, name, [("no.such.config", SET, "1")])
+
+
+@scenario("admin")
+def incremental_append_cleanup_policy(k):
+    """IncrementalAlterConfigs APPEND compact to cleanup.policy (default delete): delete,compact."""
+    name = k.create_topic("t")
+    return [incremental(k, TOPIC, name, [("cleanup.policy", APPEND, "compact")]),
+            config_value(k, name, "cleanup.policy"),
+            incremental(k, TOPIC, name, [("cleanup.policy", APPEND, "compact")]),
+            config_value(k, name, "cleanup.policy")]
+
+
+@scenario("admin")
+def incremental_subtract_cleanup_policy(k):
+    """IncrementalAlterConfigs SUBTRACT delete from cleanup.policy=compact,delete: compact; subtracting an absent value changes nothing."""
+    name = k.create_topic("t", configs={"cleanup.policy": "compact,delete"})
+    return [incremental(k, TOPIC, name, [("cleanup.policy", SUBTRACT, "delete")]),
+            config_value(k, name, "cleanup.policy"),
+            incremental(k, TOPIC, name, [("cleanup.policy", SUBTRACT, "delete")]),
+            config_value(k, name, "cleanup.policy")]
+
+
+@scenario("admin")
+def incremental_append_non_list(k):
+    """IncrementalAlterConfigs APPEND to retention.ms (not a list): INVALID_CONFIG with Kafka's message."""
+    name = k.create_topic("t")
+    return incremental(k, TOPIC, name, [("retention.ms", APPEND, "5")])
+
+
+@scenario("admin")
+def incremental_delete(k):
+    """IncrementalAlterConfigs DELETE of an override: the default again (DEFAULT_CONFIG); DELETE of no override is NONE."""
+    name = k.create_topic("t", configs={"retention.ms": "5000"})
+    return [incremental(k, TOPIC, name, [("retention.ms", DELETE, None)]), config_value(k, name, "retention.ms"),
+            incremental(k, TOPIC, name, [("segment.ms", DELETE, None)])]
+
+
+@scenario("admin")
+def incremental_validate_only(k):
+    """IncrementalAlterConfigs SET with validate_only: NONE, the value unchanged."""
+    name = k.create_topic("t")
+    return [incremental(k, TOPIC, name, [("retention.ms", SET, "7000")], validate_only=True),
+            config_value(k, name, "retention.ms")]
+
+
+@scenario("admin")
+def incremental_duplicate_config(k):
+    """IncrementalAlterConfigs naming one config twice in a resource: INVALID_REQUEST."""
+    name = k.create_topic("t")
+    return incremental(k, TOPIC, name, [("retention.ms", SET, "7000"), ("retention.ms", SET, "8000")])
+
+
+@scenario("admin")
+def incremental_unknown_topic(k):
+    """IncrementalAlterConfigs of a topic that does not exist: UNKNOWN_TOPIC_OR_PARTITION."""
+    return incremental(k, TOPIC, k.name("missing"), [("retention.ms", SET, "7000")])
+
+
+@scenario("admin")
+def incremental_broker_dynamic(k):
+    """IncrementalAlterConfigs (validate_only) of this broker: message.max.bytes and log.retention.ms are dynamic."""
+    node = str(node_id(k))
+    return [incremental(k, BROKER, node, [("message.max.bytes", SET, "2000000")], validate_only=True),
+            incremental(k, BROKER, node, [("log.retention.ms", SET, "600000")], validate_only=True),
+            incremental(k, BROKER, "", [("log.retention.ms", SET, "600000")], validate_only=True)]
+
+
+@scenario("admin")
+def incremental_broker_read_only(k):
+    """IncrementalAlterConfigs (validate_only) of this broker's read-only configs (node.id, log.dirs): refused."""
+    node = str(node_id(k))
+    return [incremental(k, BROKER, node, [("node.id", SET, "7")], validate_only=True),
+            incremental(k, BROKER, node, [("log.dirs", SET, "/tmp/elsewhere")], validate_only=True)]
+
+
+@scenario("admin", differs="by design: Kafka stores an unknown broker config name (for plugins); oncelog has "
+                           "no plugins and refuses it with INVALID_REQUEST saying so rather than keep and ignore it")
+def incremental_broker_unknown_config(k):
+    """IncrementalAlterConfigs (validate_only) of an unknown broker config."""
+    return incremental(k, BROKER, str(node_id(k)), [("no.such.config", SET, "1")], validate_only=True)
+
+
+@scenario("admin")
+def incremental_broker_other_node(k):
+    """IncrementalAlterConfigs of a broker id that is not this broker's."""
+    return incremental(k, BROKER, str(node_id(k) + 100), [("message.max.bytes", SET, "2000000")], validate_only=True)
+
+
+# ---------------------------------------------------------------------- DescribeConfigs
+
+
+@scenario("admin")
+def describe_configs_topic_defaults(k):
+    """DescribeConfigs v4 of a new topic: value, read_only, source and sensitivity of the configs both brokers report."""
+    name = k.create_topic("t")
+    return describe_configs(k, TOPIC, name)
+
+
+@scenario("admin")
+def describe_configs_topic_synonyms(k):
+    """DescribeConfigs v4 with include_synonyms of a topic with overrides: the override, then the broker's layers."""
+    name = k.create_topic("t", configs={"retention.ms": "5000", "cleanup.policy": "compact"})
+    return describe_configs(k, TOPIC, name, synonyms=True)
+
+
+@scenario("admin")
+def describe_configs_topic_names(k):
+    """DescribeConfigs v4 of a topic asking for two configs and an unknown name: only the known two."""
+    name = k.create_topic("t")
+    return describe_configs(k, TOPIC, name, ["retention.ms", "cleanup.policy", "no.such.config"])
+
+
+@scenario("admin", differs="by design: oncelog reports the topic configs it has; Kafka 4.4 also has "
+                           "tiered-storage (remote.storage.enable, local.retention.*, remote.log.*), replication "
+                           "(follower/leader.replication.throttled.replicas, unclean.leader.election.enable) and "
+                           "other configs oncelog does not implement, listed in README 'Configuration'")
+def describe_configs_topic_all_names(k):
+    """DescribeConfigs v4 of a topic, every config: the set of names each broker reports."""
+    name = k.create_topic("t")
+    m = mod(DESCRIBE_CONFIGS, 4)
+    resp = k.send(m.DescribeConfigsRequest(include_synonyms=False, include_documentation=False, resources=(
+        m.DescribeConfigsResource(resource_type=TOPIC, resource_name=name, configuration_keys=None),)))
+    return sorted(c.name for c in resp.results[0].configs)
+
+
+@scenario("admin", differs="by design: Kafka leaves the message empty (\"\", its field's default, as for no "
+                           "error); oncelog names the missing topic — the rule 'bad input gets a clear error' that "
+                           "the comparison grants where Kafka sends null")
+def describe_configs_unknown_topic(k):
+    """DescribeConfigs v4 of a topic that does not exist: UNKNOWN_TOPIC_OR_PARTITION with Kafka's message."""
+    return describe_configs(k, TOPIC, k.name("missing"))
+
+
+@scenario("admin")
+def describe_configs_invalid_topic_name(k):
+    """DescribeConfigs v4 of topic "..": INVALID_TOPIC_EXCEPTION."""
+    return describe_configs(k, TOPIC, "..")
+
+
+@scenario("admin")
+def describe_configs_broker(k):
+    """DescribeConfigs v4 of this broker, a few default configs with synonyms."""
+    return describe_configs(k, BROKER, str(node_id(k)), list(BROKER_CONFIGS), synonyms=True)
+
+
+@scenario("admin")
+def describe_configs_broker_default_resource(k):
+    """DescribeConfigs v4 of the cluster-default broker resource "" for a few configs: none set dynamically."""
+    return describe_configs(k, BROKER, "", list(BROKER_CONFIGS))
+
+
+@scenario("admin")
+def describe_configs_other_broker(k):
+    """DescribeConfigs v4 of a broker id that is not this broker's."""
+    resp = describe_configs(k, BROKER, str(node_id(k) + 100), ["message.max.bytes"])
+    return resp
+
+
+# ---------------------------------------------------------------------- DeleteRecords
+
+
+@scenario("admin")
+def delete_records_middle(k):
+    """DeleteRecords to offset 4 of 10: low watermark 4, a Fetch from 0 is OFFSET_OUT_OF_RANGE, ListOffsets earliest 4."""
+    t = filled(k)
+    return [delete_records(k, t, {0: 4}), k.fetch(t, 0).responses[0].partitions[0].error_code,
+            k.list_offsets(t, -2).topics[0].partitions[0].offset]
+
+
+@scenario("admin")
+def delete_records_high_watermark(k):
+    """DeleteRecords to -1 (the high watermark): low watermark 10."""
+    t = filled(k)
+    return [delete_records(k, t, {0: -1}), k.list_offsets(t, -2).topics[0].partitions[0].offset]
+
+
+@scenario("admin")
+def delete_records_beyond_high_watermark(k):
+    """DeleteRecords to offset 11 of 10: OFFSET_OUT_OF_RANGE."""
+    t = filled(k)
+    return delete_records(k, t, {0: 11})
+
+
+@scenario("admin")
+def delete_records_backwards(k):
+    """DeleteRecords to 6, then to 3: the low watermark stays 6."""
+    t = filled(k)
+    return [delete_records(k, t, {0: 6}), delete_records(k, t, {0: 3})]
+
+
+@scenario("admin")
+def delete_records_unknown_partition(k):
+    """DeleteRecords of partition 3 of a one-partition topic and of an unknown topic: UNKNOWN_TOPIC_OR_PARTITION."""
+    t = filled(k)
+    return [delete_records(k, t, {3: 1}), delete_records(k, k.name("missing"), {0: 1})]
+
+
+@scenario("admin")
+def delete_records_invalid_offset(k):
+    """DeleteRecords to offset -2 (not a valid target)."""
+    t = filled(k)
+    return delete_records(k, t, {0: -2})
+
+
+# ---------------------------------------------------------------------- Metadata
+
+
+@scenario("admin")
+def metadata_unknown_topic(k):
+    """Metadata v12 of an unknown topic without auto-creation: UNKNOWN_TOPIC_OR_PARTITION."""
+    return topic_view(metadata(k, [k.name("missing")]).topics[0])
+
+
+@scenario("admin", differs="by design: oncelog creates the topic within the Metadata request, so its first answer "
+                           "lists it; Kafka forwards the creation to the KRaft controller and answers "
+                           "UNKNOWN_TOPIC_OR_PARTITION until the new metadata reaches the broker")
+def metadata_auto_create(k):
+    """Metadata v12 of an unknown topic with allow_auto_topic_creation: created (auto.create.topics.enable), 1 partition."""
+    name = k.name("auto")
+    first = metadata(k, [name], auto_create=True).topics[0]
+    k.wait_until(lambda: k._leaders_known(name, 1), "auto-created topic")
+    return [first.error_code, topic_view(metadata(k, [name]).topics[0])]
+
+
+@scenario("admin")
+def metadata_auto_create_invalid_name(k):
+    """Metadata v12 with allow_auto_topic_creation of an invalid name: INVALID_TOPIC_EXCEPTION, nothing created."""
+    return topic_view(metadata(k, [k.name("a b")], auto_create=True).topics[0])
+
+
+@scenario("admin")
+def metadata_v4_auto_create_unknown(k):
+    """Metadata v4 with allow_auto_topic_creation false of an unknown topic: UNKNOWN_TOPIC_OR_PARTITION."""
+    return topic_view(metadata(k, [k.name("missing")], version=4).topics[0])
+
+
+@scenario("admin")
+def metadata_all_topics(k):
+    """Metadata v12 of all topics (null list), this run's topics: names, partitions, not internal."""
+    k.create_topic("a", partitions=2)
+    k.create_topic("b")
+    topics = metadata(k, None).topics
+    return sorted((topic_view(t) for t in topics if t.name.startswith(k.prefix)), key=lambda t: t["name"])
+
+
+@scenario("admin")
+def metadata_internal_topics(k):
+    """Metadata v12 of __consumer_offsets and __transaction_state: internal."""
+    return [{"name": t.name, "error_code": t.error_code, "is_internal": t.is_internal}
+            for t in metadata(k, ["__consumer_offsets", "__transaction_state"]).topics]
+
+
+@scenario("admin")
+def metadata_by_topic_id(k):
+    """Metadata v12 naming a topic by id only: Kafka answers INVALID_REQUEST (ids are for v13 DescribeTopicPartitions)."""
+    name = k.create_topic("t")
+    tid = metadata(k, [name]).topics[0].topic_id
+    m = mod(METADATA, 12)
+    try:
+        resp = k.send(m.MetadataRequest(topics=(m.MetadataRequestTopic(name=None, topic_id=tid),),
+                                        allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    except ConnectionError as exc:
+        return {"connection": str(exc)}
+    return [{"name": t.name, "error_code": t.error_code} for t in resp.topics]
+
+
+# ---------------------------------------------------------------------- ApiVersions
+
+# The versions the Java client 4.4 sends at most (its own ApiVersions table, equal to the broker's
+# of the same release) for the APIs oncelog serves.
+JAVA_CLIENT_4_4 = {0: 13, 1: 18, 2: 11, 3: 13, 8: 10, 9: 10, 10: 6, 11: 9, 12: 4, 13: 5, 14: 5, 15: 6, 16: 5, 17: 1,
+                   18: 5, 19: 7, 20: 6, 21: 2, 22: 5, 24: 5, 25: 4, 26: 5, 28: 6, 29: 3, 30: 3, 31: 3, 32: 4, 33: 2,
+                   35: 5, 36: 2, 37: 3, 42: 3, 43: 2, 44: 1, 46: 0, 47: 0, 50: 0, 51: 0, 60: 2, 61: 0, 65: 0,
+                   66: 2, 75: 0}
+
+
+def _api_versions(k):
+    m = mod(API_VERSIONS, 3)
+    return k.send(m.ApiVersionsRequest(client_software_name="oncelog-conformance", client_software_version="1"))
+
+
+@scenario("admin", differs="by design: Kafka also serves replication (OffsetForLeaderEpoch 23, AlterReplicaLogDirs 34, "
+                           "AlterPartitionReassignments 45), KRaft (DescribeQuorum 55, UpdateFeatures 57, "
+                           "UnregisterBroker 64, Add/RemoveRaftVoter 80/81), delegation tokens (38-41), client quotas "
+                           "(48/49), KIP-848 consumer groups (68/69), client telemetry (74), share and streams groups "
+                           "(76-79, 83-94): README 'Not implemented' and 'Differences from Kafka'")
+def api_versions_keys(k):
+    """ApiVersions v3: the API keys each broker serves."""
+    return sorted(int(a.api_key) for a in _api_versions(k).api_keys)
+
+
+@scenario("admin", differs="open: five APIs are served below the Java client 4.4's newest version, which the "
+                           "client negotiates down to: Produce v13 (topic ids, KIP-516), ApiVersions v5, "
+                           "TxnOffsetCommit v6, DeleteGroups v3, ListTransactions v2 (kio 0.6.5, the protocol "
+                           "library, has no ApiVersions v5, TxnOffsetCommit v6 or DeleteGroups v3 schemas)")
+def api_versions_client_versions(k):
+    """ApiVersions v3: for each API oncelog serves, whether the broker's newest version reaches the Java client 4.4's."""
+    served = {int(a.api_key): int(a.max_version) for a in _api_versions(k).api_keys}
+    return {str(key): "ok" if served.get(key, -1) >= v else f"v{served.get(key)} < client v{v}"
+            for key, v in sorted(JAVA_CLIENT_4_4.items())}
+
+
+@scenario("admin")
+def api_versions_error_and_features(k):
+    """ApiVersions v3: error NONE and transaction.version finalized at 2 (TV2)."""
+    r = _api_versions(k)
+    return [r.error_code, [(f.name, f.max_version_level) for f in r.finalized_features if f.name == "transaction.version"]]
+
+
+@scenario("admin")
+def api_versions_unsupported_version(k):
+    """ApiVersions at a version the broker does not know (v127): UNSUPPORTED_VERSION, a v0 answer with ApiVersions' own range (from v0, to v3 or more)."""
+    from oncelog.client.wire import decode_response, write_request
+    import io
+    import struct
+
+    m = mod(API_VERSIONS, 3)
+    req = m.ApiVersionsRequest(client_software_name="x", client_software_version="1")
+    buf = io.BytesIO()
+    write_request(buf, req, 7, "conformance")
+    raw = bytearray(buf.getvalue())
+    struct.pack_into(">h", raw, 2, 127)  # request_api_version
+    c = k.client
+    c.send_frame(bytes(raw))
+    frame = c.recv_frame()
+    _, resp = decode_response(frame, request_class_v0())
+    return [resp.error_code, [(int(a.api_key), int(a.min_version), int(a.max_version) >= 3)
+                              for a in resp.api_keys if int(a.api_key) == API_VERSIONS]]
+
+
+def request_class_v0():
+    from .framework import request_class
+    return request_class(API_VERSIONS, 0)
