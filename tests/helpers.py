@@ -15,6 +15,37 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | 
     futures[name].result(timeout=30)
 
 
+def wait_for_partitions(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    """Wait until every partition of a topic just created answers ListOffsets without an error,
+    for a test that needs its first writes stored in order without idempotence. Kafka answers
+    CreateTopics once its controller has the topic, before the broker leads the partitions: a
+    write in between gets NOT_LEADER_OR_FOLLOWER and is retried, and a producer without
+    idempotence then stores its first batches after later ones (oncelog's partitions exist when
+    CreateTopics answers: one round trip). On a one-node broker the bootstrap leads every
+    partition."""
+    import datetime
+
+    from oncelog.apis._base import build
+    from oncelog.client.wire import RawClient, request_module
+
+    m = request_module(2, 7)
+    request = build(m.ListOffsetsRequest, replica_id=-1, isolation_level=0, topics=(m.ListOffsetsTopic(
+        name=topic, partitions=tuple(m.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=-1)
+                                     for p in range(partitions))),), timeout=datetime.timedelta(seconds=5))
+    client = RawClient(bootstrap)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            codes = [p.error_code for t in client.request(request).topics for p in t.partitions]
+            if len(codes) == partitions and not any(codes):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{topic}: partitions still answer ListOffsets with {codes} after {timeout:.0f} s")
+            time.sleep(0.05)
+    finally:
+        client.close()
+
+
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = 60.0,
                 isolation: str = "read_uncommitted") -> dict[int, list]:
     """Read every partition from offset 0 until ``expected`` records arrived; returns

@@ -17,7 +17,7 @@ import pytest
 from oncelog.protocol import records as rb
 from oncelog.client.wire import RawClient, request_module
 
-from ..helpers import create_topic, on_apache_kafka, unique
+from ..helpers import create_topic, on_apache_kafka, unique, wait_for_partitions
 
 pytestmark = pytest.mark.both_brokers
 
@@ -85,6 +85,7 @@ def test_commit_and_abort_across_partitions_of_two_topics(broker):
 def test_read_committed_stops_at_open_transaction_and_continues_after_commit(broker):
     topic = unique("lso")
     create_topic(broker.bootstrap, topic, 1)
+    wait_for_partitions(broker.bootstrap, topic, 1)  # the plain writes below are stored in order
     plain = ck.Producer({"bootstrap.servers": broker.bootstrap})
     for i in range(5):
         plain.produce(topic, value=f"before-{i}".encode())
