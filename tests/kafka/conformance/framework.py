@@ -185,6 +185,11 @@ class Conversation:
         if int(code) != 0:
             raise ScenarioFailed(f"CreateTopics {base}: {code!r} {resp.topics[0].error_message}")
         self.wait_until(lambda: self._leaders_known(name, partitions), f"leaders of {base}")
+        # Kafka's metadata names the leader a moment before the leader's replica manager serves
+        # the partition (NOT_LEADER_OR_FOLLOWER meanwhile): wait until each answers ListOffsets.
+        for p in range(partitions):
+            self.wait_until(lambda: int(self.list_offsets(name, LATEST, partition=p).topics[0].partitions[0]
+                                        .error_code) == 0, f"{base}-{p} served")
         return name
 
     def _leaders_known(self, topic: str, partitions: int) -> bool:
@@ -309,7 +314,9 @@ def decode_records(data) -> list[dict]:
         return []
     raw = bytes(data)
     out = []
-    for header in rb.scan_batches(raw):
+    whole = _whole_batches(raw)
+    partial, raw = len(raw) - whole, raw[:whole]  # Kafka may end a Fetch inside a batch (consumers skip it)
+    for header in (rb.scan_batches(raw) if raw else ()):
         one = raw[header.position: header.position + header.size]
         control = ("COMMIT" if rb.control_type(one) == rb.CONTROL_COMMIT else "ABORT") if header.is_control else None
         for offset, _, key, value in rb.iter_records(one):
@@ -317,7 +324,20 @@ def decode_records(data) -> list[dict]:
                         "producer_id": header.producer_id, "producer_epoch": header.producer_epoch,
                         "base_sequence": header.base_sequence, "transactional": header.is_transactional,
                         "control": control})
+    if partial:
+        out.append({"partial_batch_bytes": partial})
     return out
+
+
+def _whole_batches(raw: bytes) -> int:
+    """The length of the leading whole batches of ``raw`` (a Fetch's records may end in a part of one)."""
+    pos = 0
+    while pos + rb.HEADER_SIZE <= len(raw):
+        size = rb.parse_header(raw, pos).size
+        if pos + size > len(raw):
+            break
+        pos += size
+    return pos
 
 
 # ---------------------------------------------------------------------- normalising
