@@ -35,7 +35,8 @@ and -1 for the rest; ``log_append_time`` is the time stamped on the batch with
 
 Topic configs, applied by the partition (:mod:`oncelog.partition.validation`), as Kafka's
 Partition.appendRecordsToLeader and LogValidator do:
-``min.insync.replicas`` above 1 refuses acks=all with NOT_ENOUGH_REPLICAS (one replica);
+``min.insync.replicas`` is capped at the replication factor (one), as Kafka's effectiveMinIsr, so
+acks=all never gets NOT_ENOUGH_REPLICAS;
 ``cleanup.policy=compact`` refuses records without a key and ``message.timestamp.*`` refuses
 CreateTime records out of bounds, each with per-record errors (KIP-467 ``record_errors``: the
 index of the record in its batch) and nothing of the partition stored; ``compression.type``

@@ -352,8 +352,9 @@ _TOPIC_LIST = [
            "Accepted, no effect: oncelog is one broker holding the only replica of every partition, "
            "which is always the leader; there is never an election."),
     _topic("min.insync.replicas", T.INT, 1, at_least(1), _syn("min.insync.replicas"), _H,
-           "acks=all produce requests need this many in-sync replicas. oncelog has one replica per "
-           "partition, so above 1 they get NOT_ENOUGH_REPLICAS, as Kafka answers; acks=0/1 succeed."),
+           "acks=all produce requests need this many in-sync replicas, capped at the replication factor "
+           "(Kafka's effective min ISR). oncelog has one replica per partition, so acks=all always "
+           "succeeds, as Kafka answers for a one-replica topic."),
     _topic("compression.type", T.STRING, "producer",
            one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), _syn("compression.type"), _H,
            "producer: batches are stored as sent. Any other value: batches compressed otherwise are "

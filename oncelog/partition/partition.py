@@ -12,8 +12,8 @@ through :meth:`Partition.append`, in four steps:
 
 1. **validate** (client batches only): the headers against the topic's config, each
    transactional batch with the transaction coordinator (KIP-890: the producer's transaction
-   must hold this partition), then what needs the request or the records (min.insync.replicas,
-   keys on compacted topics, timestamp bounds) — :mod:`oncelog.partition.validation`;
+   must hold this partition), then what needs the records (keys on compacted
+   topics, timestamp bounds) — :mod:`oncelog.partition.validation`;
 2. **check producer state**: every batch against the state the batches before it leave;
    a retried duplicate is answered with its original offsets and nothing is written;
 3. **write**: batches recompressed if ``compression.type`` asks for it, then the log assigns

@@ -17,8 +17,8 @@ a domain error (:mod:`oncelog.errors`), mapped to its wire code by the Produce h
 
 :func:`validate` — what needs the request or the records themselves:
 
-* ``min.insync.replicas`` above 1 refuses acks=all — NOT_ENOUGH_REPLICAS (the ISR is this
-  broker alone);
+* ``min.insync.replicas`` is capped at the replication factor, 1 (Kafka's
+  Partition.effectiveMinIsr since KIP-966): acks=all never gets NOT_ENOUGH_REPLICAS;
 * every record of every batch, as Kafka's LogValidator reads it through DefaultRecord.readFrom
   (:func:`oncelog.protocol.records.check_records`): record lengths, key/value/header sizes,
   header count and keys, offset deltas 0..n-1, exactly recordCount records and no trailing
@@ -67,12 +67,9 @@ def scan(records, config: LogConfig, *, name: str) -> list[rb.BatchHeader]:
 
 def validate(records, batches: list[rb.BatchHeader], config: LogConfig, *, acks: int, now_ms: int, name: str,
              node_id: int) -> None:
-    """The checks that need the request (``acks``), the append time or the records."""
-    if acks == -1 and config.min_insync_replicas > 1:
-        # Kafka's Partition.appendRecordsToLeader, word for word: the ISR is this broker alone.
-        raise errors.NotEnoughReplicas(
-            f"The size of the current ISR Set({node_id}) is insufficient to satisfy the min.isr requirement "
-            f"of {config.min_insync_replicas} for partition {name}")
+    """The checks that need the append time or the records. ``acks`` and ``node_id`` name what
+    Kafka's min-ISR check reads: with one replica its effective minimum (min.insync.replicas
+    capped at the replication factor) is always met."""
     _validate_records(config, records, batches, now_ms, name)
 
 
