@@ -508,3 +508,10 @@ def _version_scenario(v: int):
 
 for _v in range(3, 13):
     _version_scenario(_v)
+
+
+@scenario("produce")
+def min_insync_above_replication(k):
+    """min.insync.replicas=2 on a one-replica topic: acks=all and acks=1 answers."""
+    t = k.create_topic("t", configs={"min.insync.replicas": "2"})
+    return [k.produce(t, batch([b"all"]), acks=-1), k.produce(t, batch([b"one"]), acks=1), k.fetch(t)]
