@@ -67,9 +67,10 @@ class GroupCoordinator:
     def join(self, *, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
              client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
              protocols: list[tuple[str, bytes]], require_known_member_id: bool,
-             respond: Callable[[JoinResult], None]) -> None:
+             respond: Callable[[JoinResult], None], skip_assignment: bool = True) -> None:
         """JoinGroup (Kafka's classic protocol, KIP-394, KIP-345). ``respond`` is called once,
-        at once or when the rebalance the join starts or waits for completes.
+        at once or when the rebalance the join starts or waits for completes. ``skip_assignment``:
+        the request's version can answer SkipAssignment (JoinGroup v9+).
 
         1. Check the request: a group id; a session timeout within
            ``group.min/max.session.timeout.ms``.
@@ -127,7 +128,8 @@ class GroupCoordinator:
                 return fail(fenced(group_id, group_instance_id, member_id, known))
         if not member_id:
             # Step 4. A new member (:meth:`_join_new_member`).
-            return self._join_new_member(group, member_args, require_known_member_id, respond, now)
+            return self._join_new_member(group, member_args, require_known_member_id, respond, now,
+                                         skip_assignment)
         if member_id in group.pending_members:
             # Step 5. KIP-394's second join, with the member id the first one was given.
             del group.pending_members[member_id]
@@ -136,14 +138,14 @@ class GroupCoordinator:
         return self._rejoin(group, member_id, member_args, respond, now)
 
     def _join_new_member(self, group: Group, args: dict, require_known_member_id: bool,
-                         respond: Callable[[JoinResult], None], now: int) -> None:
+                         respond: Callable[[JoinResult], None], now: int, skip_assignment: bool = True) -> None:
         # Step 4. A new member: a member id, then by kind (static, KIP-394 dynamic, dynamic).
         instance_id = args["group_instance_id"]
         new_id = f"{args['client_id'] or 'member'}-{uuid.uuid4()}"
         if instance_id is not None:
             old_id = group.static_members.get(instance_id)
             if old_id is not None and old_id in group.members:
-                return self._replace_static_member(group, old_id, new_id, args, respond, now)
+                return self._replace_static_member(group, old_id, new_id, args, respond, now, skip_assignment)
         if len(group.members) + len(group.pending_members) >= self.config.max_size:
             return respond(JoinResult(errors.GroupMaxSizeReached(
                 f"group {group.group_id!r} has reached group.max.size={self.config.max_size} members"), member_id=""))
@@ -191,10 +193,15 @@ class GroupCoordinator:
                 member_id=member_id))
         return None
 
-    def _replace_static_member(self, group: Group, old_id: str, new_id: str, args: dict, respond, now: int) -> None:
+    def _replace_static_member(self, group: Group, old_id: str, new_id: str, args: dict, respond, now: int,
+                               skip_assignment: bool = True) -> None:
         """KIP-345: a restarted static member takes over its old identity. The old member id is
-        fenced. In Stable with unchanged protocols there is no rebalance: the new member gets the
-        current generation and, at SyncGroup, the old assignment."""
+        fenced. In Stable, unless its protocols change the protocol the group would select, there
+        is no rebalance (new metadata or not: Kafka's updateStaticMemberThenRebalanceOrCompleteJoin):
+        the new member gets the current generation and, at SyncGroup, the old assignment; from
+        JoinGroup v9 the leader is told to skip the assignment, before v9 the answer names the
+        leader as it was (the old member id, if it led) and lists no members."""
+        current_leader = group.leader_id
         old = group.members.pop(old_id)
         notice(log, "group %s: static member %s (client %s) replaced by %s; the old member id %s is fenced",
                group.group_id, old.group_instance_id, args.get("client_id"), new_id, old_id)
@@ -210,9 +217,13 @@ class GroupCoordinator:
         group.static_members[member.group_instance_id] = new_id
         if group.leader_id == old_id:
             group.leader_id = new_id
-        if group.state is S.STABLE and member.protocols == old.protocols:
+        if group.state is S.STABLE and group.select_protocol() == group.protocol_name:
             self._store_group(group, lambda _err: None)
             result = group.join_result(member)
+            if not skip_assignment:
+                respond(JoinResult(result.error, result.generation, result.protocol_type, result.protocol_name,
+                                   current_leader or "", result.member_id, ()))
+                return
             # The leader must not recompute assignments for an unchanged group (KIP-345).
             respond(JoinResult(result.error, result.generation, result.protocol_type, result.protocol_name,
                                result.leader, result.member_id, result.members,

@@ -251,9 +251,11 @@ def check_member(group_id: str, group: Group | None, member_id: str, instance_id
     """Is ``member_id`` (with its static ``instance_id``) a member of ``group``? None, or why not."""
     if group is None or group.state is S.DEAD:
         return errors.UnknownMemberId(f"group {group_id!r} does not exist, so has no member {member_id!r}")
-    if instance_id is not None:
+    if instance_id is not None:  # Kafka's ClassicGroup.validateMember
         known = group.static_members.get(instance_id)
-        if known is not None and known != member_id:
+        if known is None:
+            return errors.UnknownMemberId(f"group {group_id!r} has no static member with instance id {instance_id!r}")
+        if known != member_id:
             return fenced(group.group_id, instance_id, member_id, known)
     if member_id not in group.members:
         return unknown_member(group.group_id, member_id)
