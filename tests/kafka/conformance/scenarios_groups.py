@@ -541,6 +541,34 @@ def heartbeat_dead_group(k):
     return [delete_groups(k, g), heartbeat(k, g, j.generation_id, j.member_id)]
 
 
+@scenario("groups")
+def sync_empty_group(k):
+    """SyncGroup of a member that left (group Empty): UNKNOWN_MEMBER_ID."""
+    g = k.name("g")
+    j, _ = stable_member(k, g)
+    leave(k, g, j.member_id)
+    return sync(k, g, j.generation_id, j.member_id)
+
+
+@scenario("groups")
+def session_timeout_expires_member(k):
+    """A member that stops heartbeating is removed after its session timeout (6 s): the group is Empty, generation 2."""
+    g = k.name("g")
+    j, _ = stable_member(k, g, session_ms=6000)
+    k.wait_until(lambda: state(k, g) == "Empty", "the member expired", timeout=60, interval=0.5)
+    return [describe(k, g), heartbeat(k, g, j.generation_id, j.member_id)]
+
+
+@scenario("groups")
+def rebalance_timeout_drops_member(k):
+    """A member that does not rejoin within the rebalance timeout is dropped: the newcomer's join completes alone."""
+    g = k.name("g")
+    j1, _ = stable_member(k, g, rebalance_ms=3000)
+    first, t, result = second_member_joining(k, g, rebalance_ms=3000)
+    j2 = joined(t, result, "second join")
+    return [j2, heartbeat(k, g, j1.generation_id, j1.member_id), describe(k, g, order=[first.member_id])]
+
+
 # ---------------------------------------------------------------------- LeaveGroup
 
 
@@ -646,6 +674,48 @@ def static_leave_fenced(k):
     return [leave(k, g, ("never-given", "i1")), state(k, g)]
 
 
+@scenario("groups")
+def static_join_wrong_member_id(k):
+    """JoinGroup with a static member's instance id and a member id that is not its own: FENCED_INSTANCE_ID."""
+    g = k.name("g")
+    stable_member(k, g, instance="i1")
+    return join(k, g, "never-given", instance="i1")
+
+
+@scenario("groups")
+def static_rejoin_new_metadata(k):
+    """A static member rejoins (no member id) with another subscription: a rebalance, generation 2."""
+    g = k.name("g")
+    stable_member(k, g, instance="i1")
+    again = join(k, g, instance="i1", topics=("t", "u"))
+    return [again, state(k, g)]
+
+
+@scenario("groups")
+def static_rejoin_v5(k):
+    """A static leader rejoins with JoinGroup v5 (no SkipAssignment): the current generation, the old leader id, no members."""
+    g = k.name("g")
+    j, _ = stable_member(k, g, instance="i1")
+    again = join(k, g, instance="i1", version=5)
+    return [j, again, state(k, g)]
+
+
+@scenario("groups")
+def static_heartbeat_unknown_instance(k):
+    """Heartbeat of a dynamic member naming a group instance id the group does not know: UNKNOWN_MEMBER_ID."""
+    g = k.name("g")
+    j, _ = stable_member(k, g)
+    return heartbeat(k, g, j.generation_id, j.member_id, instance="i9")
+
+
+@scenario("groups")
+def static_sync_wrong_instance(k):
+    """SyncGroup with the member id of one static member and another instance id: FENCED_INSTANCE_ID."""
+    g = k.name("g")
+    j, _ = stable_member(k, g, instance="i1")
+    return sync(k, g, j.generation_id, j.member_id, instance="i2")
+
+
 # ---------------------------------------------------------------------- DescribeGroups, ListGroups, DeleteGroups
 
 
@@ -688,6 +758,28 @@ def describe_preparing_rebalance(k):
     join(k, g, j1.member_id)
     joined(t, result, "second join")
     return d
+
+
+@scenario("groups")
+def describe_several_groups(k):
+    """DescribeGroups v5 of a Stable group, an Empty one and an unknown one in one request (by group id)."""
+    j, _ = stable_member(k, k.name("stable"))
+    t = k.create_topic("t")
+    simple_commit(k, k.name("empty"), t, 1)
+    resp = describe(k, k.name("unknown"), k.name("stable"), k.name("empty"), order=[j.member_id])
+    # Kafka answers in the order of its coordinator shards (a HashMap of __consumer_offsets
+    # partitions), not the request's; clients match groups by id, so the groups are compared by id.
+    return dataclasses.replace(resp, groups=tuple(sorted(resp.groups, key=lambda g: g.group_id)))
+
+
+@scenario("groups")
+def leave_dead_group(k):
+    """LeaveGroup v5 to a group DeleteGroups removed."""
+    g = k.name("g")
+    j, _ = stable_member(k, g)
+    leave(k, g, j.member_id)
+    delete_groups(k, g)
+    return leave(k, g, j.member_id)
 
 
 @scenario("groups")

@@ -367,16 +367,6 @@ def require_stable_after_abort(k):
     return [end, fetch_offsets(k, g, {t: [0]}, require_stable=True)]
 
 
-@scenario("offsets")
-def txn_offset_commit_without_add_offsets(k):
-    """TxnOffsetCommit before AddOffsetsToTxn added the group to the transaction."""
-    t = k.create_topic("t")
-    g = k.name("g")
-    txn = k.name("txn")
-    init = k.init_producer_id(txn)
-    return txn_offset_commit(k, txn, init.producer_id, init.producer_epoch, g, {(t, 0): 3})
-
-
 # ---------------------------------------------------------------------- OffsetDelete
 
 
