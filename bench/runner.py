@@ -139,7 +139,7 @@ class Runner:
         rate = self.java_rates.get((target, size, mode.name))
         if rate is None:
             rate = kafka.FIRST_GUESS_RECORDS_PER_S * min(4.0, 1024 / size)
-        return max(1000, int(rate * duration))
+        return max(5000, int(rate * duration))
 
     def _producer_jobs(self, broker: RunningBroker, topic: str, size: int, mode: Mode, duration: float) -> list[dict]:
         if mode.java is not None:
@@ -320,12 +320,16 @@ class Runner:
             for size, mode in pairs:
                 shift = r % len(targets)
                 for target in targets[shift:] + targets[:shift]:
-                    out.append((r, size, mode, target))
+                    if not target.skips(mode):
+                        out.append((r, size, mode, target))
         return out
 
     def run(self) -> list[Cell]:
         self.pool = WorkerPool(self._pool_size()).start()
         plan = self.plan()
+        skipped = {(t.name, m.label, t.skips(m)) for _, m in self.opts.matrix for t in self.opts.targets if t.skips(m)}
+        for name, label, why in sorted(skipped):
+            self.console.print(f"[yellow]not run: {escape(name)} {escape(label)}: {escape(why)}")
         try:
             with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=self.console, transient=False) as progress:
@@ -336,7 +340,8 @@ class Runner:
                     # CPU is counted as the broker's): Apache Kafka warms up on every mode of the
                     # run (transactions, idempotence, both isolation levels, each client), the
                     # others on the first.
-                    warm = [(t, m) for t in self.opts.targets for m in (sized if t.kind == "kafka" else sized[:1])]
+                    warm = [(t, m) for t in self.opts.targets
+                            for m in [m for m in sized if not t.skips(m)][:None if t.kind == "kafka" else 1]]
                     task = progress.add_task("warm-up", total=len(warm))
                     for t, mode in warm:
                         progress.update(task, description=f"warm-up {t.name} {mode.label}")
