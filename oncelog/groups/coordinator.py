@@ -436,7 +436,12 @@ class GroupCoordinator:
                 member_id = known
             if member_id in group.pending_members:
                 del group.pending_members[member_id]
-                self._check_join_complete(group)
+                if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
+                    # Kafka rebalances on any member's leave, a pending one's too
+                    # (GroupMetadataManager.classicGroupLeaveToClassicGroup)
+                    self._prepare_rebalance(group, self.clock(), f"pending member {member_id} left")
+                else:
+                    self._check_join_complete(group)
                 results.append(None)
                 continue
             if member_id not in group.members:
