@@ -16,7 +16,7 @@ import uuid
 
 from .framework import (ALTER_CONFIGS, API_VERSIONS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_RECORDS,
                         DELETE_TOPICS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, METADATA, batch, mod)
-from .scenarios_groups import build, scenario
+from .scenarios_groups import build, make, scenario
 
 TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -73,11 +73,6 @@ def metadata(k, names, *, auto_create: bool = False, version: int = 12):
                             make(m.MetadataRequestTopic, name=n, topic_id=uuid.UUID(int=0)) for n in names)))
 
 
-def make(cls, **fields):
-    """``cls(**fields)`` without the fields its version lacks."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in fields.items() if k in names})
-
 
 def node_id(k) -> int:
     return metadata(k, []).brokers[0].node_id
@@ -116,6 +111,20 @@ def describe_configs(k, resource_type: int, name: str, names=None, *, synonyms: 
 def config_value(k, topic: str, name: str):
     got = describe_configs(k, TOPIC, topic, [name]).results[0].configs
     return (got[0].value, got[0].config_source) if got else None
+
+
+def settled(k, topic: str, name: str, until):
+    """(value, source) of a topic config once ``until((value, source))`` holds: Kafka applies a
+    config change when the controller's record reaches the broker, a moment after answering."""
+    return k.wait_until(lambda: (v := config_value(k, topic, name)) and until(v) and v, f"{name} of {topic} settled")
+
+
+MARK = ("segment.jitter.ms", SET, "1234")  # sent beside a change that may change nothing: its arrival shows the change's
+
+
+def marked(k, topic: str):
+    """Wait until the :data:`MARK` sent with the last change is in force."""
+    settled(k, topic, MARK[0], lambda v: v[0] == MARK[2])
 
 
 def alter_configs(k, resource_type: int, name: str, configs: dict, *, validate_only: bool = False):
@@ -459,6 +468,7 @@ def alter_configs_topic(k):
     """AlterConfigs v2 of a topic: its overrides become the given set (an earlier override is dropped)."""
     name = k.create_topic("t", configs={"retention.ms": "5000"})
     r = alter_configs(k, TOPIC, name, {"max.message.bytes": "4096"})
+    settled(k, name, "max.message.bytes", lambda v: v[0] == "4096")
     return [r, describe_configs(k, TOPIC, name, ["retention.ms", "max.message.bytes"])]
 
 
@@ -494,7 +504,8 @@ def alter_configs_validate_only(k):
 def incremental_set(k):
     """IncrementalAlterConfigs SET of retention.ms: DescribeConfigs shows it as DYNAMIC_TOPIC_CONFIG."""
     name = k.create_topic("t")
-    return [incremental(k, TOPIC, name, [("retention.ms", SET, "7000")]), config_value(k, name, "retention.ms")]
+    return [incremental(k, TOPIC, name, [("retention.ms", SET, "7000")]),
+            settled(k, name, "retention.ms", lambda v: v[0] == "7000")]
 
 
 @scenario("admin")
@@ -517,20 +528,23 @@ def incremental_unknown_config(k):
 def incremental_append_cleanup_policy(k):
     """IncrementalAlterConfigs APPEND compact to cleanup.policy (default delete): delete,compact."""
     name = k.create_topic("t")
-    return [incremental(k, TOPIC, name, [("cleanup.policy", APPEND, "compact")]),
-            config_value(k, name, "cleanup.policy"),
-            incremental(k, TOPIC, name, [("cleanup.policy", APPEND, "compact")]),
-            config_value(k, name, "cleanup.policy")]
+    first = incremental(k, TOPIC, name, [("cleanup.policy", APPEND, "compact")])
+    after_first = settled(k, name, "cleanup.policy", lambda v: v[1] == 1)
+    second = incremental(k, TOPIC, name, [("cleanup.policy", APPEND, "compact"), MARK])
+    marked(k, name)
+    return [first, after_first, second, config_value(k, name, "cleanup.policy")]
 
 
 @scenario("admin")
 def incremental_subtract_cleanup_policy(k):
     """IncrementalAlterConfigs SUBTRACT delete from cleanup.policy=compact,delete: compact; subtracting an absent value changes nothing."""
     name = k.create_topic("t", configs={"cleanup.policy": "compact,delete"})
-    return [incremental(k, TOPIC, name, [("cleanup.policy", SUBTRACT, "delete")]),
-            config_value(k, name, "cleanup.policy"),
-            incremental(k, TOPIC, name, [("cleanup.policy", SUBTRACT, "delete")]),
-            config_value(k, name, "cleanup.policy")]
+    first = incremental(k, TOPIC, name, [("cleanup.policy", SUBTRACT, "delete"), MARK])
+    marked(k, name)
+    after_first = config_value(k, name, "cleanup.policy")
+    second = incremental(k, TOPIC, name, [("cleanup.policy", SUBTRACT, "delete"), ("segment.jitter.ms", SET, "99")])
+    settled(k, name, "segment.jitter.ms", lambda v: v[0] == "99")
+    return [first, after_first, second, config_value(k, name, "cleanup.policy")]
 
 
 @scenario("admin")
@@ -544,7 +558,8 @@ def incremental_append_non_list(k):
 def incremental_delete(k):
     """IncrementalAlterConfigs DELETE of an override: the default again (DEFAULT_CONFIG); DELETE of no override is NONE."""
     name = k.create_topic("t", configs={"retention.ms": "5000"})
-    return [incremental(k, TOPIC, name, [("retention.ms", DELETE, None)]), config_value(k, name, "retention.ms"),
+    return [incremental(k, TOPIC, name, [("retention.ms", DELETE, None)]),
+            settled(k, name, "retention.ms", lambda v: v[1] != 1),
             incremental(k, TOPIC, name, [("segment.ms", DELETE, None)])]
 
 

@@ -118,6 +118,12 @@ def build(api_key: int, version: int, **fields):
     return cls(**{k: v for k, v in fields.items() if k in names})
 
 
+def make(cls, **fields):
+    """``cls(**fields)`` (a request's nested entity) without the fields its version lacks."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in fields.items() if k in names})
+
+
 def _string(s: str) -> bytes:
     b = s.encode()
     return struct.pack(">h", len(b)) + b
@@ -569,7 +575,47 @@ def rebalance_timeout_drops_member(k):
     return [j2, heartbeat(k, g, j1.generation_id, j1.member_id), describe(k, g, order=[first.member_id])]
 
 
+@scenario("groups")
+def heartbeat_pending_member(k):
+    """Heartbeat with the member id MEMBER_ID_REQUIRED gave, before the second JoinGroup (a pending member)."""
+    g = k.name("g")
+    stable_member(k, g)
+    first = join(k, g)
+    return [first, heartbeat(k, g, 1, first.member_id)]
+
+
+@scenario("groups")
+def sync_pending_member(k):
+    """SyncGroup with the member id MEMBER_ID_REQUIRED gave, before the second JoinGroup."""
+    g = k.name("g")
+    stable_member(k, g)
+    first = join(k, g)
+    return sync(k, g, 1, first.member_id)
+
+
+@scenario("groups")
+def follower_rejoins_completing_rebalance(k):
+    """In CompletingRebalance a follower rejoins with the same metadata: the current generation, no new rebalance."""
+    g = k.name("g")
+    j1, _ = stable_member(k, g)
+    first, t, result = second_member_joining(k, g)
+    r1 = join(k, g, j1.member_id)
+    j2 = joined(t, result, "second join")
+    follower = j2["member_id"] if isinstance(j2, dict) else j2.member_id
+    again = join(k, g, follower)
+    return [r1.generation_id, again, state(k, g)]
+
+
 # ---------------------------------------------------------------------- LeaveGroup
+
+
+@scenario("groups")
+def leave_pending_member(k):
+    """LeaveGroup v5 of a pending member (MEMBER_ID_REQUIRED given, not joined again)."""
+    g = k.name("g")
+    stable_member(k, g)
+    first = join(k, g)
+    return [leave(k, g, first.member_id), state(k, g)]
 
 
 @scenario("groups")
@@ -790,6 +836,30 @@ def describe_dead_after_delete(k):
     leave(k, g, j.member_id)
     delete_groups(k, g)
     return describe(k, g)
+
+
+@scenario("groups", differs="by design: oncelog has no group configs (Kafka 4.x's group.* dynamic configs of "
+                            "KIP-848), so a group's operations are READ, DELETE and DESCRIBE, without Kafka's "
+                            "DESCRIBE_CONFIGS and ALTER_CONFIGS")
+def describe_with_authorized_operations(k):
+    """DescribeGroups v5 with include_authorized_operations, no authorizer configured."""
+    g = k.name("g")
+    j, _ = stable_member(k, g)
+    resp = k.send(build(DESCRIBE_GROUPS, 5, groups=(g,), include_authorized_operations=True))
+    return [(x.group_state, x.authorized_operations) for x in resp.groups]
+
+
+@scenario("groups")
+def delete_groups_empty_group_id(k):
+    """DeleteGroups of group id "": INVALID_GROUP_ID (or not found)."""
+    return delete_groups(k, "")
+
+
+@scenario("groups")
+def list_groups_unknown_state_filter(k):
+    """ListGroups v4 with a state that does not exist ("Bogus"): no groups, or an error."""
+    stable_member(k, k.name("g"))
+    return _listed(k, k.send(build(LIST_GROUPS, 4, states_filter=("Bogus",))))
 
 
 def _listed(k, resp):

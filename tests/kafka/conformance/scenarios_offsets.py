@@ -10,7 +10,7 @@ scenarios_groups (real consumer-protocol subscriptions, so OffsetDelete knows wh
 from __future__ import annotations
 
 from .framework import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, TXN_OFFSET_COMMIT, mod
-from .scenarios_groups import (build, delete_groups, describe, join, join_member, leave, scenario,
+from .scenarios_groups import (build, delete_groups, describe, join, join_member, leave, make, scenario,
                                second_member_joining, simple_commit, stable_member, joined)
 
 
@@ -20,8 +20,9 @@ def commit(k, group: str, offsets: dict[tuple[str, int], int], *, generation: in
     m = mod(OFFSET_COMMIT, version)
     topics: dict[str, list] = {}
     for (t, p), o in offsets.items():
-        topics.setdefault(t, []).append(m.OffsetCommitRequestPartition(
-            partition_index=p, committed_offset=o, committed_leader_epoch=leader_epoch, committed_metadata=metadata))
+        topics.setdefault(t, []).append(make(
+            m.OffsetCommitRequestPartition, partition_index=p, committed_offset=o, committed_leader_epoch=leader_epoch,
+            committed_metadata=metadata, commit_timestamp=-1))
     return k.send(build(OFFSET_COMMIT, version, group_id=group, generation_id_or_member_epoch=generation,
                         member_id=member_id, group_instance_id=instance, retention_time_ms=-1,
                         topics=tuple(m.OffsetCommitRequestTopic(name=t, partitions=tuple(ps))
@@ -162,6 +163,72 @@ def commit_preparing_rebalance(k):
     join(k, g, j.member_id)
     joined(th, result, "second join")
     return [answer, fetch_offsets(k, g, {t: [0]})]
+
+
+@scenario("offsets")
+def commit_static_member(k):
+    """OffsetCommit by a static member with its instance id: NONE; with another member id: FENCED_INSTANCE_ID."""
+    t = k.create_topic("t")
+    g = k.name("g")
+    j, _ = stable_member(k, g, instance="i1")
+    return [commit(k, g, {(t, 0): 3}, generation=j.generation_id, member_id=j.member_id, instance="i1"),
+            commit(k, g, {(t, 0): 4}, generation=j.generation_id, member_id="never-given", instance="i1"),
+            fetch_offsets(k, g, {t: [0]})]
+
+
+@scenario("offsets")
+def commit_negative_offset(k):
+    """OffsetCommit of offset -1 and -5: stored as given (Kafka does not check the value)."""
+    t = k.create_topic("t", partitions=2)
+    g = k.name("g")
+    return [commit(k, g, {(t, 0): -1, (t, 1): -5}), fetch_offsets(k, g, {t: [0, 1]})]
+
+
+@scenario("offsets")
+def commit_beyond_log_end(k):
+    """OffsetCommit of an offset past the log end (1000 on an empty partition): stored as given."""
+    t = k.create_topic("t")
+    g = k.name("g")
+    return [commit(k, g, {(t, 0): 1000}), fetch_offsets(k, g, {t: [0]})]
+
+
+@scenario("offsets")
+def commit_v2_retention_time(k):
+    """OffsetCommit v2 (with retention_time_ms) and OffsetFetch v1: the old versions still commit and read."""
+    t = k.create_topic("t")
+    g = k.name("g")
+    return [commit(k, g, {(t, 0): 7}, version=2), fetch_offsets(k, g, {t: [0]}, version=1)]
+
+
+@scenario("offsets")
+def fetch_after_delete_groups(k):
+    """OffsetFetch after DeleteGroups: the offsets are gone (-1)."""
+    t = k.create_topic("t")
+    g = k.name("g")
+    commit(k, g, {(t, 0): 5})
+    delete_groups(k, g)
+    return fetch_offsets(k, g, {t: [0]})
+
+
+@scenario("offsets")
+def require_stable_other_group_pending(k):
+    """A transaction's offset pending for group a: OffsetFetch require_stable of group b is unaffected."""
+    t = k.create_topic("t")
+    commit(k, k.name("b"), {(t, 0): 2})
+    txn, pid, epoch, _ = pending_txn_commit(k, k.name("a"), t, 9)
+    out = fetch_groups(k, {k.name("a"): {t: [0]}, k.name("b"): {t: [0]}}, require_stable=True)
+    k.end_txn(txn, pid, epoch, False)
+    k.wait_txn_complete(txn)
+    return out
+
+
+@scenario("offsets")
+def offset_delete_then_commit(k):
+    """OffsetDelete then OffsetCommit of the same partition: the new offset."""
+    t = k.create_topic("t")
+    g = k.name("g")
+    commit(k, g, {(t, 0): 1})
+    return [offset_delete(k, g, {t: [0]}), commit(k, g, {(t, 0): 2}), fetch_offsets(k, g, {t: [0]})]
 
 
 @scenario("offsets")
