@@ -235,7 +235,7 @@ def test_new_data_dir_is_not_an_unclean_shutdown(broker_factory):
 
 
 def test_broker_logs_rejections_once_with_the_client_id(broker):
-    """INVALID_CONFIG, NON_EMPTY_GROUP, UNKNOWN_PRODUCER_ID and transactional fencing each give
+    """INVALID_CONFIG, NON_EMPTY_GROUP, INVALID_PRODUCER_EPOCH and transactional fencing each give
     one INFO line naming the client and the reason; five identical rejections give one line."""
     from confluent_kafka.admin import NewTopic
 
@@ -268,21 +268,25 @@ def test_broker_logs_rejections_once_with_the_client_id(broker):
     text = _wait_for_log(broker, f"group {group} with generation 2 is now empty")
     assert _lines(text, "INFO", f"group {group}: member ops-consumer", "left")
 
-    # UNKNOWN_PRODUCER_ID: a producer id the partition has no state for, at sequence 5.
+    # INVALID_PRODUCER_EPOCH: a producer's batch of an epoch older than the one it wrote with.
     from oncelog.protocol import records as rb
     from oncelog.client.wire import produce_request
 
     raw = RawClient(broker.bootstrap)
     try:
-        batch = rb.build_batch([(None, b"x")], timestamp_ms=int(time.time() * 1000), producer_id=424242,
-                               producer_epoch=0, base_sequence=5)
+        now = int(time.time() * 1000)
+        newer = rb.build_batch([(None, b"x")], timestamp_ms=now, producer_id=424242, producer_epoch=1,
+                               base_sequence=0)
+        assert raw.request(produce_request(topic, 0, newer)).responses[0].partition_responses[0].error_code.value == 0
+        stale = rb.build_batch([(None, b"y")], timestamp_ms=now, producer_id=424242, producer_epoch=0,
+                               base_sequence=1)
         for _ in range(3):
-            resp = raw.request(produce_request(topic, 0, batch))
-            assert resp.responses[0].partition_responses[0].error_code.value == 59
+            resp = raw.request(produce_request(topic, 0, stale))
+            assert resp.responses[0].partition_responses[0].error_code.value == 47
     finally:
         raw.close()
-    text = _wait_for_log(broker, "UNKNOWN_PRODUCER_ID")
-    lines = _lines(text, "INFO", "rawclient", "UNKNOWN_PRODUCER_ID")
+    text = _wait_for_log(broker, "INVALID_PRODUCER_EPOCH")
+    lines = _lines(text, "INFO", "rawclient", "INVALID_PRODUCER_EPOCH")
     assert len(lines) == 1 and "424242" in lines[0], lines
 
     # Fencing: a second producer with the same transactional id fences the first.
