@@ -2,8 +2,9 @@
 
 :meth:`Broker.handle_frame` takes one request frame and returns what to send back: encoded
 response chunks, an awaitable of them, an :class:`~oncelog.apis._base.Applied` wrapping such an
-awaitable (the request's effects are applied; only its response waits), or None (no response,
-as for Produce with acks=0).
+awaitable (the request's effects are applied; only its response waits), None (no response,
+as for Produce with acks=0), or a :class:`~oncelog.apis._base.CloseConnection` (no response,
+and the connection is to be closed once the answers before it are written).
 It raises :class:`ProtocolViolation` for a frame that cannot be answered; the server then
 closes that connection (and only that one).
 
@@ -27,7 +28,7 @@ from kio.schema.errors import ErrorCode
 from . import apis
 from .config import registry
 from .apis import api_versions
-from .apis._base import Applied, RequestContext
+from .apis._base import Applied, CloseConnection, RequestContext
 from .errors import KafkaError
 from .notices import log_rejections
 from .config.settings import BrokerConfig
@@ -269,8 +270,8 @@ class Broker:
         result = module.handle(ctx, request)
         if api_key in GROUP_APIS:
             self.schedule_group_timer()
-        if result is None:
-            return None
+        if result is None or isinstance(result, CloseConnection):
+            return result
         # Produce logs its own rejections (with the reason); Fetch is the hot path.
         check = ctx if api_key not in (0, 1) else None
         if isinstance(result, Applied):

@@ -46,7 +46,7 @@ import signal
 import struct
 import time
 
-from .apis._base import Applied
+from .apis._base import Applied, CloseConnection
 from .broker import Broker, ProtocolViolation
 from .security import tls
 from .security.sasl import SaslAuthenticationFailed
@@ -398,6 +398,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if result is None:
             self._release(nbytes)
             return
+        if isinstance(result, CloseConnection):
+            # In order: the answers to the requests before it are written first (_flush).
+            self.slots.append((result, nbytes))
+            self._flush()
+            return
         if isinstance(result, list):
             if not self.slots:
                 self.transport.writelines(result)
@@ -480,6 +485,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if not head.done():
                     break
                 chunks = head.result()
+            elif isinstance(head, CloseConnection):
+                log.info("closing connection from %s: %s", self.peer, head.reason)
+                if released:
+                    self._release(released)
+                self.closed = True
+                self.queued.clear()
+                self.transport.close()  # what was written before it still goes out
+                return
             else:
                 chunks = head
             slots.popleft()

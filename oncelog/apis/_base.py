@@ -116,6 +116,17 @@ def reply_later(make_response: Callable[..., Any]) -> tuple[asyncio.Future, Call
     return fut, respond
 
 
+class CloseConnection:
+    """A handler's answer meaning: no response, and close the connection once the answers to the
+    requests before it are written (Kafka's requestChannel.closeConnection: an acks=0 Produce
+    with an error, whose producer learns of it only by reconnecting and refreshing metadata)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
 class Applied:
     """A response still to come for a request whose effects are already applied: all that is
     left is waiting (an acks=all Produce waiting for its fsync). The server lets the next

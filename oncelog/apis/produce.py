@@ -9,7 +9,8 @@ partition validates every batch (length, magic, CRC32C, codec, record count,
 a limit (:mod:`oncelog.partition.validation`), before anything is written; a partition with any
 bad batch gets CORRUPT_MESSAGE / INVALID_RECORD / MESSAGE_TOO_LARGE and nothing of it is stored.
 A zstd batch in a Produce below v7 is UNSUPPORTED_COMPRESSION_TYPE (Kafka's KIP-110 rule). Valid batches
-are appended with offsets patched in. acks=0 gets no response; acks=1 is answered once the
+are appended with offsets patched in. acks=0 gets no response (and with an error the connection
+is closed, as Kafka does, so the producer refreshes its metadata); acks=1 is answered once the
 bytes are in the log (page cache); acks=-1 (all) under ``--fsync always`` once a group-commit
 fsync covering them has finished (see :mod:`oncelog.storage.flusher`). Clients may not write to
 internal topics (names starting with ``__``).
@@ -57,7 +58,7 @@ from .. import errors
 from ..notices import notice
 from ..protocol import records as rb
 from . import _authz
-from ._base import NO_THROTTLE, OK, Applied, build, response_module
+from ._base import NO_THROTTLE, OK, Applied, CloseConnection, build, response_module
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -233,7 +234,9 @@ def _append_all(ctx, request, denied=None):
             parts.append(entry)
         outcome.append((topic_data.name, parts))
     if acks == 0:
-        return None
+        # Kafka's KafkaApis.handleProduceRequest: no response; an error closes the connection.
+        failed = [f"{name}-{e[0]}: {e[1].name.upper()}" for name, parts in outcome for e in parts if e[1] != OK]
+        return CloseConnection(f"acks=0 Produce failed ({', '.join(failed)})") if failed else None
     if not pending:
         return _response(ctx, outcome)
     # Appended: only the wait for durability is left.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from oncelog.apis._base import CloseConnection
 from oncelog.protocol import records as rb
 
 from .harness import E, batch, records_of, run, wait_until
@@ -48,9 +49,10 @@ def test_acks_zero_gets_no_response_but_is_appended(tmp_path):
         await api.create_topic("t")
         assert await api.produce_request({("t", 0): batch([b"a", b"b"])}, acks=0) is None
         assert api.log_end("t") == 2
-        # an acks=0 request that fails gets no response either. (Kafka also closes the connection
-        # then, so the producer refreshes its metadata; the handler's None cannot say so.)
-        assert await api.produce_request({("t", 7): batch([b"c"])}, acks=0) is None
+        # an acks=0 request that fails gets no response either, and the connection is closed so the
+        # producer refreshes its metadata (Kafka's KafkaApis.handleProduceRequest)
+        closing = await api.produce_request({("t", 7): batch([b"c"])}, acks=0)
+        assert isinstance(closing, CloseConnection) and "t-7: UNKNOWN_TOPIC_OR_PARTITION" in closing.reason
         assert api.log_end("t") == 2
 
     run(tmp_path, scenario)
