@@ -380,6 +380,23 @@ for _v in range(4, 13):
     _fetch_version(_v)
 
 
+def _fetch_version_by_id(v: int):
+    def fn(k):
+        t = three_batches(k)
+        ids = {t: topic_id(k, t), "x": uuid.UUID(int=12345)}
+        return [fetch_many(k, [(t, 0, 1)], version=v, topic_ids=ids), fetch_many(k, [(t, 0, 9)], version=v, topic_ids=ids),
+                fetch_many(k, [("x", 0, 0)], version=v, topic_ids=ids)]
+
+    fn.__name__ = f"version_v{v}"
+    fn.__doc__ = (f"Fetch v{v} by topic id: from inside a batch, beyond the end, an unknown id "
+                  f"(the fields v{v} has).")
+    scenario("fetch")(fn)
+
+
+for _v in range(13, 19):
+    _fetch_version_by_id(_v)
+
+
 # ---------------------------------------------------------------------- list_offsets
 
 
@@ -530,5 +547,5 @@ def _list_offsets_version(v: int):
     scenario("list_offsets")(fn)
 
 
-for _v in range(1, 10):
+for _v in range(1, 12):
     _list_offsets_version(_v)

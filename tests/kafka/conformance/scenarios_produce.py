@@ -515,3 +515,19 @@ def min_insync_above_replication(k):
     """min.insync.replicas=2 on a one-replica topic: acks=all and acks=1 answers."""
     t = k.create_topic("t", configs={"min.insync.replicas": "2"})
     return [k.produce(t, batch([b"all"]), acks=-1), k.produce(t, batch([b"one"]), acks=1), k.fetch(t)]
+
+
+@scenario("produce")
+def acks_zero_error_closes_connection(k):
+    """acks=0 to a missing topic: no answer, and the broker closes the connection (the client learns
+    of the error by reconnecting)."""
+    k.produce(k.name("missing"), batch(), acks=0)
+    return {"closed": k.client.is_closed(timeout=5)}
+
+
+@scenario("produce")
+def acks_zero_success_keeps_connection(k):
+    """acks=0 that succeeds: the connection stays open and serves the next request."""
+    t = k.create_topic("t")
+    k.produce(t, batch([b"a"]), acks=0)
+    return [k.produce(t, batch([b"b"]), acks=1), k.fetch(t)]

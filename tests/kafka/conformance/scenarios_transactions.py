@@ -810,3 +810,24 @@ def txn_offset_commit_v5_implicit_add(k):
     ended = end_v5(k, tid, pid, epoch, True)
     k.wait_txn_complete(tid)
     return [committed, ongoing, ended, offset_fetch(k, g, t)]
+
+
+def list_txns_v2(k, pattern, pids=()):
+    m = mod(LIST_TRANSACTIONS, 2)
+    return k.send(m.ListTransactionsRequest(state_filters=(), producer_id_filters=tuple(pids), duration_filter=-1,
+                                            transactional_id_pattern=pattern))
+
+
+@scenario("transactions")
+def list_v2_transactional_id_pattern(k):
+    """ListTransactions v2 (KIP-1152): a pattern matching the whole id, one matching part of it, none."""
+    tid, pid, epoch = begin(k, "tx-pattern")
+    return [list_txns_v2(k, ".*tx-pat.*", [pid]), list_txns_v2(k, "tx-pat", [pid]), list_txns_v2(k, None, [pid]),
+            list_txns_v2(k, "", [pid])]
+
+
+@scenario("transactions")
+def list_v2_invalid_pattern(k):
+    """ListTransactions v2 with a pattern that is not a regular expression."""
+    tid, pid, epoch = begin(k, "tx")
+    return list_txns_v2(k, "(unclosed", [pid])
