@@ -1,4 +1,7 @@
-"""CreatePartitions (key 37), v0-3: grow a topic's partition count (never shrink).
+"""CreatePartitions (key 37), v0-3: grow a topic's partition count (never shrink). As Kafka's
+ControllerApis/ReplicationControlManager: a topic named twice is answered first, once, with
+INVALID_REQUEST "Duplicate topic name."; then per topic its existence and new count, the number of
+manual assignments (one per new partition), and each assignment (this broker only).
 
 ACLs (Kafka's KafkaApis.handleCreatePartitionsRequest): ALTER on the topic, else
 TOPIC_AUTHORIZATION_FAILED and its partition count stays.
@@ -19,16 +22,35 @@ MAX_VERSION = 3
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     results = []
+    # A name given twice: answered first, once, INVALID_REQUEST "Duplicate topic name." and left
+    # alone (Kafka's ControllerApis.createPartitions).
+    names = [t.name for t in request.topics]
+    duplicates = list(dict.fromkeys(n for n in names if names.count(n) > 1))
+    for name in duplicates:
+        results.append(build(m.CreatePartitionsTopicResult, name=name, error_code=errors.error_code_for(
+            errors.InvalidRequest("")), error_message="Duplicate topic name."))
+    logs = ctx.broker.logs
     for t in request.topics:
+        if t.name in duplicates:
+            continue
         code, message = OK, None
         if not _authz.topic(ctx, _authz.Op.ALTER, t.name):
             results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=_authz.TOPIC_DENIED,
                                  error_message="The topic authorization is failed."))
             continue
         try:
-            if t.assignments:
+            # Kafka's order (ReplicationControlManager.createPartitions): the topic and the new
+            # count, then the number of assignments, then each assignment.
+            logs.create_partitions(t.name, t.count, validate_only=True)
+            if t.assignments is not None:
+                additional = t.count - logs.topics[t.name].partitions
+                if len(t.assignments) != additional:
+                    raise errors.InvalidReplicaAssignment(
+                        f"Attempted to add {additional} additional partition(s), but only {len(t.assignments)} "
+                        "assignment(s) were specified.")
                 check_assignments([list(a.broker_ids) for a in t.assignments], ctx.broker.node_id)
-            ctx.broker.logs.create_partitions(t.name, t.count, validate_only=request.validate_only)
+            if not request.validate_only:
+                logs.create_partitions(t.name, t.count)
         except errors.KafkaError as exc:
             code, message = errors.error_code_for(exc), str(exc)
         results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=code, error_message=message))

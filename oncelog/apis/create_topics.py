@@ -77,9 +77,12 @@ def handle(ctx, request):
             code, message = errors.error_code_for(exc), str(exc)
         configs = ()
         if topic is not None and hasattr(m, "CreatableTopicConfigs"):
+            # an override as given (Kafka's controller reports the request's string: " compact "
+            # stays so here, while DescribeConfigs shows the parsed value "compact")
             configs = tuple(
-                build(m.CreatableTopicConfigs, name=e.name, value=e.value, read_only=e.read_only,
-                      config_source=int(e.source), is_sensitive=e.sensitive)
+                build(m.CreatableTopicConfigs, name=e.name,
+                      value=topic.overrides[e.name] if e.name in topic.overrides and not e.sensitive else e.value,
+                      read_only=e.read_only, config_source=int(e.source), is_sensitive=e.sensitive)
                 for e in registry.describe_topic(topic.overrides, topic.config.values(), logs.layers,
                                              include_synonyms=False)
             )
