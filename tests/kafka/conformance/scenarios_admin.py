@@ -339,6 +339,23 @@ def create_topic_with_configs(k):
 
 
 @scenario("admin")
+def create_topic_list_config_edges(k):
+    """CreateTopics with cleanup.policy "", " compact " (answered as given, described parsed), "compact,bogus", "compact,compact"."""
+    created = [create(k, {"name": k.name(f"t{i}"), "configs": {"cleanup.policy": v}})
+               for i, v in enumerate(("", " compact ", "compact,bogus", "compact,compact"))]
+    k.wait_until(lambda: k._leaders_known(k.name("t1"), 1), "t1")
+    return [created, config_value(k, k.name("t1"), "cleanup.policy")]
+
+
+@scenario("admin")
+def create_topic_numeric_config_edges(k):
+    """CreateTopics with retention.ms -1 (keep for ever), max.message.bytes 0, min.cleanable.dirty.ratio 1.5, segment.ms 0."""
+    return [create(k, {"name": k.name(f"t{i}"), "configs": {n: v}}) for i, (n, v) in enumerate((
+        ("retention.ms", "-1"), ("max.message.bytes", "0"), ("min.cleanable.dirty.ratio", "1.5"),
+        ("segment.ms", "0"), ("retention.bytes", "-7"), ("message.timestamp.type", "LogAppendTime")))]
+
+
+@scenario("admin")
 def create_topic_validate_only(k):
     """CreateTopics with validate_only: the answer as for a creation, no topic made."""
     name = k.name("t")
@@ -454,6 +471,38 @@ def create_partitions_unknown_topic(k):
 
 
 @scenario("admin")
+def create_partitions_assignment_count_mismatch(k):
+    """CreatePartitions from 1 to 3 with one assignment: INVALID_REPLICA_ASSIGNMENT with Kafka's message."""
+    name = k.create_topic("t")
+    node = node_id(k)
+    m = mod(CREATE_PARTITIONS, 3)
+    return k.send(m.CreatePartitionsRequest(timeout=TIMEOUT, validate_only=False, topics=(
+        m.CreatePartitionsTopic(name=name, count=3, assignments=(m.CreatePartitionsAssignment(broker_ids=(node,)),)),)))
+
+
+@scenario("admin")
+def create_partitions_with_assignment(k):
+    """CreatePartitions from 1 to 2 with an assignment to this broker: NONE."""
+    name = k.create_topic("t")
+    node = node_id(k)
+    m = mod(CREATE_PARTITIONS, 3)
+    r = k.send(m.CreatePartitionsRequest(timeout=TIMEOUT, validate_only=False, topics=(
+        m.CreatePartitionsTopic(name=name, count=2, assignments=(m.CreatePartitionsAssignment(broker_ids=(node,)),)),)))
+    k.wait_until(lambda: k._leaders_known(name, 2), "two partitions")
+    return r
+
+
+@scenario("admin")
+def create_partitions_duplicate_topic(k):
+    """CreatePartitions naming one topic twice: INVALID_REQUEST for it."""
+    name = k.create_topic("t")
+    m = mod(CREATE_PARTITIONS, 3)
+    return k.send(m.CreatePartitionsRequest(timeout=TIMEOUT, validate_only=True, topics=(
+        m.CreatePartitionsTopic(name=name, count=2, assignments=None),
+        m.CreatePartitionsTopic(name=name, count=3, assignments=None))))
+
+
+@scenario("admin")
 def create_partitions_validate_only(k):
     """CreatePartitions with validate_only: NONE, the count unchanged."""
     name = k.create_topic("t")
@@ -552,6 +601,35 @@ def incremental_append_non_list(k):
     """IncrementalAlterConfigs APPEND to retention.ms (not a list): INVALID_CONFIG with Kafka's message."""
     name = k.create_topic("t")
     return incremental(k, TOPIC, name, [("retention.ms", APPEND, "5")])
+
+
+@scenario("admin")
+def incremental_subtract_non_list(k):
+    """IncrementalAlterConfigs SUBTRACT from retention.ms (not a list): INVALID_CONFIG with Kafka's message."""
+    name = k.create_topic("t")
+    return incremental(k, TOPIC, name, [("retention.ms", SUBTRACT, "5")])
+
+
+@scenario("admin")
+def incremental_append_invalid_value(k):
+    """IncrementalAlterConfigs APPEND "bogus" to cleanup.policy: INVALID_CONFIG with Kafka's message."""
+    name = k.create_topic("t")
+    return incremental(k, TOPIC, name, [("cleanup.policy", APPEND, "bogus")])
+
+
+@scenario("admin", differs="by design: Kafka fails on the unknown operation code with UNKNOWN_SERVER_ERROR (an "
+                           "unchecked exception, no message); oncelog answers INVALID_REQUEST naming it")
+def incremental_unknown_operation(k):
+    """IncrementalAlterConfigs with operation 7 (none such): INVALID_REQUEST."""
+    name = k.create_topic("t")
+    return incremental(k, TOPIC, name, [("retention.ms", 7, "1000")])
+
+
+@scenario("admin")
+def incremental_set_null_value(k):
+    """IncrementalAlterConfigs SET with a null value: INVALID_REQUEST or INVALID_CONFIG as Kafka answers."""
+    name = k.create_topic("t")
+    return incremental(k, TOPIC, name, [("retention.ms", SET, None)])
 
 
 @scenario("admin")
@@ -677,6 +755,31 @@ def describe_configs_broker_default_resource(k):
     return describe_configs(k, BROKER, "", list(BROKER_CONFIGS))
 
 
+@scenario("admin", differs="by design: oncelog has no group configs (Kafka 4.x's KIP-848 group.* dynamic "
+                           "configs); a GROUP resource is INVALID_REQUEST saying which resource types it has")
+def describe_configs_group_resource(k):
+    """DescribeConfigs v4 of a GROUP resource (type 32): Kafka 4.4's group configs."""
+    m = mod(DESCRIBE_CONFIGS, 4)
+    resp = k.send(m.DescribeConfigsRequest(include_synonyms=False, include_documentation=False, resources=(
+        m.DescribeConfigsResource(resource_type=32, resource_name=k.name("g"),
+                                  configuration_keys=("consumer.session.timeout.ms",)),)))
+    return [(r.error_code, [(c.name, c.value) for c in r.configs]) for r in resp.results]
+
+
+@scenario("admin")
+def describe_configs_broker_unknown_name(k):
+    """DescribeConfigs v4 of this broker asking for an unknown config name and one known: only the known one."""
+    return describe_configs(k, BROKER, str(node_id(k)), ["no.such.config", "message.max.bytes"])
+
+
+@scenario("admin")
+def alter_configs_broker_validate_only(k):
+    """AlterConfigs v2 (validate_only) of this broker: a dynamic config, and a read-only one refused."""
+    node = str(node_id(k))
+    return [alter_configs(k, BROKER, node, {"message.max.bytes": "2000000"}, validate_only=True),
+            alter_configs(k, BROKER, node, {"log.dirs": "/tmp/x"}, validate_only=True)]
+
+
 @scenario("admin")
 def describe_configs_other_broker(k):
     """DescribeConfigs v4 of a broker id that is not this broker's."""
@@ -721,6 +824,21 @@ def delete_records_unknown_partition(k):
     """DeleteRecords of partition 3 of a one-partition topic and of an unknown topic: UNKNOWN_TOPIC_OR_PARTITION."""
     t = filled(k)
     return [delete_records(k, t, {3: 1}), delete_records(k, k.name("missing"), {0: 1})]
+
+
+@scenario("admin")
+def delete_records_open_transaction(k):
+    """DeleteRecords to the high watermark past an open transaction's records (beyond the last stable offset)."""
+    t = k.create_topic("t")
+    txn = k.name("txn")
+    init = k.init_producer_id(txn)
+    pid, epoch = init.producer_id, init.producer_epoch
+    k.add_partitions_to_txn(txn, pid, epoch, {t: [0]})
+    k.produce(t, batch([b"a", b"b"], pid=pid, epoch=epoch, seq=0, transactional=True), transactional_id=txn)
+    out = delete_records(k, t, {0: -1})
+    k.end_txn(txn, pid, epoch, False)
+    k.wait_txn_complete(txn)
+    return out
 
 
 @scenario("admin")
@@ -776,6 +894,25 @@ def metadata_internal_topics(k):
     """Metadata v12 of __consumer_offsets and __transaction_state: internal."""
     return [{"name": t.name, "error_code": t.error_code, "is_internal": t.is_internal}
             for t in metadata(k, ["__consumer_offsets", "__transaction_state"]).topics]
+
+
+@scenario("admin")
+def metadata_authorized_operations(k):
+    """Metadata v12 with include_topic_authorized_operations, no authorizer configured."""
+    name = k.create_topic("t")
+    m = mod(METADATA, 12)
+    resp = k.send(m.MetadataRequest(topics=(m.MetadataRequestTopic(name=name, topic_id=uuid.UUID(int=0)),),
+                                    allow_auto_topic_creation=False, include_topic_authorized_operations=True))
+    return [(t.name, t.topic_authorized_operations) for t in resp.topics]
+
+
+@scenario("admin")
+def metadata_after_create_partitions(k):
+    """Metadata after CreatePartitions 1 -> 2: the new partition's leader epoch and replicas."""
+    name = k.create_topic("t")
+    create_partitions(k, name, 2)
+    k.wait_until(lambda: k._leaders_known(name, 2), "two partitions")
+    return topic_view(metadata(k, [name]).topics[0])
 
 
 @scenario("admin")
