@@ -73,14 +73,16 @@ class GroupOffsets:
         if group is None or group.state is S.DEAD:
             return respond(errors.GroupIdNotFound(f"Group {group_id} not found."), {})
         subscribed = group.subscribed_topics() if group.state is not S.EMPTY else set()
-        if subscribed is None and group.state is not S.EMPTY:
+        if subscribed is None and group.state is not S.EMPTY and group.protocol_type != "consumer":
             return respond(errors.NonEmptyGroup(
                 f"group {group_id!r} is {group.state.value} with protocol type {group.protocol_type!r}: its "
                 "subscriptions are unknown, so no offsets can be deleted"), {})
+        # A consumer group whose subscriptions are unknown (they do not parse) counts as
+        # subscribed to every topic (Kafka's ClassicGroup.isSubscribedToTopic).
         results: dict[TopicPartition, KafkaError | None] = {}
         deleted = []
         for tp in partitions:
-            if tp[0] in subscribed:
+            if subscribed is None or tp[0] in subscribed:
                 results[tp] = errors.GroupSubscribedToTopic(
                     f"group {group_id!r} is {group.state.value} and its members subscribe to topic {tp[0]!r}")
             else:

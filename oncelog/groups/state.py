@@ -212,24 +212,33 @@ class Group:
         return not self.pending_members and all(m.join_respond is not None for m in self.members.values())
 
     def subscribed_topics(self) -> set[str] | None:
-        """Topics the members subscribe to (consumer protocol), or None if unknown."""
-        if self.protocol_type != "consumer" or not self.protocol_name:
+        """Topics the members subscribe to (consumer protocol), or None if unknown: another
+        protocol type, no protocol chosen yet, or a subscription that does not parse (Kafka's
+        ClassicGroup.computeSubscribedTopics)."""
+        if self.protocol_type != "consumer":
+            return None
+        if not self.members:
+            return set()
+        if not self.protocol_name:
             return None
         topics: set[str] = set()
         for m in self.members.values():
-            topics |= consumer_subscription_topics(m.metadata_for(self.protocol_name))
+            got = consumer_subscription_topics(m.metadata_for(self.protocol_name))
+            if got is None:
+                return None
+            topics |= got
         return topics
 
 
-def consumer_subscription_topics(meta: bytes) -> set[str]:
+def consumer_subscription_topics(meta: bytes) -> set[str] | None:
     """The topics of a ConsumerProtocolSubscription (int16 version, array of string topics, then
-    fields this does not need); an unreadable subscription has none."""
+    fields this does not need, read as version 0: every version starts so); None if it does not parse."""
     try:
         r = Reader(meta)
         r.i16()
         return {t for t in r.array(Reader.string) if t is not None}
     except ValueError:  # TruncatedRecord, UnicodeDecodeError
-        return set()
+        return None
 
 
 # The errors a member check answers, each naming the group and member.

@@ -134,11 +134,12 @@ def test_records_written_before_replay_into_the_coordinator(tmp_path):
 
 def test_consumer_subscription_topics_on_the_shared_codec():
     """ConsumerProtocolSubscription (v0: topics, user data; v1+ adds owned partitions after):
-    only the topics are read; unreadable metadata has none."""
+    only the topics are read; unreadable metadata gives None (subscriptions unknown: Kafka's
+    ClassicGroup.computeSubscribedTopics, so OffsetDelete treats every topic as subscribed)."""
     from oncelog.groups.state import consumer_subscription_topics
 
     assert consumer_subscription_topics(SUBSCRIPTION) == {"t1"}
     v1 = bytes.fromhex("0001" "00000002" "0001" "61" "0002" "c3a9" "ffffffff" "00000001" "0001" "61" "00000001" "00000000")
     assert consumer_subscription_topics(v1) == {"a", "é"}
-    assert consumer_subscription_topics(b"\x00\x00\x00\x00\x00\x05\x00") == set()  # truncated
-    assert consumer_subscription_topics(b"") == set()
+    assert consumer_subscription_topics(b"\x00\x00\x00\x00\x00\x05\x00") is None  # truncated
+    assert consumer_subscription_topics(b"") is None
