@@ -10,7 +10,7 @@ scenarios_groups (real consumer-protocol subscriptions, so OffsetDelete knows wh
 from __future__ import annotations
 
 from .framework import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, TXN_OFFSET_COMMIT, mod
-from .scenarios_groups import (build, delete_groups, describe, join, join_member, leave, make, scenario,
+from .scenarios_groups import (build, delete_groups, describe, join, join_member, leave, make, scenario, sync,
                                second_member_joining, simple_commit, stable_member, joined)
 
 
@@ -456,6 +456,28 @@ def offset_delete_unsubscribed_topic(k):
     j, _ = stable_member(k, g)
     commit(k, g, {(u, 0): 1}, generation=j.generation_id, member_id=j.member_id)
     return [offset_delete(k, g, {u: [0]}), fetch_offsets(k, g, {t: [0], u: [0]})]
+
+
+@scenario("offsets")
+def offset_delete_non_consumer_group(k):
+    """OffsetDelete in a Stable group of protocol type "connect" (subscriptions unknown to the coordinator)."""
+    t = k.create_topic("t")
+    g = k.name("g")
+    j = join_member(k, g, protocol_type="connect", protocols=[("default", b"anything")])
+    sync(k, g, j.generation_id, j.member_id, {j.member_id: b""}, protocol_type="connect", protocol_name="default")
+    commit(k, g, {(t, 0): 1}, generation=j.generation_id, member_id=j.member_id)
+    return [offset_delete(k, g, {t: [0]}), fetch_offsets(k, g, {t: [0]})]
+
+
+@scenario("offsets")
+def offset_delete_unparsable_subscription(k):
+    """OffsetDelete in a Stable consumer group whose member's subscription bytes do not parse."""
+    t = k.create_topic("t")
+    g = k.name("g")
+    j = join_member(k, g, protocols=[("range", b"\x00")])
+    sync(k, g, j.generation_id, j.member_id, {j.member_id: b""})
+    commit(k, g, {(t, 0): 1}, generation=j.generation_id, member_id=j.member_id)
+    return [offset_delete(k, g, {t: [0]}), fetch_offsets(k, g, {t: [0]})]
 
 
 @scenario("offsets")
