@@ -476,6 +476,53 @@ def sync_follower_waits_for_leader(k):
     return [s1, joined(t2, res2, "follower sync"), state(k, g)]
 
 
+def _two_members_completing(k, g):
+    """Two members joined (generation 2, CompletingRebalance): (leader's join, follower's join, follower's connection)."""
+    j1, _ = stable_member(k, g)
+    first, t, result = second_member_joining(k, g)
+    r1 = join(k, g, j1.member_id)
+    j2 = joined(t, result, "second join")
+    return r1, j2, first.member_id
+
+
+@scenario("groups")
+def follower_sync_answered_when_leader_rejoins(k):
+    """A follower waits in SyncGroup; the leader rejoins with new metadata: the follower's SyncGroup is REBALANCE_IN_PROGRESS."""
+    g = k.name("g")
+    r1, j2, follower = _two_members_completing(k, g)
+    other = k.connect()
+    t2, res2 = in_thread(lambda: sync(k, g, r1.generation_id, follower, via=other))
+    k.wait_until(lambda: state(k, g) == "CompletingRebalance", "follower syncing")
+    t3, res3 = in_thread(lambda: join(k, g, r1.member_id, topics=("t", "u"), via=k.connect()))
+    answer = joined(t2, res2, "follower sync")
+    join(k, g, follower, via=other)  # the follower rejoins: the rebalance completes
+    rejoined = joined(t3, res3, "leader rejoin")
+    if not isinstance(rejoined, dict):
+        rejoined = ordered_join(rejoined, [r1.member_id, follower])
+    return [answer, rejoined]
+
+
+@scenario("groups")
+def follower_sync_answered_when_leader_leaves(k):
+    """A follower waits in SyncGroup; the leader leaves: the follower's SyncGroup is REBALANCE_IN_PROGRESS."""
+    g = k.name("g")
+    r1, j2, follower = _two_members_completing(k, g)
+    other = k.connect()
+    t2, res2 = in_thread(lambda: sync(k, g, r1.generation_id, follower, via=other))
+    k.wait_until(lambda: state(k, g) == "CompletingRebalance", "follower syncing")
+    left = leave(k, g, r1.member_id)
+    answer = joined(t2, res2, "follower sync")
+    return [left, answer, state(k, g)]
+
+
+@scenario("groups")
+def heartbeat_completing_rebalance_wrong_generation(k):
+    """Heartbeat in CompletingRebalance with the previous generation: ILLEGAL_GENERATION."""
+    g = k.name("g")
+    r1, j2, follower = _two_members_completing(k, g)
+    return [state(k, g), heartbeat(k, g, r1.generation_id - 1, follower)]
+
+
 # ---------------------------------------------------------------------- Heartbeat
 
 
