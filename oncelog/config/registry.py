@@ -385,9 +385,6 @@ _TOPIC_LIST = [
            "Accepted, no effect: throttles replication traffic, and oncelog has no followers."),
     _topic("follower.replication.throttled.replicas", T.LIST, "", _throttled_replicas, (), _N,
            "Accepted, no effect: throttles replication traffic, and oncelog has no followers."),
-    _topic("message.downconversion.enable", T.BOOLEAN, True, None, _syn("log.message.downconversion.enable"), _N,
-           "Accepted, no effect, as in Kafka 4.x where it is deprecated and a no-op: only the v2 record "
-           "format exists, so nothing is ever down-converted."),
     _topic("remote.storage.enable", T.BOOLEAN, False, None, (), _R,
            "Only false: oncelog has no tiered storage (true gets Kafka's own answer for a broker with "
            "tiered storage disabled)."),
@@ -403,6 +400,20 @@ _TOPIC_LIST = [
     _topic("remote.log.delete.on.disable", T.BOOLEAN, False, None, (), _N,
            "Accepted, no effect: concerns deleting tiered data, which oncelog does not have (Kafka "
            "accepts it likewise when tiered storage is off)."),
+    _topic("remote.copy.lag.bytes", T.LONG, -1, at_least(-1), _syn("log.remote.copy.lag.bytes"), _N,
+           "Accepted, no effect: when a segment may be copied to tiered storage, which oncelog does not "
+           "have (Kafka 4.4 accepts it likewise when tiered storage is off)."),
+    _topic("remote.copy.lag.ms", T.LONG, 0, at_least(-1), _syn("log.remote.copy.lag.ms"), _N,
+           "Accepted, no effect: when a segment may be copied to tiered storage, which oncelog does not "
+           "have (Kafka 4.4 accepts it likewise when tiered storage is off)."),
+    _topic("max.decompressed.message.bytes", T.INT, 2147483639, between(1, 2147483639),
+           _syn("max.decompressed.message.bytes"), _N,
+           "Accepted, no effect as such: Kafka 4.4 bounds each record's decompressed size by it. oncelog "
+           "bounds each batch's decompression at min(64 x max.message.bytes, 256 MiB) (MESSAGE_TOO_LARGE "
+           "over it; README \"Bad input\"), which this value does not change."),
+    _topic("errors.deadletterqueue.group.enable", T.BOOLEAN, False, None, (), _N,
+           "Accepted, no effect: lets share groups write undeliverable records to the topic; oncelog has "
+           "no share groups."),
     _topic("internal.segment.bytes", T.INT, None, None, (), _H,
            "Kafka 4.x's testing-only override of segment.bytes without its 1 MiB minimum; never "
            "described.", internal=True),

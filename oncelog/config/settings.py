@@ -90,12 +90,15 @@ class LogConfig:
     message_timestamp_after_max_ms: int = 3600 * 1000
     leader_replication_throttled_replicas: str = ""
     follower_replication_throttled_replicas: str = ""
-    message_downconversion_enable: bool = True
     remote_storage_enable: bool = False
     local_retention_ms: int = -2
     local_retention_bytes: int = -2
     remote_log_copy_disable: bool = False
     remote_log_delete_on_disable: bool = False
+    remote_copy_lag_bytes: int = -1
+    remote_copy_lag_ms: int = 0
+    max_decompressed_message_bytes: int = 2147483639
+    errors_deadletterqueue_group_enable: bool = False
     internal_segment_bytes: int | None = None
 
     # -- derived settings

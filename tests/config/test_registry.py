@@ -25,7 +25,9 @@ from tests.helpers import consume_all, create_topic
 # ------------------------------------------------------------------------------------------
 # The registry (pure)
 
-KAFKA_4_TOPIC_CONFIGS = {
+KAFKA_4_TOPIC_CONFIGS = {  # Kafka 4.4's LogConfig.configDefCopy(), read with jshell on its jars
+    "errors.deadletterqueue.group.enable": ConfigType.BOOLEAN, "max.decompressed.message.bytes": ConfigType.INT,
+    "remote.copy.lag.bytes": ConfigType.LONG, "remote.copy.lag.ms": ConfigType.LONG,
     "cleanup.policy": ConfigType.LIST, "compression.gzip.level": ConfigType.INT,
     "compression.lz4.level": ConfigType.INT, "compression.type": ConfigType.STRING,
     "compression.zstd.level": ConfigType.INT, "delete.retention.ms": ConfigType.LONG,
@@ -33,7 +35,7 @@ KAFKA_4_TOPIC_CONFIGS = {
     "follower.replication.throttled.replicas": ConfigType.LIST, "index.interval.bytes": ConfigType.INT,
     "leader.replication.throttled.replicas": ConfigType.LIST, "local.retention.bytes": ConfigType.LONG,
     "local.retention.ms": ConfigType.LONG, "max.compaction.lag.ms": ConfigType.LONG,
-    "max.message.bytes": ConfigType.INT, "message.downconversion.enable": ConfigType.BOOLEAN,
+    "max.message.bytes": ConfigType.INT,
     "message.timestamp.after.max.ms": ConfigType.LONG, "message.timestamp.before.max.ms": ConfigType.LONG,
     "message.timestamp.type": ConfigType.STRING, "min.cleanable.dirty.ratio": ConfigType.DOUBLE,
     "min.compaction.lag.ms": ConfigType.LONG, "min.insync.replicas": ConfigType.INT,
@@ -409,7 +411,8 @@ def test_create_topics_accepts_every_kafka_config_and_refuses_like_kafka(server)
              "file.delete.delay.ms": "10", "flush.messages": "1000", "flush.ms": "500",
              "follower.replication.throttled.replicas": "0:1", "index.interval.bytes": "1024",
              "leader.replication.throttled.replicas": "*", "local.retention.bytes": "-2", "local.retention.ms": "-2",
-             "max.compaction.lag.ms": "100000", "max.message.bytes": "500000", "message.downconversion.enable": "false",
+             "max.compaction.lag.ms": "100000", "max.message.bytes": "500000", "max.decompressed.message.bytes": "1048576",
+             "errors.deadletterqueue.group.enable": "false", "remote.copy.lag.bytes": "-1", "remote.copy.lag.ms": "0",
              "message.timestamp.after.max.ms": "1000", "message.timestamp.before.max.ms": "100000",
              "message.timestamp.type": "LogAppendTime", "min.cleanable.dirty.ratio": "0.25",
              "min.compaction.lag.ms": "10", "min.insync.replicas": "1", "preallocate": "false",
@@ -702,3 +705,39 @@ def test_retention_change_applies_to_the_live_partition(tmp_path):
         assert low > 0 and high == 30
     finally:
         b.kill()
+
+
+def test_a_topic_stored_with_a_config_kafka_4_4_removed_opens_without_it(tmp_path, caplog):
+    """message.downconversion.enable is unknown in Kafka 4.4 (and now in oncelog): a topic an older
+    oncelog stored with it opens, keeps its other overrides, and the dropped one is logged."""
+    import asyncio
+    import json
+    import logging
+
+    from oncelog.config.settings import FsyncPolicy
+    from oncelog.storage.log_manager import LogManager
+
+    async def make():
+        logs = LogManager(str(tmp_path), FsyncPolicy("never"), LogConfig())
+        logs.open()
+        logs.create_topic("old", 1, configs={"retention.ms": "12345"})
+        await logs.close()
+
+    async def reopen():
+        logs = LogManager(str(tmp_path), FsyncPolicy("never"), LogConfig())
+        with caplog.at_level(logging.ERROR):
+            logs.open()
+        try:
+            return logs.topics["old"].config
+        finally:
+            await logs.close()
+
+    asyncio.run(make())
+    path = tmp_path / "topics.json"
+    doc = json.loads(path.read_text())
+    doc["old"]["configs"]["message.downconversion.enable"] = "false"  # as an older oncelog stored it
+    path.write_text(json.dumps(doc))
+    config = asyncio.run(reopen())
+    assert config.retention_ms == 12345
+    assert not hasattr(config, "message_downconversion_enable")
+    assert "Unknown topic config name: message.downconversion.enable" in caplog.text

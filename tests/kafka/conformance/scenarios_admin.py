@@ -292,8 +292,7 @@ def create_topic_invalid_config_values(k):
         ("retention.ms", "-2")))]
 
 
-@scenario("admin", differs="open: Kafka 4.4 no longer knows message.downconversion.enable (INVALID_CONFIG "
-                           "'Unknown topic config name'); oncelog's config table still accepts it as a no-op")
+@scenario("admin")
 def create_topic_removed_config(k):
     """CreateTopics with message.downconversion.enable, a topic config Kafka 4.4 removed."""
     return create(k, {"name": k.name("t"), "configs": {"message.downconversion.enable": "true"}})
@@ -723,10 +722,7 @@ def describe_configs_topic_names(k):
     return describe_configs(k, TOPIC, name, ["retention.ms", "cleanup.policy", "no.such.config"])
 
 
-@scenario("admin", differs="open: oncelog's topic config table is Kafka 4.x's before 4.4: it still has "
-                           "message.downconversion.enable (an unknown name in Kafka 4.4) and lacks 4.4's "
-                           "max.decompressed.message.bytes, errors.deadletterqueue.group.enable (share groups) and "
-                           "remote.copy.lag.bytes/ms (tiered storage)")
+@scenario("admin")
 def describe_configs_topic_all_names(k):
     """DescribeConfigs v4 of a topic, every config: the set of names each broker reports."""
     name = k.create_topic("t")
