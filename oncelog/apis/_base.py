@@ -18,6 +18,8 @@ from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
+from .. import errors
+
 if TYPE_CHECKING:
     from ..config.settings import BrokerConfig
     from ..errors import KafkaError
@@ -114,6 +116,43 @@ def reply_later(make_response: Callable[..., Any]) -> tuple[asyncio.Future, Call
             fut.set_result(make_response(*answer))
 
     return fut, respond
+
+
+# Every partition has had one leader, this broker, since it was created: its leader epoch is 0
+# (as Metadata and ListOffsets answer it).
+LEADER_EPOCH = 0
+NO_LEADER_EPOCH = -1
+
+
+def check_leader_epoch(topic: str, partition: int, current_leader_epoch: int) -> None:
+    """A request's ``current_leader_epoch`` (-1: none given) against the leader's, as Kafka's
+    Partition.checkCurrentLeaderEpoch: older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH."""
+    if current_leader_epoch == NO_LEADER_EPOCH or current_leader_epoch == LEADER_EPOCH:
+        return
+    if current_leader_epoch < LEADER_EPOCH:
+        raise errors.FencedLeaderEpoch(f"{topic}-{partition}: leader epoch {current_leader_epoch} is older than "
+                                       f"the current leader epoch {LEADER_EPOCH}")
+    raise errors.UnknownLeaderEpoch(f"{topic}-{partition}: leader epoch {current_leader_epoch} is newer than the "
+                                    f"current leader epoch {LEADER_EPOCH}")
+
+
+def last_wins(request, topics_field: str, partitions_field: str, topic_key, partition_key):
+    """``request`` with each partition named once: where a request names a partition twice,
+    Kafka reads it into a map, so the last entry counts, in the place of the first (a
+    LinkedHashMap). Returns ``request`` itself when nothing repeats (the usual case)."""
+    seen: dict = {}
+    count = 0
+    for t in getattr(request, topics_field):
+        for p in getattr(t, partitions_field):
+            seen[(topic_key(t), partition_key(p))] = (t, p)
+            count += 1
+    if len(seen) == count:
+        return request
+    grouped: dict = {}
+    for (key, _), (t, p) in seen.items():
+        grouped.setdefault(key, (t, []))[1].append(p)
+    return dataclasses.replace(request, **{topics_field: tuple(
+        dataclasses.replace(t, **{partitions_field: tuple(ps)}) for t, ps in grouped.values())})
 
 
 class CloseConnection:

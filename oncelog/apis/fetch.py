@@ -13,7 +13,9 @@ waits on the partitions it names until data arrives or ``max_wait`` passes.
 Fetch sessions (KIP-227): not kept. Every response carries session id 0, which tells the client
 no session was created, so it keeps sending full fetch requests; a request naming a session id
 gets FETCH_SESSION_ID_NOT_FOUND, after which clients fall back the same way.
-v13+ names topics by id; an unknown id gets UNKNOWN_TOPIC_ID. v18 adds a follower's high
+v13+ names topics by id; an unknown id gets UNKNOWN_TOPIC_ID. Leader epochs (the one leader's
+is 0): a ``current_leader_epoch`` other than 0 is FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH;
+``last_fetched_epoch`` (v12+) is checked as Kafka's Partition.readRecords does (KIP-320). v18 adds a follower's high
 watermark (KIP-1166), a tagged field consumers leave at its default: nothing to do here.
 
 ACLs (Kafka's KafkaApis.handleFetchRequest): READ on each topic, else its partitions are
@@ -29,7 +31,8 @@ from kio.schema.errors import ErrorCode
 
 from .. import errors
 from . import _authz
-from ._base import NO_THROTTLE, OK, build, response_module
+from ._base import (LEADER_EPOCH, NO_LEADER_EPOCH, NO_THROTTLE, OK, build, check_leader_epoch, last_wins,
+                    response_module)
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -40,6 +43,9 @@ READ_COMMITTED = 1
 
 def handle(ctx, request):
     v = ctx.api_version
+    # a partition named twice: the last one counts (FetchRequest.fetchData is a LinkedHashMap)
+    request = last_wins(request, "topics", "partitions", lambda t: t.topic_id if v >= 13 else t.topic,
+                        lambda p: p.partition)
     if v >= 7 and request.session_id not in (0, None):
         return _error_response(ctx, ErrorCode.fetch_session_id_not_found)
     result, total, has_error = _collect(ctx, request)
@@ -113,10 +119,21 @@ def _collect(ctx, request):
                 if name is None:
                     raise errors.UnknownTopicId(f"no topic with id {topic_id}")
                 partition = broker.partitions.get(name, p.partition)
+                # Fetch reads any negative epoch as none (FetchRequest.optionalEpoch); ListOffsets only -1
+                check_leader_epoch(name, p.partition, max(getattr(p, "current_leader_epoch", NO_LEADER_EPOCH),
+                                                          NO_LEADER_EPOCH))
                 plog = partition.log
                 hw = plog.high_watermark
                 lso = partition.last_stable_offset()
                 entry[2:5] = hw, lso, plog.log_start_offset
+                diverging = _diverging_epoch(plog, p)
+                if diverging is not None:  # answered at once, as Kafka does, without records
+                    entry.append(diverging)
+                    if read_committed:
+                        entry[5] = ()
+                    has_error = True
+                    parts.append(entry)
+                    continue
                 upper = lso if read_committed else hw
                 limit = min(p.partition_max_bytes, budget - total)
                 if limit > 0 or total == 0:
@@ -143,6 +160,23 @@ def _collect(ctx, request):
     return result, total, has_error
 
 
+def _diverging_epoch(plog, p):
+    """KIP-320's check of ``last_fetched_epoch`` (v12+), as Kafka's Partition.readRecords: the
+    log has one epoch, 0, ending at the log end. A later epoch has no end offset here
+    (OFFSET_OUT_OF_RANGE); with epoch 0, a fetch offset past the log end gets the diverging
+    epoch (0, log end) and no records. None: read as usual."""
+    last = getattr(p, "last_fetched_epoch", NO_LEADER_EPOCH)
+    if last < 0:
+        return None
+    if last > LEADER_EPOCH:
+        raise errors.OffsetOutOfRangeError(f"could not determine the end offset of the last fetched epoch {last}")
+    if p.fetch_offset < plog.log_start_offset:
+        raise errors.OffsetOutOfRangeError(f"offset {p.fetch_offset} is below the log start {plog.log_start_offset}")
+    if plog.log_end_offset < p.fetch_offset:
+        return (LEADER_EPOCH, plog.log_end_offset)
+    return None
+
+
 def _response(ctx, result):
     m = response_module(API_KEY, ctx.api_version)
     topics = tuple(
@@ -152,8 +186,10 @@ def _response(ctx, result):
                         last_stable_offset=lso, log_start_offset=start,
                         aborted_transactions=(None if aborted is None else tuple(
                             m.AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in aborted)),
-                        preferred_read_replica=-1, records=data)
-                  for index, code, hw, lso, start, aborted, data in parts))
+                        preferred_read_replica=-1, records=data,
+                        **({"diverging_epoch": m.EpochEndOffset(epoch=rest[0][0], end_offset=rest[0][1])}
+                           if rest else {}))
+                  for index, code, hw, lso, start, aborted, data, *rest in parts))
         for _, name, topic_id, parts in result
     )
     return build(m.FetchResponse, throttle_time=NO_THROTTLE, error_code=OK, session_id=0, responses=topics,

@@ -15,17 +15,23 @@ know (or an unknown negative one) gets UNSUPPORTED_VERSION for that partition, a
 ReplicaManager answers. v10's timeout (KIP-1075) bounds remote-storage lookups: there are none,
 every answer is immediate.
 
+A partition named twice in one request is INVALID_REQUEST (answered once), as Kafka's KafkaApis.
+A ``current_leader_epoch`` (v4+) other than the leader's 0 is FENCED_LEADER_EPOCH (older) or
+UNKNOWN_LEADER_EPOCH (newer), as Kafka's Partition.checkCurrentLeaderEpoch answers.
+
 ACLs (Kafka's KafkaApis.handleListOffsetRequest): DESCRIBE on each topic, else its partitions are
 TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
+import collections
+
 from kio.schema.errors import ErrorCode
 
 from .. import errors
 from . import _authz
-from ._base import NO_THROTTLE, OK, build, response_module
+from ._base import LEADER_EPOCH, NO_LEADER_EPOCH, NO_THROTTLE, OK, build, check_leader_epoch, response_module
 
 API_KEY = 2
 MIN_VERSION = 1
@@ -36,8 +42,6 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING
 # timestampMinSupportedVersion).
 SPECIAL_TIMESTAMP_MIN_VERSION = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
                                  EARLIEST_PENDING_UPLOAD: 11}
-LEADER_EPOCH = 0  # one leader since the topic was created (as Metadata answers)
-NO_LEADER_EPOCH = -1
 
 
 def lookup(partition, timestamp: int, read_committed: bool) -> tuple[int, int, int]:
@@ -69,10 +73,21 @@ def handle(ctx, request):
     read_committed = getattr(request, "isolation_level", 0) == 1
     topics = []
     described = _authz.filter_topics(ctx, _authz.Op.DESCRIBE, (t.name for t in request.topics))
+    named = collections.Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+    answered = set()
     for t in request.topics:
         parts = []
         for p in t.partitions:
             code, offset, ts, epoch = OK, -1, -1, NO_LEADER_EPOCH
+            if named[(t.name, p.partition_index)] > 1:
+                # Kafka's KafkaApis: a partition named twice is INVALID_REQUEST, answered once
+                if (t.name, p.partition_index) in answered:
+                    continue
+                answered.add((t.name, p.partition_index))
+                parts.append(build(m.ListOffsetsPartitionResponse, partition_index=p.partition_index,
+                                   error_code=ErrorCode.invalid_request, timestamp=-1, offset=-1,
+                                   leader_epoch=NO_LEADER_EPOCH, old_style_offsets=()))
+                continue
             try:
                 if t.name not in described:
                     code = _authz.TOPIC_DENIED
@@ -80,6 +95,7 @@ def handle(ctx, request):
                     code = ErrorCode.unsupported_version
                 else:
                     partition = ctx.broker.partitions.get(t.name, p.partition_index)
+                    check_leader_epoch(t.name, p.partition_index, getattr(p, "current_leader_epoch", -1))
                     offset, ts, epoch = lookup(partition, p.timestamp, read_committed)
             except errors.KafkaError as exc:
                 code = errors.error_code_for(exc)

@@ -1,5 +1,6 @@
 """Produce (key 0), v3-12: magic-v2 record batches only, exactly one per partition.
 
+A partition named twice counts once, with its last records (Kafka reads the request into a map).
 Per partition, as Kafka's KafkaApis and ReplicaManager: an unknown partition is
 UNKNOWN_TOPIC_OR_PARTITION; then ProduceRequest.validateRecords (one whole magic-v2 batch, no
 zstd below v7) refuses the partition with INVALID_RECORD / UNSUPPORTED_COMPRESSION_TYPE; then
@@ -58,7 +59,7 @@ from .. import errors
 from ..notices import notice
 from ..protocol import records as rb
 from . import _authz
-from ._base import NO_THROTTLE, OK, Applied, CloseConnection, build, response_module
+from ._base import NO_THROTTLE, OK, Applied, CloseConnection, build, last_wins, response_module
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -160,6 +161,7 @@ def _has_idempotent_batch(request) -> bool:
 
 
 def handle(ctx, request):
+    request = last_wins(request, "topic_data", "partition_data", lambda t: t.name, lambda p: p.index)
     if ctx.broker.acls.enabled:
         denied = _denied(ctx, request)
         if denied is not None:

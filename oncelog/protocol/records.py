@@ -64,6 +64,7 @@ NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
 _BASE_OFFSET = struct.Struct(">q")
+_BATCH_START = struct.Struct(">qii")  # base offset, batch length, partition leader epoch
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 _MAX_TIMESTAMP = struct.Struct(">q")
@@ -188,6 +189,13 @@ def patch_base_offset(buf: bytearray, position: int, base_offset: int) -> None:
 
 def pack_base_offset(base_offset: int) -> bytes:
     return _BASE_OFFSET.pack(base_offset)
+
+
+def pack_batch_start(base_offset: int, header: "BatchHeader", partition_leader_epoch: int) -> bytes:
+    """The first 16 bytes of a stored batch: the broker-assigned base offset, the batch's length
+    and the leader's epoch, which the leader stamps on every batch it appends (Kafka's
+    MemoryRecords.setPartitionLeaderEpoch; neither is covered by the CRC)."""
+    return _BATCH_START.pack(base_offset, header.size - LOG_OVERHEAD, partition_leader_epoch)
 
 
 def set_log_append_time(buf: bytearray, header: BatchHeader, timestamp_ms: int) -> None:

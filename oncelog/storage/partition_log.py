@@ -55,6 +55,9 @@ log = logging.getLogger("oncelog.storage")
 
 
 _LONG_MAX = (1 << 63) - 1
+# The leader epoch stamped on every appended batch: this broker has been every partition's one
+# leader since it was created (Metadata and ListOffsets answer 0 too).
+PARTITION_LEADER_EPOCH = 0
 COMPACTED_MARKER = "compacted"  # in a partition directory: the cleaner has rewritten segments here
 
 
@@ -279,8 +282,10 @@ class PartitionLog:
         view = memoryview(data)
         buffers = []
         for header, first in zip(batches, firsts):
-            buffers.append(rb.pack_base_offset(first))
-            buffers.append(view[header.position + 8 : header.position + header.size])
+            # the client's partition leader epoch is replaced by the leader's (0), as Kafka does: a
+            # consumer sends it back as its last fetched epoch (KIP-320)
+            buffers.append(rb.pack_batch_start(first, header, PARTITION_LEADER_EPOCH))
+            buffers.append(view[header.position + 16 : header.position + header.size])
         self._maybe_roll(size, now_ms, next_offset - 1)
         seg = self.active
         if not seg.can_hold(next_offset - 1):

@@ -4,10 +4,14 @@ transactions, offsets out of range, byte limits (KIP-74), topic ids, sessions an
 from __future__ import annotations
 
 import asyncio
+import datetime
 import time
 import uuid
 
-from .harness import E, READ_COMMITTED, READ_UNCOMMITTED, batch, committed_view, records_of, run, wait_until
+from .harness import (E, READ_COMMITTED, READ_UNCOMMITTED, batch, committed_view, records_of, request_module, run,
+                      wait_until)
+
+FETCH_KEY, LIST_OFFSETS_KEY = 1, 2
 
 
 async def _log_with_open_transaction(api):
@@ -175,3 +179,80 @@ def test_a_long_poll_is_answered_when_data_arrives_or_when_max_wait_passes(tmp_p
             E.none, b"")
 
     run(tmp_path, scenario)
+
+
+# ---------------------------------------------------------------------- leader epochs (KIP-320)
+# The one leader's epoch is 0; Kafka's Partition.checkCurrentLeaderEpoch and readRecords.
+
+
+async def _fetch_epochs(api, offset, *, current=-1, last=-1):
+    m = request_module(FETCH_KEY, 12)
+    resp = await api.call(FETCH_KEY, 12, m.FetchRequest(
+        replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+        session_id=0, session_epoch=-1, topics=(m.FetchTopic(topic="t", partitions=(m.FetchPartition(
+            partition=0, current_leader_epoch=current, fetch_offset=offset, last_fetched_epoch=last,
+            log_start_offset=-1, partition_max_bytes=1 << 20),)),), forgotten_topics_data=(), rack_id=""))
+    return resp.responses[0].partitions[0]
+
+
+async def _list_offsets_epoch(api, current):
+    m = request_module(LIST_OFFSETS_KEY, 7)
+    resp = await api.call(LIST_OFFSETS_KEY, 7, m.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
+        m.ListOffsetsTopic(name="t", partitions=(m.ListOffsetsPartition(
+            partition_index=0, current_leader_epoch=current, timestamp=-1),)),)))
+    return resp.topics[0].partitions[0]
+
+
+def test_a_current_leader_epoch_other_than_the_leaders_is_refused(tmp_path):
+    async def scenario(api):
+        await api.create_topic("t")
+        await api.produce("t", batch([b"a", b"b"]))
+        assert (await _fetch_epochs(api, 0, current=0)).error_code == E.none
+        p = await _fetch_epochs(api, 0, current=7)
+        assert (p.error_code, p.high_watermark) == (E.unknown_leader_epoch, -1)
+        assert (await _fetch_epochs(api, 0, current=-2)).error_code == E.none  # Fetch: negative = none
+        assert (await _list_offsets_epoch(api, 0)).offset == 2
+        assert (await _list_offsets_epoch(api, 7)).error_code == E.unknown_leader_epoch
+        assert (await _list_offsets_epoch(api, -2)).error_code == E.fenced_leader_epoch
+
+    run(tmp_path, scenario)
+
+
+def test_last_fetched_epoch_is_checked_against_the_one_epoch(tmp_path):
+    async def scenario(api):
+        await api.create_topic("t")
+        await api.produce("t", batch([b"a", b"b"]))
+        p = await _fetch_epochs(api, 1, last=0)
+        assert (p.error_code, p.diverging_epoch.epoch) == (E.none, -1) and p.records
+        p = await _fetch_epochs(api, 5, last=0)  # past the log end: the epoch's end instead of an error
+        assert (p.error_code, p.diverging_epoch.epoch, p.diverging_epoch.end_offset) == (E.none, 0, 2)
+        assert not p.records
+        assert (await _fetch_epochs(api, 1, last=3)).error_code == E.offset_out_of_range  # an epoch never seen
+
+    run(tmp_path, scenario)
+
+
+def test_a_partition_named_twice_counts_once(tmp_path):
+    # Fetch: the last entry counts (a LinkedHashMap); ListOffsets: INVALID_REQUEST, answered once
+    async def scenario(api):
+        await api.create_topic("t")
+        await api.produce("t", batch([b"a", b"b"]))
+        await api.produce("t", batch([b"c"]))
+        m = request_module(FETCH_KEY, 12)
+        part = lambda offset: m.FetchPartition(  # noqa: E731
+            partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
+            partition_max_bytes=1 << 20)
+        resp = await api.call(FETCH_KEY, 12, m.FetchRequest(
+            replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1, topics=(m.FetchTopic(topic="t", partitions=(part(0), part(2))),),
+            forgotten_topics_data=(), rack_id=""))
+        [p] = resp.responses[0].partitions
+        assert [r.offset for r in records_of(p.records)] == [2]
+        lm = request_module(LIST_OFFSETS_KEY, 7)
+        lp = lm.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)
+        listed = await api.call(LIST_OFFSETS_KEY, 7, lm.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
+            lm.ListOffsetsTopic(name="t", partitions=(lp, lp)),)))
+        assert [(p.error_code, p.offset) for p in listed.topics[0].partitions] == [(E.invalid_request, -1)]
+
+    run(tmp_path, scenario)
+

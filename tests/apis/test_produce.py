@@ -273,3 +273,23 @@ def test_transactional_records_without_a_transactional_id_are_refused(tmp_path):
         assert api.log_end("t") == 0
 
     run(tmp_path, scenario)
+
+
+def test_a_partition_named_twice_counts_once_with_its_last_records(tmp_path):
+    # Kafka reads the request's partitions into a map: the last entry counts, answered once
+    async def scenario(api):
+        import datetime
+
+        from .harness import request_module
+
+        await api.create_topic("t")
+        m = request_module(0, 9)
+        resp = await api.call(0, 9, m.ProduceRequest(
+            transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),
+            topic_data=(m.TopicProduceData(name="t", partition_data=(
+                m.PartitionProduceData(index=0, records=batch([b"first"])),
+                m.PartitionProduceData(index=0, records=batch([b"last"])))),)))
+        assert [(p.index, p.error_code) for p in resp.responses[0].partition_responses] == [(0, E.none)]
+        assert [r.value for r in records_of((await api.fetch("t")).records)] == [b"last"]
+
+    run(tmp_path, scenario)
