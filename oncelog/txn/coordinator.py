@@ -383,8 +383,13 @@ class TransactionCoordinator:
         txn_id = m.transactional_id
         if bump_epoch and m.state is T.ONGOING:
             fence = m.prepare_transition(T.PREPARE_EPOCH_FENCE)
-            # -1: the fenced instance must not pass as a KIP-360 retry afterwards
-            fence.last_producer_id, fence.last_producer_epoch = m.producer_id, -1
+            # TV1: -1, the fenced instance must not pass as a KIP-360 retry afterwards. TV2 (as
+            # Kafka 4.4): the abort's epoch bump is the one EndTxn would have made, so the client's
+            # epoch stays the last one: its EndTxn(abort) is answered as a retry of this abort
+            # (the producer goes on at the new epoch), its EndTxn(commit) INVALID_TXN_STATE, its
+            # InitProducerId(id, epoch) the KIP-360 retry.
+            fence.last_producer_id = m.producer_id
+            fence.last_producer_epoch = m.producer_epoch if m.tv2 else -1
             fence.producer_epoch = m.producer_epoch + 1
             self._commit(m, fence, lambda error: self._abort(self.txns[txn_id], bump_epoch=False)
                          if error is None else None)
