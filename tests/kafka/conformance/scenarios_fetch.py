@@ -11,8 +11,13 @@ that reads after an EndTxn first waits for the coordinator to finish
 from __future__ import annotations
 
 import datetime
+import struct
 import time
 import uuid
+
+import crc32c
+
+from oncelog.protocol import records as rb
 
 from .framework import (DELETE_RECORDS, EARLIEST, FETCH, LATEST, LIST_OFFSETS, READ_COMMITTED, READ_UNCOMMITTED,
                         batch, mod, scenario)
@@ -549,3 +554,142 @@ def _list_offsets_version(v: int):
 
 for _v in range(1, 12):
     _list_offsets_version(_v)
+
+
+# ---------------------------------------------------------------------- leader epochs, timestamps inside a batch
+
+
+def batch_with_times(times_values, **ids):
+    """One uncompressed batch whose records carry their own timestamps [(ts, value), ...]."""
+    base = times_values[0][0]
+    body = b"".join(rb.encode_record(i, ts - base, b"k", v) for i, (ts, v) in enumerate(times_values))
+    count = len(times_values)
+    tail = struct.pack(">hiqqqhii", 0, count - 1, base, max(ts for ts, _ in times_values),
+                       ids.get("pid", -1), ids.get("epoch", -1), ids.get("seq", -1), count) + body
+    return struct.pack(">qiibI", 0, len(tail) + 9, 0, rb.MAGIC_V2, crc32c.crc32c(tail)) + tail
+
+
+def list_offsets_epoch(k, topic, timestamp, leader_epoch, version=7):
+    m = mod(LIST_OFFSETS, version)
+    return k.send(m.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(m.ListOffsetsTopic(
+        name=topic, partitions=(m.ListOffsetsPartition(partition_index=0, current_leader_epoch=leader_epoch,
+                                                       timestamp=timestamp),)),)))
+
+
+def fetch_epoch(k, topic, offset, *, current_leader_epoch=-1, last_fetched_epoch=-1, version=12):
+    m = mod(FETCH, version)
+    return k.send(m.FetchRequest(
+        replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+        session_id=0, session_epoch=-1, topics=(m.FetchTopic(topic=topic, partitions=(m.FetchPartition(
+            partition=0, current_leader_epoch=current_leader_epoch, fetch_offset=offset,
+            last_fetched_epoch=last_fetched_epoch, log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+        forgotten_topics_data=(), rack_id=""))
+
+
+@scenario("list_offsets")
+def timestamp_inside_a_batch(k):
+    """Records of one batch with their own timestamps: a lookup between two of them gives the later record."""
+    t = k.create_topic("t")
+    now = int(time.time() * 1000) - 60_000
+    k.produce(t, batch_with_times([(now, b"a"), (now + 10_000, b"b"), (now + 20_000, b"c")]))
+    return [k.list_offsets(t, now + 5_000), k.list_offsets(t, now + 20_000), k.list_offsets(t, MAX_TIMESTAMP)]
+
+
+@scenario("list_offsets")
+def max_timestamp_not_last_in_batch(k):
+    """MAX_TIMESTAMP when the largest timestamp is the first record of a batch."""
+    t = k.create_topic("t")
+    now = int(time.time() * 1000) - 60_000
+    k.produce(t, batch([b"x"], timestamp_ms=now))
+    k.produce(t, batch_with_times([(now + 30_000, b"a"), (now + 5_000, b"b")]))
+    return k.list_offsets(t, MAX_TIMESTAMP)
+
+
+@scenario("list_offsets")
+def timestamp_log_append_time(k):
+    """message.timestamp.type=LogAppendTime: a lookup by an old producer time finds the first record."""
+    t = k.create_topic("t", configs={"message.timestamp.type": "LogAppendTime"})
+    k.produce(t, batch([b"a"], timestamp_ms=1_000_000))
+    return [k.list_offsets(t, 2_000_000), k.list_offsets(t, int(time.time() * 1000) + 3_600_000)]
+
+
+@scenario("list_offsets")
+def earliest_after_delete_inside_batch(k):
+    """DeleteRecords to offset 1, inside the first batch: EARLIEST is 1."""
+    t = three_batches(k)
+    return [delete_records(k, t, 1), k.list_offsets(t, EARLIEST), k.fetch(t, 1)]
+
+
+@scenario("list_offsets")
+def current_leader_epoch(k):
+    """ListOffsets naming the current leader epoch (0), an older one (-1 means none) and a future one (7)."""
+    t = three_batches(k)
+    return [list_offsets_epoch(k, t, LATEST, 0), list_offsets_epoch(k, t, LATEST, 7)]
+
+
+@scenario("fetch")
+def current_leader_epoch_future(k):
+    """Fetch with current_leader_epoch 0 (the leader's) and 7 (ahead of the leader)."""
+    t = three_batches(k)
+    return [fetch_epoch(k, t, 0, current_leader_epoch=0), fetch_epoch(k, t, 0, current_leader_epoch=7)]
+
+
+@scenario("fetch")
+def last_fetched_epoch_diverging(k):
+    """Fetch at offset 3 saying the last fetched epoch was 5 (the log has only epoch 0)."""
+    t = three_batches(k)
+    return fetch_epoch(k, t, 3, last_fetched_epoch=5)
+
+
+@scenario("fetch")
+def read_committed_between_lso_and_hwm(k):
+    """read_committed Fetch at an offset past the LSO but below the high watermark (inside an open transaction)."""
+    t = k.create_topic("t")
+    open_txn(k, t, (b"x", b"y"))
+    k.produce(t, batch([b"after"]))
+    return [k.fetch(t, 2, isolation_level=READ_COMMITTED), k.fetch(t, 3, isolation_level=READ_COMMITTED)]
+
+
+@scenario("fetch")
+def aborted_txn_small_max_bytes(k):
+    """read_committed with a limit of one batch over an aborted transaction: its aborted entry comes with its first batch."""
+    t = k.create_topic("t")
+    tid, pid, epoch = begin(k, "tx", {t: [0]})
+    k.produce(t, txn_batch([b"x" * 50], pid, epoch, 0), transactional_id=tid)
+    k.produce(t, txn_batch([b"y" * 50], pid, epoch, 1), transactional_id=tid)
+    end(k, tid, pid, epoch, False)
+    return [k.fetch(t, isolation_level=READ_COMMITTED, max_bytes=10),
+            k.fetch(t, 1, isolation_level=READ_COMMITTED, max_bytes=10),
+            k.fetch(t, 2, isolation_level=READ_COMMITTED, max_bytes=10)]
+
+
+@scenario("fetch")
+def last_fetched_epoch_current(k):
+    """Fetch with last fetched epoch 0 (the leader's): at offset 3 records as usual; past the log end the
+    diverging epoch (0, log end) and no records."""
+    t = three_batches(k)
+    return [fetch_epoch(k, t, 3, last_fetched_epoch=0), fetch_epoch(k, t, 9, last_fetched_epoch=0)]
+
+
+@scenario("fetch")
+def current_leader_epoch_older(k):
+    """Fetch and ListOffsets with current_leader_epoch -2 (older than any leader's)."""
+    t = three_batches(k)
+    return [fetch_epoch(k, t, 0, current_leader_epoch=-2), list_offsets_epoch(k, t, LATEST, -2)]
+
+
+@scenario("list_offsets")
+def duplicate_partition(k):
+    """ListOffsets naming partition 0 twice."""
+    t = three_batches(k)
+    m = mod(LIST_OFFSETS, 7)
+    part = m.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=LATEST)
+    return k.send(m.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
+        m.ListOffsetsTopic(name=t, partitions=(part, part)),)))
+
+
+@scenario("fetch")
+def duplicate_partition(k):
+    """Fetch naming partition 0 twice, at offsets 0 and 3."""
+    t = three_batches(k)
+    return fetch_many(k, [(t, 0, 0), (t, 0, 3)])

@@ -531,3 +531,45 @@ def acks_zero_success_keeps_connection(k):
     t = k.create_topic("t")
     k.produce(t, batch([b"a"]), acks=0)
     return [k.produce(t, batch([b"b"]), acks=1), k.fetch(t)]
+
+
+@scenario("produce")
+def txn_batch_unknown_transactional_id(k):
+    """A transactional batch naming a transactional id never initialised."""
+    t = k.create_topic("t")
+    pid, epoch = idempotent(k)
+    return [k.produce(t, batch([b"a"], pid=pid, epoch=epoch, seq=0, transactional=True),
+                      transactional_id=k.name("never")), k.fetch(t)]
+
+
+@scenario("produce")
+def txn_batch_after_abort_not_readded(k):
+    """TV1: after the abort completes, a batch of the same epoch without AddPartitionsToTxn, at v9 and v11."""
+    t = k.create_topic("t")
+    tid, pid, epoch = _txn_producer(k, t)
+    k.add_partitions_to_txn(tid, pid, epoch, {t: [0]})
+    k.produce(t, batch([b"a"], pid=pid, epoch=epoch, seq=0, transactional=True), transactional_id=tid)
+    k.end_txn(tid, pid, epoch, False)
+    k.wait_txn_complete(tid)
+    return [k.produce(t, batch([b"b"], pid=pid, epoch=epoch, seq=1, transactional=True), transactional_id=tid),
+            k.produce(t, batch([b"b"], pid=pid, epoch=epoch, seq=1, transactional=True), transactional_id=tid,
+                      version=11)]
+
+
+@scenario("produce")
+def sequence_after_delete_records(k):
+    """An idempotent producer whose batches were all deleted (DeleteRecords to the end) goes on at sequence 5."""
+    from .scenarios_fetch import delete_records
+
+    t = k.create_topic("t")
+    pid, epoch = idempotent(k)
+    k.produce(t, batch([b"a", b"b"], pid=pid, epoch=epoch, seq=0))
+    return [delete_records(k, t, -1), k.produce(t, batch([b"c"], pid=pid, epoch=epoch, seq=5)),
+            k.produce(t, batch([b"d"], pid=pid, epoch=epoch, seq=0)), k.fetch(t, 2)]
+
+
+@scenario("produce")
+def duplicate_partition_in_request(k):
+    """One Produce naming partition 0 twice."""
+    t = k.create_topic("t")
+    return [by_partition(k.produce(t, [(0, batch([b"a"])), (0, batch([b"b"]))])), k.fetch(t)]
