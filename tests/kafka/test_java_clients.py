@@ -11,16 +11,24 @@ topic back. Invariants held on both brokers:
   Produce), and the log, read with the project's protocol client, shows the epoch bump of every
   transaction: transaction i's records carry epoch e0 + i and its marker (COMMIT or ABORT, in
   every partition it wrote) e0 + i + 1, the epoch the coordinator bumped to at EndTxn;
-- a second producer with the same transactional.id continues above the last epoch.
+- a second producer with the same transactional.id continues above the last epoch;
+- a transaction that outlives its transaction.timeout.ms is aborted by the coordinator with the
+  epoch bump; the late commitTransaction fails with InvalidTxnStateException (Kafka's EndTxn v5
+  answer INVALID_TXN_STATE: the client's epoch is the last one), the producer is then unusable,
+  a new one commits at the next epoch, and the record of the aborted transaction is never read.
 The per-offset layout (records and markers, their epochs relative to the first) is the same on
 both brokers because it is computed from the plan.
 """
 
 from __future__ import annotations
 
+import subprocess
+import time
+
 import pytest
 
 from oncelog import apache_kafka
+from oncelog.client.wire import RawClient, request_module
 
 from ..helpers import create_topic
 from .java.harness import (REQUEST_LOG4J, fetch_batches, java_classes, json_lines, offset_layout, sent_requests,
@@ -97,3 +105,49 @@ def test_transactional_producer_uses_transaction_version_2_and_read_committed_re
     [(header, _)] = [b for b in fetch_batches(target.bootstrap, topic, 0)
                      if not b[0].is_control and b[0].base_offset == json_lines(again.stdout)[1]["records"][0]["offset"]]
     assert header.producer_epoch > epoch0 + len(PLAN), (header, epoch0)
+
+
+def _transaction_state(bootstrap: str, transactional_id: str) -> str:
+    """DescribeTransactions (v0) of one id at its coordinator (the only node here)."""
+    m = request_module(65, 0)
+    client = RawClient(bootstrap)
+    try:
+        [state] = client.request(m.DescribeTransactionsRequest(transactional_ids=(transactional_id,))).transaction_states
+    finally:
+        client.close()
+    return state.transaction_state
+
+
+def test_a_transaction_that_outlives_its_timeout_is_aborted_and_its_late_commit_refused(target, tmp_path):
+    classes = java_classes()
+    topic, txn_id = unique("java-timeout"), unique("java-outliver")
+    create_topic(target.bootstrap, topic, 1)
+    proceed = tmp_path / "proceed"
+    proc = apache_kafka.start_tool("TransactionalClient", [
+        "outlive", "--bootstrap", target.bootstrap, "--topic", topic, "--transactional-id", txn_id,
+        "--transaction-timeout-ms", 1000, "--proceed-file", proceed], classpath=[classes], text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # The coordinator aborts it (Kafka checks every transaction.abort.timed.out.transaction.
+        # cleanup.interval.ms, 10 s by default); then the client, still idle, tries to commit.
+        deadline = time.monotonic() + 60
+        while _transaction_state(target.bootstrap, txn_id) != "CompleteAbort":
+            assert time.monotonic() < deadline and proc.poll() is None, "the coordinator never aborted it"
+            time.sleep(0.2)
+        proceed.touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    steps = {line["step"]: line for line in json_lines(out)}
+    assert steps["commit"]["outcome"] == "InvalidTxnStateException", steps
+    assert steps["abort"]["outcome"] == "KafkaException", steps  # the producer is in its fatal error state
+    assert steps["next"]["producer"] == "new", steps
+    layout = offset_layout(fetch_batches(target.bootstrap, topic, 0))
+    e0 = layout[0][2]
+    # the abort at the bumped epoch; the new producer's InitProducerId bumps again, its commit too
+    assert layout == [(0, "data", e0), (1, "abort", e0 + 1), (2, "data", e0 + 2), (3, "commit", e0 + 3)], layout
+    consumed = _run(classes, "consume", ["--bootstrap", target.bootstrap, "--topic", topic, "--partitions", 1,
+                                         "--expected", 1, "--timeout-ms", 60000])
+    assert [(r["offset"], r["value"]) for r in json_lines(consumed.stdout) if "offset" in r] == [(2, "after")]

@@ -11,6 +11,13 @@
  *       finalized by the broker, the client sends Produce v12 (the partition joins the
  *       transaction implicitly) and EndTxn v5 (the coordinator bumps the epoch each time).
  *
+ *   outlive --bootstrap H:P --topic T --transactional-id ID --transaction-timeout-ms MS --proceed-file F
+ *       a transaction that outlives its timeout: one record sent, then idle until the file F
+ *       exists (the test creates it once the coordinator aborted the transaction), then commitTransaction; then abortTransaction if the producer may;
+ *       then one more committed transaction, with this producer if it can still make one, else
+ *       with a new one (initTransactions). One line per step: {"step":"commit","outcome":"ok"} or
+ *       the exception's class, and for the last {"step":"next","producer":"same"|"new",...}.
+ *
  *   consume --bootstrap H:P --topic T --partitions N --expected K [--group G] [--timeout-ms MS]
  *       read_committed from the beginning (assigned, or subscribed in group G), until K records
  *       arrived and every partition's position reached its end offset (for read_committed the
@@ -54,6 +61,9 @@ public class TransactionalClient {
                 break;
             case "consume":
                 rc = consume(args);
+                break;
+            case "outlive":
+                rc = outlive(args);
                 break;
             default:
                 throw new IllegalArgumentException("unknown mode " + argv[0]);
@@ -106,6 +116,66 @@ public class TransactionalClient {
                 }
                 System.out.println(line);
             }
+        }
+        return 0;
+    }
+
+    static Properties producerProps(Map<String, String> args) {
+        Properties props = new Properties();
+        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, args.get("bootstrap"));
+        props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, args.get("transactional-id"));
+        props.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, args.getOrDefault("transaction-timeout-ms", "60000"));
+        props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        return props;
+    }
+
+    static String outcome(Runnable step) {
+        try {
+            step.run();
+            return "ok";
+        } catch (RuntimeException e) {
+            return e.getClass().getSimpleName();
+        }
+    }
+
+    static int outlive(Map<String, String> args) throws Exception {
+        String topic = args.get("topic");
+        java.nio.file.Path proceed = java.nio.file.Paths.get(args.get("proceed-file"));
+        KafkaProducer<String, String> producer = new KafkaProducer<>(producerProps(args));
+        try {
+            producer.initTransactions();
+            producer.beginTransaction();
+            RecordMetadata first = producer.send(new ProducerRecord<>(topic, 0, "k", "outlived")).get();
+            System.out.println("{\"step\":\"send\",\"offset\":" + first.offset() + "}");
+            while (!java.nio.file.Files.exists(proceed)) {
+                Thread.sleep(50);
+            }
+            System.out.println("{\"step\":\"commit\",\"outcome\":\"" + outcome(producer::commitTransaction) + "\"}");
+            System.out.println("{\"step\":\"abort\",\"outcome\":\"" + outcome(producer::abortTransaction) + "\"}");
+            final KafkaProducer<String, String> same = producer;
+            String next = outcome(() -> {
+                same.beginTransaction();
+                try {
+                    same.send(new ProducerRecord<>(topic, 0, "k", "after")).get();
+                } catch (Exception e) {
+                    throw new RuntimeException(e);
+                }
+                same.commitTransaction();
+            });
+            String who = "same";
+            if (!next.equals("ok")) {
+                producer.close();
+                producer = new KafkaProducer<>(producerProps(args));
+                producer.initTransactions();
+                producer.beginTransaction();
+                producer.send(new ProducerRecord<>(topic, 0, "k", "after")).get();
+                producer.commitTransaction();
+                who = "new";
+            }
+            System.out.println("{\"step\":\"next\",\"producer\":\"" + who + "\",\"same_outcome\":\"" + next + "\"}");
+        } finally {
+            producer.close();
         }
         return 0;
     }
