@@ -128,6 +128,10 @@ def test_a_transaction_that_outlives_its_timeout_is_aborted_and_its_late_commit_
         "--transaction-timeout-ms", 1000, "--proceed-file", proceed], classpath=[classes], text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
+        # The transaction is open once its record is acknowledged (DescribeTransactions before
+        # that answers a start time of -1, which the protocol client's codec refuses to decode).
+        sent = proc.stdout.readline()
+        assert '"step":"send"' in sent, (sent, proc.stderr.read()[-3000:] if proc.poll() is not None else "")
         # The coordinator aborts it (Kafka checks every transaction.abort.timed.out.transaction.
         # cleanup.interval.ms, 10 s by default); then the client, still idle, tries to commit.
         deadline = time.monotonic() + 60
@@ -140,7 +144,7 @@ def test_a_transaction_that_outlives_its_timeout_is_aborted_and_its_late_commit_
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err[-3000:]
-    steps = {line["step"]: line for line in json_lines(out)}
+    steps = {line["step"]: line for line in json_lines(sent + out)}
     assert steps["commit"]["outcome"] == "InvalidTxnStateException", steps
     assert steps["abort"]["outcome"] == "KafkaException", steps  # the producer is in its fatal error state
     assert steps["next"]["producer"] == "new", steps
