@@ -17,6 +17,7 @@ a domain error (:mod:`oncelog.errors`), mapped to its wire code by the Produce h
 
 :func:`validate` — what needs the request or the records themselves:
 
+* a client batch's base offset must be 0 (INVALID_RECORD, as Kafka 4.4 answers);
 * ``min.insync.replicas`` is capped at the replication factor, 1 (Kafka's
   Partition.effectiveMinIsr since KIP-966): acks=all never gets NOT_ENOUGH_REPLICAS;
 * every record of every batch, as Kafka's LogValidator reads it through DefaultRecord.readFrom
@@ -70,6 +71,11 @@ def validate(records, batches: list[rb.BatchHeader], config: LogConfig, *, acks:
     """The checks that need the append time or the records. ``acks`` and ``node_id`` name what
     Kafka's min-ISR check reads: with one replica its effective minimum (min.insync.replicas
     capped at the replication factor) is always met."""
+    for header in batches:
+        if header.base_offset != 0:
+            # Kafka 4.4 refuses it (INVALID_RECORD, with the partition's log start offset)
+            raise errors.InvalidRecord(f"The baseOffset of the record batch in the append to {name} should be 0, "
+                                       f"but it is {header.base_offset}")
     _validate_records(config, records, batches, now_ms, name)
 
 

@@ -293,3 +293,16 @@ def test_a_partition_named_twice_counts_once_with_its_last_records(tmp_path):
         assert [r.value for r in records_of((await api.fetch("t")).records)] == [b"last"]
 
     run(tmp_path, scenario)
+
+
+def test_a_batch_whose_base_offset_is_not_zero_is_invalid_record(tmp_path):
+    # Kafka 4.4's answer: INVALID_RECORD with the partition's log start offset, nothing stored
+    async def scenario(api):
+        await api.create_topic("t")
+        b = bytearray(batch([b"a"]))
+        b[0:8] = (5).to_bytes(8, "big")  # not covered by the CRC
+        p = await api.produce("t", bytes(b))
+        assert (p.error_code, p.log_start_offset, p.record_errors) == (E.invalid_record, 0, ())
+        assert api.log_end("t") == 0
+
+    run(tmp_path, scenario)
