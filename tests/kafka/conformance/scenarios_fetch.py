@@ -693,3 +693,23 @@ def duplicate_partition(k):
     """Fetch naming partition 0 twice, at offsets 0 and 3."""
     t = three_batches(k)
     return fetch_many(k, [(t, 0, 0), (t, 0, 3)])
+
+
+@scenario("fetch")
+def zstd_records_below_v10(k):
+    """zstd-compressed records fetched with Fetch v9 (KIP-110: v10+ only) and v10."""
+    from oncelog.client import recordcodec as rc
+
+    from .scenarios_produce import compressed
+
+    t = k.create_topic("t")
+    k.produce(t, compressed(rc.COMPRESSION_ZSTD))
+    return [fetch_v(k, t, version=9), fetch_v(k, t, version=10)]
+
+
+@scenario("fetch")
+def topic_compression_zstd_below_v10(k):
+    """compression.type=zstd on the topic, a plain batch produced, then fetched with v9."""
+    t = k.create_topic("t", configs={"compression.type": "zstd"})
+    k.produce(t, batch([b"a", b"b"]))
+    return fetch_v(k, t, version=9)

@@ -18,7 +18,7 @@ import struct
 
 from kio.schema.errors import ErrorCode
 
-from .framework import (ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, JOIN_GROUP,
+from .framework import (ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, INIT_PRODUCER_ID, JOIN_GROUP,
                         LIST_TRANSACTIONS, OFFSET_FETCH, SYNC_GROUP, TXN_OFFSET_COMMIT, batch, mod,
                         scenario)
 
@@ -831,3 +831,132 @@ def list_v2_invalid_pattern(k):
     """ListTransactions v2 with a pattern that is not a regular expression."""
     tid, pid, epoch = begin(k, "tx")
     return list_txns_v2(k, "(unclosed", [pid])
+
+
+# ---------------------------------------------------------------------- versions
+
+
+def _stale(k, t):
+    """A producer re-initialised once (epoch 1) with an Ongoing transaction on ``t``: (tid, pid, epoch)."""
+    tid, pid, _ = begin(k, "tx")
+    epoch = k.init_producer_id(tid).producer_epoch
+    k.add_partitions_to_txn(tid, pid, epoch, {t: [0]})
+    return tid, pid, epoch
+
+
+@scenario("transactions")
+def end_txn_stale_epoch_by_version(k):
+    """EndTxn v0..v5 with the epoch before a re-init: each version's code."""
+    t = k.create_topic("t")
+    tid, pid, epoch = _stale(k, t)
+    return [(v, k.end_txn(tid, pid, epoch - 1, True, version=v)) for v in range(6)]
+
+
+@scenario("transactions")
+def add_partitions_stale_epoch_by_version(k):
+    """AddPartitionsToTxn v0..v3 with the epoch before a re-init: each version's code."""
+    t = k.create_topic("t")
+    tid, pid, epoch = _stale(k, t)
+    out = []
+    for v in range(4):
+        resp = k.add_partitions_to_txn(tid, pid, epoch - 1, {t: [0]}, version=v)
+        out.append((v, [p.partition_error_code.name for r in resp.results_by_topic_v3_and_below
+                        for p in r.results_by_partition]))
+    return out
+
+
+@scenario("transactions")
+def add_offsets_stale_epoch_by_version(k):
+    """AddOffsetsToTxn v0..v4 with the epoch before a re-init: each version's code."""
+    t = k.create_topic("t")
+    tid, pid, epoch = _stale(k, t)
+    return [(v, k.add_offsets_to_txn(tid, pid, epoch - 1, k.name("g"), version=v)) for v in range(5)]
+
+
+@scenario("transactions")
+def init_producer_id_by_version(k):
+    """InitProducerId v0..v5 for one transactional id: each answer (the epoch climbs)."""
+    tid = k.name("tx")
+    out = []
+    for v in range(6):
+        m = mod(INIT_PRODUCER_ID, v)
+        out.append((v, k.send(_make(m.InitProducerIdRequest, transactional_id=tid,
+                                    transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
+                                    producer_epoch=-1))))
+    return out
+
+
+@scenario("transactions")
+def end_txn_v5_after_tv1_add(k):
+    """A transaction begun with AddPartitionsToTxn v3 (TV1) and ended with EndTxn v5."""
+    t = k.create_topic("t")
+    tid, pid, epoch = begin(k, "tx", {t: [0]})
+    k.produce(t, txn_batch([b"x"], pid, epoch, 0), transactional_id=tid)
+    ended = end_v5(k, tid, pid, epoch, True)
+    if int(ended.error_code) == 0:
+        k.wait_txn_complete(tid)
+    return [ended, describe(k, tid), k.wait_stable(t)]
+
+
+@scenario("transactions")
+def end_txn_v3_after_tv2_produce(k):
+    """A transaction begun by Produce v12 (TV2's implicit add) and ended with EndTxn v3."""
+    t = k.create_topic("t")
+    tid, pid, epoch = begin(k, "tx")
+    _tv2_produce(k, t, tid, pid, epoch, 0)
+    ended = k.end_txn(tid, pid, epoch, True, version=3)
+    if int(ended.error_code) == 0:
+        k.wait_txn_complete(tid)
+    return [ended, describe(k, tid), k.wait_stable(t)]
+
+
+# ---------------------------------------------------------------------- more states
+
+
+@scenario("transactions")
+def add_offsets_after_commit(k):
+    """After a commit completes, AddOffsetsToTxn starts the next transaction."""
+    t = k.create_topic("t")
+    tid, pid, epoch = begin(k, "tx", {t: [0]})
+    end(k, tid, pid, epoch, True)
+    return [k.add_offsets_to_txn(tid, pid, epoch, k.name("g")), state(k, tid)]
+
+
+@scenario("transactions")
+def add_offsets_unknown_transactional_id(k):
+    """AddOffsetsToTxn for a transactional id never initialised, and with a wrong producer id."""
+    tid, pid, epoch = begin(k, "tx")
+    return [k.add_offsets_to_txn(k.name("never"), 5, 0, k.name("g")),
+            k.add_offsets_to_txn(tid, pid + 1000, epoch, k.name("g"))]
+
+
+@scenario("transactions")
+def list_duration_filter(k):
+    """ListTransactions v1 duration filter: an hour (a transaction just begun is not listed) and -1 (no
+    filter). Not 0: whether a transaction begun this millisecond is 'longer than 0 ms' is a race."""
+    t = k.create_topic("t")
+    tid, pid, epoch = begin(k, "tx", {t: [0]})
+    m = mod(LIST_TRANSACTIONS, 1)
+    return [k.send(m.ListTransactionsRequest(state_filters=(), producer_id_filters=(pid,), duration_filter=d))
+            for d in (3_600_000, -1)]
+
+
+@scenario("transactions")
+def describe_producers_after_abort(k):
+    """DescribeProducers after an aborted transaction: no open transaction, the marker's epoch."""
+    t = k.create_topic("t")
+    tid, pid, epoch = begin(k, "tx", {t: [0]})
+    k.produce(t, txn_batch([b"x", b"y"], pid, epoch, 0), transactional_id=tid)
+    end(k, tid, pid, epoch, False)
+    return describe_producers(k, t)
+
+
+@scenario("transactions")
+def describe_producers_tv2_bump(k):
+    """DescribeProducers after a TV2 commit: the producer's epoch is the bumped one the marker carries."""
+    t = k.create_topic("t")
+    tid, pid, epoch = begin(k, "tx")
+    _tv2_produce(k, t, tid, pid, epoch, 0)
+    end_v5(k, tid, pid, epoch, True)
+    k.wait_txn_complete(tid)
+    return describe_producers(k, t)
