@@ -28,7 +28,8 @@ transaction, else INVALID_PRODUCER_EPOCH / INVALID_TXN_STATE "Partition was not 
 transaction" (TRANSACTION_ABORTABLE for v11+ clients), as Kafka's AddPartitionsToTxnManager
 translates the coordinator's verdict. With v12 (transaction version 2) the partition is added to
 the transaction implicitly, before the append. A fenced epoch is INVALID_PRODUCER_EPOCH (the
-producer state's and the coordinator's answer alike).
+producer state's and the coordinator's answer alike). v13 names topics by id (KIP-516); an id no
+topic has is UNKNOWN_TOPIC_ID for each of its partitions.
 
 The answer, as Kafka's: ``log_start_offset`` is the partition's for record and producer-state
 errors (INVALID_RECORD, INVALID_TIMESTAMP, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH)
@@ -52,8 +53,10 @@ too far in the future.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import logging
+import uuid
 
 from .. import errors
 from ..notices import notice
@@ -63,7 +66,7 @@ from ._base import NO_THROTTLE, OK, Applied, CloseConnection, build, last_wins, 
 
 API_KEY = 0
 MIN_VERSION = 3
-MAX_VERSION = 12  # v12: transaction version 2 (implicit AddPartitionsToTxn, KIP-890 part 2)
+MAX_VERSION = 13  # v12: transaction version 2 (implicit AddPartitionsToTxn, KIP-890 part 2); v13: topic ids (KIP-516)
 
 log = logging.getLogger("oncelog.produce")
 
@@ -146,7 +149,7 @@ def _denied(ctx, request):
             return _authz.TXN_DENIED
     elif _has_idempotent_batch(request) and not _authz.idempotent_write(ctx):
         return _authz.CLUSTER_DENIED
-    names = {t.name for t in request.topic_data}
+    names = {t.name for t in request.topic_data if t.name is not None}
     refused = names - _authz.filter_topics(ctx, _authz.Op.WRITE, names)
     return refused or None
 
@@ -160,8 +163,28 @@ def _has_idempotent_batch(request) -> bool:
     return False
 
 
+@dataclasses.dataclass(frozen=True)
+class _TopicById:
+    """A v13 request topic with its name looked up (None: no topic has that id)."""
+    topic_id: uuid.UUID
+    name: str | None
+    partition_data: tuple
+
+
+def _names_for_ids(ctx, request):
+    """v13 names topics by id (KIP-516): the request with each topic's name beside its id, so
+    the rest of the handler works on names as for v3-12."""
+    topics = ctx.broker.logs.topics_by_id
+    return dataclasses.replace(request, topic_data=tuple(
+        _TopicById(t.topic_id, topics[t.topic_id].name if t.topic_id in topics else None, t.partition_data)
+        for t in request.topic_data))
+
+
 def handle(ctx, request):
-    request = last_wins(request, "topic_data", "partition_data", lambda t: t.name, lambda p: p.index)
+    if ctx.api_version >= 13:
+        request = _names_for_ids(ctx, request)
+    request = last_wins(request, "topic_data", "partition_data", lambda t: getattr(t, "topic_id", None) or t.name,
+                        lambda p: p.index)
     if ctx.broker.acls.enabled:
         denied = _denied(ctx, request)
         if denied is not None:
@@ -182,7 +205,7 @@ def _partitions_to_add(ctx, request) -> dict[tuple[int, int], set]:
             if pd.records is None or len(pd.records) < rb.HEADER_SIZE:
                 continue
             h = rb.parse_header(pd.records)
-            if not h.is_transactional or not txn.needs_partition_added(request.transactional_id, h.producer_id,
+            if topic_data.name is None or not h.is_transactional or not txn.needs_partition_added(request.transactional_id, h.producer_id,
                                                                        topic_data.name, pd.index):
                 continue
             if ctx.broker.partition_exists(topic_data.name, pd.index):
@@ -218,6 +241,8 @@ def _append_all(ctx, request, denied=None):
                 parts.append(entry)
                 continue
             try:
+                if topic_data.name is None:  # v13: Kafka's UNKNOWN_TOPIC_ID, before the records are looked at
+                    raise errors.UnknownTopicId(f"no topic with id {topic_data.topic_id}")
                 if ctx.broker.partition_exists(topic_data.name, pd.index):
                     check_one_batch(ctx.api_version, pd.records)
                 if acks not in (0, 1, -1):
@@ -234,10 +259,10 @@ def _append_all(ctx, request, denied=None):
                 entry[5] = exc.record_errors
                 log_rejection(ctx, exc, entry[1])
             parts.append(entry)
-        outcome.append((topic_data.name, parts))
+        outcome.append((topic_data, parts))
     if acks == 0:
         # Kafka's KafkaApis.handleProduceRequest: no response; an error closes the connection.
-        failed = [f"{name}-{e[0]}: {e[1].name.upper()}" for name, parts in outcome for e in parts if e[1] != OK]
+        failed = [f"{t.name or t.topic_id}-{e[0]}: {e[1].name.upper()}" for t, parts in outcome for e in parts if e[1] != OK]
         return CloseConnection(f"acks=0 Produce failed ({', '.join(failed)})") if failed else None
     if not pending:
         return _response(ctx, outcome)
@@ -264,8 +289,8 @@ def _response(ctx, outcome):
     m = response_module(API_KEY, ctx.api_version)
     record_error = getattr(m, "BatchIndexAndErrorMessage", None)  # v8+
     topics = tuple(
-        m.TopicProduceResponse(
-            name=name,
+        build(
+            m.TopicProduceResponse, name=t.name, topic_id=getattr(t, "topic_id", None),
             partition_responses=tuple(
                 build(m.PartitionProduceResponse, index=index, error_code=code, base_offset=base,
                       log_append_time=None if append_time < 0 else _utc(append_time), log_start_offset=start,
@@ -275,7 +300,7 @@ def _response(ctx, outcome):
                 for index, code, base, start, msg, rec, append_time in parts
             ),
         )
-        for name, parts in outcome
+        for t, parts in outcome
     )
     return build(m.ProduceResponse, responses=topics, throttle_time=NO_THROTTLE)
 

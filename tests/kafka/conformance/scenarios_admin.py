@@ -957,10 +957,9 @@ def api_versions_keys(k):
     return sorted(int(a.api_key) for a in _api_versions(k).api_keys)
 
 
-@scenario("admin", differs="open: four APIs are served below the Java client 4.4's newest version, which the "
-                           "client negotiates down to: Produce v13 (topic ids, KIP-516), ApiVersions v5, "
-                           "TxnOffsetCommit v6, DeleteGroups v3 (kio 0.6.5, the protocol library, has no "
-                           "ApiVersions v5, TxnOffsetCommit v6 or DeleteGroups v3 schemas)")
+@scenario("admin", differs="open: three APIs are served below the Java client 4.4's newest version, which the "
+                           "client negotiates down to: ApiVersions v5, TxnOffsetCommit v6, DeleteGroups v3 — kio "
+                           "0.6.5, the protocol library (its newest release), has no schemas for them")
 def api_versions_client_versions(k):
     """ApiVersions v3: for each API oncelog serves, whether the broker's newest version reaches the Java client 4.4's."""
     served = {int(a.api_key): int(a.max_version) for a in _api_versions(k).api_keys}
