@@ -195,8 +195,12 @@ def run_wire_produce(job: dict, barrier) -> dict:
                 "t_start": t_start, "t_sent": t_sent, "t_end": t_end,
                 "latencies": producer.latencies[::step], "commit_latencies": producer.commit_latencies,
                 "endtxn_latencies": producer.endtxn_latencies, "delivery_errors": [], "client_errors": [],
+                "add_partitions_retries": producer.add_partitions_retries,
                 "client_log": [f"wireload: {producer.requests} Produce requests of {len(producer.partitions)} "
-                               f"batches x {per_request} records"], "client_log_count": 1}
+                               f"batches x {per_request} records"
+                               + (f", {producer.transactions} transactions, AddPartitionsToTxn answered "
+                                  f"CONCURRENT_TRANSACTIONS {producer.add_partitions_retries} times"
+                                  if producer.transactions else "")], "client_log_count": 1}
 
     return asyncio.run(main())
 
