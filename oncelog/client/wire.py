@@ -8,9 +8,11 @@ import socket
 import struct
 
 from kio.index import load_payload_module
+from kio.serial.errors import OutOfBoundValue
 from kio.static.constants import EntityType
 
 from ..protocol import codec
+from ..protocol.timestamps import decode_with_negative_timestamps
 
 
 def request_module(api_key: int, version: int):
@@ -29,11 +31,25 @@ def write_request(out, request, correlation_id: int, client_id: str) -> None:
 
 def decode_response(raw: bytes, request_cls) -> tuple[int, object]:
     """(correlation id, response) of a response frame (without its size prefix) to a request
-    of class ``request_cls``."""
+    of class ``request_cls``.
+
+    A ``datetime_i64`` field holding -1 (Kafka's "no time", e.g. DescribeTransactions'
+    ``transaction_start_time`` of an Empty transactional id) decodes as ``None``, and unknown
+    tagged fields are skipped: kio refuses both, so the frame is then decoded again through
+    :func:`..protocol.timestamps.decode_with_negative_timestamps` (the slow path, taken only after
+    kio refused; if that fails too, kio's own error is raised).
+    """
     resp_cls = codec.response_class(request_cls.__api_key__, request_cls.__version__)
     correlation_id = struct.unpack_from(">i", raw)[0]
     offset = 4 if resp_cls.__header_schema__.__version__ == 0 else 5
-    return correlation_id, codec.reader(resp_cls)(raw, offset)[0]
+    read = codec.reader(resp_cls)
+    try:
+        return correlation_id, read(raw, offset)[0]
+    except (OutOfBoundValue, KeyError) as refused:
+        try:
+            return correlation_id, decode_with_negative_timestamps(resp_cls, read, raw, offset)
+        except Exception:
+            raise refused from None
 
 
 class RawClient:
