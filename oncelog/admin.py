@@ -83,7 +83,7 @@ def producers_command(args) -> int:
 
     for part in resp.topics[0].partitions:
         if part.error_code != 0:
-            table.add_row(str(part.partition_index), f"error {part.error_code.name}", "", "", "")
+            table.add_row(str(part.partition_index), f"error {part.error_code.name.upper()}", "", "", "")
         for p in part.active_producers:
             when = datetime.datetime.fromtimestamp(p.last_timestamp / 1000).isoformat(sep=" ", timespec="seconds")
             table.add_row(str(part.partition_index), str(p.producer_id), str(p.producer_epoch),
@@ -191,14 +191,18 @@ def transactions_command(args) -> int:
     if args.action == "describe":
         for t in _txn_describe(client, [args.transactional_id]):
             if t.error_code != 0:
-                print(f"oncelog transactions describe: {t.error_code.name}", file=sys.stderr)
+                print(f"oncelog transactions describe: {t.error_code.name.upper()}", file=sys.stderr)
                 return 1
+            # None: Kafka's -1, no transaction started (an Empty id; client.wire decodes it so),
+            # which kafka-transactions.sh prints as "None" in its start time and duration columns.
             started = t.transaction_start_time
+            # soft_wrap: one line per fact whatever the terminal's width, for scripts that read it
             console.print(f"[bold]{t.transactional_id}[/]: {t.transaction_state}, producer {t.producer_id} epoch "
                           f"{t.producer_epoch}, timeout {t.transaction_timeout.total_seconds():g}s, started "
-                          f"{started.isoformat(sep=' ', timespec='seconds') if started else '-'}")
-            for topic in t.topics:
-                console.print(f"  {topic.topic}: partitions {list(topic.partitions)}")
+                          f"{started.isoformat(sep=' ', timespec='seconds') if started is not None else '-'}",
+                          soft_wrap=True)
+            for topic in sorted(t.topics, key=lambda topic: topic.topic):  # Kafka sends a set's order
+                console.print(f"  {topic.topic}: partitions {sorted(topic.partitions)}", soft_wrap=True)
         return 0
     if args.action == "hanging":
         found = 0
@@ -236,7 +240,7 @@ def transactions_command(args) -> int:
                 topics=(m.WritableTxnMarkerTopic(name=topic, partition_indexes=(partition,)),)),)))
             code = resp.markers[0].topics[0].partitions[0].error_code
             console.print(f"abort marker for producer {pid} on {topic}-{partition} (open since offset {start}): "
-                          f"{code.name}")
+                          f"{code.name.upper()}")
         return 0
     return 2
 
