@@ -35,7 +35,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import tempfile
 import time
 
 from oncelog import apache_kafka
@@ -50,17 +49,6 @@ FLUSH1 = {"log.flush.interval.messages": "1"}
 # purpose: kafka+flush1 takes ~2-3k records/s per process from the Java client here (an fsync per
 # 16 KB batch), and a first cell sized for a faster broker took minutes.
 FIRST_GUESS_RECORDS_PER_S = 15_000
-
-_TOOLS_LOG4J2 = """\
-status = warn
-appender.err.type = Console
-appender.err.name = ERR
-appender.err.target = SYSTEM_ERR
-appender.err.layout.type = PatternLayout
-appender.err.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.err.ref = ERR
-"""
 
 
 def broker_config(flush1: bool, partitions: int, extra: dict | None = None) -> dict[str, str]:
@@ -101,21 +89,9 @@ def start(flush1: bool, work_dir: str, partitions: int, extra: dict | None = Non
 # --------------------------------------------------------------------------- Java perf tools
 
 def tool_command(main_class: str, args: list[str]) -> list[str]:
-    """``java ... main_class args`` on the cached Kafka jars: oncelog.apache_kafka.tool_command
-    when it exists, else the same built here (log4j2 at WARN to stderr, so stdout is the tool's
-    output alone)."""
-    runner = getattr(apache_kafka, "tool_command", None)
-    if runner is not None:
-        return runner(main_class, args, heap=CLIENT_HEAP, quick_start=False)
-    inst = apache_kafka.fetch()
-    log4j = os.path.join(tempfile.gettempdir(), f"oncelog-bench-tools-log4j2-{os.getuid()}.properties")
-    if not os.path.exists(log4j):
-        tmp = f"{log4j}.{os.getpid()}"
-        with open(tmp, "w") as f:
-            f.write(_TOOLS_LOG4J2)
-        os.replace(tmp, log4j)
-    return [inst.java, f"-Xmx{CLIENT_HEAP}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={log4j}", "-cp", inst.classpath, main_class, *map(str, args)]
+    """``java ... main_class args`` on the cached Kafka jars (oncelog.apache_kafka.tool_command:
+    log4j2 at WARN to stderr, so stdout is the tool's output alone), with the full JIT."""
+    return apache_kafka.tool_command(main_class, args, heap=CLIENT_HEAP, quick_start=False)
 
 
 def _props(conf: dict) -> list[str]:

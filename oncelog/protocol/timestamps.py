@@ -7,8 +7,8 @@ instant: its nullable reader maps -1 to ``None``, but a non-nullable field with 
 with another negative value) raises ``OutOfBoundValue("Cannot parse negative timestamp")``.
 
 :func:`decode_with_negative_timestamps` is the slow path that runs only after kio refused a frame.
-It walks the frame with the schema of kio's classes (as :mod:`.tags` does), copies it with every
-negative ``datetime_i64`` rewritten to 0 and unknown tagged fields dropped (KIP-482 says a receiver
+It walks the frame with the schema of kio's classes (:func:`.tags.strip_unknown_tags`, the one walker
+for both), copies it with every negative ``datetime_i64`` rewritten to 0 and unknown tagged fields dropped (KIP-482 says a receiver
 skips them; kio raises ``KeyError``), remembers where it rewrote, decodes the copy with kio, and
 puts back at each place the value Kafka meant:
 
@@ -33,109 +33,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import functools
-import struct
 
-from kio._kio_native import get_field_reader, read_unsigned_varint
-from kio.serial._introspect import (
-    EntityField,
-    EntityTupleField,
-    classify_field,
-    get_field_tag,
-    get_schema_field_type,
-    is_optional,
-)
-
-from .records import encode_uvarint
-
-_INT64 = struct.Struct(">q")
-_ZERO = _INT64.pack(0)
+from .tags import strip_unknown_tags
 
 # A place in a decoded message: field names and array indexes from the top entity.
 Path = tuple[str | int, ...]
-
-
-@functools.cache
-def _plan(cls: type):
-    """Per class: (untagged steps as (kind, field name, arg), known tag numbers)."""
-    steps = []
-    known = set()
-    for field in dataclasses.fields(cls):
-        tag = get_field_tag(field)
-        if tag is not None:
-            known.add(int(tag))
-            continue
-        kind = classify_field(field)
-        if isinstance(kind, EntityTupleField):
-            steps.append(("array", field.name, kind.type_))
-        elif isinstance(kind, EntityField):
-            steps.append(("nullable" if is_optional(field) else "entity", field.name, kind.type_))
-        elif not kind.is_array and get_schema_field_type(field) == "datetime_i64":
-            steps.append(("datetime", field.name, is_optional(field)))
-        else:
-            steps.append(("primitive", field.name, get_field_reader(cls, field, False, False)))
-    return steps, frozenset(known)
-
-
-def rewrite_negative_timestamps(cls: type, buf: bytes, pos: int, out: bytearray, found: list,
-                                path: Path = ()) -> int:
-    """Copy one entity of ``cls`` from ``buf[pos:]`` into ``out`` with negative ``datetime_i64``
-    values written as 0 and unknown tagged fields dropped; append ``(path, milliseconds)`` to
-    ``found`` for each value rewritten; return the position after the entity.
-
-    A nullable field's -1 is kept: kio reads it as ``None`` already.
-    """
-    steps, known = _plan(cls)
-    flexible = cls.__flexible__
-    for kind, name, arg in steps:
-        if kind == "datetime":
-            millis = _INT64.unpack_from(buf, pos)[0]
-            if millis < 0 and not (arg and millis == -1):
-                found.append(((*path, name), millis))
-                out += _ZERO
-            else:
-                out += buf[pos : pos + 8]
-            pos += 8
-        elif kind == "primitive":
-            _, size = arg(buf, pos)
-            out += buf[pos : pos + size]
-            pos += size
-        elif kind == "entity":
-            pos = rewrite_negative_timestamps(arg, buf, pos, out, found, (*path, name))
-        elif kind == "nullable":
-            marker = buf[pos]
-            out.append(marker)
-            pos += 1
-            if marker != 0xFF:
-                pos = rewrite_negative_timestamps(arg, buf, pos, out, found, (*path, name))
-        else:  # array of entities
-            if flexible:
-                length, size = read_unsigned_varint(buf, pos)
-                out += buf[pos : pos + size]
-                pos += size
-                count = length - 1
-            else:
-                count = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-                out += buf[pos : pos + 4]
-                pos += 4
-            for index in range(max(count, 0)):
-                pos = rewrite_negative_timestamps(arg, buf, pos, out, found, (*path, name, index))
-    if flexible:
-        num_tags, size = read_unsigned_varint(buf, pos)
-        pos += size
-        kept = bytearray()
-        kept_count = 0
-        for _ in range(num_tags):
-            start = pos
-            tag, size = read_unsigned_varint(buf, pos)
-            pos += size
-            length, size = read_unsigned_varint(buf, pos)
-            pos += size + length
-            if tag in known:
-                kept += buf[start:pos]
-                kept_count += 1
-        out += encode_uvarint(kept_count) + kept
-    return pos
 
 
 def meant(millis: int) -> datetime.datetime | None:
@@ -162,7 +64,7 @@ def decode_with_negative_timestamps(cls: type, read, frame: bytes, pos: int):
     reading each negative ``datetime_i64`` as :func:`meant` says and skipping unknown tags."""
     clean = bytearray()
     found: list[tuple[Path, int]] = []
-    rewrite_negative_timestamps(cls, frame, pos, clean, found)
+    strip_unknown_tags(cls, frame, pos, clean, negative_timestamps=found)
     entity, _ = read(bytes(clean), 0)
     for path, millis in found:
         entity = _replace(entity, path, meant(millis))
