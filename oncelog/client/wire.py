@@ -11,7 +11,7 @@ from kio.index import load_payload_module
 from kio.serial.errors import OutOfBoundValue
 from kio.static.constants import EntityType
 
-from ..protocol import codec
+from ..protocol import codec, guard
 from ..protocol.timestamps import decode_with_negative_timestamps
 
 
@@ -37,9 +37,15 @@ def decode_response(raw: bytes, request_cls) -> tuple[int, object]:
     ``transaction_start_time`` of an Empty transactional id) decodes as ``None``, and unknown
     tagged fields are skipped: kio refuses both, so the frame is then decoded again through
     :func:`..protocol.timestamps.decode_with_negative_timestamps` (the slow path, taken only after
-    kio refused; if that fails too, kio's own error is raised).
+    kio refused; if that fails too, kio's own error is raised). Before kio, the frame is walked by
+    :func:`..protocol.guard.check_response`: a count or length the frame cannot hold is a
+    :class:`..protocol.codec.DecodeError` (a ValueError) instead of kio's process abort.
     """
     resp_cls = codec.response_class(request_cls.__api_key__, request_cls.__version__)
+    try:
+        guard.check_response(resp_cls, raw)  # kio would abort the process on a huge array count
+    except guard.Refused as exc:
+        raise codec.DecodeError(f"response to {request_cls.__name__} v{request_cls.__version__}: {exc}") from None
     correlation_id = struct.unpack_from(">i", raw)[0]
     offset = 4 if resp_cls.__header_schema__.__version__ == 0 else 5
     read = codec.reader(resp_cls)

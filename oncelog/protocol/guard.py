@@ -21,6 +21,10 @@ runs when:
   or a known tagged field's content does not fill exactly its declared size;
 - a length or count is negative other than -1 (null), or a varint runs past 5 bytes.
 
+Responses are bytes from the network too: the project's protocol client (oncelog.client.wire,
+under the admin commands, the auditor and the Spark connector) runs :func:`check_response` on
+every response before kio, so a broken or hostile broker's frame is an error, not an abort.
+
 The walk is generated once per request class as straight-line Python (nested entities
 inlined, fixed-size fields merged into one ``pos +=``), so a small Produce costs about a
 microsecond. Unknown tagged fields are skipped by their declared size; codec then strips them
@@ -329,7 +333,7 @@ class _Gen:
 
 @functools.cache
 def _checker(cls: type) -> Callable:
-    """The generated walk of header + body for one request class."""
+    """The generated walk of header + body for one request or response class."""
     gen = _Gen()
     gen.emit(0, "def check(buf):")
     gen.emit(1, "end = len(buf); pos = 0; budget = MAX_REQUEST_ELEMENTS")
@@ -358,4 +362,15 @@ def check_request(cls: type, frame) -> int:
         end = len(frame) + 1
     if end > len(frame):
         raise Refused(f"truncated: the frame of {len(frame)} bytes ends inside the request")
+    return end
+
+
+def check_response(cls: type, frame) -> int:
+    """:func:`check_request` for a response frame (response header + body of ``cls``)."""
+    try:
+        end = _checker(cls)(frame)
+    except IndexError:
+        end = len(frame) + 1
+    if end > len(frame):
+        raise Refused(f"truncated: the frame of {len(frame)} bytes ends inside the response")
     return end

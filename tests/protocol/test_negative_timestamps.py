@@ -5,7 +5,7 @@ Apache Kafka and oncelog send as DescribeTransactions' start time of an Empty tr
 :func:`oncelog.client.wire.decode_response` then decodes through
 :mod:`oncelog.protocol.timestamps`: -1 becomes ``None`` at exactly the field that held it, any
 other negative value the instant it encodes, every other field as kio reads it; unknown tagged
-fields are skipped on the way; a frame that is broken otherwise still raises kio's error.
+fields are skipped on the way; a frame that cannot hold what it declares is refused before kio (the guard).
 
 Frames are built with kio's writers, a marker instant written where the negative value goes,
 then patched in the bytes — the bytes a broker would send.
@@ -18,9 +18,11 @@ import io
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
-from kio.serial.errors import OutOfBoundValue
+from kio.serial.errors import OutOfBoundValue, SerialError
 from kio.static.constants import EntityType
 
 from oncelog.client.wire import decode_response, request_module
@@ -146,13 +148,39 @@ def test_an_unknown_tagged_field_is_skipped_with_the_negative_timestamp():
     assert resp.transaction_states[0].transactional_id == "t0"
 
 
-def test_a_frame_broken_otherwise_still_raises_kios_error():
+def test_a_truncated_frame_is_a_decode_error_before_kio():
+    """Cut inside the array: the guard refuses it before kio (and before the slow path)."""
     req, frame = describe_transactions(MARK_A)
     frame = patch(frame, MARK_A, -1)
-    with pytest.raises(OutOfBoundValue):
-        decode_response(frame[:-12], req)  # cut inside the array: the slow path fails too
+    with pytest.raises(codec.DecodeError, match="ends inside the response"):
+        decode_response(frame[:-12], req)
+
+
+def test_a_huge_array_count_is_a_decode_error_not_an_abort():
+    """A response declaring 2^31-2 transaction states in a few bytes (kio alone would reserve
+    their memory up front and abort the process): refused by the guard, naming the field."""
+    req, frame = describe_transactions(MARK_A)
+    header_and_throttle = 4 + 1 + 4  # correlation id, header tags, throttle_time_ms
+    hostile = frame[:header_and_throttle] + bytes.fromhex("ffffffff0f") + frame[header_and_throttle + 1:]
+    with pytest.raises(codec.DecodeError, match="transaction_states"):
+        decode_response(hostile, req)
 
 
 def test_meant():
     assert meant(-1) is None
     assert meant(-1000) == datetime.datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.binary(max_size=120), st.integers(min_value=4, max_value=60))
+def test_hostile_response_bytes_decode_or_raise_kios_error(noise, cut):
+    """A response frame is bytes from the network too: a DescribeTransactions frame with a -1
+    start time, cut and overwritten with arbitrary bytes, either decodes or raises a decode error
+    (the guard's or kio's) — never another exception, never a process abort (kio's array reader
+    alone aborts on a huge count)."""
+    request_cls, frame = describe_transactions(-1)
+    hostile = frame[:cut] + noise
+    try:
+        decode_response(hostile, request_cls)
+    except (SerialError, KeyError, ValueError):  # kio's errors (KeyError: an unknown tag)
+        pass
