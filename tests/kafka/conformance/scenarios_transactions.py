@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import struct
 
-from kio.schema.errors import ErrorCode
 
 from .framework import (ADD_PARTITIONS_TO_TXN, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, INIT_PRODUCER_ID, JOIN_GROUP,
                         LIST_TRANSACTIONS, OFFSET_FETCH, SYNC_GROUP, TXN_OFFSET_COMMIT, batch, mod,
@@ -54,76 +52,20 @@ def end(k, tid, pid, epoch, commit, *, version=3):
 
 
 def describe(k, tid):
-    """DescribeTransactions v0 of one id, decoded here (kio refuses the -1 start time of a
-    transaction not started), topics and partitions sorted (Kafka's order is a set's)."""
+    """DescribeTransactions v0 of one id, topics and partitions sorted (Kafka's order is a set's);
+    the start time is a clock reading, compared only as set or not (-1: the client decodes it as
+    None, see oncelog.protocol.timestamps)."""
     m = mod(DESCRIBE_TRANSACTIONS, 0)
-    client = k.client
-    client.send_frame(client.encode(m.DescribeTransactionsRequest(transactional_ids=(tid,))))
-    r = _Reader(client.recv_frame())
-    r.int32()  # correlation id
-    r.tags()  # response header v1
-    r.int32()  # throttle time
-    states = []
-    for _ in range(r.uvarint() - 1):
-        one = {"error_code": r.int16(), "transactional_id": r.string(), "transaction_state": r.string(),
-               "transaction_timeout_ms": r.int32(), "transaction_start": r.int64(), "producer_id": r.int64(),
-               "producer_epoch": r.int16()}
-        topics = []
-        for _ in range(r.uvarint() - 1):
-            name = r.string()
-            topics.append({"topic": name, "partitions": sorted(r.int32() for _ in range(r.uvarint() - 1))})
-            r.tags()
-        r.tags()
-        # the start time is a clock reading: compared only as set (>= 0) or not (-1)
-        one["transaction_start"] = "set" if one["transaction_start"] >= 0 else one["transaction_start"]
-        one["error_code"] = ErrorCode(one["error_code"]).name
-        one["topics"] = sorted(topics, key=lambda t: t["topic"])
-        states.append(one)
-    return {"transaction_states": states}
-
-
-class _Reader:
-    """Just enough of Kafka's flexible encoding to read a DescribeTransactions v0 response."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
-
-    def _take(self, fmt: str):
-        value = struct.unpack_from(fmt, self.data, self.pos)[0]
-        self.pos += struct.calcsize(fmt)
-        return value
-
-    def int16(self):
-        return self._take(">h")
-
-    def int32(self):
-        return self._take(">i")
-
-    def int64(self):
-        return self._take(">q")
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            b = self.data[self.pos]
-            self.pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-
-    def string(self):
-        n = self.uvarint() - 1
-        if n < 0:
-            return None
-        text = self.data[self.pos:self.pos + n].decode()
-        self.pos += n
-        return text
-
-    def tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.pos += self.uvarint()
+    resp = k.send(m.DescribeTransactionsRequest(transactional_ids=(tid,)))
+    return {"transaction_states": [
+        {"error_code": s.error_code.name, "transactional_id": s.transactional_id,
+         "transaction_state": s.transaction_state,
+         "transaction_timeout_ms": int(s.transaction_timeout.total_seconds() * 1000),
+         "transaction_start": -1 if s.transaction_start_time is None else "set",
+         "producer_id": int(s.producer_id), "producer_epoch": int(s.producer_epoch),
+         "topics": sorted(({"topic": t.topic, "partitions": sorted(int(p) for p in t.partitions)} for t in s.topics),
+                          key=lambda t: t["topic"])}
+        for s in resp.transaction_states]}
 
 
 def state(k, tid):
