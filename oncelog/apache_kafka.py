@@ -216,7 +216,7 @@ def maven_fetch(home: str, pom: str, what: str, *, quiet: bool = True, finish=No
 # Kafka's own tools log as the release's bin/kafka-run-class.sh has them do (tools-log4j2.yaml):
 # warnings and errors only, to stderr, so a tool's stdout is its output alone (VerifiableProducer's
 # JSON lines, ProducerPerformance's summary) and can be parsed.
-_TOOLS_LOG4J2 = """\
+TOOLS_LOG4J2 = """\
 status = warn
 appender.err.type = Console
 appender.err.name = ERR
@@ -251,7 +251,7 @@ def tool_command(main_class: str, args=(), *, installation: Installation | None 
     log4j2 at WARN to stderr unless ``log4j_config`` names another file. ``quick_start`` (C1
     only) suits short functional runs; benchmarks pass False for the full JIT."""
     inst = installation or fetch()
-    log4j_config = log4j_config or _write_once(os.path.join(inst.home, "tools-log4j2.properties"), _TOOLS_LOG4J2)
+    log4j_config = log4j_config or _write_once(os.path.join(inst.home, "tools-log4j2.properties"), TOOLS_LOG4J2)
     options = [f"-Xmx{heap}", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
                f"-Dlog4j2.configurationFile={log4j_config}"]
     if quick_start:

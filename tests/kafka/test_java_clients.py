@@ -30,9 +30,9 @@ import pytest
 from oncelog import apache_kafka
 from oncelog.client.wire import RawClient, request_module
 
-from ..helpers import create_topic
+from ..helpers import create_topic, unique
 from .java.harness import (REQUEST_LOG4J, fetch_batches, java_classes, json_lines, offset_layout, sent_requests,
-                           target, unique)
+                           target)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka]
 

@@ -41,7 +41,8 @@ from oncelog.client.wire import RawClient, list_offsets_latest
 
 from ..conftest import soak_scale
 from ..helpers import create_topic
-from .java.harness import java_classes, json_lines, target, unique
+from ..helpers import unique
+from .java.harness import java_classes, json_lines, target
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka]
 

@@ -6,7 +6,7 @@ of the requests the Java client sent.
 process, or the session's one-node Apache Kafka, behind one small interface, :class:`Target`:
 ``bootstrap``, ``kill()`` (SIGKILL: no flush, no controlled shutdown) and ``restart()`` on the
 same port and data, and the broker's log. Names on the shared Apache Kafka must be unique
-(:func:`unique`): it outlives the test.
+(:func:`tests.helpers.unique`): it outlives the test.
 
 The Java programs are compiled once per source text into the user's cache
 (``oncelog.apache_kafka.compile_java``), never into the repository. :data:`REQUEST_LOG4J` is a
@@ -23,7 +23,6 @@ import datetime
 import json
 import os
 import re
-import uuid
 from dataclasses import dataclass
 
 import pytest
@@ -37,15 +36,8 @@ from ...helpers import need_apache_kafka
 JAVA_DIR = os.path.dirname(os.path.abspath(__file__))
 SOURCES = [os.path.join(JAVA_DIR, name) for name in sorted(os.listdir(JAVA_DIR)) if name.endswith(".java")]
 
-REQUEST_LOG4J = """\
-status = warn
-appender.err.type = Console
-appender.err.name = ERR
-appender.err.target = SYSTEM_ERR
-appender.err.layout.type = PatternLayout
-appender.err.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.err.ref = ERR
+# Kafka's tools configuration (warnings to stderr) plus the client's request log at DEBUG.
+REQUEST_LOG4J = apache_kafka.TOOLS_LOG4J2 + """\
 logger.network.name = org.apache.kafka.clients.NetworkClient
 logger.network.level = DEBUG
 """
@@ -53,10 +45,6 @@ logger.network.level = DEBUG
 _SENDING = re.compile(r"Sending \w+ request with header RequestHeader\(apiKey=(\w+), apiVersion=(\d+)")
 
 ONCELOG, APACHE_KAFKA = "oncelog", "apache-kafka"
-
-
-def unique(name: str) -> str:
-    return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
 def java_classes() -> str:
