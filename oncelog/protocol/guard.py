@@ -356,21 +356,19 @@ def _checker(cls: type) -> Callable:
 def check_request(cls: type, frame) -> int:
     """Walk ``frame`` (request header + body of ``cls``) as kio will; raise :class:`Refused` if
     decoding it could allocate more than the frame justifies. Returns the end of the body."""
-    try:
-        end = _checker(cls)(frame)
-    except IndexError:
-        end = len(frame) + 1
-    if end > len(frame):
-        raise Refused(f"truncated: the frame of {len(frame)} bytes ends inside the request")
-    return end
+    return _check(cls, frame, "request")
 
 
 def check_response(cls: type, frame) -> int:
     """:func:`check_request` for a response frame (response header + body of ``cls``)."""
+    return _check(cls, frame, "response")
+
+
+def _check(cls: type, frame, what: str) -> int:
     try:
         end = _checker(cls)(frame)
     except IndexError:
         end = len(frame) + 1
     if end > len(frame):
-        raise Refused(f"truncated: the frame of {len(frame)} bytes ends inside the response")
+        raise Refused(f"truncated: the frame of {len(frame)} bytes ends inside the {what}")
     return end
