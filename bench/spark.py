@@ -124,7 +124,7 @@ def synthetic_source():
             return "oncelog_bench_synthetic"
 
         def schema(self):
-            from oncelog.spark.source import SCHEMA
+            from oncelog.spark.options import SCHEMA
 
             return SCHEMA
 

@@ -884,11 +884,9 @@ class TransactionalProducer:
 
     def send_record(self, topic: str, partition: int, key: bytes, value: bytes) -> None:
         """One record, in its own batch, in the open transaction (decisions, barriers)."""
-        import pyarrow as pa
+        from .recordcodec import binaries, encode_batch, encode_records
 
-        from .recordcodec import encode_batch, encode_records
-
-        records = encode_records(pa.array([key], pa.binary()), pa.array([value], pa.binary()), None)
+        records = encode_records(binaries([key]), binaries([value]), None)
         batch = encode_batch(records, 1, timestamp_ms=int(time.time() * 1000), producer_id=self.producer_id,
                              producer_epoch=self.producer_epoch,
                              base_sequence=self.next_sequence(topic, partition, 1), transactional=True)

@@ -243,7 +243,27 @@ def _varint_column(values: np.ndarray) -> pa.Array:
                                                             pa.py_buffer(_uvarint_bytes(zz, sizes))])
 
 
-_EMPTY = pa.scalar(b"", pa.binary())
+def column(values: np.ndarray, typ: pa.DataType | None = None) -> pa.Array:
+    """``pa.array(values, typ)`` for a 1-d NumPy array of fixed-width values, built on its buffer.
+
+    Why not ``pa.array``: pyarrow converts any Python or NumPy input through its pandas shim,
+    which imports pandas (~0.2 s of CPU) in every Spark Python worker that calls it; the
+    connector's workers never need pandas. ``typ`` must have the values' width (int64 for
+    ``timestamp("us")``)."""
+    values = np.ascontiguousarray(values)
+    typ = pa.from_numpy_dtype(values.dtype) if typ is None else typ
+    return pa.Array.from_buffers(typ, len(values), [None, pa.py_buffer(values)])
+
+
+def binaries(items: list[bytes]) -> pa.Array:
+    """A binary array of ``items`` without ``pa.array`` (see :func:`column`)."""
+    offsets = np.zeros(len(items) + 1, dtype=np.int32)
+    np.cumsum([len(x) for x in items], out=offsets[1:])
+    return pa.Array.from_buffers(pa.binary(), len(items), [None, pa.py_buffer(offsets),
+                                                           pa.py_buffer(b"".join(items))])
+
+
+_EMPTY = binaries([b""])[0]  # a binary scalar: the separator of the joins below
 
 
 def _join(*columns: pa.Array) -> pa.Array:
@@ -306,7 +326,7 @@ def _header_columns(headers: pa.Array, n: int) -> list[pa.Array]:
     encoded = _join(_varint_column(h.keys.lengths), _plain(entries.field("key")),
                     _varint_column(h.values.lengths), _plain(entries.field("value")))
     mask = entries_array.is_null() if entries_array.null_count else None
-    per_row = pa.ListArray.from_arrays(pa.array(h.row_offsets.astype(np.int32), pa.int32()), encoded, mask=mask)
+    per_row = pa.ListArray.from_arrays(column(h.row_offsets.astype(np.int32)), encoded, mask=mask)
     joined = pc.binary_join(per_row, _EMPTY)
     return [_varint_column(h.counts), joined]
 
@@ -458,9 +478,9 @@ def _control_type(records: memoryview) -> int:
 def _decode_records(parts, counts, meta, start_offset, end_offset, include_headers, next_offset) -> DecodedRecords:
     n = sum(counts)
     if n == 0:
-        empty = pa.array([], pa.binary())
+        empty = pa.nulls(0, pa.binary())
         return DecodedRecords(empty, empty, np.empty(0, _I64), np.empty(0, _I64), np.empty(0, np.int32),
-                              pa.array([], HEADER_TYPE) if include_headers else None, next_offset)
+                              pa.nulls(0, HEADER_TYPE) if include_headers else None, next_offset)
     buf = b"".join(parts) + bytes(16)  # padding for the column-wise varint and prefix reads
     arr = np.frombuffer(buf, dtype=_U8)
     buffer = pa.py_buffer(buf)
@@ -555,4 +575,4 @@ def _decode_headers(arr: np.ndarray, buffer: pa.Buffer, pos: np.ndarray, counts:
     hvalues = _sliced_binary(arr, buffer, vs, vl)
     entries = pa.StructArray.from_arrays([hkeys, hvalues], fields=list(HEADER_TYPE.value_type))
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), entries, type=HEADER_TYPE)
+    return pa.ListArray.from_arrays(column(offsets), entries, type=HEADER_TYPE)

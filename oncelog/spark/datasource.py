@@ -1,9 +1,16 @@
-"""``format("oncelog")``: the DataSource, whose docstring is the option reference (:mod:`.options` checks them)."""
+"""``format("oncelog")``: the DataSource, whose docstring is the option reference (:mod:`.options` checks them).
+
+Each method imports only what its call needs. Spark runs the data source's steps in Python
+processes of their own, started one after another on a (re)started query's way to its first
+micro-batch: the lookup of ``pyspark_*`` sources, ``schema()``, the reader's and the writers'
+factories, the tasks, the commits; every one of them imports this module. Its own imports are
+light (the options, no Kafka client, no pyarrow): the source's and the sink's modules, with the
+client, load in the processes that use them (BENCHMARKS.md, "Driver restart").
+"""
 
 from pyspark.sql.datasource import DataSource
 
-from .sink import batch_writer, stream_writer
-from .source import batch_reader, source_schema, stream_reader
+from .options import source_schema
 from .workerpython import check_driver_session
 
 
@@ -85,13 +92,21 @@ class OncelogDataSource(DataSource):
         return source_schema(self.options)
 
     def streamReader(self, schema):
+        from .source import stream_reader
+
         return stream_reader(self.options)
 
     def reader(self, schema):
+        from .source import batch_reader
+
         return batch_reader(self.options)
 
     def streamWriter(self, schema, overwrite: bool):
+        from .sink import stream_writer
+
         return stream_writer(self.options, schema, overwrite)
 
     def writer(self, schema, overwrite: bool):
+        from .sink import batch_writer
+
         return batch_writer(self.options, schema, overwrite)

@@ -238,6 +238,18 @@ def _position_spec(options: Mapping[str, str], *, edge: str, default: str, batch
     return spec
 
 
+SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+          "timestampType int")  # the source's rows: Spark's Kafka source's schema
+SCHEMA_WITH_HEADERS = SCHEMA + ", headers array<struct<key: string, value: binary>>"  # includeHeaders=true
+
+
+def source_schema(options) -> str:
+    """``DataSource.schema()``: called by ``load()`` (spark.read and spark.readStream alike, so
+    the rules of one mode wait for the reader): option errors surface at ``load()``, as with
+    Spark's Kafka source, not at ``start()`` or the first action."""
+    return SCHEMA_WITH_HEADERS if clean(source_options, options, batch=None).include_headers else SCHEMA
+
+
 def source_options(options: Mapping[str, str], *, batch: bool | None = False) -> SourceOptions:
     """Validate a source's options (``batch`` for ``spark.read``; None at load time, when the
     mode is not known yet: everything but the mode-specific rules is checked)."""

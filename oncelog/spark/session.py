@@ -5,10 +5,22 @@ Facts behind the settings (measured here, see SPARK-NOTES): Python workers must 
 driver's interpreter, or they start the system ``python3`` without pyarrow; 2 shuffle
 partitions instead of 200 make small stateful batches ~10x faster; the UI and the console
 progress bar only cost time; binding to 127.0.0.1 keeps everything on loopback.
+
+Python workers importing PySpark from its zip (:func:`worker_spark_home`): Spark puts
+``$SPARK_HOME/python/lib/pyspark.zip`` (and py4j's) first on every Python worker's PYTHONPATH.
+With pip's PySpark, ``SPARK_HOME`` is the installed package, so every worker process (a
+(re)started query starts about ten, one after another, before its first micro-batch) imported
+PySpark from the zip, where Python keeps no compiled bytecode: it compiled PySpark's sources
+again each time, a quarter of all the CPU of a driver restart (py-spy, BENCHMARKS.md "Driver
+restart"). The driver's JVM is therefore started with ``SPARK_HOME`` pointing at a copy of the
+installation made of symlinks without ``python/``: the zips' paths do not exist, and the workers
+import the very same PySpark from site-packages, with its bytecode cache.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import sys
 
@@ -38,9 +50,66 @@ def local_session(master: str = "local[2]", *, app_name: str = "oncelog", shuffl
                                  "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
     for k, v in (extra or {}).items():
         builder = builder.config(k, v)
-    session = builder.getOrCreate()
+    with _spark_home(worker_spark_home()):
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     from .datasource import OncelogDataSource
 
     session.dataSource.register(OncelogDataSource)
     return session
+
+
+def worker_spark_home() -> str | None:
+    """A ``SPARK_HOME`` for the driver's JVM under which Python workers import PySpark from
+    site-packages instead of ``pyspark.zip``, or None to leave Spark as it is.
+
+    Only for pip's PySpark (the package holds ``jars/`` and ``python/lib/pyspark.zip``), with no
+    ``SPARK_HOME`` of the user's, and workers running this interpreter (so the PySpark they
+    import is this one). The directory, ``~/.cache/oncelog/spark-home-<key>``, holds a symlink
+    to every entry of the package but ``python``; made once, atomically."""
+    if os.environ.get("SPARK_HOME"):
+        return None
+    worker = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    if os.path.realpath(worker) != os.path.realpath(sys.executable):
+        return None
+    try:
+        import pyspark
+
+        package = os.path.dirname(os.path.realpath(pyspark.__file__))
+        if not (os.path.isdir(os.path.join(package, "jars"))
+                and os.path.exists(os.path.join(package, "python", "lib", "pyspark.zip"))):
+            return None
+        key = hashlib.sha1(f"{package}:{pyspark.__version__}".encode()).hexdigest()[:12]
+        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        home = os.path.join(cache, "oncelog", f"spark-home-{key}")
+        if os.path.isdir(home):
+            return home
+        tmp = f"{home}.{os.getpid()}.tmp"
+        os.makedirs(tmp)
+        for name in os.listdir(package):
+            if name not in ("python", "__pycache__"):
+                os.symlink(os.path.join(package, name), os.path.join(tmp, name))
+        try:
+            os.rename(tmp, home)
+        except OSError:  # another process made it first
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+        return home if os.path.isdir(home) else None
+    except (ImportError, OSError):
+        return None
+
+
+@contextlib.contextmanager
+def _spark_home(home: str | None):
+    """``SPARK_HOME`` set while the JVM is launched (PySpark reads it then; the JVM keeps its own
+    copy), and restored after: this process's other children, another PySpark's driver among
+    them, must not inherit it."""
+    if home is None:
+        yield
+        return
+    os.environ["SPARK_HOME"] = home
+    try:
+        yield
+    finally:
+        os.environ.pop("SPARK_HOME", None)

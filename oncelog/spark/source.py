@@ -34,16 +34,13 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from ..client.kafka import EARLIEST, LATEST, KafkaClient, KafkaProtocolError, cached_client
-from ..client.recordcodec import HEADER_TYPE, decode_batches
+from ..client.recordcodec import HEADER_TYPE, column, decode_batches
 
 from . import offsets as off
 from .options import OptionError, SourceOptions, clean, source_options
 
 log = logging.getLogger("oncelog.spark")
 
-SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
-          "timestampType int")
-SCHEMA_WITH_HEADERS = SCHEMA + ", headers array<struct<key: string, value: binary>>"
 
 
 class DataLossError(RuntimeError):
@@ -70,13 +67,6 @@ def handle_data_loss(opts: SourceOptions, message: str) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Spark's side: the readers
-
-
-def source_schema(options) -> str:
-    """``DataSource.schema()``: called by ``load()`` (spark.read and spark.readStream alike, so
-    the rules of one mode wait for the reader): option errors surface at ``load()``, as with
-    Spark's Kafka source, not at ``start()`` or the first action."""
-    return SCHEMA_WITH_HEADERS if clean(source_options, options, batch=None).include_headers else SCHEMA
 
 
 def stream_reader(options) -> DataSourceStreamReader:
@@ -524,10 +514,10 @@ def read_range(opts: SourceOptions, r: off.OffsetRange):
                              pa.py_buffer(topic_bytes * n)])
         columns = [
             decoded.keys, decoded.values, topic_col,
-            pa.array(np.full(n, r.partition, dtype=np.int32)),
-            pa.array(decoded.offsets),
-            pa.array(decoded.timestamps_ms * 1000, pa.timestamp("us", tz="UTC")),
-            pa.array(decoded.timestamp_types),
+            column(np.full(n, r.partition, dtype=np.int32)),
+            column(decoded.offsets),
+            column(decoded.timestamps_ms * 1000, pa.timestamp("us", tz="UTC")),
+            column(decoded.timestamp_types),
         ]
         if opts.include_headers:
             columns.append(decoded.headers)

@@ -33,7 +33,7 @@ from kio.schema.errors import ErrorCode
 from ..client.kafka import (RETRIABLE, KafkaClient, KafkaProtocolError, TransactionalProducer, cached_client,
                             evict_client)
 from ..client.partitioner import partitions_for_keys
-from ..client.recordcodec import HEADER_TYPE, _Blobs, encode_batch, encode_records, record_sizes, split_rows
+from ..client.recordcodec import HEADER_TYPE, _Blobs, column, encode_batch, encode_records, record_sizes, split_rows
 from ..protocol.records import compress_records
 from .options import SinkOptions
 
@@ -206,8 +206,10 @@ class TaskWriter:
             topics = batch.column(names["topic"])
             if topics.null_count:
                 raise ValueError("null topic in a row written to oncelog (and no topic option)")
-            uniq = pc.unique(topics).to_pylist()
-            groups = [(t, None) if len(uniq) == 1 else (t, pc.equal(topics, t)) for t in uniq]
+            uniq = pc.unique(topics)
+            # Compared with the Arrow scalar uniq[i], not a Python str (pyarrow would import pandas to convert it).
+            groups = [(uniq[0].as_py(), None)] if len(uniq) == 1 else [
+                (uniq[i].as_py(), pc.equal(topics, uniq[i])) for i in range(len(uniq))]
         for topic, mask in groups:
             sub = batch if mask is None else batch.filter(mask)
             self._write_topic(topic, sub, names)
@@ -247,7 +249,7 @@ class TaskWriter:
         if len(starts) == 1:
             groups = [(int(sorted_parts[0]), batch)]
         else:
-            taken = batch.take(pa.array(order))
+            taken = batch.take(column(order))
             groups = [(int(sorted_parts[s]), taken.slice(s, e - s)) for s, e in zip(starts, ends)]
         producer = self._producer()
         if self.transactional_id is not None:
