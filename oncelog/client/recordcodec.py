@@ -34,10 +34,10 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-import crc32c
 import numpy as np
 import pyarrow as pa
 
+from ..protocol import records as wire_records  # wire_records.crc32c: bound to the C function on first use
 from ..protocol.records import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
@@ -343,7 +343,7 @@ def encode_batch(records: bytes, count: int, *, timestamp_ms: int, producer_id: 
     attributes = (ATTR_TRANSACTIONAL if transactional else 0) | (compression & ATTR_COMPRESSION_MASK)
     tail = _BATCH_TAIL.pack(attributes, count - 1, timestamp_ms, timestamp_ms, producer_id, producer_epoch,
                             base_sequence, count) + records
-    crc = crc32c.crc32c(tail)
+    crc = wire_records.crc32c(tail)
     return _BATCH_HEAD.pack(0, len(tail) + 9, -1, MAGIC_V2, crc) + tail
 
 
@@ -435,7 +435,7 @@ def decode_batches(blob: bytes, *, start_offset: int, end_offset: int,
             break  # partial batch at the end of the response
         if magic != MAGIC_V2:
             raise CorruptRecords(f"record batch at offset {base_offset} has magic {magic}; only v2 is read")
-        if verify_crc and crc32c.crc32c(view[pos + 21 : pos + size]) != crc:
+        if verify_crc and wire_records.crc32c(view[pos + 21 : pos + size]) != crc:
             raise CorruptRecords(f"CRC mismatch in the record batch at offset {base_offset}")
         last_offset = base_offset + last_delta
         batch_pos = pos

@@ -41,7 +41,18 @@ import struct
 import threading
 from dataclasses import dataclass
 
-import crc32c
+
+def crc32c(data) -> int:
+    """CRC-32C (Castagnoli) of ``data``, by the C-backed ``crc32c`` package, imported on first use:
+    its ``__init__`` asks ``importlib.metadata`` for its own version, which walks ``sys.path``, and
+    in a Spark Python worker that holds Spark's jar, read entry by entry (~0.1 s of CPU in every
+    worker process that imports the client; most of them never compute a CRC)."""
+    global crc32c
+    from crc32c import crc32c as implementation
+
+    crc32c = implementation  # later calls go straight to the C function
+    return implementation(data)
+
 
 try:  # a core dependency; the record walk falls back to pure Python without it
     import numpy as np
@@ -155,7 +166,7 @@ def scan_batches(
         if max_batch_bytes is not None and header.size > max_batch_bytes:
             raise BatchTooLarge(header.size, max_batch_bytes)
         if verify_crc:
-            actual = crc32c.crc32c(view[pos + 21 : pos + header.size])
+            actual = crc32c(view[pos + 21 : pos + header.size])
             if actual != header.crc:
                 raise InvalidBatch(
                     f"CRC mismatch at byte {pos}: header says {header.crc:#010x}, data gives {actual:#010x}"
@@ -204,7 +215,7 @@ def set_log_append_time(buf: bytearray, header: BatchHeader, timestamp_ms: int) 
     pos = header.position
     struct.pack_into(">h", buf, pos + 21, header.attributes | ATTR_TIMESTAMP_TYPE)
     _MAX_TIMESTAMP.pack_into(buf, pos + 35, timestamp_ms)
-    crc = crc32c.crc32c(memoryview(buf)[pos + 21 : pos + header.size])
+    crc = crc32c(memoryview(buf)[pos + 21 : pos + header.size])
     struct.pack_into(">I", buf, pos + 17, crc)
 
 
@@ -280,7 +291,7 @@ def build_batch(
         ">hiqqqhii", attributes, count - 1, timestamp_ms, timestamp_ms, producer_id,
         producer_epoch, base_sequence, count,
     ) + body
-    crc = crc32c.crc32c(tail)
+    crc = crc32c(tail)
     return struct.pack(">qiibI", base_offset, len(tail) + 9, 0, MAGIC_V2, crc) + tail
 
 
@@ -1068,4 +1079,4 @@ def recompress_batch(batch, codec: int, level: int | None = None, limit: int | N
     struct.pack_into(">h", tail, 0, (header.attributes & ~ATTR_COMPRESSION_MASK) | codec)
     tail += body
     return struct.pack(">qiibI", header.base_offset, len(tail) + 9, header.partition_leader_epoch, MAGIC_V2,
-                       crc32c.crc32c(tail)) + bytes(tail)
+                       crc32c(tail)) + bytes(tail)

@@ -76,6 +76,16 @@ def test_the_data_source_module_imports_no_client_arrow_or_pandas():
     assert out == "[]", f"imported by format('oncelog')'s module: {out}"
 
 
+def test_the_client_imports_crc32c_only_to_compute_one():
+    # crc32c's __init__ walks sys.path through importlib.metadata: Spark's jar, in a worker.
+    out = _run("""
+        import sys
+        import oncelog.client.kafka, oncelog.spark.sink, oncelog.spark.source
+        print("crc32c" in sys.modules)
+    """)
+    assert out == "False"
+
+
 def test_the_connectors_arrow_code_does_not_import_pandas():
     out = _run("""
         import sys
