@@ -158,15 +158,20 @@ def run(args) -> int:
         plot(args.plot, pipeline.state.samples, pipeline.state.t0, pipeline.state.timeline,
              title=f"oncelog demo: {cfg.records:,} events, {cfg.guarantee} sinks, {pipeline.master}, "
                    f"{report.get('driver_kills', 0)} driver + {report.get('broker_kills', 0)} broker SIGKILLs: {verdict}")
+    logs = (f"logs of this run: {pipeline.log_dir} (demo.log: what happened; driver.log: Spark's output and the "
+            f"full tracebacks; broker.log)")
     if error:
         console.print(f"[bold red]FAILED[/]: {error}", soft_wrap=True)  # a path must stay copyable
         if keep:
-            console.print(f"data, checkpoints and logs kept in {pipeline.dir} (driver.log, broker.log or "
-                          f"apache-kafka/node-*/kafka.log)")
+            console.print(f"data and checkpoints kept in {pipeline.dir}" +
+                          (" (Kafka's logs: apache-kafka/node-*/kafka.log)" if cfg.broker == "apache-kafka" else ""),
+                          soft_wrap=True)
+        console.print(logs, soft_wrap=True)
         return 2
     print_summary(console, report, cfg)
     if keep:
-        console.print(f"[dim]data, checkpoints and logs kept in {pipeline.dir}[/]")
+        console.print(f"[dim]data and checkpoints kept in {pipeline.dir}[/]", soft_wrap=True)
+    console.print(f"[dim]{logs}[/]", soft_wrap=True)
     return 0 if ok else 1
 
 

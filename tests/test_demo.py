@@ -67,6 +67,20 @@ def stop_demo(proc: subprocess.Popen, tmp_path) -> None:
     proc.wait()
 
 
+def assert_plain_screen(out: str, report: dict) -> None:
+    """What the demo printed, and its timeline, hold no traceback: recovery lines say the cause in
+    one line (oncelog.pipeline.causes) and the demo ends by naming the run's log directory."""
+    from tests.test_causes import TRACEBACK_FRAGMENTS, assert_no_traceback
+
+    for fragment in TRACEBACK_FRAGMENTS:
+        assert fragment not in out, f"{fragment!r} on the screen:\n{out[-3000:]}"
+    for event in report["timeline"]:
+        assert "\n" not in event["text"] and not any(f in event["text"] for f in TRACEBACK_FRAGMENTS), event
+        if event["kind"] == "query-failed":
+            assert_no_traceback(event["text"].split(": ", 1)[1])  # "query X failed: <cause>"
+    assert "logs of this run:" in out, out[-2000:]
+
+
 def driver_log(tmp_path, lines: int = 40) -> str:
     path = tmp_path / "data" / "driver.log"
     if not path.exists():
@@ -106,6 +120,7 @@ def test_demo_exactly_once_through_driver_and_broker_kills(tmp_path):
     assert r["master"] == "local[2,3]" and r["seconds"] > 0, context
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "exactly once" in out
+    assert_plain_screen(out, r)
 
 
 def test_demo_at_least_once_shows_the_duplicates(tmp_path):
@@ -122,6 +137,7 @@ def test_demo_at_least_once_shows_the_duplicates(tmp_path):
     assert (r["lost"], r["aborted_reads"], r["phantom"]) == (0, 0, 0), context
     assert r["driver_kills"] == 1 and r["task_failures"] == 1, context
     assert "NOT exactly once" in out and "twice" in out, context
+    assert_plain_screen(out, r)
 
 
 def test_demo_refuses_a_data_dir_in_use(tmp_path):

@@ -41,6 +41,7 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
+from .causes import explain
 from .config import PipelineConfig
 from .events import WATERMARK_DELAY_MS, WINDOW_MS
 
@@ -175,12 +176,6 @@ def build(spark, job: JobConfig):
     return {"enrich": start_enrich, "totals": start_totals}
 
 
-def _short(exc) -> str:
-    text = str(exc)
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return " | ".join(lines[:3])[:600]
-
-
 def main(argv: list[str] | None = None) -> int:
     job = JobConfig.from_argv(sys.argv[1:] if argv is None else argv)
     plog = ProgressLog(job.progress, job.run)
@@ -246,8 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     def restart(name: str, exc) -> None:
         nonlocal restarts
         restarts += 1
-        plog.write("query-failed", query=name, error=_short(exc), restarts=restarts)
-        print(f"job: query {name} failed ({restarts}): {_short(exc)}", file=sys.stderr, flush=True)
+        cause = explain(str(exc), bootstrap=job.bootstrap)
+        plog.write("query-failed", query=name, kind=cause.kind, cause=cause.text, restarts=restarts)
+        # The whole text (Spark's error, the Python and JVM stacks) for the log; the screen gets the cause.
+        print(f"job: query {name} failed ({restarts}): {cause}\n{exc}", file=sys.stderr, flush=True)
         if restarts > MAX_RESTARTS:
             raise SystemExit(3)
         time.sleep(1.0)

@@ -76,6 +76,25 @@ class State:
     samples: list[tuple[float, int, int]] = field(default_factory=list)  # (t, produced committed, output rows)
 
 
+RUN_LOGS_KEPT = 10  # the demo's log directories kept in the user's cache
+
+
+def run_log_dir(app_id: str) -> str | None:
+    """A new directory for one run's logs under ``~/.cache/oncelog/demo-logs`` (the last
+    :data:`RUN_LOGS_KEPT` runs are kept), or None if the cache is not writable."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    root = os.path.join(cache, "oncelog", "demo-logs")
+    path = os.path.join(root, f"{time.strftime('%Y%m%d-%H%M%S')}-{app_id.rsplit('-', 1)[-1]}")
+    try:
+        os.makedirs(path)
+        runs = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+    except OSError:
+        return None
+    for old in runs[:-RUN_LOGS_KEPT]:
+        shutil.rmtree(os.path.join(root, old), ignore_errors=True)
+    return path
+
+
 class Pipeline:
     MAX_DRIVER_EXITS = 5  # a driver that keeps failing on its own is a bug, not chaos
 
@@ -114,6 +133,9 @@ class Pipeline:
         prefix = f"{self.app_id}-" if cfg.bootstrap_server else ""
         self.topics = {"input": prefix + INPUT, "enriched": prefix + ENRICHED, "totals": prefix + TOTALS}
         self.generator_txn_id = f"{self.app_id}-generator"
+        # The run's logs outlive a temporary data directory: recovery lines on the screen are one
+        # line each, the full tracebacks are in driver.log here.
+        self.log_dir = self.dir if not self.own_dir else run_log_dir(self.app_id) or self.dir
         self.conf: dict | None = None  # the confluent-kafka clients' security settings
         self.max_per_trigger = max_offsets_per_trigger(cfg.records)
         self.rule = WindowRule(self.max_per_trigger * STEP_MS)
@@ -122,12 +144,21 @@ class Pipeline:
     def path(self, *parts: str) -> str:
         return os.path.join(self.dir, *parts)
 
+    def log(self, name: str) -> str:
+        """A log file of the run (``driver.log``, ``broker.log``, ``demo.log``, ``progress.jsonl``)."""
+        return os.path.join(self.log_dir, name)
+
     def now(self) -> float:
         return time.time() - self.state.t0
 
     def event(self, kind: str, text: str, **info) -> None:
         rec = {"t": round(self.now(), 2), "kind": kind, "text": text, **info}
         self.state.timeline.append(rec)
+        try:
+            with open(self.log("demo.log"), "a") as f:
+                f.write(f"{time.strftime('%H:%M:%S')} {rec['t']:7.1f}s {kind:<16} {text}\n")
+        except OSError:
+            pass
         self.on_event(kind, text, **info)
 
     def tick(self) -> None:
@@ -147,7 +178,7 @@ class Pipeline:
         self.on_tick(st)
 
     def _read_progress(self) -> None:
-        path = self.path("progress.jsonl")
+        path = self.log("progress.jsonl")
         try:
             with open(path) as f:
                 f.seek(self._progress_pos)
@@ -193,8 +224,8 @@ class Pipeline:
                     self.state.restarts[-1]["session_s"] = ev.get("seconds")
             elif kind == "query-failed":
                 self.state.query_restarts += 1
-                self.event("query-failed", f"query {ev['query']} failed, restarting it from its checkpoint: "
-                                           f"{ev.get('error', '')[:160]}")
+                self.event("query-failed", f"query {ev['query']} failed: {ev.get('cause', 'no cause given')}",
+                           query=ev["query"], cause_kind=ev.get("kind"))
 
     def sleep(self, seconds: float) -> None:
         end = time.time() + seconds
@@ -232,7 +263,7 @@ class Pipeline:
         self.state.driver_exits += 1
         if self.state.driver_exits > self.MAX_DRIVER_EXITS:
             raise RuntimeError(f"the driver exited by itself {self.state.driver_exits} times (last code {rc}); "
-                               f"see {self.path('driver.log')}")
+                               f"see {self.log('driver.log')}")
         self.event("driver-exit", f"driver run {d.runs} exited by itself (code {rc}); starting it again",
                    code=rc)
         d.wait(1)
@@ -321,7 +352,7 @@ class Pipeline:
         elif cfg.broker == "apache-kafka":
             self.cluster = ApacheKafkaCluster(self.dir, cfg.brokers)
         else:
-            self.cluster = OncelogCluster(self.dir, self.path("broker.log"))
+            self.cluster = OncelogCluster(self.dir, self.log("broker.log"))
         self.event("broker-up", self.cluster.start())
         bootstrap = self.cluster.bootstrap
         create_topics(bootstrap, {self.topics[k]: PARTITIONS[v] for k, v in
@@ -329,11 +360,11 @@ class Pipeline:
                       replication_factor=self.cluster.replication_factor, conf=self.conf)
         job = JobConfig(cfg, bootstrap=bootstrap, input=self.topics["input"], enriched=self.topics["enriched"],
                         totals=self.topics["totals"], checkpoint=self.path("checkpoints"), app_id=self.app_id,
-                        max_per_trigger=self.max_per_trigger, progress=self.path("progress.jsonl"),
+                        max_per_trigger=self.max_per_trigger, progress=self.log("progress.jsonl"),
                         drain=self.path("drain"), jars=jars)
         self.driver = SparkDriver(
             job, env={**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python},
-            log_path=self.path("driver.log"), python=python)
+            log_path=self.log("driver.log"), python=python)
         # PYSPARK_PYTHON: Spark's Python workers must run the driver's interpreter (pyarrow,
         # oncelog, its PySpark), not whatever python3 is on the PATH.
 
@@ -397,7 +428,7 @@ class Pipeline:
                 self.event("drained", f"driver run {self.driver.runs} processed all input and stopped")
                 return
         raise RuntimeError(f"the driver did not finish draining in {self.cfg.drain_timeout:.0f}s; "
-                           f"see {self.path('driver.log')}")
+                           f"see {self.log('driver.log')}")
 
     def close(self, *, remove: bool) -> None:
         if self.generator is not None:
