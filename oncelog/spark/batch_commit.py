@@ -18,9 +18,12 @@ process that shares nothing with the tasks but those messages) once every task s
     5. EndTxn(commit) every task transaction, pipelined per coordinator. Any answer but NONE
        means the coordinator no longer holds that transaction open (it timed out and was
        aborted): the batch's output is incomplete, so fail loudly, never report success;
-    6. write the decision ``{batchId, done}``, then abort the batch's visibility barrier (opened
-       by ``streamWriter()`` before the tasks, see :mod:`oncelog.spark.barrier`): only now does
-       any partition's last stable offset move past the batch's rows, all of them at once;
+    6. abort the batch's visibility barrier (opened by ``streamWriter()`` before the tasks, see
+       :mod:`oncelog.spark.barrier`): only now does any partition's last stable offset move past
+       the batch's rows, all of them at once; then write the decision ``{batchId, done}`` (the
+       release does not wait for that bookkeeping: a crash between the two leaves a pending
+       decision whose transactions are committed, which recovery rolls forward as it rolls
+       forward a crash between steps 5 and 6);
     7. sweep: abort every still-open transaction whose id carries the query's prefix (failed
        attempts, crashed runs, zombies). An open transaction holds back the last stable offset
        of its partitions and so stalls every read_committed reader.
@@ -107,6 +110,7 @@ class Decision:
 class _LogCursor:
     position: int = 0
     latest: dict[str, Decision] = field(default_factory=dict)
+    topic_exists: bool = False  # ensure_topic() saw it; forgotten when a commit fails
 
 
 # Cursors over the commit log survive between commit() calls in a reused commit runner; a new
@@ -123,8 +127,11 @@ class CommitLog:
         self.cursor = _CURSORS.setdefault((bootstrap, topic), _LogCursor())
 
     def ensure_topic(self) -> None:
+        if self.cursor.topic_exists:  # once per process: a round trip less per commit
+            return
         meta = self.client.metadata([self.topic]).get(self.topic)
         if meta is not None and meta.error == ErrorCode.none:
+            self.cursor.topic_exists = True
             return
         from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -141,6 +148,7 @@ class CommitLog:
         while time.monotonic() < deadline:
             meta = self.client.metadata([self.topic]).get(self.topic)
             if meta is not None and meta.error == ErrorCode.none and meta.partitions:
+                self.cursor.topic_exists = True
                 return
             time.sleep(0.1)
         raise RuntimeError(f"commit log topic {self.topic!r} did not appear")
@@ -195,7 +203,8 @@ class CommitProtocol:
                                 f"{code.name.upper()}: another run of this query fenced this one")
         self.log.cursor.latest[self.prefix] = decision
 
-    def _roll_forward(self, decision: Decision) -> None:
+    def _roll_forward(self, decision: Decision, barrier: tuple[str, int, int] | None = None) -> None:
+        """Steps 5 and 6: commit the decided transactions, release ``barrier``, record done."""
         if decision.txns and self.commit_stagger_ms:
             for t in decision.txns[:-1]:  # one at a time; the last one with the rest below
                 self.client.end_txn(t.transactional_id, t.producer_id, t.producer_epoch, commit=True)
@@ -210,6 +219,7 @@ class CommitProtocol:
                     f"batch {decision.batch_id} lost: {len(failed)} of its {len(decision.txns)} transactions could "
                     f"not be committed ({detail}); the broker aborted them, most likely because the restart took "
                     "longer than transaction.timeout.ms")
+        close_barrier(self.client, barrier)  # the batch is complete: readers see it now
         decision.state = DONE
         self._write(decision)
 
@@ -243,6 +253,14 @@ class CommitProtocol:
         ``committed`` | ``already-committed`` | ``empty``. ``barrier`` (see
         :mod:`oncelog.spark.barrier`) is aborted once every transaction of the decided batch
         is committed, so each partition shows the whole batch at once."""
+        try:
+            return self._commit(batch_id, txns, run_id, records, barrier)
+        except BaseException:
+            self.log.cursor.topic_exists = False  # the next attempt looks again (e.g. a deleted commit log)
+            raise
+
+    def _commit(self, batch_id: int, txns: list[Txn], run_id: str, records: int,
+                barrier: tuple[str, int, int] | None) -> str:
         self.log.ensure_topic()
         # Step 1.
         self.decider.init()
@@ -255,11 +273,12 @@ class CommitProtocol:
             raise StaleRunError(f"batch {batch_id} of {self.prefix!r}: batch {latest.batch_id} is already decided "
                                 "by another run; this run is stale and its output was aborted")
         if latest is not None and latest.batch_id == batch_id:
-            if latest.state == PENDING:
-                self._roll_forward(latest)
             decided = {t.transactional_id for t in latest.txns}
             self._abort([t for t in txns if t.transactional_id not in decided])
-            close_barrier(self.client, barrier)
+            if latest.state == PENDING:
+                self._roll_forward(latest, barrier)
+            else:
+                close_barrier(self.client, barrier)
             self.sweep(decided)
             return "already-committed"
         if latest is not None and latest.state == PENDING:
@@ -272,16 +291,14 @@ class CommitProtocol:
         decision = Decision(batch_id, PENDING, txns, run_id, records)
         self._write(decision)
         crash_point("after-decision", batch_id)
-        # Steps 5 and 6.
-        self._roll_forward_stepwise(decision)
-        # Every transaction of the batch is committed: release the rows on every partition.
-        close_barrier(self.client, barrier)
+        # Steps 5 and 6: every transaction of the batch committed, the rows released on every partition.
+        self._roll_forward_stepwise(decision, barrier)
         crash_point("after-commits", batch_id)
         # Step 7.
         self.sweep({t.transactional_id for t in txns})
         return "committed"
 
-    def _roll_forward_stepwise(self, decision: Decision) -> None:
+    def _roll_forward_stepwise(self, decision: Decision, barrier: tuple[str, int, int] | None) -> None:
         between = crash_point_wanted("between-commits")
         pause = commit_pause_wanted(decision.batch_id)
         if (between or pause) and len(decision.txns) > 1:
@@ -291,7 +308,7 @@ class CommitProtocol:
                 commit_pause(self.prefix, decision.batch_id, [first.transactional_id],
                              [t.transactional_id for t in decision.txns[1:]])
             crash_point("between-commits", decision.batch_id)
-        self._roll_forward(decision)  # step 5 and step 6
+        self._roll_forward(decision, barrier)  # step 5 and step 6
 
     def recover(self) -> str | None:
         """Run on the driver before a batch's tasks (from ``streamWriter()``): fence stale
