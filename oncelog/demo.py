@@ -156,6 +156,7 @@ def run(args) -> int:
 
         verdict = "exactly once" if ok else "NOT exactly once"
         plot(args.plot, pipeline.state.samples, pipeline.state.t0, pipeline.state.timeline,
+             latency=(report.get("freshness") or {}).get("series"),
              title=f"oncelog demo: {cfg.records:,} events, {cfg.guarantee} sinks, {pipeline.master}, "
                    f"{report.get('driver_kills', 0)} driver + {report.get('broker_kills', 0)} broker SIGKILLs: {verdict}")
     logs = (f"logs of this run: {pipeline.log_dir} (demo.log: what happened; driver.log: Spark's output and the "
@@ -213,6 +214,16 @@ def print_summary(console, r: dict, cfg) -> None:
               f"{r['driver_kills']} / {r['broker_kills']} / {r['task_failures']}")
     t.add_row("driver runs (exits on its own) / query restarts in the driver",
               f"{r['driver_runs']} ({r['driver_exits']}) / {r['query_restarts']}")
+    fr = r.get("freshness") or {}
+    if fr.get("samples"):
+        def pcts(d: dict) -> str:
+            return " / ".join(f"{d[k] / 1000:.1f}" for k in ("p50", "p95", "p99")) + " s"
+
+        calm = fr.get("between_crashes_ms")
+        if calm:
+            t.add_row(f"freshness between crashes: produce to read_committed, p50 / p95 / p99 "
+                      f"({fr['between_crashes_samples']:,} records, trigger {fr['trigger_ms'] / 1000:g} s)", pcts(calm))
+        t.add_row("  over every record, those that waited out a crash included", pcts(fr["all_ms"]))
     restarts = [x for x in r["driver_restarts"][1:] if "first_batch_s" in x]
     if restarts:
         t.add_row("driver restart to first micro-batch",

@@ -46,7 +46,7 @@ class PipelineConfig:
     task_fault: bool = option("--no-task-fault", "do not fail a write task on purpose", True)
     seed: int = option("--seed", "seeds the events and the moments of the crashes", 1)
     produce_seconds: float = option("--produce-seconds", "pace the generator over this many seconds (0: as fast as "
-                                                         "it can)", 90.0)
+                                                         "it can)", 40.0)
     trigger_ms: int = option("--trigger-ms", "micro-batch trigger interval", 1000)
     jvm_cache: bool = option("--no-jvm-cache", "do not keep a class-data archive of Spark's JVM in ~/.cache/oncelog "
                                                "(~130 MB; restarts start ~5 s sooner with it)", True)  # see jvmcache

@@ -201,6 +201,7 @@ class Generator:
         self._producer = None
         self._gate = threading.Semaphore(0)
         self.wave = 0  # the wave being written (or waited for)
+        self.waiting = False  # blocked until the next wave is released
 
     def release(self, n: int = 1) -> None:
         """Let the next wave (or ``n`` waves) start."""
@@ -359,9 +360,11 @@ class Generator:
                 if starts and ev[0] == starts[0] and not batch:
                     starts.pop(0)
                     self.wave += 1
+                    self.waiting = True
                     while not self._gate.acquire(timeout=0.25):
                         if self.stop.is_set():
                             return self.stats
+                    self.waiting = False
                     wave_t0, wave_produced = time.monotonic(), self.stats.produced
                 batch.append(ev)
                 if len(batch) == cfg.txn_size or ev[0] == cfg.records - 1:

@@ -84,7 +84,7 @@ class OutputObserver(threading.Thread):
 def percentiles(values, qs=(50, 99)) -> dict[str, float]:
     import numpy as np
 
-    if not values:
+    if len(values) == 0:
         return {f"p{q}": float("nan") for q in qs}
     arr = np.asarray(values, dtype=float)
     return {f"p{q}": float(np.percentile(arr, q)) for q in qs}

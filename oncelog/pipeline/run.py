@@ -120,6 +120,7 @@ class Pipeline:
         self._run_progress = False  # the current driver run completed a batch with input
         self._run_started_at = 0.0
         self._run_first_batch: float | None = None
+        self._drained = False  # the current driver run wrote "drained": all output committed
         self._pending_recovery: list[dict] = []  # crashes not yet followed by progress
         self._progress_after = 0.0  # only batches completed after this (time.time()) count as progress
         self.jvm_cache = JvmCache.locate(cfg.jvm_cache)
@@ -222,6 +223,8 @@ class Pipeline:
                 self._jvm_pid = ev.get("jvm_pid")
                 if self.state.restarts:
                     self.state.restarts[-1]["session_s"] = ev.get("seconds")
+            elif kind == "drained":
+                self._drained = True
             elif kind == "query-failed":
                 self.state.query_restarts += 1
                 self.event("query-failed", f"query {ev['query']} failed: {ev.get('cause', 'no cause given')}",
@@ -371,7 +374,7 @@ class Pipeline:
     def start_generator(self, rate: float | None) -> threading.Thread:
         cfg = self.cfg
         gcfg = GeneratorConfig(records=cfg.records, partitions=PARTITIONS[INPUT], txn_size=cfg.txn_size, rate=rate,
-                               seed=cfg.seed, waves=cfg.driver_kills + cfg.broker_kills + 1,
+                               seed=cfg.seed, waves=cfg.driver_kills + cfg.broker_kills + 2,
                                transactional_id=self.generator_txn_id)
         self.generator = Generator(self.cluster.bootstrap, self.topics["input"], gcfg, conf=self.conf)
         thread = threading.Thread(target=self._generate, daemon=True, name="generator")
@@ -409,6 +412,24 @@ class Pipeline:
             else:
                 self._kill_broker()
 
+    def settle(self, timeout: float = 60.0) -> None:
+        """After the last crash: once the pipeline made progress again and caught up with every
+        committed input, the last wave is written at the demo's rate with no crash in the way;
+        its records measure steady freshness (:meth:`freshness`)."""
+        gen = self.generator
+        if gen is None or gen.stats.done:
+            return
+        self.state.phase = "settling"
+        self._wait_for_progress()
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            self.sleep(0.25)
+            if gen.stats.done or (gen.waiting and self.state.output_rows >= gen.stats.committed):
+                break
+        self.event("calm", f"caught up with {gen.stats.committed:,} committed events: the last wave goes in at "
+                           f"{self.cfg.records / self.cfg.produce_seconds:,.0f} events/s with no crash"
+                   if self.cfg.produce_seconds else "caught up: the last wave goes in with no crash")
+
     def drain(self) -> None:
         self.state.phase = "producing"
         if self.generator is not None:
@@ -423,8 +444,10 @@ class Pipeline:
         deadline = time.time() + self.cfg.drain_timeout
         while time.time() < deadline:
             self.sleep(0.25)
-            if self.driver.poll() == 0:
-                self.driver.wait(5)
+            # Its "drained" line comes after every query processed all input and stopped: the
+            # output is complete. The driver's own shutdown (SparkContext, JVM: ~2 s) goes on
+            # while the proof runs; close() reaps it.
+            if self._drained or self.driver.poll() == 0:
                 self.event("drained", f"driver run {self.driver.runs} processed all input and stopped")
                 return
         raise RuntimeError(f"the driver did not finish draining in {self.cfg.drain_timeout:.0f}s; "
@@ -436,7 +459,8 @@ class Pipeline:
         if self.observer is not None:
             self.observer.stop()
         if self.driver is not None and self.driver.alive():
-            self.driver.kill()
+            if not (self._drained and self.driver.wait(10) == 0):  # a drained driver exits by itself
+                self.driver.kill()
         if self.cluster is not None:
             self.cluster.stop()
         if remove and self.own_dir and not self.cfg.keep_data:
@@ -449,19 +473,35 @@ class Pipeline:
         self.state.phase = "verifying"
         bootstrap = self.cluster.bootstrap
         topics, conf = self.topics, self.conf
+        # The auditor and the aggregates' check read the topics each with clients of their own:
+        # side by side (mostly waiting on the broker and in librdkafka).
         t = time.time()
-        aud = audit(bootstrap, [topics["input"]], [topics["enriched"]], timeout=60, config=conf)
-        self.event("audit", f"auditor: {aud.input_records:,} committed inputs, {aud.output_records:,} outputs, "
-                            f"lost {aud.lost}, duplicated {aud.duplicated}, aborted reads {aud.aborted_reads}, "
-                            f"phantom {aud.phantom} ({time.time() - t:.1f}s)")
-        t = time.time()
+        audited: dict = {}
+
+        def run_audit() -> None:
+            try:
+                audited["result"] = audit(bootstrap, [topics["input"]], [topics["enriched"]], timeout=60, config=conf)
+            except BaseException as exc:  # raised below, in this thread
+                audited["error"] = exc
+            audited["seconds"] = time.time() - t
+
+        auditor = threading.Thread(target=run_audit, name="audit")
+        auditor.start()
         truth = ground_truth(bootstrap, topics["input"], self.rule, conf=conf)
         totals = check_aggregate(bootstrap, topics["totals"], truth.totals,
                                  lambda d: totals_key(d["customer"], int(d["window_start_ms"])), conf=conf)
+        checked = time.time() - t
+        auditor.join()
+        if "error" in audited:
+            raise audited["error"]
+        aud = audited["result"]
+        self.event("audit", f"auditor: {aud.input_records:,} committed inputs, {aud.output_records:,} outputs, "
+                            f"lost {aud.lost}, duplicated {aud.duplicated}, aborted reads {aud.aborted_reads}, "
+                            f"phantom {aud.phantom} ({audited['seconds']:.1f}s)")
         match = totals.ok and truth.ambiguous == 0
         self.event("aggregates", f"aggregates vs ground truth: {totals.matching:,} of {totals.expected_keys:,} "
                                  f"(customer, window) totals equal "
-                                 f"({'match' if match else 'MISMATCH'}; {time.time() - t:.1f}s)")
+                                 f"({'match' if match else 'MISMATCH'}; {checked:.1f}s)")
         st = self.state
         gen = self.generator.stats if self.generator else None
         return {
@@ -498,22 +538,75 @@ class Pipeline:
                 "aborted_after_errors": gen.failed, "transactions": gen.transactions,
                 "aborted_transactions": gen.aborted_transactions, "retried_transactions": gen.retried_transactions,
                 "invalid": gen.invalid, "late_within_watermark": gen.late_ok, "late_beyond_watermark": gen.too_late},
+            "freshness": self.freshness(),
             "driver_restarts": st.restarts,
             "timeline": st.timeline,
             # every ~0.5 s: seconds since start, input events committed, output rows visible
             "samples": [[round(t - st.t0, 2), p, r] for t, p, r in st.samples],
         }
 
+    CRASHES = ("driver-kill", "broker-kill", "driver-exit", "query-failed", "task-fault")
+
+    def freshness(self) -> dict:
+        """End-to-end visibility latency of the enriched output: for each record, from its input's
+        produce call to the moment the read_committed observer got it. Percentiles over all
+        records, and over the records that did not live through an outage: a record counts as
+        between crashes when neither its produce time nor the moment it was seen falls in a window
+        from a crash (or the first start) to the moment the (re)started pipeline had caught up
+        with the input committed until it recovered. Plus a per-second series (p50, p95) for the plot."""
+        from .observe import percentiles
+
+        obs = self.observer
+        if obs is None or not obs.latencies_ms:
+            return {"samples": 0}
+        import numpy as np
+
+        st = self.state
+        lat = np.asarray(obs.latencies_ms, dtype=float)
+        seen = np.asarray(obs.latency_times, dtype=float) - st.t0
+        produced = seen - lat / 1000
+        samples = [(t - st.t0, committed, rows) for t, committed, rows in st.samples]
+        windows = []
+        for ev in [{"kind": "start", "t": 0.0}] + st.timeline:  # the first start-up waits like a restart
+            if ev["kind"] not in self.CRASHES + ("start",):
+                continue
+            back = next((e["t"] for e in st.timeline if e["kind"] == ("driver-progress" if ev["kind"] == "start"
+                                                                       else "recovered") and e["t"] >= ev["t"]), None)
+            if back is None:
+                windows.append((ev["t"], float(seen.max())))
+                continue
+            backlog = max((c for t, c, _r in samples if t <= back), default=0)
+            caught_up = next((t for t, _c, rows in samples if t >= back and rows >= backlog), float(seen.max()))
+            windows.append((ev["t"], caught_up))
+        calm = np.ones(len(lat), dtype=bool)
+        for lo, hi in windows:  # [produced, seen] overlaps [lo, hi]
+            calm &= ~((produced <= hi) & (seen >= lo))
+        qs = (50, 95, 99)
+        series = []
+        for sec in range(int(seen.max()) + 1):
+            sel = lat[(seen >= sec) & (seen < sec + 1)]
+            if len(sel):
+                p = percentiles(sel, (50, 95))
+                series.append([sec, round(p["p50"]), round(p["p95"])])
+        return {"samples": int(len(lat)), "trigger_ms": self.cfg.trigger_ms,
+                "all_ms": {k: round(v) for k, v in percentiles(lat, qs).items()},
+                "between_crashes_ms": {k: round(v) for k, v in percentiles(lat[calm], qs).items()}
+                if calm.any() else None,
+                "between_crashes_samples": int(calm.sum()),
+                "outage_windows_s": [[round(lo, 1), round(hi, 1)] for lo, hi in windows],
+                "series": series}
+
     def execute(self) -> dict:
         """Set up, run with chaos, drain and verify; returns the report (without ``seconds``)."""
         cfg = self.cfg
         self.setup()
         self.observer = OutputObserver(self.cluster.bootstrap, self.topics["enriched"], PARTITIONS[ENRICHED],
-                                       conf=self.conf)
+                                       conf=self.conf, latency=True)
         self.observer.start()
         self._start_driver()
         self.state.phase = "producing"
         self.start_generator(cfg.records / cfg.produce_seconds if cfg.produce_seconds else None)
         self.run_chaos()
+        self.settle()
         self.drain()
         return self.verify()
