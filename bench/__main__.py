@@ -8,6 +8,10 @@ if __name__ == "__main__":
         from .spark import main as spark_main
 
         sys.exit(spark_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "restart":
+        from .restart import main as restart_main
+
+        sys.exit(restart_main(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "pipeline":
         from .pipeline import main as pipeline_main
 

@@ -17,9 +17,18 @@ rows, its transaction left open) in the second run; Spark retries it (``local[N,
 
 The generator writes its input in waves, one more after each driver SIGKILL (and one just before
 the broker SIGKILL, so that the broker dies under the producer too): each run of the driver has
-fresh input to work on, the last one included. When the generator is done and the chaos is over,
-the driver is asked to drain (a marker file): it processes all available input and exits. Then
-:mod:`.verify` proves the result.
+fresh input to work on, the last one included. One wave is kept for after the chaos: once the
+last restarted driver has caught up with every committed input (:meth:`Pipeline.settle`), it is
+written at the demo's rate with no crash in the way, so the run's freshness (produce to
+read_committed visibility, :meth:`Pipeline.freshness`) is also measured in a steady state. When
+the generator is done, the driver is asked to drain (a marker file): it processes all available
+input, says "drained" and exits. Then :mod:`.verify` proves the result (the auditor and the
+aggregates' check side by side).
+
+Every failure a person sees is one line (:mod:`.causes`); the whole text goes to the run's logs
+(``driver.log``, ``broker.log``, ``demo.log``, ``progress.jsonl``) in ``--data-dir``, or else in
+``~/.cache/oncelog/demo-logs/<time>-<run>`` (:func:`run_log_dir`), which outlives the temporary
+data directory.
 
 The cluster (:mod:`.cluster`): an oncelog broker (default), Apache Kafka from the user's cache
 (``broker="apache-kafka"``, 1 or 3 nodes; a broker kill SIGKILLs the node leading an output
