@@ -18,12 +18,14 @@ process that shares nothing with the tasks but those messages) once every task s
     5. EndTxn(commit) every task transaction, pipelined per coordinator. Any answer but NONE
        means the coordinator no longer holds that transaction open (it timed out and was
        aborted): the batch's output is incomplete, so fail loudly, never report success;
-    6. abort the batch's visibility barrier (opened by ``streamWriter()`` before the tasks, see
-       :mod:`oncelog.spark.barrier`): only now does any partition's last stable offset move past
-       the batch's rows, all of them at once; then write the decision ``{batchId, done}`` (the
-       release does not wait for that bookkeeping: a crash between the two leaves a pending
-       decision whose transactions are committed, which recovery rolls forward as it rolls
-       forward a crash between steps 5 and 6);
+    6. write the decision ``{batchId, done}``, then abort the batch's visibility barrier (opened
+       by ``streamWriter()`` before the tasks, see :mod:`oncelog.spark.barrier`): only now does
+       any partition's last stable offset move past the batch's rows, all of them at once.
+       (Not the other way round: Apache Kafka answers EndTxn once the commit is prepared, before
+       its markers are written, and a barrier aborted right after step 5 let a reader see part of
+       a batch on a partition whose commit marker was still on its way after a broker SIGKILL,
+       tests/spark/test_apache_kafka.py. The done write in between only gives the markers time;
+       waiting for the task transactions to be CompleteCommit would prove it: not done yet);
     7. sweep: abort every still-open transaction whose id carries the query's prefix (failed
        attempts, crashed runs, zombies). An open transaction holds back the last stable offset
        of its partitions and so stalls every read_committed reader.
@@ -219,9 +221,9 @@ class CommitProtocol:
                     f"batch {decision.batch_id} lost: {len(failed)} of its {len(decision.txns)} transactions could "
                     f"not be committed ({detail}); the broker aborted them, most likely because the restart took "
                     "longer than transaction.timeout.ms")
-        close_barrier(self.client, barrier)  # the batch is complete: readers see it now
         decision.state = DONE
         self._write(decision)
+        close_barrier(self.client, barrier)  # the batch is complete: readers see it now
 
     def _abort(self, txns: list[Txn]) -> None:
         if txns:
