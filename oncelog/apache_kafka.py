@@ -49,6 +49,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from .cachedir import user_cache
+
 DEFAULT_VERSION = "4.4.0"
 VERSION_ENV = "ONCELOG_APACHE_KAFKA_VERSION"  # another 4.x, e.g. 4.3.1
 MIN_JAVA = 17  # Kafka 4.x brokers and tools need Java 17+
@@ -77,8 +79,7 @@ def version() -> str:
 
 
 def cache_dir(kafka_version: str | None = None) -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "oncelog", "apache-kafka", kafka_version or version())
+    return user_cache("apache-kafka", kafka_version or version())
 
 
 def java() -> str:

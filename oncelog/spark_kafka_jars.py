@@ -31,14 +31,14 @@ import sysconfig
 from dataclasses import dataclass
 
 from .apache_kafka import ApacheKafkaUnavailable, maven_fetch
+from .cachedir import user_cache
 
 FALLBACK_VERSION = "4.2.0"  # newest Spark with both pyspark on PyPI and spark-sql-kafka on Maven Central
 VERSION_ENV = "ONCELOG_SPARK_KAFKA_VERSION"
 
 
 def _cache_root() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "oncelog")
+    return user_cache()
 
 
 def _pom(spark_version: str) -> str:

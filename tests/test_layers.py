@@ -2,7 +2,8 @@
 
 Floors, bottom up — a module imports only from its own floor or below:
 
-    config, errors, state_machine, faults, notices     settings and shared vocabulary
+    config, errors, state_machine, faults, notices,    settings and shared vocabulary
+    cachedir
     protocol                                            bytes <-> messages, no I/O
     storage                                             segments and logs: bytes and offsets only
     partition                                           one writer per partition log; internal topics
@@ -38,6 +39,7 @@ ABOVE_STORAGE = ("oncelog.partition", "oncelog.groups", "oncelog.txn", "oncelog.
 # (importer prefix, forbidden prefixes, why)
 NEVER = [
     ("oncelog.config", ("oncelog.",), "settings are the bottom floor: config imports only config"),
+    ("oncelog.cachedir", ("oncelog.",), "the user's cache folder, for every floor: standard library only"),
     ("oncelog.protocol", BROKER_SIDE + CLIENT_SIDE + ("oncelog.cli",), "the codec knows no component"),
     ("oncelog.storage", ABOVE_STORAGE + CLIENT_SIDE, "storage knows bytes and offsets only"),
     ("oncelog.partition", ABOVE_STORAGE[1:] + CLIENT_SIDE, "the partition layer serves the coordinators"),

@@ -21,6 +21,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
+from ..cachedir import user_cache
+
 
 def _java() -> str | None:
     home = os.environ.get("JAVA_HOME")
@@ -53,8 +55,7 @@ class JvmCache:
             key = f"{java}:{os.stat(java).st_mtime_ns}:{pyspark.__version__}:{os.stat(jars).st_mtime_ns}"
         except (ImportError, OSError) as exc:
             return cls(None, None, f"off: {exc}")
-        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        folder = os.path.join(cache, "oncelog")
+        folder = user_cache()
         try:
             os.makedirs(folder, exist_ok=True)
         except OSError as exc:

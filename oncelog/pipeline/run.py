@@ -54,6 +54,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from ..cachedir import user_cache
 from .cluster import ApacheKafkaCluster, ExternalCluster, OncelogCluster
 from .config import PipelineConfig
 from .events import Generator, GeneratorConfig, WindowRule, create_topics, max_offsets_per_trigger, STEP_MS
@@ -91,8 +92,7 @@ RUN_LOGS_KEPT = 10  # the demo's log directories kept in the user's cache
 def run_log_dir(app_id: str) -> str | None:
     """A new directory for one run's logs under ``~/.cache/oncelog/demo-logs`` (the last
     :data:`RUN_LOGS_KEPT` runs are kept), or None if the cache is not writable."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    root = os.path.join(cache, "oncelog", "demo-logs")
+    root = user_cache("demo-logs")
     path = os.path.join(root, f"{time.strftime('%Y%m%d-%H%M%S')}-{app_id.rsplit('-', 1)[-1]}")
     try:
         os.makedirs(path)
@@ -575,18 +575,18 @@ class Pipeline:
         seen = np.asarray(obs.latency_times, dtype=float) - st.t0
         produced = seen - lat / 1000
         samples = [(t - st.t0, committed, rows) for t, committed, rows in st.samples]
+        # Each outage: when it began, and the event that ends it. The first start-up waits like a
+        # restart and ends with the first progress; a crash ends with its recovery.
+        outages = [(0.0, "driver-progress")] + [(e["t"], "recovered") for e in st.timeline if e["kind"] in self.CRASHES]
         windows = []
-        for ev in [{"kind": "start", "t": 0.0}] + st.timeline:  # the first start-up waits like a restart
-            if ev["kind"] not in self.CRASHES + ("start",):
-                continue
-            back = next((e["t"] for e in st.timeline if e["kind"] == ("driver-progress" if ev["kind"] == "start"
-                                                                       else "recovered") and e["t"] >= ev["t"]), None)
+        for began, ending in outages:
+            back = next((e["t"] for e in st.timeline if e["kind"] == ending and e["t"] >= began), None)
             if back is None:
-                windows.append((ev["t"], float(seen.max())))
+                windows.append((began, float(seen.max())))
                 continue
             backlog = max((c for t, c, _r in samples if t <= back), default=0)
             caught_up = next((t for t, _c, rows in samples if t >= back and rows >= backlog), float(seen.max()))
-            windows.append((ev["t"], caught_up))
+            windows.append((began, caught_up))
         calm = np.ones(len(lat), dtype=bool)
         for lo, hi in windows:  # [produced, seen] overlaps [lo, hi]
             calm &= ~((produced <= hi) & (seen >= lo))

@@ -75,13 +75,14 @@ def worker_spark_home() -> str | None:
     try:
         import pyspark
 
+        from ..cachedir import user_cache
+
         package = os.path.dirname(os.path.realpath(pyspark.__file__))
         if not (os.path.isdir(os.path.join(package, "jars"))
                 and os.path.exists(os.path.join(package, "python", "lib", "pyspark.zip"))):
             return None
         key = hashlib.sha1(f"{package}:{pyspark.__version__}".encode()).hexdigest()[:12]
-        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        home = os.path.join(cache, "oncelog", f"spark-home-{key}")
+        home = user_cache(f"spark-home-{key}")
         if os.path.isdir(home):
             return home
         tmp = f"{home}.{os.getpid()}.tmp"
