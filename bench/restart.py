@@ -33,6 +33,8 @@ import time
 from rich.console import Console
 from rich.table import Table
 
+from .pipeline import _progress
+
 PHASES = ("session", "started", "first batch", "totals first batch")
 TARGETS = {"quiet": 8.0, "hog": 20.0}
 
@@ -70,12 +72,8 @@ def cpu_by_process(sid: int) -> dict[str, float]:
 
 
 def _events(path: str, run: int) -> list[dict]:
-    try:
-        with open(path) as f:
-            lines = [json.loads(line) for line in f if line.strip()]
-    except FileNotFoundError:
-        return []
-    return [e for e in lines if e.get("run") == run]
+    """The progress lines of driver run ``run``."""
+    return [e for e in _progress(path) if e.get("run") == run]
 
 
 class Restarts:

@@ -206,7 +206,7 @@ class CommitProtocol:
         self.log.cursor.latest[self.prefix] = decision
 
     def _roll_forward(self, decision: Decision, barrier: tuple[str, int, int] | None = None) -> None:
-        """Steps 5 and 6: commit the decided transactions, release ``barrier``, record done."""
+        """Steps 5 and 6: commit the decided transactions, record done, then release ``barrier``."""
         if decision.txns and self.commit_stagger_ms:
             for t in decision.txns[:-1]:  # one at a time; the last one with the rest below
                 self.client.end_txn(t.transactional_id, t.producer_id, t.producer_epoch, commit=True)
