@@ -5,6 +5,16 @@ flush, no clean shutdown). Unset in normal operation; checking costs one compari
 Points: ``txn-durable:<State>`` (right after a ``__transaction_state`` record of that state is
 durable, e.g. ``txn-durable:PrepareCommit``) and ``markers:after-first`` (after the first
 marker of a transaction is durable, before the others are written).
+
+Fault switches, for the chaos checker's sensitivity tests: ``ONCELOG_FAULT=<name>[:<n>]``
+makes the broker misbehave at one named point, on purpose, so a test can show that a check
+catches it. Never set in normal operation.
+
+* ``offsets-txn-write[:n]`` — the first ``n`` (default 1) transactional writes to
+  ``__consumer_offsets`` (TxnOffsetCommit) fail as a failed disk write would.
+* ``markers:drop[:n]`` — every ``n``-th (default 3) transaction with two or more data partitions
+  loses one partition's marker: the coordinator believes it written, the partition never sees
+  it (the class of bug behind partial or aborted reads).
 """
 
 from __future__ import annotations
@@ -14,6 +24,24 @@ import os
 import signal
 
 CRASH_POINT = os.environ.get("ONCELOG_CRASH_POINT") or None
+
+
+_FAULT = os.environ.get("ONCELOG_FAULT") or ""
+FAULT, _, _FAULT_N = _FAULT.partition(":")
+_fault_counts: dict[str, int] = {}
+
+
+def fault_fires(name: str, default_n: int, *, every: bool = False) -> bool:
+    """Whether the switched-on fault ``name`` fires now: its first ``n`` calls (or, with
+    ``every``, each ``n``-th call). Off (one comparison) unless ``ONCELOG_FAULT`` names it."""
+    if FAULT != name:
+        return False
+    n = int(_FAULT_N) if _FAULT_N.isdigit() and int(_FAULT_N) > 0 else default_n
+    count = _fault_counts[name] = _fault_counts.get(name, 0) + 1
+    fires = count % n == 0 if every else count <= n
+    if fires:
+        logging.getLogger("oncelog.faults").warning("fault %s fires (call %d)", name, count)
+    return fires
 
 
 def crash_if(point: str) -> None:

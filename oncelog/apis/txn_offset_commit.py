@@ -12,7 +12,8 @@ group coordinator's verification; an error of that add (CONCURRENT_TRANSACTIONS 
 transaction completes, a fenced epoch) is every partition's answer. v3+ with group metadata:
 generation and member as in OffsetCommit (KIP-447: a zombie from an older generation gets
 ILLEGAL_GENERATION). The offsets are written as a
-transactional batch and stay pending — invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT for
+transactional batch and, once durable (not before: a failed write must leave nothing staged that
+a later COMMIT could install), stay pending — invisible to OffsetFetch, UNSTABLE_OFFSET_COMMIT for
 require_stable — until the COMMIT marker (or vanish on ABORT).
 
 ACLs (Kafka's KafkaApis.handleTxnOffsetCommitRequest), before everything else: WRITE on the
@@ -128,11 +129,17 @@ def _commit(ctx, request, add_error: KafkaError | None = None):
     if not values:
         return response()
     records = [(gr.encode_key(gr.OffsetKey(request.group_id, t, p)), gr.encode_offset_value(v)) for (t, p), v in values.items()]
-    broker.groups.stage_txn_offsets(request.producer_id, request.group_id, values)
     def stored(err: KafkaError | None):
+        # Staged only once the write is durable: staged offsets become the group's committed
+        # offsets at the COMMIT marker, and offsets that are not in the log would vanish at the
+        # next restart (the consumer would then re-process: duplicates). Markers are appended
+        # after this write and reported durable after it, so none can settle the producer's
+        # transaction before these offsets are staged.
         if err is not None:
             for tp in values:
                 results[tp] = err
+        else:
+            broker.groups.stage_txn_offsets(request.producer_id, request.group_id, values)
         return response()
 
     fut, respond = reply_later(stored)

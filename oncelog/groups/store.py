@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from .. import errors, faults
 from ..errors import KafkaError
 from ..protocol import records as rb
 from ..partition.internal_topic import OFFSETS_TOPIC, InternalTopic
@@ -38,6 +39,9 @@ class OffsetsTopic(InternalTopic):
         """TxnOffsetCommit: offsets written as part of a producer's transaction; they take
         effect when its COMMIT marker reaches this partition (see the coordinator). ``on_done``
         as :meth:`persist`."""
+        if faults.fault_fires("offsets-txn-write", 1):
+            on_done(errors.KafkaStorageError(f"{OFFSETS_TOPIC}: write failed (fault switch offsets-txn-write)"))
+            return
         self.append(group_id, records, on_done, producer_id=producer_id,
                     producer_epoch=producer_epoch, transactional=True)
 
