@@ -14,7 +14,8 @@ import time
 import confluent_kafka as ck
 import pytest
 
-from ..faultproxy import FaultProxy, free_port
+from oncelog.chaos.proxy import FaultProxy
+
 from ..helpers import consume_all, create_topic, first_difference
 
 pytestmark = pytest.mark.both_brokers
@@ -22,9 +23,9 @@ pytestmark = pytest.mark.both_brokers
 PARTITIONS = 3
 
 
-def start_behind_proxy(broker_factory, **proxy_kwargs):
+def start_behind_proxy(broker_factory, seed: int):
     """A broker that advertises a fault proxy's address, so every client connection crosses it."""
-    proxy = FaultProxy(listen_port=free_port(), **proxy_kwargs)
+    proxy = FaultProxy(seed=seed)
     broker = broker_factory(extra_args=["--advertise", proxy.address])
     proxy.upstream_port = broker.port
     proxy.start()
@@ -101,19 +102,20 @@ def assert_exactly_once_in_order(bootstrap: str, topic: str, n: int) -> None:
 def test_idempotent_producer_through_faulty_network(broker_factory, client):
     n = 200_000
     # kafka-python packs all partitions into few, large requests: give each a higher fault rate
-    rates = {} if client == "confluent-kafka" else {"drop_response": 0.12, "cut_request": 0.04}
-    broker, proxy = start_behind_proxy(broker_factory, seed=7, **rates)
+    drop, reset = (0.03, 0.01) if client == "confluent-kafka" else (0.12, 0.04)
+    broker, proxy = start_behind_proxy(broker_factory, seed=7)
     try:
-        proxy.enabled = False
         create_topic(proxy.address, "idem", PARTITIONS)
-        proxy.enabled = True
+        proxy.drop(drop)
+        proxy.reset(reset)
+        proxy.delay(0.2, rate=0.05, jitter=True)
         t0 = time.monotonic()
         SENDERS[client](proxy.address, "idem", n)
         elapsed = time.monotonic() - t0
-        faults = dict(proxy.counts)
-        proxy.enabled = False
+        faults = proxy.counts
+        proxy.heal()
         print(f"{client}: {n} records in {elapsed:.1f}s through faults {faults}")
-        assert faults["dropped"] + faults["cut"] >= 3, f"too few faults injected to mean anything: {faults}"
+        assert faults["dropped"] + faults["reset"] >= 3, f"too few faults injected to mean anything: {faults}"
         assert faults["delayed"] > 0
         assert_exactly_once_in_order(proxy.address, "idem", n)
     finally:
