@@ -145,6 +145,7 @@ class _Link:
         self.api_of: dict[int, int] = {}  # correlation id -> api key, requests awaiting a response
         self.responses: asyncio.Queue = asyncio.Queue(QUEUED_RESPONSES)  # (arrival time, delay, frame)
         self.closed = asyncio.Event()
+        self.finished = asyncio.Event()  # run() has returned: its tasks are done
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -321,11 +322,13 @@ class FaultProxy:
 
         async def stop():
             self._server.close()
-            for link in list(self._links):
+            links = list(self._links)
+            for link in links:
                 link.cut()
             for event in self._held:
                 event.set()
-            await asyncio.sleep(0)
+            if links:
+                await asyncio.wait([asyncio.ensure_future(link.finished.wait()) for link in links], timeout=5)
             self._loop.stop()
 
         asyncio.run_coroutine_threadsafe(stop(), self._loop)
@@ -345,6 +348,7 @@ class FaultProxy:
             await link.run()
         finally:
             self._links.discard(link)
+            link.finished.set()
 
     def _count(self, what: str, n: int = 1) -> None:
         self._counts[what] += n
