@@ -450,7 +450,8 @@ class FaultProxy:
 
     def release(self) -> int:
         """Forward every held request (in the order they were held) and stop holding; returns
-        how many were released."""
+        how many were released. A held request whose client closed its connection meanwhile is
+        gone with that connection (counted as released, never forwarded)."""
         released = []
 
         def set_():
