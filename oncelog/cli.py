@@ -117,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     from .demo import add_arguments as _demo_arguments
 
     _demo_arguments(demo)
+
+    from .chaos.cli import DESCRIPTION as _chaos_description, add_arguments as _chaos_arguments
+
+    chaos = sub.add_parser("chaos", help="a Jepsen-class workload, nemesis and checker, for oncelog or any "
+                                         "Kafka cluster", description=_chaos_description)
+    _chaos_arguments(chaos)
     return p
 
 
@@ -242,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import demo
 
         return demo.run(args)
+    if args.command == "chaos":
+        from .chaos import cli as chaos_cli
+
+        return chaos_cli.run(args)
     # Admin commands talk to a broker over the protocol; imported lazily to keep serve light.
     from . import admin
 
@@ -269,7 +279,10 @@ def cmd_serve(args) -> int:
                                                 note.removeprefix("WARNING: "))
     _install_uvloop()
     try:
-        asyncio.run(serve(Broker(config)))
+        from . import faults
+        from .broker import wall_clock_ms
+
+        asyncio.run(serve(Broker(config, clock=faults.broker_clock(wall_clock_ms))))
     except (DataDirMismatch, JwksConfigError, JaasConfigError, ssl.SSLError) as exc:
         print(f"oncelog serve: {exc}", file=sys.stderr)
         return 2

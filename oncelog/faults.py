@@ -15,6 +15,10 @@ catches it. Never set in normal operation.
 * ``markers:drop[:n]`` — every ``n``-th (default 3) transaction with two or more data partitions
   loses one partition's marker: the coordinator believes it written, the partition never sees
   it (the class of bug behind partial or aborted reads).
+
+Clock jumps (``oncelog chaos --faults clock``): with ``ONCELOG_FAULT_CLOCK=<file>`` the broker's
+injected clock is the wall clock plus an offset in milliseconds read from that file at start
+and at every SIGUSR2 — transaction timeouts, group sessions and timestamps see the jump.
 """
 
 from __future__ import annotations
@@ -50,3 +54,23 @@ def crash_if(point: str) -> None:
         for handler in logging.getLogger().handlers:
             handler.flush()
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def broker_clock(base):
+    """The broker's clock: ``base`` itself unless ``ONCELOG_FAULT_CLOCK`` names an offset file."""
+    path = os.environ.get("ONCELOG_FAULT_CLOCK")
+    if not path:
+        return base
+    offset = [0]
+
+    def reload(*_) -> None:
+        try:
+            with open(path) as f:
+                offset[0] = int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return
+        logging.getLogger("oncelog.faults").warning("clock offset now %+d ms", offset[0])
+
+    signal.signal(signal.SIGUSR2, reload)
+    reload()
+    return lambda: base() + offset[0]

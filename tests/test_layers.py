@@ -60,6 +60,7 @@ NEVER = [
     ("oncelog.pipeline", BROKER_SIDE + ("oncelog.cli",), "the pipeline starts brokers as processes"),
     ("oncelog.demo", BROKER_SIDE, "the demo starts brokers as processes"),
     ("oncelog.audit", BROKER_SIDE, "the auditor is an independent reader over the network"),
+    ("oncelog.chaos", BROKER_SIDE, "the chaos tool reaches brokers over the network and as processes"),
     ("oncelog.admin", BROKER_SIDE, "admin commands speak the protocol"),
 ]
 

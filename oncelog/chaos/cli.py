@@ -1,0 +1,116 @@
+"""``oncelog chaos``: options, the run, the anomaly table and the exit code (0 only with none)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import nemesis as nem
+
+DESCRIPTION = (
+    "A Jepsen-class test of Kafka semantics: idempotent and transactional producers (some "
+    "transactions aborted on purpose), read_committed consumers in groups and by assignment, and a "
+    "consume-transform-produce stage record a history while a nemesis kills and pauses processes, "
+    "cuts, delays and blackholes connections, fills the broker's disk and jumps its clock. A final "
+    "reader reads everything; the checker then looks for lost writes, duplicates, aborted and "
+    "uncommitted reads, partial transactions, inconsistent offsets, non-monotonic or skipping polls, "
+    "internal reads and G1c cycles. Exit 0 only if none was found; 1 with anomalies; 2 on error.")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--broker", choices=["oncelog"], default="oncelog",
+                   help="start an oncelog broker locally and fault it (default)")
+    p.add_argument("--bootstrap-server", dest="bootstrap", metavar="HOST:PORT", default=None,
+                   help="any Kafka cluster instead: workload and checker, faults on the workers only")
+    p.add_argument("--command-config", metavar="FILE", default=None,
+                   help="client settings for --bootstrap-server (security.protocol, sasl.*, ssl.*), as Kafka's tools")
+    p.add_argument("--duration", type=float, default=60.0, metavar="SECONDS", help="faults for this long (default 60)")
+    p.add_argument("--faults", default=",".join(nem.KINDS),
+                   help=f"comma-separated kinds: {','.join(nem.KINDS)} (default all; 'none' for none)")
+    p.add_argument("--seed", type=int, default=1, help="the nemesis's and the workload's seed (default 1)")
+    p.add_argument("--partitions", type=int, default=4, help="partitions per topic (default 4)")
+    p.add_argument("--report", metavar="FILE", default=None, help="write the run's report (JSON) here")
+    p.add_argument("--plot", metavar="FILE", default=None,
+                   help="throughput and latency over time with the fault windows shaded (PNG)")
+    p.add_argument("--work-dir", metavar="DIR", default=None, help="histories and logs (default: a new temp dir)")
+    p.add_argument("--pipeline", action="store_true",
+                   help="run the demo's Spark job under the nemesis instead (see 'oncelog demo --help')")
+
+
+def parse_faults(text: str) -> tuple[str, ...]:
+    if text.strip() in ("", "none"):
+        return ()
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in nem.KINDS]
+    if unknown:
+        raise ValueError(f"--faults: unknown kind(s) {', '.join(unknown)}; known: {', '.join(nem.KINDS)}")
+    return kinds
+
+
+def run(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .run import ChaosOptions, ChaosRun, plot
+
+    console = Console(stderr=False, highlight=False)
+    try:
+        faults = parse_faults(args.faults)
+    except ValueError as exc:
+        print(f"oncelog chaos: {exc}", file=sys.stderr)
+        return 2
+    if args.pipeline:
+        from .pipeline import run_pipeline
+
+        return run_pipeline(args, faults, console)
+    client_config = {}
+    if args.command_config:
+        from ..admin import CommandError, command_config
+
+        try:
+            client_config = command_config(args.command_config)
+        except CommandError as exc:
+            print(f"oncelog chaos: {exc}", file=sys.stderr)
+            return 2
+    if args.bootstrap is not None:
+        dropped = [k for k in faults if k not in ("kill", "pause")]
+        if dropped:
+            console.print(f"against {args.bootstrap}: faults {', '.join(dropped)} need the local broker; "
+                          "only the workers are killed and paused")
+    options = ChaosOptions(duration_s=args.duration, faults=faults, seed=args.seed, bootstrap=args.bootstrap,
+                           client_config=client_config, work_dir=args.work_dir, partitions=args.partitions)
+    chaos = ChaosRun(options, say=lambda text: console.print(text, markup=False))
+    try:
+        report = chaos.execute()
+    except Exception as exc:  # a run that could not happen is an error, not a verdict
+        print(f"oncelog chaos: the run failed: {exc!r} (files in {chaos.work_dir})", file=sys.stderr)
+        return 2
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump(report, f, indent=1)
+    if args.plot:
+        plot(report, args.plot)
+    result = report["result"]
+    stats = Table(title="operations", show_header=True)
+    for col in ("what", "count"):
+        stats.add_column(col)
+    for key, value in result.get("stats", {}).items():
+        stats.add_row(str(key), str(value))
+    stats.add_row("faults injected", ", ".join(f"{k} {v}" for k, v in sorted(report["fault_counts"].items())) or "none")
+    console.print(stats)
+    table = Table(title="anomalies by class", show_header=True)
+    for col in ("class", "count", "fails the run", "examples"):
+        table.add_column(col)
+    for row in result.get("table", []):
+        table.add_row(row["class"], str(row["count"]), "yes" if row["anomaly"] else "no (allowed)",
+                      "; ".join(row.get("examples", [])[:2]))
+    console.print(table)
+    if report["nemesis_errors"]:
+        console.print("faults that could not be applied: " + "; ".join(report["nemesis_errors"]), markup=False)
+    console.print(f"files of this run: {chaos.work_dir}", markup=False)
+    if report["ok"]:
+        console.print("[bold green]no anomalies[/]")
+        return 0
+    console.print("[bold red]anomalies found[/]")
+    return 1

@@ -1,0 +1,434 @@
+"""One chaos run: broker (local, or any cluster), fault proxy, workers, nemesis, final read, check.
+
+Life of a run (``ChaosRun.execute``):
+
+1. The broker: locally, ``oncelog serve`` with its data dir on a small filesystem (when disk
+   faults are on) and advertising the fault proxy's address (when net faults are on), so every
+   client connection goes through the proxy. With ``bootstrap`` the cluster is someone else's:
+   only the workers can be faulted.
+2. Two topics (``chaos-<id>`` and its ``-out`` for consume-transform-produce), then one worker
+   process per slot (:mod:`oncelog.chaos.workload`); a slot whose process dies is restarted as
+   a new process, unless the nemesis killed it (then it is revived when the fault ends).
+3. The nemesis runs its seeded schedule for ``duration_s``; then everything is healed, the
+   workers are asked to stop, and a final reader reads every partition to its end.
+4. The history (every worker's JSONL) is checked; the report has the anomalies by class, the
+   fault windows, counts, and throughput/latency per second.
+
+Files of a run live in ``work_dir``: ``history/<process>.jsonl``, ``specs/``, ``broker.log``,
+``report.json`` (unless another path is given).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+from . import nemesis as nem
+from .workload import WorkerSpec
+
+ROLES_DEFAULT = {"producer": 2, "txn": 2, "ctp": 1, "group": 2, "reader": 1}
+
+
+@dataclass
+class ChaosOptions:
+    duration_s: float = 60.0
+    faults: tuple[str, ...] = nem.KINDS
+    seed: int = 1
+    bootstrap: str | None = None           # any Kafka cluster: workload and checker only
+    client_config: dict = field(default_factory=dict)
+    work_dir: str | None = None
+    partitions: int = 4
+    roles: dict = field(default_factory=lambda: dict(ROLES_DEFAULT))
+    disk_bytes: int = 96 << 20
+    final_deadline_s: float = 60.0
+    broker_env: dict = field(default_factory=dict)  # e.g. ONCELOG_FAULT for sensitivity tests
+    fsync: str = "always"
+
+
+class _Slot:
+    def __init__(self, name: str, role: str, index: int) -> None:
+        self.name, self.role, self.index = name, role, index
+        self.proc: subprocess.Popen | None = None
+        self.process = -1
+        self.state = "running"  # running | killed | paused
+        self.incarnations = 0
+
+
+class ChaosRun(nem.Targets):
+    def __init__(self, options: ChaosOptions, say=print) -> None:
+        self.o = options
+        self.say = say
+        self.local = options.bootstrap is None
+        self.work_dir = options.work_dir or tempfile.mkdtemp(prefix="oncelog-chaos-")
+        os.makedirs(os.path.join(self.work_dir, "history"), exist_ok=True)
+        os.makedirs(os.path.join(self.work_dir, "specs"), exist_ok=True)
+        self.run_id = f"{options.seed}-{int(time.time())}"
+        self.topic, self.out_topic = f"chaos-{self.run_id}", f"chaos-{self.run_id}-out"
+        self.slots: dict[str, _Slot] = {}
+        self._next_process = 0
+        self._lock = threading.RLock()
+        self._stopping = False
+        self.broker = self.proxy = self.disk = self.ballast = None
+        self.clock_file = os.path.join(self.work_dir, "clock-offset-ms")
+        self.broker_paused = False
+        self.broker_killed = False
+        self.restarts: dict[str, int] = {}
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        if not self.local:
+            return self.o.bootstrap
+        return self.proxy.address if self.proxy is not None else self.broker.bootstrap
+
+    def _start_broker(self) -> None:
+        from ..process import BrokerProcess
+        from .proxy import FaultProxy, free_port
+
+        kinds = set(self.o.faults)
+        data_root = os.path.join(self.work_dir, "disk")
+        os.makedirs(data_root, exist_ok=True)
+        if "disk" in kinds:
+            from .disk import Ballast, SmallDisk
+
+            self.disk = SmallDisk(data_root, self.o.disk_bytes)
+            self.disk.__enter__()
+            self.ballast = Ballast(os.path.join(data_root, "ballast"))
+        extra = []
+        if "net" in kinds:
+            self.proxy = FaultProxy(listen_port=free_port(), seed=self.o.seed)
+            extra = ["--advertise", self.proxy.address]
+        env = dict(self.o.broker_env)
+        if "clock" in kinds:
+            with open(self.clock_file, "w") as f:
+                f.write("0")
+            env["ONCELOG_FAULT_CLOCK"] = self.clock_file
+        self.broker = BrokerProcess(os.path.join(data_root, "data"), fsync=self.o.fsync, extra_args=extra, env=env,
+                                    log_path=os.path.join(self.work_dir, "broker.log"),
+                                    group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
+        self.broker.start()
+        if self.proxy is not None:
+            self.proxy.upstream_port = self.broker.port
+            self.proxy.start()
+
+    def _create_topics(self) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, **self.o.client_config})
+        rf = 1 if self.local else -1
+        futures = admin.create_topics([NewTopic(t, self.o.partitions, rf) for t in (self.topic, self.out_topic)],
+                                      operation_timeout=30)
+        for f in futures.values():
+            f.result(60)
+        # Wait until every partition has a leader (Kafka answers CreateTopics before that).
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            md = admin.list_topics(timeout=10)
+            ok = all(t in md.topics and len(md.topics[t].partitions) == self.o.partitions
+                     and all(p.leader >= 0 for p in md.topics[t].partitions.values())
+                     for t in (self.topic, self.out_topic))
+            if ok:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"topics {self.topic} were not ready in 60 s")
+
+    # -- workers --------------------------------------------------------------------------------
+
+    def _spec(self, slot: _Slot, process: int) -> WorkerSpec:
+        return WorkerSpec(
+            role=slot.role, process=process, bootstrap=self.bootstrap, topic=self.topic,
+            partitions=self.o.partitions, history=os.path.join(self.work_dir, "history", f"{process}.jsonl"),
+            seed=self.o.seed * 1000 + process, out_topic=self.out_topic if slot.role in ("ctp", "final") else "",
+            group=f"chaos-{self.run_id}-{slot.role}", transactional_id=f"chaos-{self.run_id}-{slot.name}",
+            client=dict(self.o.client_config), final_deadline_s=self.o.final_deadline_s)
+
+    def _spawn(self, slot: _Slot) -> None:
+        with self._lock:
+            self._next_process += 1
+            process = self._next_process
+        spec = self._spec(slot, process)
+        path = os.path.join(self.work_dir, "specs", f"{process}.json")
+        with open(path, "w") as f:
+            f.write(spec.to_json())
+        log = open(os.path.join(self.work_dir, "workers.log"), "ab")
+        slot.proc = subprocess.Popen([sys.executable, "-m", "oncelog.chaos.workload", path],
+                                     stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        slot.process = process
+        slot.incarnations += 1
+        slot.state = "running"
+
+    def _start_workers(self) -> None:
+        for role, n in self.o.roles.items():
+            for i in range(n):
+                name = f"{role}-{i}"
+                self.slots[name] = _Slot(name, role, i)
+                self._spawn(self.slots[name])
+
+    def _supervise(self) -> None:
+        """Restart a worker that exited by itself (a fatal client error) as a new process."""
+        while not self._stopping:
+            with self._lock:
+                for slot in self.slots.values():
+                    if slot.state == "running" and slot.proc is not None and slot.proc.poll() is not None \
+                            and not self._stopping:
+                        self.restarts[slot.name] = self.restarts.get(slot.name, 0) + 1
+                        self._spawn(slot)
+            time.sleep(0.5)
+
+    def _stop_workers(self) -> None:
+        for slot in self.slots.values():
+            if slot.proc is not None and slot.proc.poll() is None:
+                slot.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 40
+        for slot in self.slots.values():
+            if slot.proc is None:
+                continue
+            try:
+                slot.proc.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                slot.proc.kill()
+                slot.proc.wait()
+
+    # -- nemesis targets ------------------------------------------------------------------------
+
+    def kill(self, target: str) -> None:
+        if target == "broker":
+            self.broker.kill()
+            self.broker_killed = True
+            return
+        with self._lock:
+            slot = self.slots[target]
+            slot.state = "killed"
+            if slot.proc.poll() is None:
+                os.killpg(slot.proc.pid, signal.SIGKILL)
+            slot.proc.wait()
+
+    def revive(self, target: str) -> None:
+        if target == "broker":
+            self.broker.restart()
+            self.broker_killed = False
+            return
+        with self._lock:
+            self._spawn(self.slots[target])
+
+    def pause(self, target: str) -> None:
+        if target == "broker":
+            os.kill(self.broker.proc.pid, signal.SIGSTOP)
+            self.broker_paused = True
+            return
+        with self._lock:
+            slot = self.slots[target]
+            slot.state = "paused"
+            os.killpg(slot.proc.pid, signal.SIGSTOP)
+
+    def resume(self, target: str) -> None:
+        if target == "broker":
+            os.kill(self.broker.proc.pid, signal.SIGCONT)
+            self.broker_paused = False
+            return
+        with self._lock:
+            slot = self.slots[target]
+            try:
+                os.killpg(slot.proc.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+            slot.state = "running"
+
+    def net(self, detail: dict) -> None:
+        mode = detail["mode"]
+        if mode == "delay":
+            self.proxy.delay(detail["seconds"])
+        elif mode == "drop":
+            self.proxy.drop(detail["rate"])
+        elif mode == "reset":
+            self.proxy.reset(detail["rate"])
+        else:
+            self.proxy.blackhole(detail["direction"])
+
+    def heal_net(self) -> None:
+        self.proxy.heal()
+
+    def fill_disk(self) -> None:
+        self.ballast.fill()
+
+    def free_disk(self) -> None:
+        self.ballast.release()
+
+    def jump_clock(self, ms: int) -> None:
+        try:
+            current = int(open(self.clock_file).read().strip() or 0)
+        except (OSError, ValueError):
+            current = 0
+        with open(self.clock_file, "w") as f:
+            f.write(str(current + ms))
+        if self.broker.proc is not None and self.broker.proc.poll() is None:
+            os.kill(self.broker.proc.pid, signal.SIGUSR2)
+
+    def _heal_all(self) -> None:
+        if self.local:
+            if self.broker_paused:
+                self.resume("broker")
+            if self.broker_killed or (self.broker.proc is not None and self.broker.proc.poll() is not None):
+                self.broker.restart()
+                self.broker_killed = False
+            if self.proxy is not None:
+                self.proxy.heal()
+            if self.ballast is not None:
+                self.ballast.release()
+        with self._lock:
+            for slot in self.slots.values():
+                if slot.state == "paused":
+                    self.resume(slot.name)
+                elif slot.state == "killed":
+                    self._spawn(slot)
+
+    # -- the run --------------------------------------------------------------------------------
+
+    def execute(self) -> dict:
+        t_start = time.time_ns()
+        supervisor = None
+        try:
+            if self.local:
+                self._start_broker()
+            self._create_topics()
+            self.say(f"topics {self.topic}, {self.out_topic} ({self.o.partitions} partitions) on {self.bootstrap}")
+            self._start_workers()
+            supervisor = threading.Thread(target=self._supervise, name="chaos-supervisor", daemon=True)
+            supervisor.start()
+            kinds = [k for k in self.o.faults if self.local or k in ("kill", "pause")]
+            plan = nem.schedule(self.o.seed, kinds, self.o.duration_s, sorted(self.slots), broker=self.local)
+            self.nemesis = nem.Nemesis(plan, self, on_event=lambda text: self.say(f"nemesis: {text}"))
+            self.say(f"{len(self.slots)} workers; {len(plan)} faults scheduled over {self.o.duration_s:.0f} s "
+                     f"(seed {self.o.seed}, kinds {','.join(kinds) or 'none'})")
+            self.nemesis.start()
+            deadline = time.monotonic() + self.o.duration_s
+            while time.monotonic() < deadline:
+                time.sleep(0.5)
+            self.nemesis.stop()
+            self._heal_all()
+            self._stopping = True
+            supervisor.join(5)
+            self._stop_workers()
+            self.say("workload stopped; final read of every partition")
+            self._final_read()
+        finally:
+            self._stopping = True
+            for slot in self.slots.values():
+                if slot.proc is not None and slot.proc.poll() is None:
+                    try:
+                        os.killpg(slot.proc.pid, signal.SIGCONT)
+                        os.killpg(slot.proc.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+        report = self._check(t_start)
+        self._shutdown()
+        return report
+
+    def _final_read(self) -> None:
+        slot = _Slot("final-0", "final", 0)
+        self.slots[slot.name] = slot
+        self._spawn(slot)
+        try:
+            slot.proc.wait(self.o.final_deadline_s + 60)
+        except subprocess.TimeoutExpired:
+            slot.proc.kill()
+
+    def _check(self, t_start: int) -> dict:
+        from . import history as hist_mod
+        from .checker import check
+
+        paths = sorted(os.path.join(self.work_dir, "history", f)
+                       for f in os.listdir(os.path.join(self.work_dir, "history")))
+        ops = hist_mod.load(paths)
+        result = check(hist_mod.flatten(ops))
+        windows = getattr(self, "nemesis", None).windows if hasattr(self, "nemesis") else []
+        return {
+            "seed": self.o.seed, "duration_s": self.o.duration_s, "bootstrap": self.bootstrap if not self.local else "oncelog",
+            "topics": [self.topic, self.out_topic], "work_dir": self.work_dir, "started_ns": t_start,
+            "faults": windows, "fault_counts": self.nemesis.counts() if hasattr(self, "nemesis") else {},
+            "nemesis_errors": self.nemesis.errors if hasattr(self, "nemesis") else [],
+            "worker_restarts": self.restarts, "processes": self._next_process,
+            "ok": result.ok, "result": result.to_json(), "series": series(ops),
+        }
+
+    def _shutdown(self) -> None:
+        if self.proxy is not None:
+            self.proxy.close()
+        if self.broker is not None:
+            if self.broker_paused and self.broker.proc is not None:
+                os.kill(self.broker.proc.pid, signal.SIGCONT)
+            self.broker.stop()
+        if self.disk is not None:
+            if self.ballast is not None:
+                self.ballast.release()
+            self.disk.__exit__(None, None, None)
+
+
+def series(ops) -> dict:
+    """Per second (from the first op): completed sends and transactions by outcome, and the
+    latency p50/p95 (invoke to completion) of those completed in that second."""
+    done = [op for op in ops if op.f in ("send", "txn") and op.complete_time > 0]
+    if not ops:
+        return {"t0_ns": 0, "seconds": [], "ok": [], "fail": [], "info": [], "p50_ms": [], "p95_ms": []}
+    t0 = min(op.time for op in ops)
+    buckets: dict[int, dict] = {}
+    for op in done:
+        b = buckets.setdefault((op.complete_time - t0) // 1_000_000_000, {"ok": 0, "fail": 0, "info": 0, "lat": []})
+        b[op.type] += 1
+        b["lat"].append((op.complete_time - op.time) / 1e6)
+    seconds = list(range(int(max(buckets, default=0)) + 1))
+
+    def pct(values, q):
+        if not values:
+            return None
+        values = sorted(values)
+        return round(values[min(int(q * len(values)), len(values) - 1)], 2)
+
+    return {"t0_ns": t0, "seconds": seconds,
+            **{k: [buckets.get(s, {}).get(k, 0) for s in seconds] for k in ("ok", "fail", "info")},
+            "p50_ms": [pct(buckets.get(s, {}).get("lat", []), 0.5) for s in seconds],
+            "p95_ms": [pct(buckets.get(s, {}).get("lat", []), 0.95) for s in seconds]}
+
+
+def plot(report: dict, path: str) -> None:
+    """Throughput and latency over time, fault windows shaded by kind."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = report["series"]
+    fig, (ax1, ax2) = plt.subplots(2, 1, sharex=True, figsize=(11, 6))
+    ax1.plot(s["seconds"], s["ok"], label="ok ops/s", color="tab:green")
+    ax1.plot(s["seconds"], s["info"], label="unknown ops/s", color="tab:orange")
+    ax1.plot(s["seconds"], s["fail"], label="failed ops/s", color="tab:red")
+    ax1.set_ylabel("operations / s")
+    ax2.plot(s["seconds"], [v if v is not None else float("nan") for v in s["p50_ms"]], label="p50")
+    ax2.plot(s["seconds"], [v if v is not None else float("nan") for v in s["p95_ms"]], label="p95")
+    ax2.set_ylabel("latency (ms)")
+    ax2.set_yscale("log")
+    ax2.set_xlabel("seconds")
+    colors = {"kill": "red", "pause": "purple", "net": "blue", "disk": "brown", "clock": "gray"}
+    seen = set()
+    for w in report["faults"]:
+        a, b = (w["start"] - s["t0_ns"]) / 1e9, (w["end"] - s["t0_ns"]) / 1e9
+        for ax in (ax1, ax2):
+            ax.axvspan(a, max(b, a + 0.2), color=colors.get(w["kind"], "gray"), alpha=0.15,
+                       label=w["kind"] if ax is ax1 and w["kind"] not in seen else None)
+        seen.add(w["kind"])
+    ax1.legend(loc="upper right", fontsize=8)
+    ax2.legend(loc="upper right", fontsize=8)
+    verdict = "no anomalies" if report["ok"] else "ANOMALIES"
+    fig.suptitle(f"oncelog chaos, seed {report['seed']}: {verdict}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
