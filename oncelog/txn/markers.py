@@ -42,7 +42,16 @@ class MarkerWriter:
         now = self.clock()
         written, results = [], {}
         touches_offsets = False
+        # The marker-drop fault switch (sensitivity tests only): one data partition of every
+        # n-th transaction over two or more never gets its marker.
+        dropped = None
+        data_partitions = sorted(tp for tp in partitions if tp[0] != OFFSETS_TOPIC)
+        if len(data_partitions) > 1 and faults.fault_fires("markers:drop", 3, every=True):
+            dropped = data_partitions[-1]
         for topic, partition in sorted(partitions):
+            if (topic, partition) == dropped:
+                results[(topic, partition)] = None
+                continue
             try:
                 part = self.partitions.get(topic, partition)
             except Exception:
