@@ -194,3 +194,20 @@ class ApacheKafkaBroker:
 def on_apache_kafka(broker) -> bool:
     """Whether the ``broker`` fixture is Apache Kafka (the ``apache-kafka`` variant), not oncelog."""
     return getattr(broker, "kind", "oncelog") == "apache-kafka"
+
+
+def mount_small_disk(path: str, size_bytes: int, **kwargs):
+    """An entered :class:`oncelog.chaos.disk.SmallDisk` (the caller unmounts it). When a tmpfs
+    cannot be mounted the test is skipped with the reason, except under ``CI=true`` as root,
+    where the full-disk tests must run: it fails."""
+    import pytest
+
+    from oncelog.chaos.disk import DiskFaultUnavailable, SmallDisk
+
+    disk = SmallDisk(path, size_bytes, **kwargs)
+    try:
+        return disk.__enter__()
+    except DiskFaultUnavailable as exc:
+        if os.environ.get("CI") == "true" and os.geteuid() == 0:
+            pytest.fail(f"CI=true as root: the full-disk tests must run, but {exc}", pytrace=False)
+        pytest.skip(f"no small filesystem for the full-disk fault: {exc}")

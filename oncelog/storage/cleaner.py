@@ -11,7 +11,9 @@ records keep their offsets, so a compacted batch may have gaps — as Kafka's do
 Crash safety (as Kafka's cleaner): the result is written to ``<base>.log.cleaned`` and fsynced,
 renamed to ``<base>.log.swap``, the replaced segments are deleted, and the swap is renamed to
 ``<base>.log``. At start-up (:func:`finish_interrupted_swaps`) a ``.cleaned`` file is deleted
-(the old segments are intact) and a ``.swap`` file is completed.
+(the old segments are intact) and a ``.swap`` file is completed. A pass that cannot write its
+``.cleaned`` file (a full disk) deletes it and raises, the segments as they were; the caller
+tries again on its next run.
 """
 
 from __future__ import annotations
@@ -150,6 +152,37 @@ def compact(plog, now_ms: int, delete_retention_ms: int | None = None) -> int:
             os.close(fd)
     cleaned = os.path.join(directory, segment_name(base, ".log.cleaned"))
     before = sum(s.size for s in closed)
+    try:
+        _write_cleaned(cleaned, closed, latest, limit, now_ms, delete_retention_ms)
+    except BaseException:
+        # A full disk: the old segments are intact; the partial result must not hold the space.
+        try:
+            os.unlink(cleaned)
+        except OSError:
+            pass
+        raise
+    swap = os.path.join(directory, segment_name(base, ".log.swap"))
+    os.replace(cleaned, swap)
+    for seg in closed:
+        seg.delete()
+    final = os.path.join(directory, segment_name(base, ".log"))
+    os.replace(swap, final)
+    # Opening it writes only its index files, and those may fail (the segment then serves from
+    # its in-memory index: see oncelog.storage.segment), so the swap is never left half done.
+    replacement = Segment(directory, base, index_interval=plog.config.index_interval_bytes)
+    from .segment import recover_segment
+
+    recover_segment(replacement, 0, base, allow_gaps=True)
+    replacement.next_offset = plog.segments[len(closed)].base_offset
+    plog.segments[: len(closed)] = [replacement]
+    plog.bases = [s.base_offset for s in plog.segments]
+    plog.cleaned_offset = replacement.next_offset
+    return before - replacement.size
+
+
+def _write_cleaned(cleaned: str, closed: list, latest: dict[bytes, int], limit: int, now_ms: int,
+                   delete_retention_ms: int) -> None:
+    """Pass 2's output: the kept batches of ``closed``, written to ``cleaned`` and fsynced."""
     with open(cleaned, "wb") as out:
         for seg in closed:
             for pos, h in seg.iter_headers(0):
@@ -170,21 +203,6 @@ def compact(plog, now_ms: int, delete_retention_ms: int | None = None) -> int:
                     out.write(_rebuild(h, kept))
         out.flush()
         os.fsync(out.fileno())
-    swap = os.path.join(directory, segment_name(base, ".log.swap"))
-    os.replace(cleaned, swap)
-    for seg in closed:
-        seg.delete()
-    final = os.path.join(directory, segment_name(base, ".log"))
-    os.replace(swap, final)
-    replacement = Segment(directory, base, index_interval=plog.config.index_interval_bytes)
-    from .segment import recover_segment
-
-    recover_segment(replacement, 0, base, allow_gaps=True)
-    replacement.next_offset = plog.segments[len(closed)].base_offset
-    plog.segments[: len(closed)] = [replacement]
-    plog.bases = [s.base_offset for s in plog.segments]
-    plog.cleaned_offset = replacement.next_offset
-    return before - replacement.size
 
 
 def _rebuild(h: rb.BatchHeader, kept) -> bytes:

@@ -16,6 +16,17 @@ State machine of the flusher (one instance, owned by the event loop)::
 
 Invariant: a future returned by :meth:`Flusher.mark` resolves only after an fsync that covered
 the append that preceded the call.
+
+A failed fsync fails the round's futures (acks=all produce requests answer KAFKA_STORAGE_ERROR,
+coordinator writes are reported not durable) and advances nothing: no high watermark, no
+recovery point. The rolled segments of the round go back to their logs' ``pending_closed``, so
+the next round (started by the next append) fsyncs them again; the flusher stays usable. A full
+disk is met earlier, by the write itself (see :mod:`oncelog.storage.segment`); an fsync failure
+is rarer (EIO, ENOSPC on filesystems that allocate at writeback). Kafka takes the log directory
+offline on any IOException (and halts with its only directory gone); oncelog keeps going and
+retries. Known limit: Linux may drop the dirty pages of a failed writeback, so a later fsync can
+succeed although the failed round's bytes (never acknowledged) are not on disk; the log is not
+cut back to its last durable point here (that needs the appends made meanwhile refused too).
 """
 
 from __future__ import annotations
@@ -107,6 +118,11 @@ class Flusher:
         except Exception as exc:  # an fsync error: nothing in this round may be acked
             log.error("fsync failed: %r; acks=all produce requests will fail", exc)
             self.failed = exc
+            for plog, segments, _, _ in work:
+                # Rolled segments leave pending_closed when taken: give them back, so that no
+                # later round counts anything durable before they are fsynced.
+                retry = [seg for seg in segments[:-1] if seg.fd >= 0 and seg not in plog.pending_closed]
+                plog.pending_closed[:0] = retry
             if fut is not None and not fut.done():
                 # The broker answers KAFKA_STORAGE_ERROR and must not ack.
                 fut.set_exception(KafkaStorageError(f"fsync failed: {exc}"))

@@ -18,6 +18,13 @@ of an interrupted create or delete and are removed at start-up.
 Logs only: what the broker derives from a log's batches (producer state, aborted transactions)
 is kept by :class:`oncelog.partition.PartitionManager`, which also runs retention, and through
 which a topic is deleted.
+
+A full disk: every write here can fail (ENOSPC) and none takes the broker down or leaves a
+partial file (``atomic_write`` removes its temporary file). The background tasks (checkpoint,
+compaction, flush.ms) log the failure (once a minute) and go on, so they work again as soon as
+space returns; a topic that cannot be created is removed again and answered
+KAFKA_STORAGE_ERROR; a clean shutdown that cannot write its checkpoint leaves no
+``.clean-shutdown`` marker, so the next start validates the unflushed tail.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from dataclasses import dataclass, field
 from .. import errors
 from ..config import registry, settings
 from ..config.settings import FsyncPolicy, LogConfig
+from ..notices import notice
 from .flusher import Flusher, checkpoint_points
 from .files import atomic_write
 from .partition_log import PartitionLog, RecoveryPoint
@@ -263,11 +271,21 @@ class LogManager:
         await cancel_tasks(self._tasks)
         for plog in self.all_logs():
             self.flusher._dirty[plog] = None
+        rounds = self.flusher.rounds
         await self.flusher.run_round(full=True)
-        self.write_checkpoint()
+        clean = self.flusher.rounds > rounds  # the final fsync round succeeded
+        try:
+            self.write_checkpoint()
+        except OSError as exc:
+            log.error("cannot write the recovery checkpoint at shutdown: %r; the next start validates the logs", exc)
+            clean = False
         for plog in self.all_logs():
             plog.close()
-        atomic_write(os.path.join(self.data_dir, ".clean-shutdown"), "")
+        if clean:
+            try:
+                atomic_write(os.path.join(self.data_dir, ".clean-shutdown"), "")
+            except OSError as exc:
+                log.error("cannot mark a clean shutdown: %r; the next start validates the logs", exc)
 
     # ------------------------------------------------------------------ persistence
 
@@ -308,12 +326,18 @@ class LogManager:
     async def _checkpoint_task(self) -> None:
         while True:
             await asyncio.sleep(self.checkpoint_interval_ms / 1000)
-            await asyncio.get_running_loop().run_in_executor(None, self.write_checkpoint)
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self.write_checkpoint)
+            except OSError as exc:
+                background_failed("recovery checkpoint", exc)
 
     async def _compaction_task(self) -> None:
         while True:
             await asyncio.sleep(self.compaction_interval_ms / 1000)
-            await self.compact_now()
+            try:
+                await self.compact_now()
+            except OSError as exc:
+                background_failed("compaction", exc)
 
     async def compact_now(self) -> int:
         """Compact the partitions of compacted topics that need it: dirty share at least
@@ -429,10 +453,22 @@ class LogManager:
                       config, internal=name in INTERNAL_TOPICS)
         if validate_only:
             return topic
-        for p in range(partitions):
-            topic.logs.append(self._open_log(topic, p, None, False))
-        self._register(topic)
-        self._write_topics()
+        try:
+            for p in range(partitions):
+                topic.logs.append(self._open_log(topic, p, None, False))
+            self._register(topic)
+            self._write_topics()
+        except OSError as exc:
+            # Undone whole (a full disk): no directory or registration is left for a topic the
+            # client was told does not exist.
+            self.topics.pop(name, None)
+            self.topics_by_id.pop(topic.topic_id, None)
+            for plog in topic.logs:
+                plog.close()
+            for p in range(partitions):
+                shutil.rmtree(os.path.join(self.data_dir, f"{name}-{p}"), ignore_errors=True)
+            raise errors.KafkaStorageError(f"cannot create topic {name} in {self.data_dir}: {exc.strerror or exc}") \
+                from exc
         log.info("created topic %s with %d partition(s)", name, partitions)
         return topic
 
@@ -462,10 +498,27 @@ class LogManager:
             raise errors.InvalidPartitions(f"number of partitions must be at most {MAX_PARTITIONS}")
         if validate_only:
             return
-        for p in range(topic.partitions, count):
-            topic.logs.append(self._open_log(topic, p, None, False))
-        topic.partitions = count
-        self._write_topics()
+        before = topic.partitions
+        try:
+            for p in range(before, count):
+                topic.logs.append(self._open_log(topic, p, None, False))
+            topic.partitions = count
+            self._write_topics()
+        except OSError as exc:  # undone whole, as a topic creation
+            for plog in topic.logs[before:]:
+                plog.close()
+            del topic.logs[before:]
+            topic.partitions = before
+            for p in range(before, count):
+                shutil.rmtree(os.path.join(self.data_dir, f"{name}-{p}"), ignore_errors=True)
+            raise errors.KafkaStorageError(f"cannot add partitions to {name} in {self.data_dir}: "
+                                           f"{exc.strerror or exc}") from exc
+
+
+def background_failed(what: str, exc: OSError) -> None:
+    """A background write failed (a full disk): said once a minute; the task goes on."""
+    notice(log, "%s failed: %r; retried on the next run", what, exc, level=logging.WARNING,
+           key=("storage-background", what))
 
 
 def static_layer(config: LogConfig) -> dict[str, str]:

@@ -31,12 +31,23 @@ Recovery (see :meth:`PartitionLog.open`): segments wholly before the recovery ch
 trusted as they are; from the checkpoint on, every batch is validated (length, magic, CRC,
 contiguous offsets) and the first invalid one truncates the log there. Start-up time is thus
 bounded by what was written since the last checkpoint, not by the size of the log.
+
+A failed write (a full disk: ENOSPC; any OSError) makes :meth:`PartitionLog.append` raise
+:class:`~oncelog.errors.KafkaStorageError` (Produce answers KAFKA_STORAGE_ERROR for the
+partition) with the log exactly as before the append: no offset assigned, no byte left in a
+segment, the high watermark unchanged. A roll whose new segment cannot be created is undone
+the same way (its files removed). Nothing is marked offline: the next append simply tries
+again, so writes resume by themselves once space returns. (Kafka instead marks the whole log
+directory offline on the first IOException and, with its only directory gone, halts the broker:
+``LogDirFailureChannel``, ``LogManager.handleLogDirFailure``. oncelog has one data directory;
+refusing the write and staying up to serve reads, then taking writes again, is its choice.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import errno
 import logging
 import os
 import random
@@ -45,11 +56,11 @@ from typing import Callable, Iterator
 
 from ..config import registry
 from ..config.settings import LogConfig
-from ..errors import OffsetOutOfRangeError
+from ..errors import KafkaStorageError, OffsetOutOfRangeError
 from ..protocol import records as rb
 from .cleaner import finish_interrupted_swaps
 from .files import atomic_write
-from .segment import OffsetOverflow, Segment, recover_segment
+from .segment import OffsetOverflow, Segment, recover_segment, segment_name
 
 log = logging.getLogger("oncelog.storage")
 
@@ -286,16 +297,19 @@ class PartitionLog:
             # consumer sends it back as its last fetched epoch (KIP-320)
             buffers.append(rb.pack_batch_start(first, header, PARTITION_LEADER_EPOCH))
             buffers.append(view[header.position + 16 : header.position + header.size])
-        self._maybe_roll(size, now_ms, next_offset - 1)
-        seg = self.active
-        if not seg.can_hold(next_offset - 1):
-            # One append spanning more than 2^31 offsets from a fresh segment: write it in parts,
-            # each starting a segment of its own where it would overflow (real producers cannot
-            # get here: a batch holds its records, so a request holds at most millions).
-            return self._append_split(buffers, batches, firsts, now_ms)
+        try:
+            self._maybe_roll(size, now_ms, next_offset - 1)
+            seg = self.active
+            if not seg.can_hold(next_offset - 1):
+                # One append spanning more than 2^31 offsets from a fresh segment: write it in parts,
+                # each starting a segment of its own where it would overflow (real producers cannot
+                # get here: a batch holds its records, so a request holds at most millions).
+                return self._append_split(buffers, batches, firsts, now_ms)
+            seg.append(buffers, batches, firsts)
+        except OSError as exc:
+            raise self._storage_error(exc) from exc
         if seg.first_append_ms is None:
             seg.first_append_ms = now_ms
-        seg.append(buffers, batches, firsts)
         self.dirty = True
         if self.unflushed_since_ms is None:
             self.unflushed_since_ms = now_ms
@@ -305,13 +319,27 @@ class PartitionLog:
         return firsts
 
     def _append_split(self, buffers: list, batches: list[rb.BatchHeader], firsts: list[int], now_ms: int) -> list[int]:
+        first_segment, first_size, first_next = len(self.segments) - 1, self.active.size, self.active.next_offset
         start = 0
-        for j in range(1, len(batches) + 1):
-            if j == len(batches) or not self.active.can_hold(firsts[j] + batches[j].last_offset_delta):
-                self.active.append(buffers[2 * start : 2 * j], batches[start:j], firsts[start:j])
-                if j < len(batches):
-                    self.roll()
-                start = j
+        try:
+            for j in range(1, len(batches) + 1):
+                if j == len(batches) or not self.active.can_hold(firsts[j] + batches[j].last_offset_delta):
+                    self.active.append(buffers[2 * start : 2 * j], batches[start:j], firsts[start:j])
+                    if j < len(batches):
+                        self.roll()
+                    start = j
+        except OSError:
+            # All or nothing, as a plain append: the parts written and the segments rolled go.
+            for seg in self.segments[first_segment + 1 :]:
+                if seg in self.pending_closed:
+                    self.pending_closed.remove(seg)
+                seg.delete()
+            del self.segments[first_segment + 1 :]
+            self.bases = [s.base_offset for s in self.segments]
+            if self.active in self.pending_closed:
+                self.pending_closed.remove(self.active)
+            self.active.truncate_to(first_size, first_next)
+            raise
         self.dirty = True
         self.unflushed_since_ms = self.unflushed_since_ms or now_ms
         self.unflushed_records += self.log_end_offset - firsts[0]
@@ -336,10 +364,26 @@ class PartitionLog:
 
     def roll(self) -> None:
         """Start a new segment at the LEO. The old one is fsynced by the next flush round
-        (``segments_to_flush`` includes it until then)."""
+        (``segments_to_flush`` includes it until then). If the new segment's files cannot be
+        created, nothing changes (what was created is removed) and OSError is raised."""
         old = self.active
-        new = Segment(self.directory, old.next_offset, index_interval=self.config.index_interval_bytes)
-        new.load_indexes()
+        new = None
+        try:
+            new = Segment(self.directory, old.next_offset, index_interval=self.config.index_interval_bytes)
+            new.load_indexes()
+            if new.index_files_behind:
+                raise OSError(errno.ENOSPC, f"cannot create the index files of {new.index_path}")
+        except OSError:
+            # Files at the LEO that no segment owns would be taken for one at the next start.
+            if new is not None:
+                new.delete()
+            else:
+                for suffix in (".log", ".index", ".timeindex"):
+                    try:
+                        os.unlink(os.path.join(self.directory, segment_name(old.next_offset, suffix)))
+                    except OSError:
+                        pass
+            raise
         new.roll_jitter_ms = self._roll_jitter()
         self.segments.append(new)
         self.bases.append(new.base_offset)
@@ -489,8 +533,11 @@ class PartitionLog:
         if offset > self.high_watermark or offset < 0:
             raise OffsetOutOfRangeError(f"offset {offset} is outside [{self.log_start_offset}, {self.high_watermark}]")
         if offset > self.log_start_offset:
+            try:  # durable first: a start that could not be written is not taken
+                atomic_write(os.path.join(self.directory, "log-start-offset"), f"{offset}\n")
+            except OSError as exc:
+                raise self._storage_error(exc) from exc
             self.log_start_offset = offset
-            self._write_log_start()
             self._drop_segments_below(offset)
         return self.log_start_offset
 
@@ -525,8 +572,17 @@ class PartitionLog:
             seg.delete()
             if self.bases[0] > self.log_start_offset:
                 self.log_start_offset = self.bases[0]
-                self._write_log_start()
+                try:
+                    self._write_log_start()
+                except OSError as exc:
+                    # Harmless: at the next start the log starts at its first segment anyway.
+                    log.warning("%s-%d: cannot record the log start offset %d: %r", self.topic, self.partition,
+                                self.log_start_offset, exc)
         return self.log_start_offset
+
+    def _storage_error(self, exc: OSError) -> KafkaStorageError:
+        return KafkaStorageError(f"{self.topic}-{self.partition}: cannot write to the log in {self.directory}: "
+                                 f"{exc.strerror or exc}")
 
     def close(self) -> None:
         for seg in self.segments:

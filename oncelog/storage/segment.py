@@ -28,11 +28,23 @@ check, when one batch could claim 2^31 offsets).
 The index files are not fsynced on every append: they are derived data. Recovery truncates
 index entries that point beyond the validated end of the .log and rebuilds the ones for the
 tail it re-scanned (see :mod:`oncelog.storage.partition_log`).
+
+A full disk (ENOSPC), or any failed write:
+
+* of the .log: :meth:`Segment.append` cuts the file back to where the append began (a short
+  write leaves no partial batch behind) and raises; the segment is as before the append, so
+  the caller refuses the append and the next one is written at the same position;
+* of an index file: the append goes on. The in-memory index keeps the entry; the file stops
+  being written for this segment (``index_files_behind``), so it stays a valid prefix of the
+  in-memory index: no entry is ever written after a missing one. A prefix is enough for every
+  use of the file (fewer entries only mean longer scans) and it is re-read, hence whole again,
+  whenever the segment is truncated or reopened.
 """
 
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import struct
 from array import array
@@ -51,7 +63,8 @@ def segment_name(base_offset: int, suffix: str) -> str:
 class Segment:
     """Invariants: ``size`` is the length of valid bytes in the .log file and always a batch
     boundary; ``next_offset`` is the offset after the last batch in it (== base_offset when
-    empty); the in-memory index (when loaded) mirrors the .index file."""
+    empty); the in-memory index (when loaded) mirrors the .index file, or, once a write to
+    the index files failed (``index_files_behind``), has the file's entries as a prefix."""
 
     def __init__(self, directory: str, base_offset: int, *, index_interval: int) -> None:
         self.directory = directory
@@ -72,6 +85,7 @@ class Segment:
         self._index_fd: int | None = None
         self._time_fd: int | None = None
         self._bytes_since_index = 0
+        self.index_files_behind = False  # an index write failed: the files hold a prefix (see above)
         self.roll_jitter_ms = 0  # segment.jitter.ms drawn for this segment (the active one rolls earlier)
 
     def can_hold(self, offset: int) -> bool:
@@ -116,10 +130,16 @@ class Segment:
 
     def _open_index_files(self, index_len: int, time_len: int) -> None:
         self.close_indexes()
-        self._index_fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT, 0o644)
-        os.ftruncate(self._index_fd, index_len)
-        self._time_fd = os.open(self.time_path, os.O_RDWR | os.O_CREAT, 0o644)
-        os.ftruncate(self._time_fd, time_len)
+        self.index_files_behind = False
+        try:
+            self._index_fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT, 0o644)
+            os.ftruncate(self._index_fd, index_len)
+            self._time_fd = os.open(self.time_path, os.O_RDWR | os.O_CREAT, 0o644)
+            os.ftruncate(self._time_fd, time_len)
+        except OSError:
+            # Cannot create or cut an index file (a full disk): the in-memory index serves; the
+            # files are not written for this segment (a stale longer file is cut on its next load).
+            self.index_files_behind = True
 
     def close_indexes(self) -> None:
         for fd in (self._index_fd, self._time_fd):
@@ -140,14 +160,24 @@ class Segment:
         rel = base_offset - self.base_offset
         self._index_rel.append(rel)
         self._index_pos.append(position)
-        os.pwrite(self._index_fd, INDEX_ENTRY.pack(rel, position), (len(self._index_rel) - 1) * 8)
+        self._write_entry(self._index_fd, INDEX_ENTRY.pack(rel, position), (len(self._index_rel) - 1) * 8)
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
         if self.max_timestamp >= 0 and (not self._time_ts or self.max_timestamp > self._time_ts[-1]):
             self._time_ts.append(self.max_timestamp)
             self._time_rel.append(rel)
-            os.pwrite(self._time_fd, TIME_ENTRY.pack(self.max_timestamp, rel), (len(self._time_ts) - 1) * 12)
+            self._write_entry(self._time_fd, TIME_ENTRY.pack(self.max_timestamp, rel), (len(self._time_ts) - 1) * 12)
         self._bytes_since_index = 0
+
+    def _write_entry(self, fd: int | None, entry: bytes, position: int) -> None:
+        """Write one index entry to its file, unless the files are behind (see the module
+        docstring): then, and when this write fails, the entry is kept in memory only."""
+        if self.index_files_behind or fd is None:
+            return
+        try:
+            os.pwrite(fd, entry, position)
+        except OSError:
+            self.index_files_behind = True
 
     def floor_position(self, offset: int) -> int:
         """Byte position of an indexed batch whose base offset is <= ``offset`` (0 if none)."""
@@ -167,25 +197,41 @@ class Segment:
 
     def append(self, buffers: list, batches: list[rb.BatchHeader], firsts: list[int]) -> None:
         """Append batches given as write buffers (contiguous, in order); ``batches[i].position``
-        are their positions relative to the first, ``firsts[i]`` their assigned base offsets."""
+        are their positions relative to the first, ``firsts[i]`` their assigned base offsets.
+
+        All or nothing: if the .log write fails or is short (ENOSPC part-way), the file is cut
+        back to where this append began and OSError is raised; nothing of the segment changed.
+        The index entries are made only once the bytes are written."""
         self._ensure_index()
         start = self.size
+        total = sum(map(len, buffers))
+        written = 0
+        try:
+            for i in range(0, len(buffers), 512):  # IOV_MAX is 1024 on Linux
+                chunk = buffers[i : i + 512]
+                n = os.pwritev(self.fd, chunk, start + written)
+                expected = sum(map(len, chunk))
+                if n != expected:  # a regular file writes short only when it cannot go on (ENOSPC)
+                    raise OSError(errno.ENOSPC, f"short write to {self.log_path}: {written + n} of {total} bytes")
+                written += n
+        except OSError:
+            self._cut_back(start)
+            raise
         for header, first in zip(batches, firsts):
             self._maybe_index(first, start + header.position - batches[0].position, header.max_timestamp)
             self._bytes_since_index += header.size
-        total = sum(map(len, buffers))
-        written = 0
-        for i in range(0, len(buffers), 512):  # IOV_MAX is 1024 on Linux
-            chunk = buffers[i : i + 512]
-            n = os.pwritev(self.fd, chunk, start + written)
-            expected = total - written if i + 512 >= len(buffers) else sum(map(len, chunk))
-            if n != expected:  # regular files write all or fail; refuse to continue silently
-                os.ftruncate(self.fd, start)
-                raise OSError(f"short write to {self.log_path}: {n} of {expected} bytes")
-            written += n
         self.size = start + total
         last = batches[-1]
         self.next_offset = firsts[-1] + last.last_offset_delta + 1
+
+    def _cut_back(self, size: int) -> None:
+        """Remove what a failed append wrote past ``size``. If even that fails, the bytes past
+        ``size`` are not part of the segment (reads stop at ``size``, the next append overwrites
+        them, and recovery after a crash validates them like any unflushed tail)."""
+        try:
+            os.ftruncate(self.fd, size)
+        except OSError:
+            pass
 
     def read(self, position: int, length: int) -> bytes:
         return os.pread(self.fd, length, position)
