@@ -5,8 +5,10 @@ uncompressed batches and written through :meth:`oncelog.partition.Partition.appe
 coordinator origin (the same path as client batches and markers, so a transactional offset
 commit opens its producer's transaction on the partition as a client's batch would), then
 reported durable through a callback: ``on_done(None)`` once durable, else
-``on_done(KafkaStorageError)`` (a domain error, as the coordinators answer). Replays read every
-batch from the log start.
+``on_done(KafkaStorageError)`` (a domain error; the coordinators install nothing then, and their
+API edges answer it NOT_COORDINATOR, as Kafka's coordinators answer a KAFKA_STORAGE_ERROR of their
+log). A write refused by a full disk leaves nothing in the log. Replays read every batch from the
+log start.
 
 The two topics' names and Kafka's placement rule (``Utils.abs(key.hashCode) % partitions``, with
 Java's ``String.hashCode``) live here, below both coordinators: a group id and a transactional id
@@ -21,6 +23,7 @@ from typing import Callable, Iterator
 
 from .. import errors
 from ..errors import KafkaError
+from ..notices import notice
 from ..protocol import records as rb
 from ..storage.flusher import when_durable
 from .manager import PartitionManager
@@ -73,8 +76,9 @@ class InternalTopic:
                               attributes=rb.ATTR_TRANSACTIONAL if transactional else 0)
         try:
             first = partition.append(data, now_ms=now, origin=AppendOrigin.COORDINATOR).first_offset
-        except OSError as exc:
-            log.error("cannot write to %s: %r", self.name, exc)
+        except errors.KafkaStorageError as exc:  # a full disk: nothing was written
+            notice(log, "cannot write to %s: %s", self.name, exc, level=logging.ERROR,
+                   key=("internal-write", self.name))
             on_done(self._not_durable(key))
             return -1
         when_durable(self.manager.flusher, [partition.log], lambda ok: on_done(None if ok else self._not_durable(key)))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..storage.log_manager import LogManager, cancel_tasks
+from ..storage.log_manager import LogManager, background_failed, cancel_tasks
 from ..storage.partition_log import PartitionLog
 from .partition import Partition
 
@@ -69,7 +69,10 @@ class PartitionManager:
     async def _retention_task(self) -> None:
         while True:
             await asyncio.sleep(self.logs.retention_check_interval_ms / 1000)
-            await self.apply_retention()
+            try:
+                await self.apply_retention()
+            except OSError as exc:  # a full disk: the next run tries again
+                background_failed("retention", exc)
 
     async def apply_retention(self) -> int:
         """Retention of segments, and expiry of idle producer state (producer.id.expiration.ms).

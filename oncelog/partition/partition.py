@@ -35,21 +35,33 @@ partition then trims its state (:meth:`Partition.delete_records`, :meth:`Partiti
 Durability is not handled here: the caller marks the log for the flusher
 (:mod:`oncelog.storage.flusher`) and waits as its request requires.
 
+A full disk: a write the log refuses raises :class:`~oncelog.errors.KafkaStorageError` in step 3,
+before step 4, so the producer state and the aborted index are as if the append never came (a
+retry of the batch is not taken for a duplicate). The files derived from the log are optional
+at the moment they are written: a producer-state snapshot that cannot be written (at a roll, a
+log start move, a clean shutdown) is skipped — the replay at start-up then begins at an older
+snapshot — and the aborted index keeps its entry in memory until its file can be rewritten,
+which must happen before any snapshot past that entry is taken (:meth:`AbortedTxnIndex.sync`).
+
 Errors are domain errors (:mod:`oncelog.errors`); only API handlers map them to wire codes.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import struct
 from typing import Callable, NamedTuple
 
 from .. import errors
+from ..notices import notice
 from ..protocol import records as rb
 from ..storage.partition_log import PartitionLog
 from .producer_state import ProducerStateManager
 from .txn_index import AbortedTxn, AbortedTxnIndex
 from . import validation
+
+log = logging.getLogger("oncelog.partition")
 
 
 class AppendOrigin(enum.Enum):
@@ -192,8 +204,20 @@ class Partition:
     def _on_roll(self, base_offset: int) -> None:
         # A snapshot per roll bounds the replay at start-up to one segment; the aborted index
         # entries before it must be durable first, as replay will not recreate them.
-        self.aborted.sync()
-        self.producers.write_snapshot(base_offset)
+        self._snapshot(base_offset, "at a segment roll")
+
+    def _snapshot(self, offset: int, when: str) -> bool:
+        """Make the aborted index durable, then snapshot the producer state at ``offset``.
+        Either failing (a full disk) skips the snapshot: the replay at start-up begins at an
+        older one, which is longer but right. Returns whether the snapshot was written."""
+        try:
+            self.aborted.sync()
+            self.producers.write_snapshot(offset)
+            return True
+        except OSError as exc:
+            notice(log, "%s: no producer-state snapshot %s at offset %d: %r; the next start replays from an older one",
+                   self.name, when, offset, exc, level=logging.WARNING, key=("snapshot", self.name))
+            return False
 
     # ------------------------------------------------------------------ transactional reads
 
@@ -230,8 +254,7 @@ class Partition:
         # begins at the log start, so a producer whose batches are all gone is kept across a
         # restart by a snapshot at the log end (the aborted entries first, as at a roll).
         if self.producers.on_log_start_advanced(start):
-            self.aborted.sync()
-            self.producers.write_snapshot(self.log.log_end_offset)
+            self._snapshot(self.log.log_end_offset, "after the log start moved")
         self.aborted.trim(start)
 
     def expire_producers(self, now_ms: int, expiration_ms: int) -> int:
@@ -241,8 +264,10 @@ class Partition:
     def close(self) -> None:
         """Clean shutdown: the index made durable and the state snapshotted at the log end,
         so the next start replays nothing. The log itself is closed by its LogManager."""
-        self.aborted.close()
-        self.producers.write_snapshot(self.log.log_end_offset)
+        if self._snapshot(self.log.log_end_offset, "at shutdown"):
+            self.aborted.close()
+        else:
+            self.aborted.close(sync=False)
 
     def discard(self) -> None:
         """The topic was deleted (with every file of the partition): release the index file."""

@@ -11,6 +11,12 @@ derived data: the replay at start-up re-creates those of markers after the produ
 snapshot it starts from, so an entry must be durable (:meth:`AbortedTxnIndex.sync`) before a
 snapshot past its marker is written. Entries whose marker is at or beyond the log end after
 recovery, or below the log start, are dropped (the file is then rewritten atomically).
+
+A full disk: an entry whose write fails (or is short) stays in memory, the file is cut back to
+its last whole entry and marked ``behind``; nothing is appended to it until it has been
+rewritten whole from memory (tried at each later append, and by :meth:`AbortedTxnIndex.sync`,
+which raises while it cannot be done: the caller then takes no snapshot past the missing entry,
+so the replay at start-up still re-creates it from its marker).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ class AbortedTxnIndex:
         self.path = os.path.join(directory, FILE_NAME)
         self.entries: list[AbortedTxn] = []  # in marker (last_offset) order
         self._fd: int | None = None
+        self.behind = False  # the file lacks entries that are in memory (see the module docstring)
 
     def load(self, log_end_offset: int) -> None:
         """Read the file, keeping the entries of markers below ``log_end_offset`` (those of
@@ -56,12 +63,32 @@ class AbortedTxnIndex:
         usable = len(raw) - len(raw) % ENTRY.size
         self.entries = [AbortedTxn(pid, first, last, lso)
                         for _, pid, first, last, lso in ENTRY.iter_unpack(raw[:usable]) if last < log_end_offset]
-        self._rewrite()
+        try:
+            if len(raw) != len(self.entries) * ENTRY.size:  # entries dropped, or a torn tail
+                self._rewrite()
+            else:
+                self._reopen()
+        except OSError:  # a full disk at start-up: memory is right, the file is rewritten later
+            self.behind = True
 
     def append(self, entry: AbortedTxn) -> None:
         self.entries.append(entry)
-        os.write(self._fd, ENTRY.pack(0, entry.producer_id, entry.first_offset, entry.last_offset,
-                                      entry.last_stable_offset))
+        if self.behind:
+            try:
+                self._rewrite()
+            except OSError:
+                pass
+            return
+        data = ENTRY.pack(0, entry.producer_id, entry.first_offset, entry.last_offset, entry.last_stable_offset)
+        try:
+            if os.write(self._fd, data) != len(data):
+                raise OSError(f"short write to {self.path}")
+        except OSError:
+            self.behind = True
+            try:  # no torn entry may stay: a later whole rewrite is the only way forward
+                os.ftruncate(self._fd, (len(self.entries) - 1) * ENTRY.size)
+            except OSError:
+                pass
 
     def has_marker(self, marker_offset: int) -> bool:
         i = bisect.bisect_left(self.entries, marker_offset, key=lambda a: a.last_offset)
@@ -77,10 +104,17 @@ class AbortedTxnIndex:
         keep = [a for a in self.entries if a.last_offset >= log_start_offset]
         if len(keep) != len(self.entries):
             self.entries = keep
-            self._rewrite()
+            try:
+                self._rewrite()
+            except OSError:  # the extra entries in the file are below the log start: harmless
+                self.behind = True  # but the file must not be appended to before it is rewritten
 
     def sync(self) -> None:
-        os.fsync(self._fd)
+        """Every entry in memory durable in the file; OSError if that cannot be done now."""
+        if self.behind:
+            self._rewrite()
+        else:
+            os.fsync(self._fd)
 
     def close(self, *, sync: bool = True) -> None:
         if self._fd is None:
@@ -91,9 +125,15 @@ class AbortedTxnIndex:
         self._fd = None
 
     def _rewrite(self) -> None:
+        """Replace the file with the entries in memory (atomically, fsynced)."""
         data = b"".join(ENTRY.pack(0, a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset)
                         for a in self.entries)
         atomic_write(self.path, data)
+        self.behind = False
+        self._reopen()
+
+    def _reopen(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            self._fd = None
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
