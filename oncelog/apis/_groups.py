@@ -10,7 +10,12 @@ from .. import errors
 
 
 def error_code(error: errors.KafkaError | None) -> ErrorCode:
-    """The wire code of a group coordinator answer: None is NONE."""
+    """The wire code of a group coordinator answer: None is NONE; a write to
+    ``__consumer_offsets`` that failed (KafkaStorageError: a full disk) is NOT_COORDINATOR, as
+    Kafka's coordinator runtime answers a KAFKA_STORAGE_ERROR of its log
+    (CoordinatorOperationExceptionHelper): the client looks the coordinator up again and retries."""
+    if isinstance(error, errors.KafkaStorageError):
+        return ErrorCode.not_coordinator
     return errors.error_code_for(error)
 
 

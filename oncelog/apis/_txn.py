@@ -19,14 +19,24 @@ PRODUCER_FENCED_SINCE: dict[int, int] = {
 }
 
 
+# WriteTxnMarkers answers for the partitions it wrote to, not for a coordinator's log: a failed
+# marker write is KAFKA_STORAGE_ERROR there, as Kafka's ReplicaManager answers it.
+WRITE_TXN_MARKERS = 27
+
+
 def error_code(error: errors.KafkaError | None, api_key: int, api_version: int) -> ErrorCode:
     """The wire code for a transaction coordinator's answer: None is NONE, a domain error maps
     through :data:`oncelog.errors.ERROR_CODES`, except ProducerFenced for request versions older
-    than :data:`PRODUCER_FENCED_SINCE` says."""
+    than :data:`PRODUCER_FENCED_SINCE` says, and a failed write to the coordinator's log
+    (KafkaStorageError: a full disk), which is NOT_COORDINATOR, as Kafka's
+    TransactionStateManager (and the group coordinator, for TxnOffsetCommit) answers a
+    KAFKA_STORAGE_ERROR of its log: the client finds the coordinator again and retries."""
     if error is None:
         return ErrorCode.none
     if isinstance(error, errors.ProducerFenced) and api_version < PRODUCER_FENCED_SINCE.get(api_key, 0):
         return ErrorCode.invalid_producer_epoch
+    if isinstance(error, errors.KafkaStorageError) and api_key != WRITE_TXN_MARKERS:
+        return ErrorCode.not_coordinator
     return errors.error_code_for(error)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 
+from .. import errors
 from ..notices import notice
 from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module, reply_later
@@ -57,6 +58,9 @@ def handle(ctx, request):
             getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1), respond)
         return fut
     else:
-        pid, epoch = ids.allocate(), 0
+        try:
+            pid, epoch = ids.allocate(), 0
+        except errors.KafkaError as exc:  # no block of ids could be reserved (a full disk): retriable
+            code = errors.error_code_for(exc)
     return build(m.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=code, producer_id=pid,
                  producer_epoch=epoch)

@@ -20,6 +20,8 @@ and their transitions: :mod:`oncelog.txn.state`.
   ``respond`` by the requests that wait for a write. Handlers turn them into wire codes at the
   edge (:func:`oncelog.apis._txn.error_code`), which is also where PRODUCER_FENCED becomes
   INVALID_PRODUCER_EPOCH for old request versions; the coordinator knows no request versions.
+* ``allocate_producer_id`` may raise a domain error (no block of ids could be made durable: a
+  full disk); the request is answered with it and nothing changes.
 * Time comes from the injected ``clock()`` (milliseconds); :meth:`tick` aborts timed-out
   transactions, retries stuck writes and expires idle transactional ids
   (``transactional.id.expiration.ms``).
@@ -49,7 +51,8 @@ Done = Callable[[KafkaError | None], None]
 # persist(transactional_id, metadata, on_done): write the id's next __transaction_state record
 # (:mod:`oncelog.txn.store`; a tombstone for Dead); on_done(None) once durable, else on_done(error).
 Persist = Callable[[str, TransactionMetadata, Done], None]
-# write_markers(producer_id, producer_epoch, commit, partitions, on_done) (:mod:`oncelog.txn.markers`)
+# write_markers(producer_id, producer_epoch, commit, partitions, on_done) (:mod:`oncelog.txn.markers`);
+# it may also raise a domain error (a marker the log refused): handled as on_done(error).
 WriteMarkers = Callable[[int, int, bool, set[tuple[str, int]], Done], None]
 # offsets_partition(group_id): the group's __consumer_offsets partition (the groups side knows it)
 OffsetsPartition = Callable[[str], tuple[str, int]]
@@ -156,7 +159,10 @@ class TransactionCoordinator:
         new.last_producer_id = m.producer_id
         new.last_producer_epoch = m.producer_epoch if producer_id >= 0 else -1
         if m.producer_epoch >= MAX_EPOCH:
-            new.producer_id, new.producer_epoch = self.allocate_producer_id(), 0
+            try:
+                new.producer_id, new.producer_epoch = self.allocate_producer_id(), 0
+            except KafkaError as exc:  # no id block could be reserved (a full disk): retriable
+                return respond(exc)
         else:
             new.producer_epoch = m.producer_epoch + 1
         new.partitions, new.start_ms = set(), -1
@@ -167,7 +173,10 @@ class TransactionCoordinator:
     def _create(self, txn_id: str, timeout_ms: int, respond: Answer) -> None:
         """Step 3 of InitProducerId. The new metadata is visible at once, pending, so a concurrent
         first InitProducerId queues behind it; its producer id is mapped only once durable."""
-        new = TransactionMetadata(txn_id, self.allocate_producer_id(), 0, timeout_ms)
+        try:
+            new = TransactionMetadata(txn_id, self.allocate_producer_id(), 0, timeout_ms)
+        except KafkaError as exc:  # no id block could be reserved (a full disk): retriable
+            return respond(exc)
         new.pending = True
         new.last_update_ms = self.clock()
         self.txns[txn_id] = new
@@ -335,7 +344,10 @@ class TransactionCoordinator:
             if new.producer_epoch >= MAX_EPOCH:
                 # Epoch exhausted (KAFKA-18660): markers use the old id at this last epoch; the
                 # client continues with a fresh producer id at epoch 0.
-                new.next_producer_id = self.allocate_producer_id()
+                try:
+                    new.next_producer_id = self.allocate_producer_id()
+                except KafkaError as exc:  # no id block could be reserved (a full disk): retriable
+                    return respond(exc)
 
         def prepared(error: KafkaError | None) -> None:
             if error is not None:
@@ -373,8 +385,11 @@ class TransactionCoordinator:
                 new.producer_id, new.producer_epoch, new.next_producer_id = m.next_producer_id, 0, -1
             self._commit(m, new, lambda _error: None)
 
-        # step 7
-        self.write_markers(m.producer_id, m.producer_epoch, commit, set(m.partitions), written)
+        # step 7 (a marker the log refuses, a full disk, may be raised here rather than reported)
+        try:
+            self.write_markers(m.producer_id, m.producer_epoch, commit, set(m.partitions), written)
+        except KafkaError as exc:
+            written(exc)
 
     def _abort(self, m: TransactionMetadata, *, bump_epoch: bool) -> None:
         """Abort an open transaction (timeout, or a new instance's InitProducerId). With

@@ -64,7 +64,7 @@ def test_failed_commit_is_not_applied():
     h = Harness(persist_mode="fail")
     h.coord.validate_offset_commit("g", -1, "", None)
     done = commit(h, "g", {("t", 0): ov(10, h.now)})
-    assert done.result == E.kafka_storage_error
+    assert done.result == E.not_coordinator
     assert h.coord.fetch_offsets("g", None) == {}
     assert len(h.persisted) == 1  # it was attempted
 
@@ -129,7 +129,7 @@ def test_delete_offsets_failed_persist_keeps_them():
     h.persist_mode = "fail"
     out = Once()
     h.coord.delete_offsets("g", [("t", 0)], lambda err, res: out((err, res)))
-    assert out.result[0] == E.kafka_storage_error
+    assert out.result[0] == E.not_coordinator
     assert h.coord.fetch_offsets("g", None) == {("t", 0): ov(1, 1)}
 
 
@@ -163,7 +163,7 @@ def test_delete_groups_reports_persist_failure():
     h.persist_mode = "fail"
     out = Once()
     h.coord.delete_groups(["idle", "nope"], out)
-    assert out.result == {"idle": E.kafka_storage_error, "nope": E.group_id_not_found}
+    assert out.result == {"idle": E.not_coordinator, "nope": E.group_id_not_found}
 
 
 def test_delete_groups_waits_for_every_group_store():

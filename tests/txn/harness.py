@@ -68,7 +68,9 @@ class Once:
 class Harness:
     """``persist_mode`` / ``marker_mode``: "ok" (answer None at once), "fail" (answer
     KafkaStorageError at once) or "hold" (keep on_done until :meth:`release_persist` /
-    :meth:`release_markers`). ``persist_script`` is consumed first, one mode per persist call.
+    :meth:`release_markers`); ``marker_mode`` also "raise" (raise KafkaStorageError, as a
+    marker the log refuses may). ``allocate_fails``: producer id allocation raises
+    CoordinatorLoadInProgress (no id block could be made durable). ``persist_script`` is consumed first, one mode per persist call.
     Every group's offsets live in :data:`OFFSETS_PARTITION`."""
 
     def __init__(self, config: TxnConfig | None = None):
@@ -77,6 +79,7 @@ class Harness:
         self.persist_mode = "ok"
         self.persist_script: list[str] = []
         self.marker_mode = "ok"
+        self.allocate_fails = False
         self.persisted: list[tuple[str, bytes | None]] = []
         self.held_persists: list = []
         self.markers: list[tuple[int, int, bool, frozenset]] = []
@@ -87,6 +90,8 @@ class Harness:
 
     # -- injected I/O
     def _allocate(self) -> int:
+        if self.allocate_fails:  # no block of ids could be made durable (a full disk)
+            raise errors.CoordinatorLoadInProgress("test: no producer id block")
         pid, self.next_pid = self.next_pid, self.next_pid + 1
         return pid
 
@@ -106,6 +111,8 @@ class Harness:
             on_done(None)
         elif self.marker_mode == "fail":
             on_done(_domain(E.kafka_storage_error))
+        elif self.marker_mode == "raise":  # a marker the log refused, raised rather than reported
+            raise _domain(E.kafka_storage_error)
         else:
             self.held_markers.append(on_done)
 

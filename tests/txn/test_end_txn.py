@@ -38,7 +38,7 @@ def test_end_txn_prepare_write_failure_leaves_the_transaction_ongoing():
     h = Harness()
     pid, e = h.ongoing()
     h.persist_mode = "fail"
-    assert h.end(pid, e).result == (E.kafka_storage_error, -1, -1)
+    assert h.end(pid, e).result == (E.not_coordinator, -1, -1)
     assert h.txn().state is T.ONGOING and not h.txn().pending and h.markers == []
     h.persist_mode = "ok"
     assert h.end(pid, e).result == (E.none, pid, e)
@@ -155,6 +155,22 @@ def test_marker_failure_leaves_prepare_and_tick_retries():
     assert h.tick(1) == []
     assert len(h.markers) == 3 and all(mk == (pid, e, True, frozenset({P0, P1})) for mk in h.markers)
     assert h.txn().state is T.COMPLETE_COMMIT and h.states()[-1] is T.COMPLETE_COMMIT
+
+
+def test_a_marker_write_that_raises_leaves_prepare_not_pending_and_tick_retries():
+    """A full disk: the marker writer raises instead of reporting. The transaction must not be
+    left pending (every later request for it would queue forever): it stays PrepareCommit, the
+    requests behind it are answered, tick writes the markers again once the disk takes them."""
+    h = Harness()
+    pid, e = h.ongoing(P0, P1)
+    h.marker_mode = "raise"
+    assert h.end(pid, e).result == (E.none, pid, e)
+    assert h.txn().state is T.PREPARE_COMMIT and not h.txn().pending
+    assert h.end(pid, e).result == (E.concurrent_transactions, -1, -1)
+    assert h.tick(1) == [] and h.txn().state is T.PREPARE_COMMIT and not h.txn().pending
+    h.marker_mode = "ok"
+    assert h.tick(1) == []
+    assert h.txn().state is T.COMPLETE_COMMIT and len(h.markers) == 3
 
 
 def test_tick_does_not_resend_markers_that_are_in_flight():

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from oncelog import errors
-from oncelog.apis import add_offsets_to_txn, add_partitions_to_txn, end_txn, init_producer_id, txn_offset_commit
+from oncelog.apis import (add_offsets_to_txn, add_partitions_to_txn, end_txn, init_producer_id, txn_offset_commit,
+                          write_txn_markers)
 from oncelog.apis._txn import PRODUCER_FENCED_SINCE, error_code, producer_answer
 from oncelog.txn.coordinator import ProducerIdAndEpoch
 
@@ -37,11 +38,24 @@ def test_init_producer_id_answers_producer_fenced_at_every_version():
     (errors.InvalidTransactionTimeout("x"), E.invalid_transaction_timeout),
     (errors.TransactionalIdNotFound("x"), E.transactional_id_not_found),
     (errors.InvalidRequest("x"), E.invalid_request),
-    (errors.KafkaStorageError("x"), E.kafka_storage_error),
+    (errors.KafkaStorageError("x"), E.not_coordinator),
 ])
 def test_domain_errors_map_to_their_codes_at_every_version(error, code):
     for version in range(6):
         assert error_code(error, end_txn.API_KEY, version) == code
+
+
+@pytest.mark.parametrize("api", [init_producer_id, add_partitions_to_txn, add_offsets_to_txn, end_txn,
+                                 txn_offset_commit])
+def test_a_failed_write_to_the_coordinators_log_is_not_coordinator(api):
+    """As Kafka's TransactionStateManager (and the group coordinator for TxnOffsetCommit): a
+    KAFKA_STORAGE_ERROR of the coordinator's log is answered NOT_COORDINATOR (retriable: the
+    client finds the coordinator again and retries); a marker write (WriteTxnMarkers) answers
+    for the partition itself: KAFKA_STORAGE_ERROR."""
+    assert error_code(errors.KafkaStorageError("full"), api.API_KEY, api.MAX_VERSION) == E.not_coordinator
+    assert error_code(errors.KafkaStorageError("full"), write_txn_markers.API_KEY, 1) == E.kafka_storage_error
+    assert error_code(errors.CoordinatorLoadInProgress("no id block"), api.API_KEY,
+                      api.MAX_VERSION) == E.coordinator_load_in_progress
 
 
 def test_producer_answer():

@@ -38,8 +38,20 @@ def test_init_is_answered_only_after_the_record_is_durable():
 def test_init_persist_failure_installs_nothing():
     h = Harness()
     h.persist_mode = "fail"
-    assert h.init().result == (E.kafka_storage_error, -1, -1)
+    assert h.init().result == (E.not_coordinator, -1, -1)
     assert TXN not in h.coord.txns and h.coord.by_producer_id == {}
+
+
+def test_no_producer_id_block_is_retriable_and_installs_nothing():
+    """A full disk: no block of producer ids can be made durable. InitProducerId of a new
+    transactional id is answered COORDINATOR_LOAD_IN_PROGRESS (retriable, as Kafka answers while
+    it waits for its next block) and nothing is installed; once ids come again it succeeds."""
+    h = Harness()
+    h.allocate_fails = True
+    assert h.init().result == (E.coordinator_load_in_progress, -1, -1)
+    assert TXN not in h.coord.txns and h.persisted == []
+    h.allocate_fails = False
+    assert h.init().result == (E.none, 1000, 0)
 
 
 def test_reinit_bumps_the_epoch_and_fences_the_previous_instance():
@@ -148,7 +160,7 @@ def test_concurrent_init_of_a_new_transactional_id_whose_first_record_fails():
     add = h.add(1000, 0)  # a request naming the producer id the placeholder would get
     h.release_persist(error=E.kafka_storage_error)
     assert h.answered == [first, second, add]
-    assert first.result == (E.kafka_storage_error, -1, -1)
+    assert first.result == (E.not_coordinator, -1, -1)
     # re-run against no metadata at all: the second creates the id afresh with a new producer id
     assert second.result == (E.none, 1001, 0)
     assert add.result == E.invalid_producer_id_mapping
