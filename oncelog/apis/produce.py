@@ -36,6 +36,12 @@ errors (INVALID_RECORD, INVALID_TIMESTAMP, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID
 and -1 for the rest; ``log_append_time`` is the time stamped on the batch with
 ``message.timestamp.type=LogAppendTime``, a retried duplicate's original max timestamp, else -1.
 
+A full disk: a partition whose log cannot take the write (ENOSPC) is KAFKA_STORAGE_ERROR, with
+nothing of it stored (see :mod:`oncelog.storage.partition_log`), the request's other partitions
+answered as usual; clients retry it (it is retriable), and it succeeds once space returns, with
+no restart. Kafka answers the same code but marks the log directory offline, and with its only
+directory offline the broker halts; oncelog stays up, serves reads and takes writes again.
+
 Topic configs, applied by the partition (:mod:`oncelog.partition.validation`), as Kafka's
 Partition.appendRecordsToLeader and LogValidator do:
 ``min.insync.replicas`` is capped at the replication factor (one), as Kafka's effectiveMinIsr, so
