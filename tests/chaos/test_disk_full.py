@@ -337,3 +337,48 @@ def test_an_offset_commit_on_a_full_disk_is_refused_and_not_visible(disk_broker,
     finally:
         consumer.close()
     assert tp.offset == 9 and tp.metadata == metadata, tp
+
+
+def test_a_broker_killed_on_a_full_disk_starts_on_it_serves_reads_and_takes_writes_once_space_returns(
+        disk_broker, ballast):
+    """The nemesis may kill the broker while the disk is full: it must start again there (its
+    start-up writes nothing it cannot do without), serve every acknowledged record with the
+    aborted transaction still dropped, refuse writes, and take them once space returns."""
+    bootstrap = disk_broker.bootstrap
+    topic, partitions = "disk-full-restart", 2
+    create_topic(bootstrap, topic, partitions)
+    acks = Acks()
+    plain = idempotent_producer(bootstrap)
+    produce_values(plain, topic, "plain", 500, acks, partitions)
+    assert plain.flush(60) == 0 and not acks.errors, acks.errors
+    txn = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": "disk-full-restart"})
+    txn.init_transactions(30)
+    aborted = Acks()
+    txn.begin_transaction()
+    produce_values(txn, topic, "aborted", 10, aborted, partitions)
+    assert txn.flush(30) == 0 and len(aborted.acked) == 10
+    txn.abort_transaction(30)  # an entry in each partition's aborted-transaction index
+    txn.begin_transaction()
+    produce_values(txn, topic, "committed", 10, acks, partitions)
+    txn.commit_transaction(30)
+    assert len(acks.acked) == 510
+
+    ballast.fill()
+    disk_broker.kill()
+    disk_broker.restart()
+    read = read_committed(bootstrap, [(topic, p) for p in range(partitions)], want=len(acks.acked))
+    assert_exactly(read, acks.acked)
+    code, _ = raw_produce(bootstrap, topic, 0, b"refused" + os.urandom(64 << 10))
+    assert code == KAFKA_STORAGE_ERROR, code
+    assert_alive(disk_broker)
+
+    ballast.release()
+    for p in range(partitions):
+        value = f"raw-after-{p}-".encode() + os.urandom(64 << 10)
+        code, offset = raw_produce(bootstrap, topic, p, value)
+        assert code == 0, code
+        acks.acked.append((topic, p, offset, value))
+    disk_broker.kill()
+    disk_broker.restart()
+    read = read_committed(bootstrap, [(topic, p) for p in range(partitions)], want=len(acks.acked))
+    assert_exactly(read, acks.acked)
