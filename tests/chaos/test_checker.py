@@ -447,3 +447,41 @@ def test_a_generated_history_of_a_million_operations_is_clean():
     assert writes["lost"] == writes["unseen"] == 0 and writes["read"] == writes["committed"]
     assert result.info["ops"]["txn"]["fail"] > 0 and result.info["ops"]["txn"]["info"] > 0
     assert result.info["reads"]["in_txn"] > 0 and result.info["final_reader"]
+
+
+def _committed_send(events: list[dict]) -> int:
+    """A value acknowledged by an ok send op to an input partition."""
+    return next(m[2] for e in events if e["f"] == "send" and e["type"] == "ok"
+                for m in e["value"] if m[1].startswith("in/"))
+
+
+def _lose(events: list[dict]) -> str:
+    value = _committed_send(events)
+    for e in events:
+        if e["f"] in ("poll", "txn") and e["type"] != "invoke" and e["value"]:
+            e["value"] = [m for m in e["value"] if not (m[0] == "poll" and m[3] == value)]
+    return "lost-write"
+
+
+def _abort(events: list[dict]) -> str:
+    """A committed transaction (no reads of its own) turned into an aborted one: its reads are aborted reads."""
+    e = next(e for e in events if e["f"] == "txn" and e["type"] == "ok" and e["value"][0][0] == "send")
+    e["type"] = "fail"
+    return "aborted-read"
+
+
+def _swap(events: list[dict]) -> str:
+    e = next(e for e in events if e["f"] == "poll" and len(e["value"]) >= 2 and e["value"][0][1] == e["value"][1][1])
+    e["value"][0], e["value"][1] = e["value"][1], e["value"][0]
+    return "nonmonotonic-poll"
+
+
+@pytest.mark.parametrize("mutate", [_lose, _abort, _swap])
+def test_one_fault_in_a_generated_history_is_found(mutate):
+    from bench.chaos_check import generate
+
+    events = generate(20_000, seed=5)
+    assert check(flatten(load(events))).ok
+    expected = mutate(events)
+    result = check(flatten(load(events)))
+    assert result.flagged() == {expected}, result.table()
