@@ -378,6 +378,23 @@ def test_g1c():
     assert cycle.description in ("op 0 -wr(a/0)-> op 1 -ww(b/0)-> op 0", "op 1 -ww(b/0)-> op 0 -wr(a/0)-> op 1")
 
 
+def test_g1c_through_three_transactions():
+    """T1 -wr(a/0)-> T2 -ww(b/0)-> T3 -ww(c/0)-> T1; no two of them form a cycle on their own."""
+    h = History()
+    h.begin(1, [("a/0", 1), ("c/0", 5)])
+    h.begin(2, [("b/0", 2)])
+    h.begin(3, [("b/0", 3), ("c/0", 4)])
+    h.end(1, "ok", [("a/0", 1, 0), ("c/0", 5, 1)])
+    h.end(2, "ok", [("b/0", 2, 0)], polls=[("a/0", 0, 1)])
+    h.end(3, "ok", [("b/0", 3, 1), ("c/0", 4, 0)])
+    h.poll(4, [("a/0", 0, 1), ("b/0", 0, 2), ("b/0", 1, 3), ("c/0", 0, 4), ("c/0", 1, 5)])
+    result = h.check()
+    assert_only(result, "G1c")
+    [cycle] = result.anomalies("G1c")
+    assert cycle.ops == (0, 1, 2)
+    assert cycle.description == "op 0 -wr(a/0)-> op 1 -ww(b/0)-> op 2 -ww(c/0)-> op 0"
+
+
 def test_g0_is_allowed():
     """Two transactions interleaved on two partitions in opposite orders: ww-only cycle."""
     h = History()
@@ -485,3 +502,18 @@ def test_one_fault_in_a_generated_history_is_found(mutate):
     expected = mutate(events)
     result = check(flatten(load(events)))
     assert result.flagged() == {expected}, result.table()
+
+
+def test_the_session_order_is_lexsorts():
+    """The checker's fast ordering of reads (two sorts of packed keys) is np.lexsort's."""
+    import numpy as np
+
+    from oncelog.chaos.checker import _session_order
+
+    rng = np.random.default_rng(7)
+    n = 50_000
+    session = rng.integers(0, 300, n)
+    partition = rng.integers(0, 12, n)
+    seq = rng.integers(0, 5_000, n)
+    expected = np.lexsort((np.arange(n), seq, partition, session))
+    assert (_session_order(session, partition, seq, 12) == expected).all()
