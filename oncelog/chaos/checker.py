@@ -30,10 +30,12 @@ Failing classes (``Result.ok`` is False if any is non-zero):
 * ``aborted-read``: a read of a value whose op definitely failed (txn aborted, send failed); one
   anomaly per value, with all its readers.
 * ``uncommitted-read``: a read returned (upper bound of its time: the poll's time, or the reading
-  txn's completion) before the writer could have made it visible: before the writer's ``commit_time``
-  when the txn op carries one (the moment EndTxn(commit) was sent; a proposed optional key), else
-  before the writer op was even invoked (an impossible history). Reads of failed writes are
-  ``aborted-read`` instead.
+  txn's completion) before the writer could have made it visible: before the writer's
+  ``commit_time`` when the txn op carries one (the time the workload asked for the commit, just
+  before EndTxn: a read_committed reader cannot see the records earlier), else before the writer
+  op was even invoked (an impossible history). Reads of failed writes are ``aborted-read`` instead.
+  Sound because each bound is one-sided: the read surely happened by its time, the commit surely
+  was not requested before ``commit_time``.
 * ``partial-read``: a committed txn some of whose writes were read while others are lost writes
   (every partial read is therefore also counted under ``lost-write``).
 * ``nonmonotonic-poll``: within one assignment session and partition, a read at an offset ``<=``
