@@ -393,6 +393,9 @@ def test_g1c_through_three_transactions():
     [cycle] = result.anomalies("G1c")
     assert cycle.ops == (0, 1, 2)
     assert cycle.description == "op 0 -wr(a/0)-> op 1 -ww(b/0)-> op 2 -ww(c/0)-> op 0"
+    report = json.loads(json.dumps(result.to_json()))  # the report is plain JSON
+    assert report["ok"] is False and report["classes"]["G1c"]["anomalies"][0]["ops"] == [0, 1, 2]
+    assert ("G1c", 1, cycle.description) in result.table()
 
 
 def test_g0_is_allowed():
