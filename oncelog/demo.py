@@ -67,7 +67,9 @@ def extract_kafka_options(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     return rest, options
 
 
-def run(args) -> int:
+def run(args, pipeline_factory=None) -> int:
+    """The demo; ``pipeline_factory(cfg, on_event=, on_tick=)`` replaces :class:`Pipeline` (``oncelog chaos
+    --pipeline`` runs the same job under its nemesis)."""
     # Imported here: the parser (add_arguments) is built for every oncelog command, serve included.
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -116,7 +118,7 @@ def run(args) -> int:
 
     signal.signal(signal.SIGTERM, on_sigterm)
     t0 = time.time()
-    pipeline = Pipeline(cfg, on_event=on_event, on_tick=on_tick)
+    pipeline = (pipeline_factory or Pipeline)(cfg, on_event=on_event, on_tick=on_tick)
     if cfg.bootstrap_server:
         where = f"the existing cluster at {cfg.bootstrap_server} (no broker kills: its brokers are not the demo's)"
     elif cfg.broker == "apache-kafka":

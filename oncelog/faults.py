@@ -31,7 +31,8 @@ CRASH_POINT = os.environ.get("ONCELOG_CRASH_POINT") or None
 
 
 _FAULT = os.environ.get("ONCELOG_FAULT") or ""
-FAULT, _, _FAULT_N = _FAULT.partition(":")
+# "<name>[:<n>]": names have colons of their own (markers:drop), the count is the last part.
+FAULT, _, _FAULT_N = _FAULT.rpartition(":") if _FAULT.rsplit(":", 1)[-1].isdigit() else (_FAULT, "", "")
 _fault_counts: dict[str, int] = {}
 
 

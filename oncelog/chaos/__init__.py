@@ -9,6 +9,8 @@ Modules (I/O only where named):
 * ``disk``     — a small filesystem for the broker's data dir and a ballast that fills it.
 * ``nemesis``  — faults scheduled at random from a seed: kill, pause, net, disk, clock.
 * ``run``      — one chaos run: broker, proxy, workers, nemesis, final read, checker, report.
+* ``pipeline`` — ``--pipeline``: the demo's Spark job under the nemesis.
+* ``cli``, ``soak`` — the command, and totals over several reports.
 
 History format
 ==============
@@ -30,8 +32,8 @@ operation as ``info`` (its outcome unknown). ``assign`` and ``poll`` are written
 Micro-operations (Jepsen's Kafka workload shape; ``partition`` is ``"topic/partition"``, values
 are integers unique in the whole run, so every read maps to its one write):
 
-* ``["send", partition, value]`` in an invoke; ``["send", partition, value, offset]`` in an ``ok``
-  completion (the offset the broker acknowledged; ``null`` when the client does not say).
+* ``["send", partition, value]`` in an invoke; ``["send", partition, value, offset]`` in a
+  completion (the offset the broker acknowledged; ``null`` — the only unknown — when it was not).
 * ``["poll", partition, offset, value]`` — one record a read_committed consumer returned.
 
 Operations:
@@ -43,10 +45,12 @@ Operations:
   ``ok`` = the commit was acknowledged; ``fail`` = definitely aborted (an abort acknowledged,
   including the ones the workload aborts on purpose: then ``"abort": true`` is on the op);
   ``info`` = unknown (commit attempted, answer lost; or the process died).
-  A txn op may carry ``"id": "<transactional.id>"``.
+  A txn op may carry ``"id": "<transactional.id>"`` and, on its completion, ``"commit_time"``:
+  ``time_ns()`` just before the commit was requested (no read can see its writes before it).
 * ``f: "poll"`` — ``value`` is a list of ``["poll", ...]`` micro-ops returned by one consumer
-  poll, outside any transaction. The consumer's position per partition only moves forward
-  within one *assignment session*.
+  poll, outside any transaction; its ``time`` is taken after the poll returned. The consumer's
+  position per partition only moves forward within one *assignment session*; a consumer that
+  seeks back (consume-transform-produce after an abort) writes a new ``assign`` first.
 * ``f: "assign"`` — ``value`` is the list of partitions the consumer process now owns; it starts
   a new assignment session for that process (every partition of it), ending the previous one.
   A consumer that assigns partitions itself writes one ``assign`` before its first poll.

@@ -92,19 +92,28 @@ def run(args) -> int:
     if args.plot:
         plot(report, args.plot)
     result = report["result"]
-    stats = Table(title="operations", show_header=True)
+    info = result.get("info", {})
+    stats = Table(title="the run", show_header=True)
     for col in ("what", "count"):
         stats.add_column(col)
-    for key, value in result.get("stats", {}).items():
-        stats.add_row(str(key), str(value))
+    ops = info.get("ops", {})
+    stats.add_row("operations", ", ".join(f"{f} {sum(v.values())}" for f, v in ops.items() if sum(v.values())))
+    writes, reads = info.get("writes", {}), info.get("reads", {})
+    stats.add_row("writes", f"{writes.get('total', 0)} ({writes.get('committed', 0)} committed, "
+                            f"{writes.get('failed', 0)} failed, {writes.get('info', 0)} unknown)")
+    stats.add_row("reads", f"{reads.get('total', 0)} ({reads.get('in_txn', 0)} in transactions, "
+                           f"{reads.get('by_final_reader', 0)} by the final reader)")
     stats.add_row("faults injected", ", ".join(f"{k} {v}" for k, v in sorted(report["fault_counts"].items())) or "none")
+    stats.add_row("worker processes", f"{report['processes']} (restarted by themselves: "
+                                      f"{sum(report['worker_restarts'].values())})")
     console.print(stats)
     table = Table(title="anomalies by class", show_header=True)
     for col in ("class", "count", "fails the run", "examples"):
         table.add_column(col)
-    for row in result.get("table", []):
-        table.add_row(row["class"], str(row["count"]), "yes" if row["anomaly"] else "no (allowed)",
-                      "; ".join(row.get("examples", [])[:2]))
+    for name, c in result["classes"].items():
+        table.add_row(name, str(c["count"]), "yes" if c["failing"] else "no (allowed)",
+                      "; ".join(a["description"] for a in c["anomalies"][:2]),
+                      style="bold red" if c["failing"] and c["count"] else None)
     console.print(table)
     if report["nemesis_errors"]:
         console.print("faults that could not be applied: " + "; ".join(report["nemesis_errors"]), markup=False)

@@ -20,7 +20,6 @@ Files of a run live in ``work_dir``: ``history/<process>.jsonl``, ``specs/``, ``
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess

@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 
 TXN_TIMEOUT_MS = 10_000  # a killed or paused transactional worker's transaction aborts within it
+CALL_TIMEOUT_S = 10      # one transactional call; a longer wait ends the op as unknown
 
 
 @dataclass
@@ -164,7 +165,7 @@ class _TxnProducer:
                                                         "transaction.timeout.ms": TXN_TIMEOUT_MS,
                                                         "message.timeout.ms": TXN_TIMEOUT_MS, "linger.ms": 2}))
             try:
-                p.init_transactions(30)
+                p.init_transactions(CALL_TIMEOUT_S * 3)
                 self.producer = p
             except self.ck.KafkaException:
                 time.sleep(0.5)
@@ -183,24 +184,25 @@ class _TxnProducer:
             if before_commit is not None:
                 before_commit(p)
             if abort:
-                p.abort_transaction(30)
+                p.abort_transaction(CALL_TIMEOUT_S)
                 return "fail", _send_results(sends, results, None)[0]
             self.commit_time = time.time_ns()
-            for attempt in range(5):
+            for attempt in range(3):
                 try:
-                    p.commit_transaction(30)
+                    p.commit_transaction(CALL_TIMEOUT_S)
                     return "ok", _send_results(sends, results, None)[0]
                 except ck.KafkaException as exc:
                     kind, _ = _txn_error(exc)
                     if kind != "retry":
                         raise
+            self.producer = None  # the commit's outcome is unknown; a new producer fences this one
             return "info", _send_results(sends, results, None)[0]
         except ck.KafkaException as exc:
             kind, remake = _txn_error(exc)
             out = _send_results(sends, results, None)[0]
             if kind == "abort":
                 try:
-                    p.abort_transaction(30)
+                    p.abort_transaction(CALL_TIMEOUT_S)
                     return "fail", out
                 except ck.KafkaException:
                     pass
@@ -274,7 +276,7 @@ def run_ctp(spec: WorkerSpec, hist: History, stop: Stop) -> None:
 
         def offsets(p):
             p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                          consumer.consumer_group_metadata(), 30)
+                                          consumer.consumer_group_metadata(), CALL_TIMEOUT_S)
 
         outcome, out = txn.run(sends, False, before_commit=offsets)
         extra = {"commit_time": txn.commit_time} if txn.commit_time is not None else {}
