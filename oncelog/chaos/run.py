@@ -319,6 +319,11 @@ class ChaosRun(nem.Targets):
             self._stop_workers()
             self.say("workload stopped; final read of every partition")
             self._final_read()
+        except BaseException:
+            if getattr(self, "nemesis", None) is not None:
+                self.nemesis.stop(5)
+            self._shutdown()
+            raise
         finally:
             self._stopping = True
             for slot in self.slots.values():
@@ -328,9 +333,11 @@ class ChaosRun(nem.Targets):
                         os.killpg(slot.proc.pid, signal.SIGKILL)
                     except ProcessLookupError:
                         pass
-        report = self._check(t_start)
-        self._shutdown()
-        return report
+            self._stopping = True
+        try:
+            return self._check(t_start)
+        finally:
+            self._shutdown()
 
     def _final_read(self) -> None:
         slot = _Slot("final-0", "final", 0)
@@ -360,16 +367,20 @@ class ChaosRun(nem.Targets):
         }
 
     def _shutdown(self) -> None:
-        if self.proxy is not None:
-            self.proxy.close()
-        if self.broker is not None:
-            if self.broker_paused and self.broker.proc is not None:
-                os.kill(self.broker.proc.pid, signal.SIGCONT)
-            self.broker.stop()
-        if self.disk is not None:
+        """Stop the proxy and the broker, unmount the small disk; safe to call twice."""
+        proxy, self.proxy = self.proxy, None
+        if proxy is not None:
+            proxy.close()
+        broker, self.broker = self.broker, None
+        if broker is not None:
+            if self.broker_paused and broker.proc is not None and broker.proc.poll() is None:
+                os.kill(broker.proc.pid, signal.SIGCONT)
+            broker.stop()
+        disk, self.disk = self.disk, None
+        if disk is not None:
             if self.ballast is not None:
                 self.ballast.release()
-            self.disk.__exit__(None, None, None)
+            disk.__exit__(None, None, None)
 
 
 def series(ops) -> dict:

