@@ -36,6 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--work-dir", metavar="DIR", default=None, help="histories and logs (default: a new temp dir)")
     p.add_argument("--pipeline", action="store_true",
                    help="run the demo's Spark job under the nemesis instead (see 'oncelog demo --help')")
+    p.add_argument("--demo-args", metavar="'OPTIONS'", default="",
+                   help="with --pipeline: options for the demo's job, e.g. \"--records 20000 --driver-kills 1\"")
 
 
 def parse_faults(text: str) -> tuple[str, ...]:

@@ -24,23 +24,27 @@ PIPELINE_KINDS = ("kill", "pause")
 
 
 def _python_workers(pgid: int) -> list[int]:
-    """Spark's Python worker processes (pyspark.daemon and its forks) in the driver's group."""
-    out = []
+    """Spark's Python processes in the driver's group: every Python process but the group's
+    leader (the driver program itself) and pyspark.daemon (whose death fails every task of
+    the executor at once): its forked workers (same command line, the daemon as parent), the
+    data source's planner and commit runners."""
+    procs = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            if int(fields[2]) != pgid:  # field 5 of stat: the process group
-                continue
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ")
         except (OSError, IndexError, ValueError):
             continue
-        if b"pyspark" in cmd and b"daemon" in cmd or b"pyspark.worker" in cmd:
-            out.append(int(pid))
-    return out
+        if int(fields[2]) == pgid:  # stat's 5th field: the process group (4th: the parent)
+            procs[int(pid)] = (int(fields[1]), cmd)
+    python = {pid for pid, (_, cmd) in procs.items() if b"python" in cmd.split(b" ")[0] and pid != pgid}
+    daemons = {pid for pid in python if b"pyspark.daemon" in procs[pid][1]
+               and b"pyspark.daemon" not in procs.get(procs[pid][0], (0, b""))[1]}
+    return sorted(python - daemons)
 
 
 def schedule(seed: int, kinds: tuple[str, ...], duration_s: float) -> list[nem.Fault]:
@@ -102,9 +106,13 @@ def run_pipeline(args, faults: tuple[str, ...], console) -> int:
                 pass  # the demo killed it meanwhile
 
         def kill(self, target: str) -> None:
-            workers = _python_workers(self.driver.pgid)
+            import time
+
+            deadline = time.monotonic() + 15  # between micro-batches there may be none: wait for one
+            while not (workers := _python_workers(self.driver.pgid)) and time.monotonic() < deadline:
+                time.sleep(0.05)
             if not workers:
-                raise RuntimeError("no Python worker running at that moment")
+                raise RuntimeError("no Spark Python process ran in 15 s")
             os.kill(random.Random(len(workers)).choice(workers), signal.SIGKILL)
 
         def revive(self, target: str) -> None:
@@ -121,8 +129,10 @@ def run_pipeline(args, faults: tuple[str, ...], console) -> int:
 
     parser = argparse.ArgumentParser()
     demo.add_arguments(parser)
-    demo_args = parser.parse_args(["--seed", str(args.seed), "--report", args.report] if args.report
-                                  else ["--seed", str(args.seed)])
+    import shlex
+
+    argv = ["--seed", str(args.seed), *shlex.split(getattr(args, "demo_args", "") or "")]
+    demo_args = parser.parse_args(argv + (["--report", args.report] if args.report else []))
     demo_args.kafka_options = {}
     if args.plot:
         demo_args.plot = args.plot
