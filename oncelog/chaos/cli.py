@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from . import nemesis as nem
@@ -75,6 +76,10 @@ def run(args) -> int:
         except CommandError as exc:
             print(f"oncelog chaos: {exc}", file=sys.stderr)
             return 2
+    if args.bootstrap is None and "disk" in faults and os.geteuid() != 0:
+        # The small disk is a tmpfs the run mounts: root only.
+        faults = tuple(k for k in faults if k != "disk")
+        console.print("disk faults need root (the broker's data dir is a tmpfs the run mounts); not applied")
     if args.bootstrap is not None:
         dropped = [k for k in faults if k not in ("kill", "pause")]
         if dropped:
@@ -113,13 +118,15 @@ def run(args) -> int:
     for col in ("class", "count", "fails the run", "examples"):
         table.add_column(col)
     for name, c in result["classes"].items():
+        example = c["anomalies"][0]["description"] if c["failing"] and c["anomalies"] else ""
         table.add_row(name, str(c["count"]), "yes" if c["failing"] else "no (allowed)",
-                      "; ".join(a["description"] for a in c["anomalies"][:2]),
+                      example if len(example) <= 200 else example[:197] + "...",
                       style="bold red" if c["failing"] and c["count"] else None)
     console.print(table)
     if report["nemesis_errors"]:
         console.print("faults that could not be applied: " + "; ".join(report["nemesis_errors"]), markup=False)
-    console.print(f"files of this run: {chaos.work_dir}", markup=False)
+    console.print(f"files of this run: {chaos.work_dir}" + (f"; the report, with every anomaly's operations: "
+                                                             f"{args.report}" if args.report else ""), markup=False)
     if report["ok"]:
         console.print("[bold green]no anomalies[/]")
         return 0

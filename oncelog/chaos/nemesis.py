@@ -115,7 +115,8 @@ class Nemesis:
         out: dict[str, int] = {}
         for w in self.windows:
             key = w["kind"] if w["kind"] != "net" else f"net:{w['detail'].get('mode')}"
-            key += f" {w['target']}" if w["kind"] in ("kill", "pause") and w["target"] == "broker" else ""
+            if w["kind"] in ("kill", "pause"):
+                key += " broker" if w["target"] == "broker" else f" {w['target'].rsplit('-', 1)[0]}"
             out[key] = out.get(key, 0) + 1
         return out
 
