@@ -7,6 +7,7 @@ nothing is written — else any client could commit another producer's open tran
 
 from __future__ import annotations
 
+from ..errors import KafkaError
 from . import _authz
 from ._base import OK, build, response_module, reply_later
 from ._txn import error_code
@@ -29,9 +30,13 @@ async def handle(ctx, request):
     for marker in request.markers:
         parts = {(t.name, p) for t in marker.topics for p in t.partition_indexes}
         fut, respond = reply_later(lambda error: error)
-        results_by_partition = ctx.broker.markers.write(
-            marker.producer_id, marker.producer_epoch, bool(marker.transaction_result), parts, respond,
-            marker.coordinator_epoch)
+        try:
+            results_by_partition = ctx.broker.markers.write(
+                marker.producer_id, marker.producer_epoch, bool(marker.transaction_result), parts, respond,
+                marker.coordinator_epoch)
+        except KafkaError as exc:  # a marker the log refused (a full disk): every partition's answer
+            results_by_partition = {}
+            respond(exc)
         codes = {tp: error_code(e, API_KEY, ctx.api_version) for tp, e in results_by_partition.items()}
         err = error_code(await fut, API_KEY, ctx.api_version)
         topics = tuple(
