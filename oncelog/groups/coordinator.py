@@ -527,6 +527,7 @@ class GroupCoordinator:
         """Delete Empty groups; answers per group id None or the error saying why not."""
         results: dict[str, KafkaError | None] = {}
         records: list[tuple[bytes, bytes | None]] = []
+        removed: dict[str, Group] = {}
         now = self.clock()
         for gid in dict.fromkeys(group_ids):  # a repeated id is one group
             group = self.groups.get(gid)
@@ -541,29 +542,35 @@ class GroupCoordinator:
                 records.append((encode_key(GroupKey(gid)), None))
                 group.transition(S.DEAD, now)
                 del self.groups[gid]
+                removed[gid] = group
                 results[gid] = None
         if not records:
             return respond(results)
-        # Group ids of one request may live on different partitions: persist per group.
-        self._persist_many(records, lambda err: respond({g: (err if e is None else e) for g, e in results.items()}))
-        return None
-
-    def _persist_many(self, records, on_done) -> None:
+        # Group ids of one request may live on different partitions: persist per group, and
+        # answer once every group's tombstones are durable or refused.
         by_group: dict[str, list] = {}
         for key, value in records:
             by_group.setdefault(decode_key(key).group, []).append((key, value))
         remaining = [len(by_group)]
-        worst: list[KafkaError | None] = [None]
 
-        def one_done(err):
+        def stored(gid: str, err: KafkaError | None) -> None:
             if err is not None:
-                worst[0] = err
+                results[gid] = err
+                group = removed[gid]
+                if gid not in self.groups:
+                    # Its tombstones are not in the log: after a restart the group would be
+                    # back. Revert it now (unless the id was taken by a new group meanwhile),
+                    # as Kafka's coordinator reverts state whose records were not written. A
+                    # revert, not a transition: the group is as it was, Empty.
+                    group.state = S.EMPTY
+                    self.groups[gid] = group
             remaining[0] -= 1
             if remaining[0] == 0:
-                on_done(worst[0])
+                respond(results)
 
         for gid, recs in by_group.items():
-            self.persist(gid, recs, one_done)
+            self.persist(gid, recs, lambda err, gid=gid: stored(gid, err))
+        return None
 
     # ------------------------------------------------------------------ offset commit checks
 

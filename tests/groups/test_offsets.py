@@ -181,6 +181,27 @@ def test_delete_groups_waits_for_every_group_store():
     assert out.result == {"g1": E.none, "g2": E.none}
 
 
+def test_delete_groups_whose_tombstones_are_refused_are_back_with_their_offsets():
+    """Issue 23, item 6's pattern: state changed before its records are durable. A group whose
+    tombstones the log refused would come back at the next restart; it is reverted at once
+    (Empty, its offsets kept), and only the groups whose tombstones are durable are gone."""
+    h = Harness(persist_mode="defer")
+    for gid in ("kept", "gone"):
+        h.coord.validate_offset_commit(gid, -1, "", None)
+        h.persist_mode = "ok"
+        commit(h, gid, {("t", 0): ov(7, 1)})
+        h.persist_mode = "defer"
+    out = Once()
+    h.coord.delete_groups(["kept", "gone"], out)
+    stores = dict(zip((gid for gid, _ in h.persisted[-2:]), h.deferred))
+    h.deferred = []
+    stores["kept"](E.kafka_storage_error)
+    stores["gone"](E.none)
+    assert out.result == {"kept": E.not_coordinator, "gone": E.none}
+    assert h.group("kept").state is S.EMPTY and h.coord.fetch_offsets("kept", None) == {("t", 0): ov(7, 1)}
+    assert "gone" not in h.coord.groups
+
+
 def test_delete_groups_with_duplicate_ids():
     h = Harness()
     h.coord.validate_offset_commit("idle", -1, "", None)
