@@ -47,6 +47,8 @@ Operations:
   ``info`` = unknown (commit attempted, answer lost; or the process died).
   A txn op may carry ``"id": "<transactional.id>"`` and, on its completion, ``"commit_time"``:
   ``time_ns()`` just before the commit was requested (no read can see its writes before it).
+  A consume-transform-produce txn carries ``"group": "<group.id>"``: its polls are records the
+  group consumed, and two committed transactions of one group must never both read one record.
 * ``f: "poll"`` — ``value`` is a list of ``["poll", ...]`` micro-ops returned by one consumer
   poll, outside any transaction; its ``time`` is taken after the poll returned. The consumer's
   position per partition only moves forward within one *assignment session*; a consumer that

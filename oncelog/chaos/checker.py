@@ -44,6 +44,9 @@ Failing classes (``Result.ok`` is False if any is non-zero):
   committed write positioned strictly between them that *someone* read (gaps alone are normal:
   control records, aborted batches; a committed write nobody read is a ``lost-write`` instead).
 * ``internal-read``: a txn op read a value it wrote itself.
+* ``duplicate-processing``: a record read by two committed consume-transform-produce transactions
+  (txn ops carrying ``"group"``) of the same consumer group: processed twice, the exactly-once
+  loop broken (offsets not atomic with the outputs, or a zombie not fenced).
 * ``G1c``: circular information flow — a cycle of wr edges only (T1 read T2's write and T2 read
   T1's, maybe through others), between committed txn ops and committed non-transactional writes
   (one node per send micro-op, since a send op of several records is not atomic; one node per
@@ -76,7 +79,7 @@ from scipy.sparse.csgraph import breadth_first_order, connected_components
 from .history import F_NAMES, FAIL, INFO, OK, TXN, TYPE_NAMES, Flat, paused_gc
 
 FAILING = ("lost-write", "duplicate", "inconsistent-offsets", "aborted-read", "uncommitted-read",
-           "partial-read", "nonmonotonic-poll", "poll-skip", "internal-read", "G1c")
+           "partial-read", "nonmonotonic-poll", "poll-skip", "internal-read", "duplicate-processing", "G1c")
 INFORMATIONAL = ("unseen", "G0 (allowed)", "G1c-ww (allowed)", "G-single/G2 (allowed)")
 CLASSES = FAILING + INFORMATIONAL
 
@@ -248,6 +251,7 @@ class _Checker:
         self.aborted_read()
         self.uncommitted_read()
         self.internal_read()
+        self.duplicate_processing()
         self.session_order()
         self.cycles()
 
@@ -410,6 +414,40 @@ class _Checker:
                                                 f"{self.at(f.r_partition[r], f.r_offset[r])} before {what}")
 
         self.add("uncommitted-read", len(reads), examples())
+
+    def duplicate_processing(self) -> None:
+        """Kafka's exactly-once loop: a record read by two committed consume-transform-produce
+        transactions of one consumer group was processed twice (its output is in the log twice;
+        the group's offsets did not move atomically with the outputs, or a zombie was not fenced)."""
+        f = self.f
+        r = self.rk
+        m = f.r_in_txn[r] & self.op_committed_txn[f.r_op[r]] & (f.op_group[f.r_op[r]] >= 0)
+        r = r[m]
+        if not len(r):
+            self.add("duplicate-processing", 0, iter(()))
+            return
+        key = f.op_group[f.r_op[r]] * (1 << 40) + f.r_write[r].astype(np.int64)  # (group, write read)
+        o = np.lexsort((f.r_op[r], key))
+        r, key = r[o], key[o]
+        ops = f.r_op[r]
+        # distinct (key, op) pairs, then keys with two or more of them
+        first = np.r_[True, (key[1:] != key[:-1]) | (ops[1:] != ops[:-1])]
+        r, key, ops = r[first], key[first], ops[first]
+        start = np.r_[True, key[1:] != key[:-1]]
+        idx = np.cumsum(start) - 1
+        counts = np.bincount(idx)
+        dups = np.flatnonzero(counts > 1)
+
+        def examples():
+            starts = np.flatnonzero(start)
+            for d in dups:
+                rows = r[starts[d]:starts[d] + counts[d]]
+                w = f.r_write[rows[0]]
+                yield (tuple(int(f.r_op[x]) for x in rows),
+                       f"{self.write(w)} processed by {counts[d]} committed transactions of one group: "
+                       + ", ".join(self.op(f.r_op[x]) for x in rows))
+
+        self.add("duplicate-processing", len(dups), examples())
 
     def internal_read(self) -> None:
         f = self.f

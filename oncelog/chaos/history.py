@@ -233,6 +233,7 @@ class Flat:
     op_seq: np.ndarray
     op_abort: np.ndarray
     op_commit_time: np.ndarray
+    op_group: np.ndarray  # consume-transform-produce: the consumer group (interned), else -1
     op_final: np.ndarray
     w_op: np.ndarray
     w_kind: np.ndarray
@@ -294,6 +295,8 @@ def _flatten(ops: list[Op]) -> Flat:
         raise HistoryError(f"unknown f or type {e.args[0]!r}") from None
     aborts: list[int] = []
     commit_times: list[tuple[int, int]] = []
+    groups: list[tuple[int, int]] = []  # (op, interned consumer group) of consume-transform-produce txns
+    group_ids: dict[str, int] = {}
     # Columns as array('q'): extend() converts Python ints at C speed, numpy then wraps the buffer.
     w_part, w_value, w_offset = (array("q") for _ in range(3))
     r_part, r_offset, r_value = (array("q") for _ in range(3))
@@ -321,6 +324,9 @@ def _flatten(ops: list[Op]) -> Flat:
             ct = event.get("commit_time")
             if ct is not None:
                 commit_times.append((i, ct))
+            g = event.get("group")
+            if g is not None:
+                groups.append((i, group_ids.setdefault(str(g), len(group_ids))))
             if not value:
                 continue
             try:  # fast path: acknowledged sends only, every micro-op ["send", p, v, offset]
@@ -376,6 +382,10 @@ def _flatten(ops: list[Op]) -> Flat:
     if commit_times:
         ct = np.array(commit_times, dtype=i64)
         o_commit[ct[:, 0]] = ct[:, 1]
+    o_group = np.full(n, -1, dtype=i64)
+    if groups:
+        gs = np.array(groups, dtype=i64)
+        o_group[gs[:, 0]] = gs[:, 1]
     final_processes = sorted({op.process for op in final_assigns})
     o_final = np.isin(o_process, np.array(final_processes, dtype=i64))
 
@@ -400,7 +410,7 @@ def _flatten(ops: list[Op]) -> Flat:
         partitions=partitions, ops=ops,
         op_process=o_process, op_f=o_f, op_type=o_type, op_time=o_time, op_complete_time=o_complete,
         op_session=o_session, op_seq=o_seq, op_abort=o_abort,
-        op_commit_time=o_commit, op_final=o_final,
+        op_commit_time=o_commit, op_final=o_final, op_group=o_group,
         w_op=wo, w_kind=o_f[wo], w_partition=col(w_part).astype(np.int32), w_value=wv,
         w_offset=col(w_offset), w_outcome=o_type[wo], w_process=o_process[wo],
         w_time=o_time[wo], w_complete_time=o_complete[wo],

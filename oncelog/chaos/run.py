@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from . import nemesis as nem
 from .workload import WorkerSpec
 
-ROLES_DEFAULT = {"producer": 2, "txn": 2, "ctp": 1, "group": 2, "reader": 1}
+# Two consume-transform-produce members: rebalances between them, and a paused one is a zombie
+# its group must fence (KIP-447: the generation in TxnOffsetCommit).
+ROLES_DEFAULT = {"producer": 2, "txn": 2, "ctp": 2, "group": 2, "reader": 1}
 
 
 @dataclass

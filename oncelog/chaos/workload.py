@@ -34,6 +34,10 @@ from dataclasses import dataclass, field
 
 TXN_TIMEOUT_MS = 10_000  # a killed or paused transactional worker's transaction aborts within it
 CALL_TIMEOUT_S = 10      # one transactional call; a longer wait ends the op as unknown
+# The worker's own limit on one op: a client call that outlives it ends the process (the op stays
+# unknown; the run starts a new one). librdkafka 2.16's send_offsets_to_transaction can wait
+# past its timeout for good when the group coordinator lookup it sent is lost to a broker restart.
+OP_TIMEOUT_S = 45
 
 
 @dataclass
@@ -58,15 +62,34 @@ class WorkerSpec:
 
 
 class History:
-    """Append-only JSONL history of one worker process; every line is one ``write(2)``."""
+    """Append-only JSONL history of one worker process; every line is one ``write(2)``. Tracks
+    when the pending invoke was written, for the watchdog."""
 
     def __init__(self, path: str, process: int) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.process = process
+        self.pending_since: float | None = None
 
     def op(self, type_: str, f: str, value, **extra) -> None:
         op = {"process": self.process, "type": type_, "f": f, "time": time.time_ns(), "value": value, **extra}
         os.write(self.fd, (json.dumps(op, separators=(",", ":")) + "\n").encode())
+        self.pending_since = time.monotonic() if type_ == "invoke" else None
+
+
+def _watchdog(hist: History, limit_s: float) -> None:
+    """End the process when one op has been pending longer than ``limit_s`` (a client call that
+    never returns): its invoke stays without completion, which the checker reads as unknown."""
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(1)
+            since = hist.pending_since
+            if since is not None and time.monotonic() - since > limit_s:
+                os.write(2, f"chaos worker {hist.process}: an op pending for {limit_s:.0f} s; exiting\n".encode())
+                os._exit(70)
+
+    threading.Thread(target=watch, name="watchdog", daemon=True).start()
 
 
 class Stop:
@@ -275,7 +298,8 @@ def run_ctp(spec: WorkerSpec, hist: History, stop: Stop) -> None:
         polls: list = []
         _records(msgs, polls)
         sends = [(_pname(spec.out_topic, m.partition() % spec.partitions), values.next()) for m in msgs]
-        hist.op("invoke", "txn", polls + [["send", tp, v] for tp, v in sends], id=spec.transactional_id)
+        hist.op("invoke", "txn", polls + [["send", tp, v] for tp, v in sends], id=spec.transactional_id,
+                group=spec.group)
 
         def offsets(p):
             p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
@@ -283,11 +307,15 @@ def run_ctp(spec: WorkerSpec, hist: History, stop: Stop) -> None:
 
         outcome, out = txn.run(sends, False, before_commit=offsets)
         extra = {"commit_time": txn.commit_time} if txn.commit_time is not None else {}
-        hist.op(outcome, "txn", polls + out, id=spec.transactional_id, **extra)
+        hist.op(outcome, "txn", polls + out, id=spec.transactional_id, group=spec.group, **extra)
         if outcome != "ok":
             time.sleep(0.1)  # e.g. a member the group expired: the next poll rejoins
             # Not committed (or unknown): read again from the group's committed offsets, in a
-            # new session (the checker's monotonic rule applies within one).
+            # new session (the checker's monotonic rule applies within one). An unknown outcome
+            # first gets a new producer: its InitProducerId completes or aborts the transaction
+            # in doubt, so the offsets read next are the ones it left (else a commit landing
+            # after the read would make this worker process those records twice).
+            txn.ensure()
             try:
                 committed = consumer.committed(consumer.assignment(), 10)
                 for tp in committed:
@@ -378,6 +406,7 @@ def main(argv: list[str]) -> int:
     spec = WorkerSpec(**json.loads(open(argv[0]).read() if not argv[0].startswith("{") else argv[0]))
     stop = Stop()
     hist = History(spec.history, spec.process)
+    _watchdog(hist, OP_TIMEOUT_S)
     ROLES[spec.role](spec, hist, stop)
     return 0
 

@@ -356,6 +356,21 @@ def test_poll_skip():
     assert skip.ops == (1, 0) and "value 2 (t/0@1)" in skip.description
 
 
+def test_duplicate_processing():
+    """Two committed consume-transform-produce transactions of one group read the same input
+    record: it was processed twice. Two different groups reading it is no anomaly."""
+    h = History()
+    h.txn(1, "ok", [("in/0", 1, 0)])
+    h.txn(2, "ok", [("out/0", 10, 0)], polls=[("in/0", 0, 1)], group="ctp")
+    h.txn(3, "ok", [("out/0", 11, 1)], polls=[("in/0", 0, 1)], group="ctp")
+    h.txn(4, "ok", [("out/1", 12, 0)], polls=[("in/0", 0, 1)], group="other")
+    h.poll(5, [("in/0", 0, 1), ("out/0", 0, 10), ("out/0", 1, 11), ("out/1", 0, 12)])
+    result = h.check()
+    assert_only(result, "duplicate-processing")
+    [dup] = result.anomalies("duplicate-processing")
+    assert dup.ops == (1, 2)
+
+
 def test_internal_read():
     h = History()
     h.txn(1, "ok", [("t/0", 1, 0)], polls=[("t/0", 0, 1)])
