@@ -437,6 +437,10 @@ def plot(report: dict, path: str) -> None:
             ax.axvspan(a, max(b, a + 0.2), color=colors.get(w["kind"], "gray"), alpha=0.15,
                        label=w["kind"] if ax is ax1 and w["kind"] not in seen else None)
         seen.add(w["kind"])
+        what = w["target"] if w["kind"] in ("kill", "pause") else (w["detail"] or {}).get("mode", "")
+        if what:  # which process, or which network fault
+            ax1.annotate(what, (a, 1.0), xycoords=("data", "axes fraction"), xytext=(1, -2),
+                         textcoords="offset points", fontsize=6, rotation=90, va="top", color="dimgray")
     ax1.legend(loc="upper right", fontsize=8)
     ax2.legend(loc="upper right", fontsize=8)
     verdict = "no anomalies" if report["ok"] else "ANOMALIES"
