@@ -25,6 +25,7 @@ HARNESSES = {
     # harness: (inputs in the CI pass, seed corpus directories)
     "fuzz_requests": (50_000, [SEEDS]),
     "fuzz_framing": (30_000, []),
+    "fuzz_proxy": (20_000, []),  # the chaos fault proxy's frame reader and header parse
 }
 
 
