@@ -209,8 +209,11 @@ class ChaosRun(nem.Targets):
         with self._lock:
             slot = self.slots[target]
             slot.state = "killed"
-            if slot.proc.poll() is None:
-                os.killpg(slot.proc.pid, signal.SIGKILL)
+            if slot.proc.poll() is None:  # else it ended by itself just now: revive makes the next one
+                try:
+                    os.killpg(slot.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             slot.proc.wait()
 
     def revive(self, target: str) -> None:
@@ -228,6 +231,8 @@ class ChaosRun(nem.Targets):
             return
         with self._lock:
             slot = self.slots[target]
+            if slot.proc.poll() is not None:  # it ended by itself (the supervisor is due): pause the next
+                self._spawn(slot)
             slot.state = "paused"
             os.killpg(slot.proc.pid, signal.SIGSTOP)
 
