@@ -12,7 +12,8 @@ Kinds (``--faults``):
 * ``pause`` — SIGSTOP the broker or a worker for 0.5-8 s (longer than a group session or a
   transaction timeout sometimes: zombies must be fenced), then SIGCONT.
 * ``net``   — through the fault proxy, for 1-6 s: delayed responses, dropped responses,
-  requests reset midway, or a one-way blackhole (either direction).
+  requests reset midway, or a one-way blackhole (either direction; half the time between one
+  worker and the broker only, else every connection).
 * ``disk``  — the broker's data dir (a small filesystem) filled by a ballast for 1-6 s.
 * ``clock`` — the broker's clock jumps forward or back by up to 30 s (its injected clock).
 
@@ -66,6 +67,8 @@ def schedule(seed: int, kinds: list[str], duration_s: float, targets: list[str],
                 detail["rate"] = round(rng.uniform(0.1, 0.5), 3)
             else:
                 detail["direction"] = rng.choice(["to_broker", "to_client"])
+                if targets and rng.random() < 0.5:  # one client cut off, the others not
+                    detail["client"] = rng.choice(list(targets))
         elif kind == "disk":
             target, dur, detail = "disk", rng.uniform(1.0, 6.0), {}
         else:

@@ -108,6 +108,17 @@ def request_header(frame: bytes) -> tuple[int | None, int | None]:
     return api_key, correlation_id
 
 
+def request_client_id(frame: bytes) -> str | None:
+    """The client id of a request frame (request header v1+: an int16 length after the
+    correlation id, -1 for null), or None when the frame is too short or the id malformed."""
+    if len(frame) < 14:
+        return None
+    (length,) = struct.unpack_from(">h", frame, 12)
+    if length < 0 or 14 + length > len(frame):
+        return None
+    return frame[14:14 + length].decode("utf-8", "replace")
+
+
 class _Modes:
     """The switches (read by the links on every frame; written only on the proxy's loop)."""
 
@@ -123,12 +134,14 @@ class _Modes:
         self.reset_rate = 0.0
         self.reset_others = 0.1
         self.blackhole: str | None = None
+        self.blackhole_client: str | None = None  # only the links of this client id (None: every link)
         self.hold_api_key: int | None = None
         self.hold_remaining = 0
 
     def describe(self) -> dict:
         return {"delay_s": self.delay_s, "delay_rate": self.delay_rate, "delay_jitter": self.delay_jitter,
                 "drop_rate": self.drop_rate, "reset_rate": self.reset_rate, "blackhole": self.blackhole,
+                "blackhole_client": self.blackhole_client,
                 "hold_api_key": self.hold_api_key if self.hold_remaining else None,
                 "hold_remaining": self.hold_remaining}
 
@@ -143,6 +156,7 @@ class _Link:
         self.client_r, self.client_w = client_r, client_w
         self.broker_r = self.broker_w = None
         self.api_of: dict[int, int] = {}  # correlation id -> api key, requests awaiting a response
+        self.client_id: str | None = None  # from the link's first request that names one
         self.responses: asyncio.Queue = asyncio.Queue(QUEUED_RESPONSES)  # (arrival time, delay, frame)
         self.closed = asyncio.Event()
         self.finished = asyncio.Event()  # run() has returned: its tasks are done
@@ -170,6 +184,10 @@ class _Link:
                 w.transport.abort()
         self.closed.set()
 
+    def blackholed(self, m: "_Modes") -> bool:
+        """Whether the blackhole covers this link: every link, or the links of its one client."""
+        return m.blackhole_client is None or self.client_id == m.blackhole_client
+
     def scale(self, api_key: int | None, others: float) -> float:
         return 1.0 if api_key == PRODUCE else others
 
@@ -181,7 +199,9 @@ class _Link:
             while True:
                 frame = await read_frame(self.client_r, p.max_frame_bytes)
                 api_key, correlation_id = request_header(frame)
-                if m.blackhole in ("to_broker", "both"):
+                if self.client_id is None:
+                    self.client_id = request_client_id(frame)
+                if m.blackhole in ("to_broker", "both") and self.blackholed(m):
                     p._count("blackholed_to_broker")
                     continue
                 if m.hold_remaining and api_key == m.hold_api_key:
@@ -231,7 +251,7 @@ class _Link:
                 frame = await read_frame(self.broker_r, p.max_frame_bytes)
                 arrived = time.monotonic()
                 api_key = self.api_of.pop(struct.unpack_from(">i", frame, 4)[0], None) if len(frame) >= 8 else None
-                if m.blackhole in ("to_client", "both"):
+                if m.blackhole in ("to_client", "both") and self.blackholed(m):
                     p._count("blackholed_to_client")
                     continue
                 if m.drop_rate and self.rng.random() < m.drop_rate * self.scale(api_key, m.drop_others):
@@ -428,14 +448,17 @@ class FaultProxy:
             self.modes.reset_rate, self.modes.reset_others = float(rate), float(others)
         self._apply(set_)
 
-    def blackhole(self, direction: str | None) -> None:
+    def blackhole(self, direction: str | None, *, client_id: str | None = None) -> None:
         """Discard every frame going ``direction`` ("to_broker", "to_client" or "both"),
-        connections kept open; ``None`` turns it off."""
+        connections kept open — on every link, or with ``client_id`` only on the links of the
+        client that sends that id (one client cut off from the broker one way, the others not);
+        ``None`` turns it off."""
         if direction is not None and direction not in DIRECTIONS:
             raise ValueError(f"blackhole direction {direction!r}: one of {DIRECTIONS} or None")
 
         def set_():
             self.modes.blackhole = direction
+            self.modes.blackhole_client = client_id if direction is not None else None
         self._apply(set_)
 
     def hold(self, api_key: int, count: int = 1) -> None:

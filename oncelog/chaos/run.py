@@ -258,7 +258,11 @@ class ChaosRun(nem.Targets):
         elif mode == "reset":
             self.proxy.reset(detail["rate"])
         else:
-            self.proxy.blackhole(detail["direction"])
+            client = detail.get("client")
+            if client is not None:  # the worker's clients send client.id chaos-<role>-<process>
+                slot = self.slots[client]
+                client = f"chaos-{slot.role}-{slot.process}"
+            self.proxy.blackhole(detail["direction"], client_id=client)
 
     def heal_net(self) -> None:
         self.proxy.heal()
@@ -442,7 +446,9 @@ def plot(report: dict, path: str) -> None:
             ax.axvspan(a, max(b, a + 0.2), color=colors.get(w["kind"], "gray"), alpha=0.15,
                        label=w["kind"] if ax is ax1 and w["kind"] not in seen else None)
         seen.add(w["kind"])
-        what = w["target"] if w["kind"] in ("kill", "pause") else (w["detail"] or {}).get("mode", "")
+        detail = w["detail"] or {}
+        what = w["target"] if w["kind"] in ("kill", "pause") else " ".join(
+            str(detail[k]) for k in ("mode", "client") if detail.get(k))
         if what:  # which process, or which network fault
             ax1.annotate(what, (a, 1.0), xycoords=("data", "axes fraction"), xytext=(1, -2),
                          textcoords="offset points", fontsize=6, rotation=90, va="top", color="dimgray")

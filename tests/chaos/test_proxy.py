@@ -180,6 +180,40 @@ def test_blackhole_to_client_discards_answers_of_processed_requests(behind_proxy
     c.close()
 
 
+def test_blackhole_of_one_client_cuts_it_off_and_not_the_others(behind_proxy):
+    """One client (by the client id its requests carry) is cut off from the broker one way; a
+    client with another id, through the same proxy, goes on; after heal both write."""
+    import confluent_kafka as ck
+
+    broker, proxy = behind_proxy
+
+    def producer(client_id: str):
+        return ck.Producer({"bootstrap.servers": proxy.address, "client.id": client_id, "acks": "all",
+                            "message.timeout.ms": 4000, "socket.timeout.ms": 2000})
+
+    cut, free = producer("cut-off"), producer("free")
+    for p in (cut, free):  # both connected (metadata) before the fault
+        p.produce(TOPIC, b"warm-up")
+        assert p.flush(15) == 0
+    proxy.blackhole("to_broker", client_id="cut-off")
+    delivered = {}
+
+    def report(err, msg):
+        delivered[msg.value()] = err
+
+    cut.produce(TOPIC, b"from-cut", on_delivery=report)
+    free.produce(TOPIC, b"from-free", on_delivery=report)
+    free.flush(15)
+    cut.flush(15)
+    assert delivered[b"from-free"] is None
+    assert delivered[b"from-cut"] is not None  # timed out: nothing of it reached the broker
+    assert proxy.counts["blackholed_to_broker"] >= 1
+    proxy.heal()
+    cut.produce(TOPIC, b"after-heal", on_delivery=report)
+    assert cut.flush(15) == 0 and delivered[b"after-heal"] is None
+    assert log_end_offset(broker.bootstrap, TOPIC) == 4  # 2 warm-ups, from-free, after-heal
+
+
 def test_hold_holds_one_connection_while_others_proceed(behind_proxy):
     broker, proxy = behind_proxy
     a, b = RawClient(proxy.address), RawClient(proxy.address)

@@ -8,8 +8,8 @@ The input gives a frame limit, then the stream (raw bytes, or a size prefix the 
 followed by that many filler bytes), cut into chunks. A bug is: any exception but FrameRefused
 (a size prefix no frame has) or IncompleteReadError (the stream ended inside a frame); a frame
 that is not, byte for byte, the stream's next frame with its prefix; a frame over the limit
-handed out, or a valid one refused; ``request_header`` raising, or answering (api_key,
-correlation_id) for a frame too short to hold them.
+handed out, or a valid one refused; ``request_header`` or ``request_client_id`` raising, or
+answering for a frame too short to hold what they read.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["oncelog.chaos.proxy"]):
-    from oncelog.chaos.proxy import FrameRefused, read_frame, request_header
+    from oncelog.chaos.proxy import FrameRefused, read_frame, request_client_id, request_header
 
 from ._runner import main as run
 
@@ -77,6 +77,9 @@ async def drive(limit: int, stream: bytes, chunks: list[int]) -> None:
         api_key, correlation_id = request_header(frame)
         if len(frame) < 12 and (api_key is not None or correlation_id is not None):
             raise AssertionError("a header read from a frame too short to hold one")
+        client_id = request_client_id(frame)
+        if client_id is not None and (len(frame) < 14 or len(client_id.encode("utf-8", "replace")) > len(frame)):
+            raise AssertionError("a client id longer than its frame")
         off += 4 + size
 
 
