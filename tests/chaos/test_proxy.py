@@ -246,7 +246,8 @@ def test_heal_turns_every_mode_off_and_releases_what_is_held(behind_proxy):
     assert proxy.describe()["hold_remaining"] == 2
     proxy.heal()
     assert proxy.describe() == {"delay_s": 0.0, "delay_rate": 1.0, "delay_jitter": False, "drop_rate": 0.0,
-                                "reset_rate": 0.0, "blackhole": None, "hold_api_key": None, "hold_remaining": 0}
+                                "reset_rate": 0.0, "blackhole": None, "blackhole_client": None,
+                                "hold_api_key": None, "hold_remaining": 0}
     assert produced_offset(a, held) == 0
     for n in range(20):  # pass-through: no fault at all
         assert produced_offset(a, send_produce(a, b"%d" % n)) == n + 1

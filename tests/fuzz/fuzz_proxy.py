@@ -78,7 +78,7 @@ async def drive(limit: int, stream: bytes, chunks: list[int]) -> None:
         if len(frame) < 12 and (api_key is not None or correlation_id is not None):
             raise AssertionError("a header read from a frame too short to hold one")
         client_id = request_client_id(frame)
-        if client_id is not None and (len(frame) < 14 or len(client_id.encode("utf-8", "replace")) > len(frame)):
+        if client_id is not None and (len(frame) < 14 or len(client_id) > len(frame) - 14):  # chars <= bytes
             raise AssertionError("a client id longer than its frame")
         off += 4 + size
 
