@@ -123,6 +123,9 @@ def run(args) -> int:
                       example if len(example) <= 200 else example[:197] + "...",
                       style="bold red" if c["failing"] and c["count"] else None)
     console.print(table)
+    for exit_ in report.get("broker_exits", []):
+        console.print(f"[bold red]the broker exited by itself[/] (code {exit_['code']}); its log ended:", highlight=False)
+        console.print(exit_["log"], markup=False)
     if report["nemesis_errors"]:
         console.print("faults that could not be applied: " + "; ".join(report["nemesis_errors"]), markup=False)
     console.print(f"files of this run: {chaos.work_dir}" + (f"; the report, with every anomaly's operations: "
@@ -130,5 +133,5 @@ def run(args) -> int:
     if report["ok"]:
         console.print("[bold green]no anomalies[/]")
         return 0
-    console.print("[bold red]anomalies found[/]")
+    console.print("[bold red]anomalies found[/]" if not report["result"]["ok"] else "[bold red]the broker crashed[/]")
     return 1

@@ -51,6 +51,7 @@ class ChaosOptions:
     final_deadline_s: float = 60.0
     broker_env: dict = field(default_factory=dict)  # e.g. ONCELOG_FAULT for sensitivity tests
     fsync: str = "always"
+    stop_timeout_s: float = 40.0   # workers asked to stop get this long, then SIGKILL
 
 
 class _Slot:
@@ -81,6 +82,7 @@ class ChaosRun(nem.Targets):
         self.broker_paused = False
         self.broker_killed = False
         self.restarts: dict[str, int] = {}
+        self.broker_exits: list[dict] = []  # the local broker ending by itself: never expected
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -175,9 +177,18 @@ class ChaosRun(nem.Targets):
                 self._spawn(self.slots[name])
 
     def _supervise(self) -> None:
-        """Restart a worker that exited by itself (a fatal client error) as a new process."""
+        """Restart a worker that exited by itself (a fatal client error) as a new process; a
+        local broker that exited by itself is a failure of the run (recorded, then restarted so
+        the workload goes on)."""
         while not self._stopping:
             with self._lock:
+                b = self.broker
+                if self.local and b is not None and not self.broker_killed and b.proc is not None \
+                        and b.proc.poll() is not None and not self._stopping:
+                    self.broker_exits.append({"time": time.time_ns(), "code": b.proc.returncode,
+                                              "log": b.tail_log(20)})
+                    self.say(f"the broker exited by itself (code {b.proc.returncode}): a failure; restarting it")
+                    b.restart()
                 for slot in self.slots.values():
                     if slot.state == "running" and slot.proc is not None and slot.proc.poll() is not None \
                             and not self._stopping:
@@ -189,7 +200,7 @@ class ChaosRun(nem.Targets):
         for slot in self.slots.values():
             if slot.proc is not None and slot.proc.poll() is None:
                 slot.proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 40
+        deadline = time.monotonic() + self.o.stop_timeout_s
         for slot in self.slots.values():
             if slot.proc is None:
                 continue
@@ -203,8 +214,9 @@ class ChaosRun(nem.Targets):
 
     def kill(self, target: str) -> None:
         if target == "broker":
-            self.broker.kill()
-            self.broker_killed = True
+            with self._lock:
+                self.broker_killed = True  # first: the supervisor must not take it for a crash
+                self.broker.kill()
             return
         with self._lock:
             slot = self.slots[target]
@@ -218,8 +230,9 @@ class ChaosRun(nem.Targets):
 
     def revive(self, target: str) -> None:
         if target == "broker":
-            self.broker.restart()
-            self.broker_killed = False
+            with self._lock:
+                self.broker.restart()
+                self.broker_killed = False
             return
         with self._lock:
             self._spawn(self.slots[target])
@@ -373,8 +386,8 @@ class ChaosRun(nem.Targets):
             "topics": [self.topic, self.out_topic], "work_dir": self.work_dir, "started_ns": t_start,
             "faults": windows, "fault_counts": self.nemesis.counts() if hasattr(self, "nemesis") else {},
             "nemesis_errors": self.nemesis.errors if hasattr(self, "nemesis") else [],
-            "worker_restarts": self.restarts, "processes": self._next_process,
-            "ok": result.ok, "result": result.to_json(), "series": series(ops),
+            "worker_restarts": self.restarts, "processes": self._next_process, "broker_exits": self.broker_exits,
+            "ok": result.ok and not self.broker_exits, "result": result.to_json(), "series": series(ops),
         }
 
     def _shutdown(self) -> None:

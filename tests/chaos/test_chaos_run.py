@@ -53,7 +53,7 @@ def test_a_minute_of_every_fault_kind_on_oncelog_finds_no_anomaly(tmp_path):
     assert rc == 0 and report["ok"], out[-4000:]
     injected = {w["kind"] for w in report["faults"]}
     assert injected == set(nemesis.KINDS), (injected, report["nemesis_errors"])
-    assert report["nemesis_errors"] == []
+    assert report["nemesis_errors"] == [] and report["broker_exits"] == []
     writes = report["result"]["info"]["writes"]
     assert writes["committed"] > 1000 and report["result"]["info"]["reads"]["total"] > 1000, writes
     # the final reader read every committed record: nothing committed is merely unseen
@@ -74,6 +74,17 @@ def test_a_broker_that_drops_a_marker_fails_the_run(tmp_path):
     # a partition without its marker: its records stay invisible (lost) or join the next
     # transaction's outcome (aborted with it, or half of a transaction visible)
     assert flagged.keys() & {"lost-write", "partial-read", "aborted-read"}, flagged
+
+
+@pytest.mark.oncelog_only("oncelog's crash points (ONCELOG_CRASH_POINT) make the broker SIGKILL itself")
+def test_a_broker_that_dies_by_itself_fails_the_run(tmp_path):
+    run = ChaosRun(ChaosOptions(duration_s=8, faults=(), seed=2, work_dir=str(tmp_path / "work"),
+                                broker_env={"ONCELOG_CRASH_POINT": "txn-durable:PrepareCommit"},
+                                final_deadline_s=5, stop_timeout_s=5), say=lambda text: None)
+    report = run.execute()
+    assert report["broker_exits"] and report["broker_exits"][0]["code"] == -9, report["broker_exits"]
+    assert "crash point txn-durable:PrepareCommit reached" in report["broker_exits"][0]["log"]
+    assert not report["ok"]
 
 
 def _free_port() -> int:
