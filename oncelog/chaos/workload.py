@@ -130,7 +130,7 @@ def _delivered(results: dict):
     return callback
 
 
-def _send_results(sends, results, topic_of) -> tuple[list, bool]:
+def _send_results(sends, results) -> tuple[list, bool]:
     """The sends with their acknowledged offsets (None when unknown), and whether all were acked."""
     out, all_ok = [], True
     for partition, value in sends:
@@ -154,7 +154,7 @@ def run_producer(spec: WorkerSpec, hist: History, stop: Stop) -> None:
         for tp, v in sends:
             p.produce(spec.topic, value=str(v).encode(), partition=int(tp.rsplit("/", 1)[1]), on_delivery=cb)
         p.flush(20)
-        out, ok = _send_results(sends, results, spec.topic)
+        out, ok = _send_results(sends, results)
         # A delivery error of an idempotent producer does not say the record is absent.
         hist.op("ok" if ok else "info", "send", out)
         time.sleep(spec.pace_s)
@@ -211,21 +211,21 @@ class _TxnProducer:
                 # abort of queued records only purges them in the client, testing nothing.
                 p.flush(CALL_TIMEOUT_S)
                 p.abort_transaction(CALL_TIMEOUT_S)
-                return "fail", _send_results(sends, results, None)[0]
+                return "fail", _send_results(sends, results)[0]
             self.commit_time = time.time_ns()
             for attempt in range(3):
                 try:
                     p.commit_transaction(CALL_TIMEOUT_S)
-                    return "ok", _send_results(sends, results, None)[0]
+                    return "ok", _send_results(sends, results)[0]
                 except ck.KafkaException as exc:
                     kind, _ = _txn_error(exc)
                     if kind != "retry":
                         raise
             self.producer = None  # the commit's outcome is unknown; a new producer fences this one
-            return "info", _send_results(sends, results, None)[0]
+            return "info", _send_results(sends, results)[0]
         except ck.KafkaException as exc:
             kind, remake = _txn_error(exc)
-            out = _send_results(sends, results, None)[0]
+            out = _send_results(sends, results)[0]
             if kind == "abort":
                 try:
                     p.abort_transaction(CALL_TIMEOUT_S)
@@ -237,7 +237,7 @@ class _TxnProducer:
             return "info", out
         except BufferError:
             self.producer = None
-            return "info", _send_results(sends, results, None)[0]
+            return "info", _send_results(sends, results)[0]
 
 
 def _records(msgs, hist_value: list) -> None:
