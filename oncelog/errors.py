@@ -66,6 +66,8 @@ class GroupIdNotFound(KafkaError): ...
 class GroupSubscribedToTopic(KafkaError): ...
 class UnstableOffsetCommit(KafkaError): ...
 class OffsetMetadataTooLarge(KafkaError): ...
+# KIP-848 consumer groups
+class InvalidRegularExpression(KafkaError): ...
 
 
 ERROR_CODES: dict[type[KafkaError], ErrorCode] = {
@@ -117,6 +119,7 @@ ERROR_CODES: dict[type[KafkaError], ErrorCode] = {
     GroupSubscribedToTopic: ErrorCode.group_subscribed_to_topic,
     UnstableOffsetCommit: ErrorCode.unstable_offset_commit,
     OffsetMetadataTooLarge: ErrorCode.offset_metadata_too_large,
+    InvalidRegularExpression: ErrorCode.invalid_regular_expression,
 }
 
 def error_code_for(exc: BaseException | None) -> ErrorCode:
