@@ -14,7 +14,8 @@
 Strings are int16-length-prefixed UTF-8 (-1 = null), bytes int32-prefixed, arrays int32-counted
 (the codec of :mod:`oncelog.protocol.internal_records`); a null offset metadata reads as "".
 A null value (tombstone) deletes the key. Using Kafka's formats keeps the topic readable by
-Kafka tooling and documents itself by reference.
+Kafka tooling and documents itself by reference. The records of consumer (KIP-848) groups, key
+types 3-8 and 16, are :mod:`.consumer_records`'; :func:`decode_key` returns their keys too.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..protocol.internal_records import Reader, Writer
+from .consumer_records import decode_consumer_key
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -77,14 +79,17 @@ def encode_key(key: OffsetKey | GroupKey) -> bytes:
     return Writer().i16(GROUP_KEY_VERSION).string(key.group).to_bytes()
 
 
-def decode_key(data: bytes) -> OffsetKey | GroupKey:
+def decode_key(data: bytes):
+    """The key of a ``__consumer_offsets`` record: an OffsetKey, a GroupKey, or one of the consumer
+    (KIP-848) group keys of :mod:`.consumer_records` (whose leading int16 Kafka 4.x calls the
+    record type). ValueError for any other type or unreadable bytes."""
     r = Reader(data)
     version = r.i16()
     if version in (0, 1):  # v0 has v1's layout
         return OffsetKey(r.string(), r.string(), r.i32())
     if version == 2:
         return GroupKey(r.string())
-    raise ValueError(f"unknown __consumer_offsets key version {version}")
+    return decode_consumer_key(version, r)  # ValueError for a type it does not know
 
 
 def encode_offset_value(v: OffsetValue) -> bytes:

@@ -71,8 +71,8 @@ def test_offset_key_v0_and_null_metadata_still_decode():
 
 
 def test_unknown_versions_are_refused():
-    with pytest.raises(ValueError):
-        decode_key(bytes.fromhex("0003000167"))
+    with pytest.raises(ValueError):  # type 9, a share group's: types 3-8 and 16 are consumer groups'
+        decode_key(bytes.fromhex("0009000167"))
     with pytest.raises(ValueError):
         decode_offset_value(bytes.fromhex("0002" + OFFSET_VALUES[0][1][4:]))
     with pytest.raises(ValueError):
