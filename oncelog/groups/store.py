@@ -1,8 +1,10 @@
 """The I/O side of the group coordinator: the ``__consumer_offsets`` topic.
 
 Group metadata and offset commits are records placed by group id; at start-up every partition is
-replayed into the coordinator. Transactional offset commits (TxnOffsetCommit) are written as
-transactional batches of the producer and replayed as pending until their marker.
+replayed into the coordinator: offsets and classic groups by ``load_offset`` / ``load_group``,
+consumer (KIP-848) group records by ``load_consumer_record(key, value or None)``. Transactional
+offset commits (TxnOffsetCommit) are written as transactional batches of the producer and
+replayed as pending until their marker; such batches hold nothing else.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from ..errors import KafkaError
 from ..protocol import records as rb
 from ..partition.internal_topic import OFFSETS_TOPIC, InternalTopic
 from ..partition.manager import PartitionManager
+from . import consumer_records as cr
 from . import records as gr
 from .coordinator import GroupCoordinator
 
@@ -81,7 +84,14 @@ class OffsetsTopic(InternalTopic):
             k = gr.decode_key(key)
             if isinstance(k, gr.OffsetKey):
                 coordinator.load_offset(k, gr.decode_offset_value(value) if value is not None else None)
-            else:
+            elif isinstance(k, gr.GroupKey):
                 coordinator.load_group(k.group, gr.decode_group_value(value) if value is not None else None)
+            elif isinstance(k, cr.CONSUMER_KEYS):  # a consumer (KIP-848) group's record
+                v = cr.decode_consumer_value(k, value) if value is not None else None
+                load = getattr(coordinator, "load_consumer_record", None)
+                if load is not None:  # a coordinator without consumer groups ignores them
+                    load(k, v)
+            elif value is not None:  # ConsumerGroupPartitionMetadata: deprecated, nothing to load
+                cr.decode_consumer_value(k, value)  # still checked: unreadable bytes are warned of
         except (ValueError, UnicodeDecodeError) as exc:
             log.warning("skipping unreadable %s record: %s", OFFSETS_TOPIC, exc)

@@ -1,0 +1,334 @@
+"""The ``__consumer_offsets`` records of consumer (KIP-848) groups (:mod:`oncelog.groups.consumer_records`).
+
+The golden records below were written by Apache Kafka 4.4 (read raw from its ``__consumer_offsets``
+after confluent-kafka consumers with ``group.protocol=consumer`` joined, committed and left:
+one subscribed by name, one static member subscribed by a regular expression), so the codec is
+pinned to Kafka's bytes without a JVM; tests/kafka/test_consumer_records_kafka.py checks the same
+against a live Kafka. Then: round trips of every field Kafka's generated classes have, the
+tombstones and the replay dispatch of the store, and the refusals (unknown types and versions,
+truncation, hostile counts) that must all be ValueError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from uuid import UUID
+
+import pytest
+
+from oncelog.groups import consumer_records as cr
+from oncelog.groups.consumer_records import (
+    CONSUMER_KEYS,
+    ClassicMemberMetadata,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    PartitionMetadataTopic,
+    decode_consumer_value,
+    encode_consumer_key,
+    encode_consumer_value,
+)
+from oncelog.groups.records import GroupKey, OffsetKey, decode_key
+
+T1 = UUID("870f4258-2bae-4330-ac33-cbeac184d331")
+T2 = UUID("f79c57a3-4067-48ca-847a-f11057566e27")
+M1 = "42jWTGubRqS5WDeyqjXH2Q"
+M2 = "spOSl1MTTLiYYVZzDxJOVw"
+
+# (key, key bytes, value, value bytes), as Apache Kafka 4.4 wrote them, in the order it wrote them.
+KAFKA_RECORDS = [
+    # a member subscribed to one topic by name joins: its subscription, the group epoch (with the
+    # metadata hash), the target assignment, its epoch, the member's current assignment (with
+    # Kafka 4.4's per-partition assignment epochs)
+    (ConsumerGroupMemberMetadataKey("g-3a2dbf", M1),
+     "00050008672d336132646266001634326a57544775625271533557446579716a58483251",
+     ConsumerGroupMemberMetadataValue(None, None, "r-client", "/127.0.0.1", ("t-d1affd",), "", 300000, None, None),
+     "0000000009722d636c69656e740b2f3132372e302e302e310209742d64316166666401000493e00001000100"),
+    (ConsumerGroupMetadataKey("g-3a2dbf"), "00030008672d336132646266",
+     ConsumerGroupMetadataValue(2, -2942332558383788683), "000000000002010008d72abc209677cd75"),
+    (ConsumerGroupTargetAssignmentMemberKey("g-3a2dbf", M1),
+     "00070008672d336132646266001634326a57544775625271533557446579716a58483251",
+     ConsumerGroupTargetAssignmentMemberValue({T1: frozenset(range(6))}),
+     "000002870f42582bae4330ac33cbeac184d331070000000000000001000000020000000300000004000000050000"),
+    (ConsumerGroupTargetAssignmentMetadataKey("g-3a2dbf"), "00060008672d336132646266",
+     ConsumerGroupTargetAssignmentMetadataValue(2, 1795697858045), "000000000002010008000001a217eed5fd"),
+    (ConsumerGroupCurrentMemberAssignmentKey("g-3a2dbf", M1),
+     "00080008672d336132646266001634326a57544775625271533557446579716a58483251",
+     ConsumerGroupCurrentMemberAssignmentValue(2, 0, 0, {T1: frozenset(range(6))}, {},
+                                               {T1: {p: 2 for p in range(6)}}, {}),
+     "000000000002000000000002870f42582bae4330ac33cbeac184d3310700000000000000010000000200000003000000040000"
+     "0005010019070000000200000002000000020000000200000002000000020100"),
+    # ... it leaves: tombstones (see test_kafka_tombstones_are_keys_alone), then the group's next
+    # epoch without a metadata hash and a target assignment without a timestamp
+    (ConsumerGroupMetadataKey("g-3a2dbf"), "00030008672d336132646266",
+     ConsumerGroupMetadataValue(3, 0), "00000000000300"),
+    (ConsumerGroupTargetAssignmentMetadataKey("g-3a2dbf"), "00060008672d336132646266",
+     ConsumerGroupTargetAssignmentMetadataValue(3, 0), "00000000000300"),
+    # a static member subscribed by a regular expression (librdkafka sends it in parentheses)
+    (ConsumerGroupMemberMetadataKey("g-930526", M2),
+     "00050008672d393330353236001673704f536c314d54544c695959565a7a44784a4f5677",
+     ConsumerGroupMemberMetadataValue("inst-1", None, "r-client", "/127.0.0.1", (), "(^rx-930526.*)", 300000,
+                                      None, None),
+     "000007696e73742d310009722d636c69656e740b2f3132372e302e302e31010f285e72782d3933303532362e2a29000493e0"
+     "0001000100"),
+    (ConsumerGroupCurrentMemberAssignmentKey("g-930526", M2),
+     "00080008672d393330353236001673704f536c314d54544c695959565a7a44784a4f5677",
+     ConsumerGroupCurrentMemberAssignmentValue(1, 0, 0, {}, {}), "0000000000010000000000010100"),
+    (ConsumerGroupRegularExpressionKey("g-930526", "(^rx-930526.*)"),
+     "00100008672d393330353236000e285e72782d3933303532362e2a29",
+     ConsumerGroupRegularExpressionValue(("rx-930526",), 384, 1795697860623),
+     "0000020a72782d3933303532360000000000000180000001a217eee00f00"),
+    (ConsumerGroupTargetAssignmentMemberKey("g-930526", M2),
+     "00070008672d393330353236001673704f536c314d54544c695959565a7a44784a4f5677",
+     ConsumerGroupTargetAssignmentMemberValue({T2: frozenset({0, 1, 2})}),
+     "000002f79c57a3406748ca847af11057566e27040000000000000001000000020000"),
+    (ConsumerGroupCurrentMemberAssignmentKey("g-930526", M2),
+     "00080008672d393330353236001673704f536c314d54544c695959565a7a44784a4f5677",
+     ConsumerGroupCurrentMemberAssignmentValue(2, 1, 0, {T2: frozenset({0, 1, 2})}, {}, {T2: {0: 2, 1: 2, 2: 2}}),
+     "000000000002000000010002f79c57a3406748ca847af11057566e270400000000000000010000000201000d04000000020000"
+     "0002000000020100"),
+    # the static member leaves temporarily (epoch -2): its assignment stays, at assignment epoch 0
+    (ConsumerGroupCurrentMemberAssignmentKey("g-930526", M2),
+     "00080008672d393330353236001673704f536c314d54544c695959565a7a44784a4f5677",
+     ConsumerGroupCurrentMemberAssignmentValue(-2, 1, 0, {T2: frozenset({0, 1, 2})}, {}, {T2: {0: 0, 1: 0, 2: 0}}),
+     "0000fffffffe000000010002f79c57a3406748ca847af11057566e270400000000000000010000000201000d04000000000000"
+     "0000000000000100"),
+]
+
+
+@pytest.mark.parametrize("key, key_hex, value, value_hex", KAFKA_RECORDS,
+                         ids=[f"{type(r[0]).__name__}-{i}" for i, r in enumerate(KAFKA_RECORDS)])
+def test_kafka_written_records_decode_and_encode_byte_for_byte(key, key_hex, value, value_hex):
+    assert decode_key(bytes.fromhex(key_hex)) == key
+    assert encode_consumer_key(key).hex() == key_hex
+    assert decode_consumer_value(key, bytes.fromhex(value_hex)) == value
+    assert encode_consumer_value(value).hex() == value_hex
+
+
+def test_kafka_tombstones_are_keys_alone():
+    """Kafka's tombstones of a leaving member: the same keys, no value (the store passes None)."""
+    for key_hex in ("00080008672d336132646266001634326a57544775625271533557446579716a58483251",
+                    "00070008672d336132646266001634326a57544775625271533557446579716a58483251",
+                    "00050008672d336132646266001634326a57544775625271533557446579716a58483251"):
+        key = decode_key(bytes.fromhex(key_hex))
+        assert isinstance(key, CONSUMER_KEYS) and key.member_id == M1
+
+
+def test_offset_and_classic_group_keys_are_unchanged():
+    assert decode_key(bytes.fromhex("0001000867726f75702dc3a900066f726465727300000007")) == OffsetKey("group-é", "orders", 7)
+    assert decode_key(bytes.fromhex("0002000867726f75702dc3a9")) == GroupKey("group-é")
+    assert not isinstance(OffsetKey("g", "t", 0), CONSUMER_KEYS)
+
+
+# -- round trips --------------------------------------------------------------------------------
+
+ROUND_TRIPS = [
+    (ConsumerGroupMetadataKey("grüppe"), ConsumerGroupMetadataValue(0)),
+    (ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(2**31 - 1, -(2**63))),
+    (ConsumerGroupMemberMetadataKey("g", "m"),
+     ConsumerGroupMemberMetadataValue("inst", "rack-é", "", "/::1", ("a", "b", "é" * 40), None, -1, "uniform")),
+    (ConsumerGroupMemberMetadataKey("g", "m"),
+     ConsumerGroupMemberMetadataValue(None, None, "c", "h", (), "^x.*", 45000, "range",
+                                      ClassicMemberMetadata(10000, (("range", b"\x00\x01meta"), ("", b""))))),
+    (ConsumerGroupMemberMetadataKey("g", "m"),  # Kafka's default struct: the tag is not written
+     ConsumerGroupMemberMetadataValue(None, None, "c", "h", (), None, 1, None, ClassicMemberMetadata(0, ()))),
+    (ConsumerGroupTargetAssignmentMetadataKey("g"), ConsumerGroupTargetAssignmentMetadataValue(-1, 2**62)),
+    (ConsumerGroupTargetAssignmentMemberKey("g", "m"),
+     ConsumerGroupTargetAssignmentMemberValue({T1: frozenset({5, 0, 2**31 - 1}), T2: frozenset(), UUID(int=0): frozenset({1})})),
+    (ConsumerGroupCurrentMemberAssignmentKey("g", "m"),
+     ConsumerGroupCurrentMemberAssignmentValue(7, 6, 1, {T1: frozenset({0, 3})}, {T2: frozenset({1, 2}), T1: frozenset({9})},
+                                               {T1: {0: 7, 3: 5}}, {T2: {1: 6, 2: 4}})),
+    (ConsumerGroupCurrentMemberAssignmentKey("g", "m"),  # epochs on no topic at all, or on some
+     ConsumerGroupCurrentMemberAssignmentValue(-1, -1, 3, {T1: frozenset({1}), T2: frozenset({2})}, {}, {T2: {2: 9}}, {})),
+    (ConsumerGroupRegularExpressionKey("g", ".*"), ConsumerGroupRegularExpressionValue((), -1, 0)),
+    (ConsumerGroupRegularExpressionKey("g", "t[0-9]+"), ConsumerGroupRegularExpressionValue(("t1", "t22"), 2**40, 17)),
+]
+
+
+@pytest.mark.parametrize("key, value", ROUND_TRIPS)
+def test_round_trip(key, value):
+    key_bytes = encode_consumer_key(key)
+    assert decode_key(key_bytes) == key
+    data = encode_consumer_value(value)
+    assert decode_consumer_value(key, data) == value
+    assert encode_consumer_value(decode_consumer_value(key, data)) == data
+
+
+def test_null_classic_member_metadata_is_written_as_kafka_writes_it():
+    """A consumer-protocol member (None) carries tag 0 holding a null marker; an absent tag is
+    Kafka's default, an empty struct, not None."""
+    value = ConsumerGroupMemberMetadataValue(None, None, "c", "h", (), None, 1, None)
+    data = encode_consumer_value(value)
+    assert data.endswith(bytes.fromhex("01000100"))  # one tagged field: tag 0, size 1, null
+    absent = data[:-4] + b"\x00"
+    decoded = decode_consumer_value(ConsumerGroupMemberMetadataKey("g", "m"), absent)
+    assert decoded.classic_member_metadata == ClassicMemberMetadata(0, ())
+
+
+def test_partitions_are_written_ascending_and_topics_in_their_order():
+    value = ConsumerGroupTargetAssignmentMemberValue({T2: frozenset({17, 3, 8}), T1: frozenset({1})})
+    data = encode_consumer_value(value)
+    assert data[3:19] == T2.bytes and data[20:32] == bytes.fromhex("00000003" "00000008" "00000011")
+    assert list(decode_consumer_value(ConsumerGroupTargetAssignmentMemberKey("g", "m"), data).topic_partitions) == [T2, T1]
+
+
+def test_assignment_epochs_must_cover_their_topic_partitions():
+    bad = ConsumerGroupCurrentMemberAssignmentValue(1, 0, 0, {T1: frozenset({0, 1})}, {}, {T1: {0: 1}})
+    with pytest.raises(ValueError):
+        encode_consumer_value(bad)
+
+
+@pytest.mark.parametrize("tag_bytes", [
+    "03" "0000000a" "0000000b",  # as long as the partitions: used
+    "01",  # empty: Kafka's default, the member epoch applies
+    "00",  # null
+    "02" "0000000a",  # one epoch for two partitions: Kafka logs an error and uses the member epoch
+])
+def test_assignment_epochs_are_read_as_kafka_reads_them(tag_bytes):
+    body = bytes.fromhex("0000" "00000005" "00000004" "00" "02" + T1.hex + "03" "00000000" "00000001")
+    tagged = bytes.fromhex(tag_bytes)
+    data = body + b"\x01\x00" + bytes([len(tagged)]) + tagged + bytes.fromhex("01" "00")
+    value = decode_consumer_value(ConsumerGroupCurrentMemberAssignmentKey("g", "m"), data)
+    assert value.assigned_partitions == {T1: frozenset({0, 1})}
+    assert value.assigned_epochs == ({T1: {0: 10, 1: 11}} if tag_bytes.startswith("03") else {})
+
+
+def test_unknown_tagged_fields_and_trailing_bytes_are_skipped_as_kafka_does():
+    data = bytes.fromhex("0000" "00000009" "02" "05" "03" "aabbcc" "00" "08" "0000000000000007") + b"trailing"
+    assert decode_consumer_value(ConsumerGroupMetadataKey("g"), data) == ConsumerGroupMetadataValue(9, 7)
+
+
+def test_deprecated_partition_metadata_is_decoded_not_written():
+    key = decode_key(bytes.fromhex("0004" "0001" "67"))
+    assert key == ConsumerGroupPartitionMetadataKey("g") and not isinstance(key, CONSUMER_KEYS)
+    data = bytes.fromhex("0000" "02" + T1.hex + "02" "74" "00000003"
+                         "02" "00000000" "02" "02" "72" "00" "00" "00" "00")
+    assert decode_consumer_value(key, data) == ConsumerGroupPartitionMetadataValue((PartitionMetadataTopic(T1, "t", 3),))
+    with pytest.raises(TypeError):
+        encode_consumer_value(ConsumerGroupPartitionMetadataValue(()))
+
+
+# -- refusals: ValueError, and nothing else ----------------------------------------------------
+
+@pytest.mark.parametrize("record_type", [-1, 9, 10, 14, 15, 17, 22, 99, 32767])
+def test_unknown_record_types_are_refused(record_type):
+    """Share and streams groups' types (9-15, 17-22) among them: oncelog has no such groups."""
+    with pytest.raises(ValueError, match="unknown __consumer_offsets record type"):
+        decode_key(record_type.to_bytes(2, "big", signed=True) + bytes.fromhex("000167"))
+
+
+@pytest.mark.parametrize("key, _kh, _v, value_hex", KAFKA_RECORDS[:5] + KAFKA_RECORDS[9:10])
+def test_unknown_value_versions_are_refused(key, _kh, _v, value_hex):
+    for version in (1, -1, 0x7FFF):
+        data = version.to_bytes(2, "big", signed=True) + bytes.fromhex(value_hex)[2:]
+        with pytest.raises(ValueError, match="version"):
+            decode_consumer_value(key, data)
+
+
+@pytest.mark.parametrize("key, key_hex, _v, value_hex", KAFKA_RECORDS,
+                         ids=[f"{type(r[0]).__name__}-{i}" for i, r in enumerate(KAFKA_RECORDS)])
+def test_every_truncation_is_refused(key, key_hex, _v, value_hex):
+    key_bytes, value_bytes = bytes.fromhex(key_hex), bytes.fromhex(value_hex)
+    for n in range(len(key_bytes)):
+        with pytest.raises(ValueError):
+            decode_key(key_bytes[:n])
+    for n in range(len(value_bytes)):
+        with pytest.raises(ValueError):
+            decode_consumer_value(key, value_bytes[:n])
+
+
+@pytest.mark.parametrize("key, data_hex, why", [
+    (ConsumerGroupRegularExpressionKey("g", "r"), "0000" "ffffffff0f", "a 2^32-item array in 5 bytes"),
+    (ConsumerGroupTargetAssignmentMemberKey("g", "m"), "0000" "05" + "00" * 40, "4 topics cannot fit 40 bytes"),
+    (ConsumerGroupRegularExpressionKey("g", "r"), "0000" "ffffffffff01", "a varint over 5 bytes"),
+    (ConsumerGroupMemberMetadataKey("g", "m"), "0000" "00" "00" "00", "a null client id"),
+    (ConsumerGroupRegularExpressionKey("g", "r"), "0000" "02" "00" + "00" * 17, "a null topic name"),
+    (ConsumerGroupRegularExpressionKey("g", "r"), "0000" "00" + "00" * 17, "a null topic array"),
+    (ConsumerGroupMetadataKey("g"), "0000" "00000001" "01" "00" "04" "00000000", "an int64 tag of 4 bytes"),
+    (ConsumerGroupMetadataKey("g"), "0000" "00000001" "01" "00" "09" "000000000000000000", "an int64 tag of 9 bytes"),
+    (ConsumerGroupMetadataKey("g"), "0000" "00000001" "01" "05" "7f" "00", "a tag longer than the record"),
+    (ConsumerGroupRegularExpressionKey("g", "r"), "0000" "02" "03" "c3" "28", "a string that is not UTF-8"),
+])
+def test_hostile_values_are_refused_cheaply(key, data_hex, why):
+    with pytest.raises(ValueError):
+        decode_consumer_value(key, bytes.fromhex(data_hex))
+
+
+@pytest.mark.parametrize("key_hex", ["0003ffff", "0005" "0001" "67" "ffff", "0010" "0001" "67", "0007" "0005" "67"])
+def test_null_or_short_key_strings_are_refused(key_hex):
+    with pytest.raises(ValueError):
+        decode_key(bytes.fromhex(key_hex))
+
+
+# -- the store's replay dispatch ----------------------------------------------------------------
+
+class Recorder:
+    """The replay's side of a coordinator, recording what it is handed (the consumer group
+    coordinator's own loading is tested with it, by its module)."""
+
+    def __init__(self, consumer: bool = True) -> None:
+        self.calls: list[tuple] = []
+        if consumer:
+            self.load_consumer_record = lambda key, value: self.calls.append(("consumer", key, value))
+
+    def load_offset(self, key, value):
+        self.calls.append(("offset", key, value))
+
+    def load_group(self, group, value):
+        self.calls.append(("group", group, value))
+
+
+def _replay(tmp_path, records: list[tuple[bytes, bytes | None]], coordinator) -> int:
+    from oncelog.config.settings import FsyncPolicy, LogConfig
+    from oncelog.groups.store import OffsetsTopic
+    from oncelog.partition import PartitionManager
+    from oncelog.storage.log_manager import LogManager
+
+    async def run() -> int:
+        logs = LogManager(str(tmp_path / "data"), FsyncPolicy("never"), LogConfig())
+        logs.open()
+        manager = PartitionManager(logs)
+        manager.open()
+        topic = OffsetsTopic(manager, 1)
+        topic.append("g", records, lambda _: None)
+        count = topic.replay(coordinator)
+        await manager.close()
+        return count
+
+    return asyncio.run(run())
+
+
+def test_replay_hands_consumer_group_records_and_tombstones_to_the_coordinator(tmp_path, caplog):
+    written = [(bytes.fromhex(k), bytes.fromhex(v)) for _k, k, _v, v in KAFKA_RECORDS[:5]]
+    tombstone = (bytes.fromhex(KAFKA_RECORDS[2][1]), None)
+    partition_metadata = (bytes.fromhex("0004" "0001" "67"), bytes.fromhex("000001" "00"))
+    unreadable = (bytes.fromhex(KAFKA_RECORDS[1][1]), bytes.fromhex("0000" "0000"))
+    offset = (bytes.fromhex("0001" "0001" "67" "0001" "74" "00000000"),
+              bytes.fromhex("0003" "0000000000000005" "ffffffff" "0000" "0000000000000001"))
+    coordinator = Recorder()
+    assert _replay(tmp_path, [*written, tombstone, partition_metadata, unreadable, offset], coordinator) == 9
+    consumer = [(k, v) for kind, k, v in coordinator.calls if kind == "consumer"]
+    assert consumer == [(key, value) for key, _kh, value, _vh in KAFKA_RECORDS[:5]] + [(KAFKA_RECORDS[2][0], None)]
+    assert [c[0] for c in coordinator.calls] == ["consumer"] * 6 + ["offset"]  # type 4 skipped
+    assert "skipping unreadable __consumer_offsets record" in caplog.text
+
+
+def test_replay_without_consumer_group_loading_still_loads_offsets(tmp_path):
+    written = [(bytes.fromhex(k), bytes.fromhex(v)) for _k, k, _v, v in KAFKA_RECORDS[:3]]
+    offset = (bytes.fromhex("0001" "0001" "67" "0001" "74" "00000000"),
+              bytes.fromhex("0003" "0000000000000005" "ffffffff" "0000" "0000000000000001"))
+    coordinator = Recorder(consumer=False)
+    assert _replay(tmp_path, [*written, offset], coordinator) == 4
+    assert [c[:2] for c in coordinator.calls] == [("offset", OffsetKey("g", "t", 0))]
