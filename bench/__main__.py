@@ -16,6 +16,10 @@ if __name__ == "__main__":
         from .pipeline import main as pipeline_main
 
         sys.exit(pipeline_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "rebalance":
+        from .rebalance import main as rebalance_main
+
+        sys.exit(rebalance_main(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "chaos-check":
         from .chaos_check import main as chaos_check_main
 
