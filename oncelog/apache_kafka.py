@@ -631,6 +631,11 @@ class KafkaCluster:
                 "transaction.state.log.replication.factor": replicas,
                 "transaction.state.log.min.isr": min_isr,
                 "group.initial.rebalance.delay.ms": "0",
+                # KIP-848 groups: only the bounds are lowered (the defaults stay Kafka's 45 s session,
+                # 5 s heartbeat), so a test may set a short consumer.session.timeout.ms and
+                # consumer.heartbeat.interval.ms on its own group (IncrementalAlterConfigs, GROUP).
+                "group.consumer.min.session.timeout.ms": "1000",
+                "group.consumer.min.heartbeat.interval.ms": "100",
                 # Fewer threads than Kafka's defaults (3 network, 8 I/O): 2 cores shared by everything.
                 "num.network.threads": "2",
                 "num.io.threads": "2",

@@ -1,0 +1,779 @@
+"""End-to-end scenarios of the KIP-848 consumer group protocol (``group.protocol=consumer``) with
+confluent-kafka, written once and run against two brokers: Apache Kafka 4.4, the reference
+(tests/kafka/test_consumer_protocol_kafka.py; every case must pass there first), and oncelog
+(tests/e2e/test_consumer_protocol.py).
+
+Each case is a function of a :class:`Target` (a bootstrap, the group timing the case asks for,
+and for the restart case a way to SIGKILL and restart the broker). The broker owns the timing in
+KIP-848 (session timeout and heartbeat interval are not client settings): on Apache Kafka the
+target sets it per group (``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms``
+with IncrementalAlterConfigs on the GROUP resource, before the first member joins); oncelog is
+started per test with ``group.consumer.session.timeout.ms`` / ``group.consumer.heartbeat.interval.ms``.
+
+Invariants checked, beyond "it works":
+- once a group settles, every partition of its topics is owned by exactly one member, and the
+  members' local assignments agree with the broker's (ConsumerGroupDescribe: Stable, each
+  member's current assignment equal to its target and to what the client holds);
+- at no moment is a partition owned by two members: every member's assign, revoke and lost
+  callbacks are recorded in one :class:`Ledger` in the order they ran (all members are polled by
+  one thread, so that order is a real-time order) and replayed;
+- rebalances are incremental: a member never gives up a partition it ends the rebalance with.
+
+Nothing waits for a fixed time where a state can be waited for: each wait polls every member until
+its condition holds or a deadline (generous: a loaded 2-core machine) passes, and then fails with
+what it saw. The few fixed waits are the point of their test (a static member's absence; a quiet
+period that must stay quiet) and are kept well inside the session timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import importlib
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import confluent_kafka as ck
+from confluent_kafka.admin import AdminClient, NewTopic
+
+Partition = tuple[str, int]  # (topic, partition)
+
+# oncelog's broker settings for KIP-848 timing (serve --override NAME=VALUE); Kafka's names.
+ONCELOG_SESSION_TIMEOUT = "group.consumer.session.timeout.ms"
+ONCELOG_HEARTBEAT_INTERVAL = "group.consumer.heartbeat.interval.ms"
+ONCELOG_MIN_SESSION_TIMEOUT = "group.consumer.min.session.timeout.ms"
+ONCELOG_MIN_HEARTBEAT_INTERVAL = "group.consumer.min.heartbeat.interval.ms"
+# Kafka's per-group settings (GroupConfig), bounded by the broker's group.consumer.min/max.* ones.
+KAFKA_GROUP_SESSION_TIMEOUT = "consumer.session.timeout.ms"
+KAFKA_GROUP_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
+
+SETTLE_TIMEOUT = 60.0  # a rebalance takes a few heartbeats; this is for a loaded machine
+REGEX_TIMEOUT = 90.0  # Kafka resolves a subscription's regular expressions again every ~10 s
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The group timing a case asks for (the broker's, in KIP-848)."""
+
+    session_timeout_ms: int = 6000
+    heartbeat_interval_ms: int = 500
+
+    def oncelog_overrides(self) -> list[str]:
+        """``serve`` arguments giving an oncelog broker this timing."""
+        out = []
+        for name, value in ((ONCELOG_MIN_SESSION_TIMEOUT, 1000), (ONCELOG_SESSION_TIMEOUT, self.session_timeout_ms),
+                            (ONCELOG_MIN_HEARTBEAT_INTERVAL, 100),
+                            (ONCELOG_HEARTBEAT_INTERVAL, self.heartbeat_interval_ms)):
+            out += ["--override", f"{name}={value}"]
+        return out
+
+
+@dataclass
+class Target:
+    """A broker to run a case against. ``configure_group(group_id, timing)`` runs before a group's
+    first member joins (Apache Kafka: per-group configs; oncelog: nothing, the broker was started
+    with the timing). ``restart()`` SIGKILLs the broker and starts it again on the same data and
+    port, returning once it answers; None where the broker may not be restarted."""
+
+    bootstrap: str
+    timing: Timing
+    name: str
+    configure_group: Callable[[str, Timing], None] | None = None
+    restart: Callable[[], None] | None = None
+
+    @property
+    def session_timeout(self) -> float:
+        return self.timing.session_timeout_ms / 1000
+
+    @property
+    def heartbeat_interval(self) -> float:
+        return self.timing.heartbeat_interval_ms / 1000
+
+    def new_group(self, name: str = "kip848") -> str:
+        group = unique(name)
+        if self.configure_group is not None:
+            self.configure_group(group, self.timing)
+        return group
+
+    def new_topic(self, partitions: int, name: str = "ctopic") -> str:
+        topic = unique(name)
+        create_topics(self.bootstrap, {topic: partitions})
+        return topic
+
+
+def unique(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(t, n, 1) for t, n in topics.items()])
+    for f in futures.values():
+        f.result(timeout=30)
+
+
+def kafka_group_configurer(bootstrap: str) -> Callable[[str, Timing], None]:
+    """Apache Kafka: set a group's session timeout and heartbeat interval (KIP-848 group configs)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    def configure(group: str, timing: Timing) -> None:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry(KAFKA_GROUP_SESSION_TIMEOUT, str(timing.session_timeout_ms),
+                        incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry(KAFKA_GROUP_HEARTBEAT_INTERVAL, str(timing.heartbeat_interval_ms),
+                        incremental_operation=AlterConfigOpType.SET)])
+        for f in admin.incremental_alter_configs([resource]).values():
+            f.result(timeout=30)
+
+    return configure
+
+
+# -- members and what they did ----------------------------------------------------------------------
+
+
+@dataclass
+class Event:
+    at: float  # time.monotonic()
+    member: str
+    kind: str  # assign | revoke | lost
+    partitions: frozenset
+
+
+class Ledger:
+    """Every member's rebalance callbacks, in the order they ran (one thread polls every member)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.lock = threading.Lock()
+
+    def record(self, member: str, kind: str, partitions) -> None:
+        with self.lock:
+            self.events.append(Event(time.monotonic(), member, kind,
+                                     frozenset((p.topic, p.partition) for p in partitions)))
+
+    def since(self, at: float) -> list[Event]:
+        with self.lock:
+            return [e for e in self.events if e.at >= at]
+
+    def owners(self) -> dict[Partition, set[str]]:
+        """Replay: who owns each partition after the events so far."""
+        owners: dict[Partition, set[str]] = {}
+        for e in list(self.events):
+            for p in e.partitions:
+                if e.kind == "assign":
+                    owners.setdefault(p, set()).add(e.member)
+                else:
+                    owners.setdefault(p, set()).discard(e.member)
+        return owners
+
+    def check_exclusive(self) -> None:
+        """No partition was ever held by two members at once: a member is assigned a partition only
+        after its previous owner's revoke (or lost) callback ran."""
+        owners: dict[Partition, str] = {}
+        for e in list(self.events):
+            for p in sorted(e.partitions):
+                if e.kind == "assign":
+                    held = owners.get(p)
+                    assert held is None or held == e.member, (
+                        f"{p} assigned to {e.member} at {e.at:.3f} while {held} still owned it\n{self.render()}")
+                    owners[p] = e.member
+                elif owners.get(p) == e.member:
+                    del owners[p]
+
+    def render(self, last: int = 40) -> str:
+        start = self.events[0].at if self.events else 0.0
+        return "\n".join(f"  +{e.at - start:7.3f}s {e.member:>8} {e.kind:6} {sorted(e.partitions)}"
+                         for e in self.events[-last:])
+
+
+def consumer_config(bootstrap: str, group: str, **extra) -> dict:
+    # KIP-848: no session.timeout.ms / heartbeat.interval.ms / partition.assignment.strategy on the
+    # client (librdkafka refuses them with group.protocol=consumer); the broker owns them.
+    return {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 100, **extra}
+
+
+class Member:
+    """A confluent_kafka.Consumer on the consumer protocol, its callbacks recorded in a Ledger."""
+
+    def __init__(self, name: str, target: Target, group: str, topics: list[str], ledger: Ledger, **extra) -> None:
+        self.name = name
+        self.ledger = ledger
+        self.consumer = ck.Consumer(consumer_config(target.bootstrap, group, **extra))
+        self.closed = False
+        self.errors: list = []
+        self.messages: list = []  # every record polled, in order
+        self.consumer.subscribe(topics, on_assign=lambda c, ps: ledger.record(name, "assign", ps),
+                                on_revoke=lambda c, ps: ledger.record(name, "revoke", ps),
+                                on_lost=lambda c, ps: ledger.record(name, "lost", ps))
+
+    def poll(self, timeout: float = 0.05) -> None:
+        msg = self.consumer.poll(timeout)
+        if msg is None:
+            return
+        if msg.error() is not None:
+            self.errors.append(msg.error())
+        else:
+            self.messages.append(msg)
+
+    def records(self) -> list[tuple[int, int]]:
+        """(partition, offset) of every record polled."""
+        return [(m.partition(), m.offset()) for m in self.messages]
+
+    def assignment(self) -> frozenset:
+        return frozenset((p.topic, p.partition) for p in self.consumer.assignment())
+
+    @property
+    def member_id(self) -> str:
+        return self.consumer.memberid()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.consumer.close()
+
+
+def partitions_of(topics: dict[str, int]) -> frozenset:
+    return frozenset((t, p) for t, n in topics.items() for p in range(n))
+
+
+def balanced(assignments: dict[str, frozenset], partitions: frozenset) -> bool:
+    """Every partition owned by exactly one member, sizes within one of each other (Kafka's
+    uniform and range assignors both give that for one topic)."""
+    union = frozenset().union(*assignments.values()) if assignments else frozenset()
+    sizes = [len(a) for a in assignments.values()]
+    return (union == partitions and sum(sizes) == len(partitions)
+            and (not sizes or max(sizes) - min(sizes) <= 1))
+
+
+def poll_until(members: Iterable[Member], condition: Callable[[], bool], what: str, timeout: float = SETTLE_TIMEOUT,
+               describe: Callable[[], str] = lambda: "") -> float:
+    """Poll every member until ``condition()`` holds; the time it took. Fails after ``timeout``."""
+    members = list(members)
+    start = time.monotonic()
+    deadline = start + timeout
+    while True:
+        for m in members:
+            m.poll(0.05)
+        if condition():
+            return time.monotonic() - start
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout:.0f} s: {what}\n"
+                                 + "\n".join(f"  {m.name}: {sorted(m.assignment())}" for m in members)
+                                 + f"\n{describe()}\n{members[0].ledger.render() if members else ''}")
+
+
+def poll_for(members: Iterable[Member], seconds: float) -> None:
+    members = list(members)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for m in members:
+            m.poll(0.05)
+
+
+# -- ConsumerGroupDescribe / JoinGroup on the wire (the broker's own view) -------------------------
+
+
+def _connection(bootstrap: str):
+    from oncelog.client.kafka import Connection
+
+    host, port = bootstrap.rsplit(":", 1)
+    return Connection(host, int(port), timeout=30, client_id="kip848-e2e")
+
+
+@dataclass
+class DescribedMember:
+    member_id: str
+    instance_id: str | None
+    member_epoch: int
+    subscribed_topic_names: tuple
+    subscribed_topic_regex: str | None
+    assignment: frozenset
+    target_assignment: frozenset
+
+
+@dataclass
+class DescribedGroup:
+    error: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: dict[str, DescribedMember] = field(default_factory=dict)
+
+
+def describe_group(bootstrap: str, group: str) -> DescribedGroup:
+    """ConsumerGroupDescribe v0 to the bootstrap broker (a one-node cluster: the coordinator)."""
+    from kio.index import load_request_schema
+
+    request = load_request_schema(69, 0)(group_ids=(group,), include_authorized_operations=False)
+    conn = _connection(bootstrap)
+    try:
+        [g] = conn.request(request).groups
+    finally:
+        conn.close()
+
+    def parts(a) -> frozenset:
+        return frozenset((tp.topic_name, p) for tp in a.topic_partitions for p in tp.partitions)
+
+    return DescribedGroup(
+        g.error_code.name, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name,
+        {m.member_id: DescribedMember(m.member_id, m.instance_id, m.member_epoch, tuple(m.subscribed_topic_names),
+                                      m.subscribed_topic_regex, parts(m.assignment), parts(m.target_assignment))
+         for m in g.members})
+
+
+def broker_agrees(bootstrap: str, group: str, members: list[Member]) -> Callable[[], bool]:
+    """A condition: the broker describes ``group`` Stable with exactly these members, each one's
+    current assignment equal to its target and to what the client holds."""
+
+    def check() -> bool:
+        try:
+            d = describe_group(bootstrap, group)
+        except (OSError, ConnectionError):
+            return False
+        if d.error != "none" or d.state != "Stable" or set(d.members) != {m.member_id for m in members}:
+            return False
+        return all(d.members[m.member_id].assignment == d.members[m.member_id].target_assignment == m.assignment()
+                   for m in members)
+
+    return check
+
+
+def settle(target: Target, group: str, members: list[Member], partitions: frozenset, what: str,
+           timeout: float = SETTLE_TIMEOUT) -> float:
+    """Poll until every partition is owned by exactly one of ``members``, balanced, and the broker
+    agrees (Stable, current == target == local for each member)."""
+    agreed = broker_agrees(target.bootstrap, group, members)
+    return poll_until(members, lambda: balanced({m.name: m.assignment() for m in members}, partitions) and agreed(),
+                      what, timeout, describe=lambda: _safe_describe(target.bootstrap, group))
+
+
+def _safe_describe(bootstrap: str, group: str) -> str:
+    try:
+        d = describe_group(bootstrap, group)
+    except Exception as exc:  # the report of a failure must not fail itself
+        return f"  describe: {exc!r}"
+    lines = [f"  broker: {d.error} {d.state} group_epoch={d.group_epoch} assignment_epoch={d.assignment_epoch}"]
+    lines += [f"    {m.member_id} epoch={m.member_epoch} current={sorted(m.assignment)} "
+              f"target={sorted(m.target_assignment)}" for m in d.members.values()]
+    return "\n".join(lines)
+
+
+# -- the scenarios ----------------------------------------------------------------------------------
+
+
+def case_join_and_leave_one_by_one(target: Target) -> None:
+    """Members join one by one (1 -> 3), then leave (3 -> 1). After each change the group settles
+    with every partition owned by exactly one member; no partition is ever owned by two members at
+    once (a member's revoke runs before another's assign of the same partition); a member keeps,
+    without a revoke, the partitions it still owns after the change (incremental, not eager)."""
+    topic = target.new_topic(6)
+    partitions = partitions_of({topic: 6})
+    group = target.new_group()
+    ledger = Ledger()
+    members: list[Member] = []
+    try:
+        steps = []
+        for i in range(3):
+            before = time.monotonic()
+            members.append(Member(f"m{i}", target, group, [topic], ledger))
+            settle(target, group, members, partitions, f"{len(members)} members share {topic}")
+            steps.append((before, f"m{i} joined"))
+            _check_incremental(ledger, before, members)
+        for leaving in (members[2], members[1]):
+            before = time.monotonic()
+            leaving.close()
+            members.remove(leaving)
+            settle(target, group, members, partitions, f"{leaving.name} left; {len(members)} members share {topic}")
+            _check_incremental(ledger, before, members)
+            # A member that leaves gives up what it had: its revoke callback ran in close().
+            assert leaving.name in {e.member for e in ledger.since(before) if e.kind == "revoke"}, ledger.render()
+        ledger.check_exclusive()
+        # Each member's final ownership, replayed from its callbacks, is what it holds.
+        owners = ledger.owners()
+        for m in members:
+            assert frozenset(p for p, o in owners.items() if m.name in o) == m.assignment(), ledger.render()
+    finally:
+        for m in members:
+            m.close()
+
+
+def _check_incremental(ledger: Ledger, since: float, members: list[Member]) -> None:
+    for m in members:
+        revoked = frozenset().union(*(e.partitions for e in ledger.since(since)
+                                      if e.member == m.name and e.kind in ("revoke", "lost")))
+        assert not (revoked & m.assignment()), (
+            f"{m.name} gave up {sorted(revoked & m.assignment())} and got them back: not incremental\n{ledger.render()}")
+
+
+def case_killed_member_partitions_move_after_session_timeout(target: Target) -> None:
+    """A member in another process is SIGKILLed (no leave): the broker keeps its partitions until
+    its session times out, then the survivors get them — not before (a lost connection is not a
+    leave in KIP-848: members are not tied to connections)."""
+    topic = target.new_topic(6)
+    partitions = partitions_of({topic: 6})
+    group = target.new_group()
+    ledger = Ledger()
+    members = [Member(f"m{i}", target, group, [topic], ledger) for i in range(2)]
+    worker = WorkerProcess(target.bootstrap, group, topic)
+    try:
+        def all_three() -> bool:
+            owned = {m.name: m.assignment() for m in members}
+            owned["worker"] = worker.assignment
+            return balanced(owned, partitions)
+
+        poll_until(members, all_three, "two members and the worker process share the topic",
+                   describe=lambda: _safe_describe(target.bootstrap, group) + f"\n  worker: {worker.assignment}")
+        worker_had = worker.assignment
+        assert len(worker_had) == 2
+        killed_at = worker.kill()
+        settle(target, group, members, partitions, "the survivors own every partition")
+        took = time.monotonic() - killed_at
+        gained = [e for e in ledger.since(killed_at) if e.kind == "assign" and e.partitions & worker_had]
+        assert frozenset().union(*(e.partitions for e in gained)) == worker_had, ledger.render()
+        # The session timer restarts at each heartbeat: the last one came at most a heartbeat
+        # interval before the kill (give a loaded machine's late heartbeat the benefit of another).
+        assert took >= target.session_timeout - 2 * target.heartbeat_interval, (
+            f"the killed member's partitions moved {took:.1f} s after SIGKILL, before its "
+            f"{target.session_timeout:.1f} s session could expire")
+        ledger.check_exclusive()
+    finally:
+        worker.kill()
+        for m in members:
+            m.close()
+
+
+def case_regex_subscription_picks_up_new_topic(target: Target) -> None:
+    """``subscribe(["^ctopic-<id>-.*"])``: librdkafka sends the pattern as the member's
+    subscribed_topic_regex, which the broker resolves; a topic created later that matches is
+    assigned to the member; a topic that does not match never is."""
+    prefix = unique("ctopic")
+    first, later, other = f"{prefix}-a", f"{prefix}-b", f"x{prefix}-c"
+    create_topics(target.bootstrap, {first: 2, other: 1})
+    group = target.new_group()
+    ledger = Ledger()
+    member = Member("m0", target, group, [f"^{prefix}-.*"], ledger)
+    try:
+        settle(target, group, [member], partitions_of({first: 2}), "the regex's one topic is assigned")
+        d = describe_group(target.bootstrap, group).members[member.member_id]
+        assert d.subscribed_topic_names == (), d
+        assert d.subscribed_topic_regex is not None and f"^{prefix}-.*" in d.subscribed_topic_regex, d
+        create_topics(target.bootstrap, {later: 3})
+        settle(target, group, [member], partitions_of({first: 2, later: 3}), "a new matching topic is assigned",
+               timeout=REGEX_TIMEOUT)
+        assert not any(p[0] == other for e in ledger.events for p in e.partitions), ledger.render()
+        ledger.check_exclusive()
+    finally:
+        member.close()
+
+
+def produce_per_partition(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
+    p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for part in range(partitions):
+        for i in range(per_partition):
+            p.produce(topic, value=f"{part}:{i}".encode(), partition=part)
+    assert p.flush(30) == 0
+
+
+def case_committed_offsets_resume_a_new_member(target: Target) -> None:
+    """A member reads, commits offsets (OffsetCommit with its member epoch) and closes; a new member
+    of the group reads the committed offsets back (OffsetFetch, Consumer.committed) and resumes
+    exactly there."""
+    topic = target.new_topic(3)
+    produce_per_partition(target.bootstrap, topic, 3, 10)
+    group = target.new_group()
+    ledger = Ledger()
+    first = Member("m0", target, group, [topic], ledger)
+    try:
+        poll_until([first], lambda: len(first.messages) >= 30, "the first member reads all 30 records")
+        offsets = [ck.TopicPartition(topic, p, 4) for p in range(3)]
+        first.consumer.commit(offsets=offsets, asynchronous=False)
+        assert {(tp.partition, tp.offset) for tp in first.consumer.committed(offsets, timeout=30)} == \
+            {(p, 4) for p in range(3)}
+    finally:
+        first.close()
+    second = Member("m1", target, group, [topic], ledger)
+    try:
+        committed = second.consumer.committed([ck.TopicPartition(topic, p) for p in range(3)], timeout=30)
+        assert {(tp.partition, tp.offset) for tp in committed} == {(p, 4) for p in range(3)}
+        poll_until([second], lambda: len(second.messages) >= 18, "the new member reads from the committed offsets")
+        poll_for([second], 1.0)  # and nothing before them arrives late
+        assert sorted(second.records()) == [(p, o) for p in range(3) for o in range(4, 10)]
+    finally:
+        second.close()
+
+
+def case_static_member_restart_keeps_its_partitions(target: Target) -> None:
+    """A static member (group.instance.id) closes and a new consumer with the same instance id
+    joins within the session timeout: it gets the same partitions, and the other member is not
+    disturbed meanwhile (no revoke, no assign: the broker holds the absent static member's
+    partitions for it)."""
+    topic = target.new_topic(6)
+    partitions = partitions_of({topic: 6})
+    group = target.new_group()
+    ledger = Ledger()
+    static = Member("static", target, group, [topic], ledger, **{"group.instance.id": "static-a"})
+    other = Member("other", target, group, [topic], ledger)
+    members = [static, other]
+    try:
+        settle(target, group, members, partitions, "the static and the dynamic member share the topic")
+        had = static.assignment()
+        other_had = other.assignment()
+        closed_at = time.monotonic()
+        static.close()
+        # The static member is away for a while, well inside its session timeout.
+        poll_for([other], min(2.0, target.session_timeout / 4))
+        assert other.assignment() == other_had
+        assert not [e for e in ledger.since(closed_at) if e.member == "other"], ledger.render()
+        back = Member("static2", target, group, [topic], ledger, **{"group.instance.id": "static-a"})
+        members = [back, other]
+        settle(target, group, members, partitions, "the restarted static member is back")
+        assert time.monotonic() - closed_at < target.session_timeout, (
+            f"the static member came back {time.monotonic() - closed_at:.1f} s later: past its session timeout")
+        assert back.assignment() == had, (sorted(had), sorted(back.assignment()))
+        assert other.assignment() == other_had
+        assert not [e for e in ledger.since(closed_at) if e.member == "other"], ledger.render()
+        d = describe_group(target.bootstrap, group)
+        assert d.members[back.member_id].instance_id == "static-a"
+        ledger.check_exclusive()
+    finally:
+        for m in (static, *members):
+            m.close()
+
+
+def case_classic_groups_unaffected(target: Target) -> None:
+    """kafka-python and aiokafka groups on the classic protocol work in the same broker while a
+    KIP-848 group is active, and the KIP-848 group is not disturbed by them."""
+    kip848_topic, kp_topic, aio_topic = target.new_topic(4), target.new_topic(2), target.new_topic(2)
+    partitions = partitions_of({kip848_topic: 4})
+    group = target.new_group()
+    ledger = Ledger()
+    members = [Member(f"m{i}", target, group, [kip848_topic], ledger) for i in range(2)]
+    try:
+        settle(target, group, members, partitions, "the KIP-848 group is stable")
+        quiet_since = time.monotonic()
+        for t in (kp_topic, aio_topic):
+            produce_per_partition(target.bootstrap, t, 2, 5)
+        kp_group, aio_group = unique("classic-kp"), unique("classic-aio")
+        got = read_with_kafka_python(target.bootstrap, kp_topic, kp_group, 10)
+        assert sorted(got) == [(p, o) for p in range(2) for o in range(5)]
+        got = asyncio.run(read_with_aiokafka(target.bootstrap, aio_topic, aio_group, 10))
+        assert sorted(got) == [(p, o) for p in range(2) for o in range(5)]
+        admin = AdminClient({"bootstrap.servers": target.bootstrap})
+        described = {g: f.result(timeout=30) for g, f in admin.describe_consumer_groups([group, kp_group, aio_group]).items()}
+        assert described[group].type == ck.ConsumerGroupType.CONSUMER
+        assert described[kp_group].type == ck.ConsumerGroupType.CLASSIC
+        assert described[aio_group].type == ck.ConsumerGroupType.CLASSIC
+        # The classic groups committed, and left no effect on the KIP-848 one.
+        settle(target, group, members, partitions, "the KIP-848 group is still stable")
+        assert not ledger.since(quiet_since), ledger.render()
+    finally:
+        for m in members:
+            m.close()
+
+
+def read_with_kafka_python(bootstrap: str, topic: str, group: str, n: int) -> list[Partition]:
+    import kafka
+
+    c = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                            enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=1000)
+    got: list = []
+    try:
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while len(got) < n and time.monotonic() < deadline:
+            for records in c.poll(200).values():
+                got += [(r.partition, r.offset) for r in records]
+        c.commit()
+        assert c.committed(kafka.TopicPartition(topic, 0)) is not None
+    finally:
+        c.close()
+    return got
+
+
+async def read_with_aiokafka(bootstrap: str, topic: str, group: str, n: int) -> list[Partition]:
+    import aiokafka
+
+    c = aiokafka.AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                                  enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=1000)
+    await c.start()
+    got: list = []
+    try:
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while len(got) < n and time.monotonic() < deadline:
+            for records in (await c.getmany(timeout_ms=200)).values():
+                got += [(r.partition, r.offset) for r in records]
+        await c.commit()
+    finally:
+        await c.stop()
+    return got
+
+
+def case_classic_member_joins_consumer_group(target: Target) -> None:
+    """A classic consumer (kafka-python: JoinGroup/SyncGroup, protocol type "consumer") joining a
+    group that is a KIP-848 consumer group gets what Kafka 4.4 answers: it becomes a member of that
+    consumer group (a mixed group; the broker assigns its partitions with the group's assignor),
+    and the group stays a consumer group. On the wire: JoinGroup v5 without a member id is answered
+    MEMBER_ID_REQUIRED; one of another protocol type ("connect") INCONSISTENT_GROUP_PROTOCOL."""
+    import kafka
+
+    topic = target.new_topic(4)
+    partitions = partitions_of({topic: 4})
+    group = target.new_group()
+    ledger = Ledger()
+    member = Member("m0", target, group, [topic], ledger)
+    try:
+        settle(target, group, [member], partitions, "the KIP-848 member owns the topic")
+        assert _raw_join(target.bootstrap, group, topic, protocol_type="connect") == "inconsistent_group_protocol"
+        assert _raw_join(target.bootstrap, group, topic, protocol_type="consumer") == "member_id_required"
+        classic = kafka.KafkaConsumer(topic, bootstrap_servers=target.bootstrap, group_id=group,
+                                      auto_offset_reset="earliest", enable_auto_commit=False,
+                                      session_timeout_ms=10000, heartbeat_interval_ms=1000)
+        try:
+            def split() -> bool:
+                classic.poll(50)
+                theirs = frozenset((tp.topic, tp.partition) for tp in classic.assignment())
+                return balanced({"m0": member.assignment(), "classic": theirs}, partitions)
+
+            poll_until([member], split, "the classic member and the KIP-848 member share the topic",
+                       describe=lambda: _safe_describe(target.bootstrap, group))
+            admin = AdminClient({"bootstrap.servers": target.bootstrap})
+            d = admin.describe_consumer_groups([group])[group].result(timeout=30)
+            assert d.type == ck.ConsumerGroupType.CONSUMER, d.type
+            assert len(d.members) == 2
+        finally:
+            classic.close()
+        settle(target, group, [member], partitions, "the classic member left; the KIP-848 member owns the topic")
+        ledger.check_exclusive()
+    finally:
+        member.close()
+
+
+def _raw_join(bootstrap: str, group: str, topic: str, protocol_type: str) -> str:
+    """JoinGroup v5 without a member id, with a valid ConsumerProtocolSubscription v0 for ``topic``;
+    the answer's error code name."""
+    from kio.index import load_request_schema
+
+    cls = load_request_schema(11, 5)
+    protocol = importlib.import_module(cls.__module__).JoinGroupRequestProtocol
+    name = topic.encode()
+    metadata = struct.pack(">hih", 0, 1, len(name)) + name + struct.pack(">i", -1)  # version, [topic], null user data
+    request = cls(group_id=group, session_timeout=datetime.timedelta(seconds=10),
+                  rebalance_timeout=datetime.timedelta(seconds=10), member_id="", group_instance_id=None,
+                  protocol_type=protocol_type, protocols=(protocol(name="range", metadata=metadata),))
+    conn = _connection(bootstrap)
+    try:
+        return conn.request(request).error_code.name
+    finally:
+        conn.close()
+
+
+def case_broker_restart_keeps_assignments_and_epochs(target: Target) -> None:
+    """The broker is SIGKILLed and restarted on its data: the members keep their partitions without
+    a reassignment (no revoke, assign or lost callback), their member epochs and the group epoch are
+    what they were, and the committed offsets are still there."""
+    assert target.restart is not None
+    topic = target.new_topic(6)
+    partitions = partitions_of({topic: 6})
+    group = target.new_group()
+    ledger = Ledger()
+    members = [Member(f"m{i}", target, group, [topic], ledger) for i in range(2)]
+    try:
+        settle(target, group, members, partitions, "two members share the topic")
+        offsets = [ck.TopicPartition(topic, p, 3 + p) for p in range(6)]
+        for m in members:  # each member commits for its own partitions
+            mine = [tp for tp in offsets if (topic, tp.partition) in m.assignment()]
+            m.consumer.commit(offsets=mine, asynchronous=False)
+        before = describe_group(target.bootstrap, group)
+        had = {m.name: m.assignment() for m in members}
+        restarted_at = time.monotonic()
+        target.restart()
+        # Members heartbeat again (each at least a few heartbeats after the restart) and the broker
+        # still describes the same group, members and assignments.
+        settle(target, group, members, partitions, "the group is back after the restart")
+        poll_for(members, 5 * target.heartbeat_interval + 1.0)
+        settle(target, group, members, partitions, "the group is still stable")
+        after = describe_group(target.bootstrap, group)
+        assert {m.name: m.assignment() for m in members} == had
+        assert not ledger.since(restarted_at), f"a reassignment after the restart:\n{ledger.render()}"
+        assert after.group_epoch == before.group_epoch, (before, after)
+        assert {k: v.member_epoch for k, v in after.members.items()} == \
+            {k: v.member_epoch for k, v in before.members.items()}, (before, after)
+        committed = members[0].consumer.committed([ck.TopicPartition(topic, p) for p in range(6)], timeout=30)
+        assert sorted((tp.partition, tp.offset) for tp in committed) == [(p, 3 + p) for p in range(6)]
+    finally:
+        for m in members:
+            m.close()
+
+
+@dataclass(frozen=True)
+class Case:
+    run: Callable[[Target], None]
+    timing: Timing = Timing()
+    restarts_broker: bool = False
+
+
+CASES: dict[str, Case] = {
+    "join_and_leave": Case(case_join_and_leave_one_by_one),
+    "killed_member": Case(case_killed_member_partitions_move_after_session_timeout),
+    "regex_new_topic": Case(case_regex_subscription_picks_up_new_topic),
+    "committed_offsets": Case(case_committed_offsets_resume_a_new_member),
+    # A long session: the static member's absence must stay well inside it on a loaded machine.
+    "static_member": Case(case_static_member_restart_keeps_its_partitions, Timing(30000, 500)),
+    "classic_unaffected": Case(case_classic_groups_unaffected),
+    "classic_joins_consumer_group": Case(case_classic_member_joins_consumer_group),
+    # A long session: the broker's downtime (and Kafka's start) must not expire the members.
+    "broker_restart": Case(case_broker_restart_keeps_assignments_and_epochs, Timing(45000, 500), restarts_broker=True),
+}
+
+
+# -- the member process of the killed-member case --------------------------------------------------
+
+
+class WorkerProcess:
+    """A consumer-protocol member in a child process (``python -m tests.consumer_protocol_cases``),
+    reporting its assignment on stdout as JSON lines each time it changes."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        self.assignment: frozenset = frozenset()
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.consumer_protocol_cases", bootstrap, group, topic],
+                                     cwd=REPO, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.assignment = frozenset(tuple(p) for p in json.loads(line))
+
+    def kill(self) -> float:
+        """SIGKILL; the time it died."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        return time.monotonic()
+
+
+def _worker(bootstrap: str, group: str, topic: str) -> None:
+    c = ck.Consumer(consumer_config(bootstrap, group))
+    c.subscribe([topic])
+    last = None
+    while True:
+        c.poll(0.1)
+        now = sorted((p.topic, p.partition) for p in c.assignment())
+        if now != last:
+            print(json.dumps(now), flush=True)
+            last = now
+
+
+if __name__ == "__main__":
+    _worker(*sys.argv[1:4])
