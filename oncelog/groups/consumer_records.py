@@ -44,10 +44,12 @@ Two of Kafka's defaults are not null, and matter for byte-exactness:
   reads a topic whose list is absent, null or not as long as its partitions as "every partition
   at max(member_epoch, 0)"; here such a topic has no entry in the epochs mapping.
 
-Partition sets are ``frozenset``: written in ascending order. Kafka writes its HashSet's or
-HashMap's order, which is ascending while every partition number is below the table size (16
-for up to 12 partitions), so re-encoding a record Kafka wrote is byte-exact then, and equal as a
-set always. Topics keep their order (dicts are ordered); so do topic-name lists.
+Partition sets are ``frozenset``s, and order is not part of their meaning; but Kafka writes a
+target assignment's partitions in its assignor's order (the uniform assignor's is not ascending:
+[5, 2] was seen) and a current assignment's in its HashMap's. So decoding yields
+:class:`PartitionSet`, a frozenset that remembers the order it was read in, and encoding writes
+that order: a record Kafka wrote re-encodes byte for byte. A plain frozenset is written in
+ascending order. Topics keep their order (dicts are ordered); so do topic-name lists.
 
 Decoding raises ValueError and nothing else on any bytes: lengths and counts are checked against
 what is left before anything is allocated (:class:`TruncatedRecord` is a ValueError, so is
@@ -64,6 +66,28 @@ from typing import Callable, TypeVar
 from ..protocol.internal_records import Reader, TruncatedRecord, Writer
 
 T = TypeVar("T")
+
+
+
+class PartitionSet(frozenset):
+    """A frozenset of partitions that remembers the order it was written in (``written_order``),
+    for byte-exact re-encoding; it compares and hashes as the frozenset it is. Set operations on
+    it give plain frozensets."""
+
+    __slots__ = ("written_order",)
+
+    def __new__(cls, partitions=()):
+        written = tuple(partitions)
+        self = super().__new__(cls, written)
+        self.written_order = written
+        return self
+
+
+def _partition_order(partitions: frozenset[int]) -> list[int]:
+    if isinstance(partitions, PartitionSet):
+        return list(partitions.written_order)
+    return sorted(partitions)
+
 
 Partitions = dict[uuid.UUID, frozenset[int]]
 PartitionEpochs = dict[uuid.UUID, dict[int, int]]  # topic id -> partition -> assignment epoch
@@ -388,14 +412,14 @@ def decode_consumer_key(record_type: int, r: Reader):
 def _write_partitions(w: _FlexWriter, partitions: Partitions, epochs: PartitionEpochs | None) -> None:
     def topic(w: _FlexWriter, item) -> None:
         topic_id, parts = item
-        ordered = sorted(parts)
+        ordered = _partition_order(parts)
         w.uuid(topic_id).compact_array(ordered, Writer.i32)
         tags: dict[int, bytes] = {}
         if epochs is not None and topic_id in epochs:
             by_partition = epochs[topic_id]
             if set(by_partition) != set(ordered):
                 raise ValueError(f"assignment epochs of topic {topic_id} cover {sorted(by_partition)}, "
-                                 f"its partitions are {ordered}")
+                                 f"its partitions are {sorted(ordered)}")
             if ordered:  # an empty list is Kafka's default: not written
                 tags[0] = _encoded(lambda t: t.compact_array([by_partition[p] for p in ordered], Writer.i32))
         w.tags(tags)
@@ -460,7 +484,7 @@ def _read_partitions(r: _FlexReader, with_epochs: bool) -> tuple[Partitions, Par
         topic_id = r.uuid()
         parts = r.compact_array(_FlexReader.i32_item, 4)
         tags = r.tags({0: lambda t: t.compact_nullable_array(_FlexReader.i32_item, 4)} if with_epochs else {})
-        partitions[topic_id] = frozenset(parts)
+        partitions[topic_id] = PartitionSet(parts)
         assignment_epochs = tags.get(0)
         if assignment_epochs and len(assignment_epochs) == len(parts):  # else Kafka uses the member epoch
             epochs[topic_id] = dict(zip(parts, assignment_epochs))

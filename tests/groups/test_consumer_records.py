@@ -46,6 +46,12 @@ T1 = UUID("870f4258-2bae-4330-ac33-cbeac184d331")
 T2 = UUID("f79c57a3-4067-48ca-847a-f11057566e27")
 M1 = "42jWTGubRqS5WDeyqjXH2Q"
 M2 = "spOSl1MTTLiYYVZzDxJOVw"
+T3 = UUID("e84daa24-5a72-46a2-a1b4-881e1f9b6842")
+M3 = "C4my8ynBT8GmzVLwxOXh6A"
+M4 = "V9DkyqLPRP6jze5Syn69ZA"
+# the classic member's ConsumerProtocolSubscription v3: topics [cl-3685d5], no user data, no owned
+# partitions, generation -1, no rack
+SUBSCRIPTION = bytes.fromhex("0003000000010009636c2d3336383564350000000000000000ffffffff0000")
 
 # (key, key bytes, value, value bytes), as Apache Kafka 4.4 wrote them, in the order it wrote them.
 KAFKA_RECORDS = [
@@ -105,6 +111,25 @@ KAFKA_RECORDS = [
      ConsumerGroupCurrentMemberAssignmentValue(-2, 1, 0, {T2: frozenset({0, 1, 2})}, {}, {T2: {0: 0, 1: 0, 2: 0}}),
      "0000fffffffe000000010002f79c57a3406748ca847af11057566e270400000000000000010000000201000d04000000000000"
      "0000000000000100"),
+    # a classic-protocol member (librdkafka, group.protocol=classic) joins a consumer group of one
+    # member: its JoinGroup protocols are kept, and the first member must revoke two partitions
+    (ConsumerGroupMemberMetadataKey("g-3685d5", M4),
+     "00050008672d33363835643500165639446b79714c505250366a7a653553796e36395a41",
+     ConsumerGroupMemberMetadataValue(None, None, "r-c", "/127.0.0.1", ("cl-3685d5",), "", 300000, None,
+                                      ClassicMemberMetadata(10000, (("range", SUBSCRIPTION), ("roundrobin", SUBSCRIPTION)))),
+     "0000000004722d630b2f3132372e302e302e31020a636c2d33363835643501000493e00001005a0100002710030672616e6765"
+     "200003000000010009636c2d3336383564350000000000000000ffffffff0000000b726f756e64726f62696e20000300000001"
+     "0009636c2d3336383564350000000000000000ffffffff00000000"),
+    (ConsumerGroupCurrentMemberAssignmentKey("g-3685d5", M3),
+     "00080008672d333638356435001643346d7938796e425438476d7a564c77784f58683641",
+     ConsumerGroupCurrentMemberAssignmentValue(3, 3, 1, {T3: frozenset({0, 1})}, {T3: frozenset({2, 3})},
+                                               {T3: {0: 3, 1: 3}}, {T3: {2: 3, 3: 3}}),
+     "000000000003000000030102e84daa245a7246a2a1b4881e1f9b684203000000000000000101000903000000030000000302e8"
+     "4daa245a7246a2a1b4881e1f9b684203000000020000000301000903000000030000000300"),
+    (ConsumerGroupCurrentMemberAssignmentKey("g-3685d5", M3),  # revoked: the kept partitions keep epoch 3
+     "00080008672d333638356435001643346d7938796e425438476d7a564c77784f58683641",
+     ConsumerGroupCurrentMemberAssignmentValue(4, 3, 0, {T3: frozenset({0, 1})}, {}, {T3: {0: 3, 1: 3}}),
+     "000000000004000000030002e84daa245a7246a2a1b4881e1f9b68420300000000000000010100090300000003000000030100"),
 ]
 
 
@@ -182,6 +207,21 @@ def test_partitions_are_written_ascending_and_topics_in_their_order():
     data = encode_consumer_value(value)
     assert data[3:19] == T2.bytes and data[20:32] == bytes.fromhex("00000003" "00000008" "00000011")
     assert list(decode_consumer_value(ConsumerGroupTargetAssignmentMemberKey("g", "m"), data).topic_partitions) == [T2, T1]
+
+
+def test_decoded_partitions_keep_the_order_kafka_wrote():
+    """Kafka 4.4's uniform assignor gave a member [5, 2] (a live run): the decoded set equals
+    {2, 5} and re-encodes as [5, 2]."""
+    key = ConsumerGroupTargetAssignmentMemberKey("g", "m")
+    data = bytes.fromhex("000002238f0e4d75a4429c94ac9915bdc0d33a0300000005000000020000")
+    value = decode_consumer_value(key, data)
+    (parts,) = value.topic_partitions.values()
+    assert parts == frozenset({2, 5}) and parts.written_order == (5, 2)
+    assert encode_consumer_value(value) == data
+    assert isinstance(parts | {7}, frozenset) and not isinstance(parts | {7}, cr.PartitionSet)
+    current = ConsumerGroupCurrentMemberAssignmentValue(3, 2, 0, {T1: cr.PartitionSet([5, 2])}, {}, {T1: {2: 1, 5: 3}})
+    written = encode_consumer_value(current)
+    assert bytes.fromhex("03" "00000005" "00000002" "01" "00" "09" "03" "00000003" "00000001") in written
 
 
 def test_assignment_epochs_must_cover_their_topic_partitions():
