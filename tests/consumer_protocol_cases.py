@@ -50,8 +50,6 @@ Partition = tuple[str, int]  # (topic, partition)
 # oncelog's broker settings for KIP-848 timing (serve --override NAME=VALUE); Kafka's names.
 ONCELOG_SESSION_TIMEOUT = "group.consumer.session.timeout.ms"
 ONCELOG_HEARTBEAT_INTERVAL = "group.consumer.heartbeat.interval.ms"
-ONCELOG_MIN_SESSION_TIMEOUT = "group.consumer.min.session.timeout.ms"
-ONCELOG_MIN_HEARTBEAT_INTERVAL = "group.consumer.min.heartbeat.interval.ms"
 # Kafka's per-group settings (GroupConfig), bounded by the broker's group.consumer.min/max.* ones.
 KAFKA_GROUP_SESSION_TIMEOUT = "consumer.session.timeout.ms"
 KAFKA_GROUP_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
@@ -70,12 +68,8 @@ class Timing:
 
     def oncelog_overrides(self) -> list[str]:
         """``serve`` arguments giving an oncelog broker this timing."""
-        out = []
-        for name, value in ((ONCELOG_MIN_SESSION_TIMEOUT, 1000), (ONCELOG_SESSION_TIMEOUT, self.session_timeout_ms),
-                            (ONCELOG_MIN_HEARTBEAT_INTERVAL, 100),
-                            (ONCELOG_HEARTBEAT_INTERVAL, self.heartbeat_interval_ms)):
-            out += ["--override", f"{name}={value}"]
-        return out
+        return ["--override", f"{ONCELOG_SESSION_TIMEOUT}={self.session_timeout_ms}",
+                "--override", f"{ONCELOG_HEARTBEAT_INTERVAL}={self.heartbeat_interval_ms}"]
 
 
 @dataclass

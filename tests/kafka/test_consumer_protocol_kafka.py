@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from .. import consumer_protocol_cases as cases
+# The cases' plain asserts report their values (the module is not a test module of its own).
+pytest.register_assert_rewrite("tests.consumer_protocol_cases")
+
+from .. import consumer_protocol_cases as cases  # noqa: E402
 
 pytestmark = [pytest.mark.apache_kafka, pytest.mark.e2e]
 
