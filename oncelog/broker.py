@@ -103,8 +103,12 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.logs.data_dir)
         self.offsets_topic = OffsetsTopic(self.partitions, self.config.offsets_topic_partitions,
                                           self.config.offsets_topic_segment_bytes)
-        self.groups = GroupCoordinator(self.clock, self.offsets_topic.persist, self.config.group)
+        logs = self.logs
+        self.groups = GroupCoordinator(
+            self.clock, self.offsets_topic.persist, self.config.group,
+            topics=lambda: {t.name: (t.topic_id, t.partitions) for t in logs.topics.values()})
         loaded = self.offsets_topic.replay(self.groups)
+        self.groups.finish_load()
         log.info("group coordinator loaded %d record(s): %d group(s)", loaded, len(self.groups.groups))
         # The two coordinators meet only here, through callbacks: markers reaching
         # __consumer_offsets settle the group side's pending transactional offsets, and the

@@ -3,6 +3,8 @@ Kafka does; a group not Stable is described without protocol and member metadata
 ClassicGroupMember.describeNoMetadata: no protocol is chosen for good until the group is Stable);
 from v6 (KIP-1043) also with GROUP_ID_NOT_FOUND and Kafka's message, and then
 without authorized operations (Kafka adds them only to groups described without error).
+A consumer (KIP-848) group is described as a group that does not exist, as Kafka does
+(ConsumerGroupDescribe describes it), with "Group X is not a classic group." from v6.
 
 ACLs (Kafka's KafkaApis.handleDescribeGroupsRequest): DESCRIBE on each group, else that group is
 answered GROUP_AUTHORIZATION_FAILED with nothing of it; authorized operations are the
@@ -11,6 +13,7 @@ principal's on the group."""
 from __future__ import annotations
 
 from .. import errors
+from ..groups.consumer_state import ConsumerGroup
 from ..groups.state import GroupState
 from . import _authz
 from ._acl import AUTHORIZED_OPERATIONS_OMITTED, authorized
@@ -34,9 +37,10 @@ def handle(ctx, request):
             continue
         ops = authorized(ctx, _authz.R.GROUP, gid, want_ops)
         group = ctx.broker.groups.describe(gid)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             if ctx.api_version >= 6:
-                missing = errors.GroupIdNotFound(f"Group {gid} not found.")
+                missing = errors.GroupIdNotFound(f"Group {gid} not found." if group is None
+                                                 else f"Group {gid} is not a classic group.")
                 out.append(build(m.DescribedGroup, error_code=error_code(missing),
                                  error_message=str(missing), group_id=gid, group_state="Dead",
                                  protocol_type="", protocol_data="", members=(),

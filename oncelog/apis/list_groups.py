@@ -1,4 +1,5 @@
-"""ListGroups (key 16), v0-5, with the state filter (v4+) and type filter (v5+: "classic").
+"""ListGroups (key 16), v0-5, with the state filter (v4+) and type filter (v5+: "classic", "consumer": KIP-848 groups; their states are
+Kafka's ConsumerGroupState names: Empty, Assigning, Reconciling, Stable).
 
 ACLs (Kafka's KafkaApis.handleListGroupsRequest): with DESCRIBE on the cluster every group,
 else only the groups the principal may DESCRIBE, the others left out silently.
@@ -25,8 +26,8 @@ def handle(ctx, request):
             continue
         if states and g.state.value.lower() not in states:
             continue
-        if types and "classic" not in types:
+        if types and g.group_type not in types:
             continue
         groups.append(build(m.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "",
-                            group_state=g.state.value, group_type="classic"))
+                            group_state=g.state.value, group_type=g.group_type))
     return build(m.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=OK, groups=tuple(groups))

@@ -5,6 +5,9 @@ v10 (KIP-848) names topics by id, in the request and the answer (offsets are sto
 Kafka: a requested id that is unknown answers its partitions with -1 and UNKNOWN_TOPIC_ID, after
 the known topics; asked for all partitions, topics that no longer exist (no id to name them by)
 are left out.
+v9+ (KIP-848) carries the member id and epoch of a consumer-group member: a stale epoch is
+STALE_MEMBER_EPOCH, an unknown member UNKNOWN_MEMBER_ID, for the whole group (an admin's fetch,
+no member id and epoch -1, is not checked; nor is any fetch of a classic group).
 
 ACLs (Kafka's KafkaApis.handleOffsetFetchRequest): DESCRIBE on the group, else
 GROUP_AUTHORIZATION_FAILED (per group from v8); DESCRIBE on each topic named, else its partitions
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
+from ..errors import KafkaError
 from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 from ._groups import error_code
@@ -84,14 +88,23 @@ def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     require_stable = getattr(request, "require_stable", False)
     if ctx.api_version >= 8:
-        groups = tuple(
-            build(m.OffsetFetchResponseGroup, group_id=g.group_id, error_code=OK,
-                  topics=_group_topics(ctx, g.group_id, g.topics, require_stable,
-                                       m.OffsetFetchResponsePartitions, m.OffsetFetchResponseTopics))
-            if _authz.group(ctx, _authz.Op.DESCRIBE, g.group_id) else
-            build(m.OffsetFetchResponseGroup, group_id=g.group_id, error_code=_authz.GROUP_DENIED, topics=())
-            for g in request.groups)
-        return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=groups)
+        groups = []
+        for g in request.groups:
+            if not _authz.group(ctx, _authz.Op.DESCRIBE, g.group_id):
+                groups.append(build(m.OffsetFetchResponseGroup, group_id=g.group_id,
+                                    error_code=_authz.GROUP_DENIED, topics=()))
+                continue
+            try:  # v9+ (KIP-848): a consumer-group member's epoch must be current
+                ctx.broker.groups.validate_offset_fetch(g.group_id, getattr(g, "member_id", None),
+                                                        getattr(g, "member_epoch", -1))
+            except KafkaError as exc:
+                groups.append(build(m.OffsetFetchResponseGroup, group_id=g.group_id, error_code=error_code(exc),
+                                    topics=()))
+                continue
+            groups.append(build(m.OffsetFetchResponseGroup, group_id=g.group_id, error_code=OK,
+                                topics=_group_topics(ctx, g.group_id, g.topics, require_stable,
+                                                     m.OffsetFetchResponsePartitions, m.OffsetFetchResponseTopics)))
+        return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
     if not _authz.group(ctx, _authz.Op.DESCRIBE, request.group_id):
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=(), error_code=_authz.GROUP_DENIED)
     topics = _group_topics(ctx, request.group_id, request.topics, require_stable,

@@ -293,6 +293,9 @@ T = ConfigType
 
 # Kafka 4.x LogConfig's definition order. Topic configs removed in 4.0 (message.format.version,
 # message.timestamp.difference.max.ms) are unknown names, as in Kafka 4.x.
+_CONSUMER_ASSIGNORS_KAFKA = ("org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
+                             "org.apache.kafka.coordinator.group.assignor.RangeAssignor")
+
 _TOPIC_LIST = [
     _topic("segment.bytes", T.INT, 1 << 30, at_least(1 << 20), _syn("log.segment.bytes"), _H,
            "Size at which the active segment rolls. Kafka 4.x's minimum is 1 MiB (oncelog serve "
@@ -648,6 +651,31 @@ _BROKER_OWN = [
                     "Members a classic group may have; one more is answered GROUP_MAX_SIZE_REACHED. oncelog's "
                     "default bounds a group's memory.", oncelog_default="1000000", validator=at_least(1),
                     setting="group.max_size"),
+    # KIP-848 consumer groups (group.protocol=consumer).
+    BrokerConfigDef("group.consumer.session.timeout.ms", T.INT, "45000", None,
+                    "A consumer-protocol member that sends no ConsumerGroupHeartbeat for this long is removed.",
+                    validator=at_least(1), setting="group.consumer_session_timeout_ms",
+                    flag="--group-consumer-session-timeout-ms",
+                    flag_help="how long a consumer-protocol member may go without a heartbeat (as Kafka)"),
+    BrokerConfigDef("group.consumer.heartbeat.interval.ms", T.INT, "5000", None,
+                    "How often consumer-protocol members are told to heartbeat.", validator=at_least(1),
+                    setting="group.consumer_heartbeat_interval_ms", flag="--group-consumer-heartbeat-interval-ms",
+                    flag_help="how often consumer-protocol members heartbeat (as Kafka)"),
+    BrokerConfigDef("group.consumer.max.size", T.INT, str(INT_MAX), None,
+                    "Members a consumer-protocol group may have; one more is answered GROUP_MAX_SIZE_REACHED. "
+                    "oncelog's default bounds a group's memory.", oncelog_default="1000000", validator=at_least(1),
+                    setting="group.consumer_max_size"),
+    BrokerConfigDef("group.consumer.assignors", T.LIST, _CONSUMER_ASSIGNORS_KAFKA, None,
+                    "The server-side assignors consumer-protocol groups may use, the first the default "
+                    "(uniform, range; Kafka's class names are accepted).", oncelog_default="uniform,range",
+                    validator=list_of("uniform", "range", *_CONSUMER_ASSIGNORS_KAFKA.split(",")),
+                    setting="group.consumer_assignors"),
+    BrokerConfigDef("group.consumer.migration.policy", T.STRING, "bidirectional", None,
+                    "Conversion between classic and consumer groups with members (Kafka's online migration). oncelog "
+                    "converts an empty group either way whatever this says (as Kafka) and a group with members "
+                    "never: accepted for compatibility, no effect.",
+                    validator=one_of("disabled", "upgrade", "downgrade", "bidirectional"),
+                    setting="group.consumer_migration_policy", handling=Handling.NO_EFFECT),
     BrokerConfigDef("log.retention.check.interval.ms", T.LONG, "300000", None,
                     "How often retention runs (serve --retention-check-ms).", validator=at_least(1),
                     setting="log_retention_check_interval_ms", flag="--retention-check-ms",

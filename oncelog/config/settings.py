@@ -180,6 +180,16 @@ class GroupConfig:
     # group.initial.rebalance.delay.ms: a BrokerConfig's (and so `oncelog serve`'s) default is
     # Kafka's 3000; the bare coordinator's (sans-IO tests) is none, so a join completes at once.
     initial_rebalance_delay_ms: int = 0
+    consumer_session_timeout_ms: int = default("group.consumer.session.timeout.ms")
+    consumer_heartbeat_interval_ms: int = default("group.consumer.heartbeat.interval.ms")
+    consumer_max_size: int = default("group.consumer.max.size")
+    consumer_assignors: list[str] = field(default_factory=lambda: list(default("group.consumer.assignors")))
+    consumer_migration_policy: str = default("group.consumer.migration.policy")
+
+    def __post_init__(self) -> None:
+        # Kafka's class names for the assignors are their short names here, in order, once each.
+        names = [a.rsplit(".", 1)[-1].removesuffix("Assignor").lower() for a in self.consumer_assignors]
+        object.__setattr__(self, "consumer_assignors", list(dict.fromkeys(names)))
 
 
 

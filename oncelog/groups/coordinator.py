@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Callable
+from typing import Callable, Mapping
 
 from .. import errors
 from ..config.settings import GroupConfig
 from ..errors import KafkaError
 from ..notices import notice
+from .consumer_coordinator import ConsumerGroupCoordinator
+from .consumer_state import ConsumerGroup
 from .offsets import GroupOffsets, TopicPartition
 from .records import GroupKey, GroupValue, OffsetKey, OffsetValue, decode_key, encode_group_value, encode_key
 from .state import (
@@ -55,12 +57,17 @@ S = GroupState
 
 
 class GroupCoordinator:
-    def __init__(self, clock: Callable[[], int], persist: Persist, config: GroupConfig = GroupConfig()) -> None:
+    def __init__(self, clock: Callable[[], int], persist: Persist, config: GroupConfig = GroupConfig(),
+                 topics: Callable[[], Mapping[str, tuple]] = dict) -> None:
+        """``topics()``: every topic now, name -> (topic id, partition count), for consumer
+        (KIP-848) groups, whose assignments the coordinator computes."""
         self.clock = clock
         self.persist = persist
         self.config = config
-        self.groups: dict[str, Group] = {}
+        # Classic and consumer groups share one namespace of group ids (as in Kafka).
+        self.groups: dict[str, Group | ConsumerGroup] = {}
         self.offsets = GroupOffsets(self.groups, clock, persist)
+        self.consumer = ConsumerGroupCoordinator(self.groups, clock, persist, config, topics)
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -105,6 +112,14 @@ class GroupCoordinator:
                 "(group.min/max.session.timeout.ms)"))
         # Step 2. The group.
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            if not group.is_empty():
+                # Kafka 4 lets classic members into a consumer group (online migration);
+                # oncelog mixes no protocols in one group.
+                return fail(errors.InconsistentGroupProtocol(
+                    f"group {group_id!r} is a consumer group (group.protocol=consumer) with "
+                    f"{len(group.members)} member(s): a classic JoinGroup can't join it"))
+            group = self._convert_empty_consumer_group(group, now)
         if group is None:
             if member_id:
                 return fail(errors.UnknownMemberId(f"group {group_id!r} does not exist, so has no member {member_id!r}"))
@@ -136,6 +151,14 @@ class GroupCoordinator:
             return self._add_member(group, member_id, member_args, respond, now)
         # Steps 6 and 7. A known member rejoins (:meth:`_rejoin`).
         return self._rejoin(group, member_id, member_args, respond, now)
+
+    def _convert_empty_consumer_group(self, group: ConsumerGroup, now: int) -> Group:
+        """An empty consumer group becomes a classic one when a JoinGroup arrives (Kafka's
+        maybeDeleteEmptyConsumerGroup): its records are deleted, its offsets stay."""
+        notice(log, "group %s: the empty consumer group is converted to a classic group", group.group_id)
+        self.persist(group.group_id, group.tombstones(), lambda _err: None)
+        classic = self.groups[group.group_id] = Group(group.group_id, offsets=group.offsets, state_timestamp_ms=now)
+        return classic
 
     def _join_new_member(self, group: Group, args: dict, require_known_member_id: bool,
                          respond: Callable[[JoinResult], None], now: int, skip_assignment: bool = True) -> None:
@@ -420,6 +443,11 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         results: list[KafkaError | None] = []
         for member_id, instance_id in members:
+            if isinstance(group, ConsumerGroup):
+                results.append(errors.UnknownMemberId(
+                    f"group {group_id!r} is a consumer group: member {member_id or instance_id!r} does not use "
+                    "the classic protocol"))
+                continue
             if group is None or group.state is S.DEAD:
                 results.append(errors.UnknownMemberId(
                     f"group {group_id!r} does not exist, so has no member {member_id or instance_id!r}"))
@@ -480,7 +508,12 @@ class GroupCoordinator:
         """Fire due timers: session timeouts, pending-member timeouts, rebalance timeouts,
         and expiry of offsets of empty groups."""
         now = self.clock()
+        self.consumer.tick()
         for group in list(self.groups.values()):
+            if isinstance(group, ConsumerGroup):
+                if group.is_empty():
+                    self.offsets.expire(group, now, self.config.offsets_retention_ms)
+                continue
             for mid, deadline in list(group.pending_members.items()):
                 if deadline <= now:
                     del group.pending_members[mid]
@@ -513,15 +546,20 @@ class GroupCoordinator:
         """When :meth:`tick` next has something to do for a membership timer (session,
         pending member, rebalance, sync), or None. Offset expiry is not included: it is
         coarse and the broker ticks periodically for it."""
-        return min((d for d in (g.next_deadline_ms() for g in self.groups.values()) if d is not None), default=None)
+        classic = (g.next_deadline_ms() for g in self.groups.values() if not isinstance(g, ConsumerGroup))
+        deadlines = [d for d in classic if d is not None]
+        consumer = self.consumer.next_deadline_ms()
+        if consumer is not None:
+            deadlines.append(consumer)
+        return min(deadlines, default=None)
 
     # ------------------------------------------------------------------ describe / list / delete
 
     def describe(self, group_id: str) -> Group | None:
         return self.groups.get(group_id)
 
-    def list_groups(self) -> list[Group]:
-        return [g for g in self.groups.values() if g.state is not S.DEAD]
+    def list_groups(self) -> list[Group | ConsumerGroup]:
+        return [g for g in self.groups.values() if not g.is_dead()]
 
     def delete_groups(self, group_ids: list[str], respond: Callable[[dict[str, KafkaError | None]], None]) -> None:
         """Delete Empty groups; answers per group id None or the error saying why not."""
@@ -531,16 +569,16 @@ class GroupCoordinator:
         now = self.clock()
         for gid in dict.fromkeys(group_ids):  # a repeated id is one group
             group = self.groups.get(gid)
-            if group is None or group.state is S.DEAD:
+            if group is None or group.is_dead():
                 results[gid] = errors.GroupIdNotFound(f"Group {gid} not found.")
-            elif group.state is not S.EMPTY:
+            elif not group.is_empty():
                 results[gid] = errors.NonEmptyGroup(
                     f"group {gid!r} is {group.state.value} with {len(group.members)} member(s): only Empty groups "
                     "can be deleted")
             else:
                 records += [(encode_key(OffsetKey(gid, t, p)), None) for t, p in group.offsets]
-                records.append((encode_key(GroupKey(gid)), None))
-                group.transition(S.DEAD, now)
+                records += group.tombstones()
+                group.mark_dead(now)
                 del self.groups[gid]
                 removed[gid] = group
                 results[gid] = None
@@ -550,7 +588,7 @@ class GroupCoordinator:
         # answer once every group's tombstones are durable or refused.
         by_group: dict[str, list] = {}
         for key, value in records:
-            by_group.setdefault(decode_key(key).group, []).append((key, value))
+            by_group.setdefault(decode_key(key).group, []).append((key, value))  # every key type has .group
         remaining = [len(by_group)]
 
         def stored(gid: str, err: KafkaError | None) -> None:
@@ -562,7 +600,7 @@ class GroupCoordinator:
                     # back. Revert it now (unless the id was taken by a new group meanwhile),
                     # as Kafka's coordinator reverts state whose records were not written. A
                     # revert, not a transition: the group is as it was, Empty.
-                    group.state = S.EMPTY
+                    group.undelete()
                     self.groups[gid] = group
             remaining[0] -= 1
             if remaining[0] == 0:
@@ -589,8 +627,12 @@ class GroupCoordinator:
             if api_version >= 9:
                 raise errors.GroupIdNotFound(f"Group {group_id} not found.")
             raise errors.IllegalGeneration(f"group {group_id!r} does not exist, so has no generation {generation}")
-        if group.state is S.DEAD:
+        if group.is_dead():
             raise errors.CoordinatorNotAvailable(f"group {group_id!r} is being removed (Dead)")
+        if isinstance(group, ConsumerGroup):
+            self.consumer.validate_offset_commit(group, member_id, generation, transactional=False,
+                                                 api_version=api_version)
+            return
         if generation < 0 and group.state is S.EMPTY:
             return
         error = check_member(group_id, group, member_id, group_instance_id)
@@ -612,8 +654,17 @@ class GroupCoordinator:
         if generation < 0 and not member_id:
             return  # no group metadata sent (older clients / standalone)
         group = self.groups.get(group_id)
-        if group is None or group.state is S.DEAD:
+        if group is None or group.is_dead():
             raise errors.IllegalGeneration(f"group {group_id!r} does not exist, so has no generation {generation}")
+        if isinstance(group, ConsumerGroup):
+            # KIP-447 with member epochs; a stale epoch is ILLEGAL_GENERATION here, as Kafka
+            # answers TxnOffsetCommit (older transactional clients know no STALE_MEMBER_EPOCH).
+            try:
+                self.consumer.validate_offset_commit(group, member_id, generation, transactional=True,
+                                                     api_version=99)
+            except errors.StaleMemberEpoch as exc:
+                raise errors.IllegalGeneration(str(exc)) from None
+            return
         error = check_member(group_id, group, member_id, group_instance_id)
         if error is not None:
             raise error
@@ -626,6 +677,14 @@ class GroupCoordinator:
                        on_done: Callable[[KafkaError | None], None]) -> None:
         """Persist then apply validated offsets (call :meth:`validate_offset_commit` first)."""
         self.offsets.commit(group_id, offsets, on_done)
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
+        """OffsetFetch v9+ from a consumer-group member: its member epoch must be current
+        (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID); an admin's (no member id, epoch -1) and any to
+        a classic group are not checked (Kafka's validateOffsetFetch)."""
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and not group.is_dead():
+            self.consumer.validate_offset_fetch(group, member_id, member_epoch)
 
     def fetch_offsets(self, group_id: str,
                       partitions: list[TopicPartition] | None) -> dict[TopicPartition, OffsetValue | None]:
@@ -661,8 +720,22 @@ class GroupCoordinator:
         """Replay: restore a group's last stored generation and members (:meth:`Group.restore`),
         or forget it (a tombstone). Restored members must heartbeat within their session timeout
         (counted from the load) or are removed."""
+        current = self.groups.get(group_id)
         if value is None:
-            self.groups.pop(group_id, None)
+            if isinstance(current, Group):
+                if current.offsets:  # a conversion to a consumer group keeps the offsets
+                    self.groups[group_id] = Group(group_id, offsets=current.offsets)
+                else:
+                    self.groups.pop(group_id, None)
             return
-        group = self.groups.setdefault(group_id, Group(group_id))
-        group.restore(value, self.clock())
+        if not isinstance(current, Group):  # none, or a consumer group converted back
+            current = self.groups[group_id] = Group(group_id, offsets=current.offsets if current else {})
+        current.restore(value, self.clock())
+
+    def load_consumer_record(self, key, value) -> None:
+        """Replay: a consumer group's record (:mod:`oncelog.groups.consumer_records`)."""
+        self.consumer.load(key, value)
+
+    def finish_load(self) -> None:
+        """After the replay of ``__consumer_offsets``: consumer groups' states and timers."""
+        self.consumer.finish_load()

@@ -21,12 +21,11 @@ from typing import Callable
 from .. import errors
 from ..errors import KafkaError
 from ..notices import notice
-from .records import GroupKey, OffsetKey, OffsetValue, encode_key, encode_offset_value
-from .state import Group, GroupState, Persist
+from .records import OffsetKey, OffsetValue, encode_key, encode_offset_value
+from .state import Group, Persist
 
 log = logging.getLogger("oncelog.groups")
 
-S = GroupState
 TopicPartition = tuple[str, int]
 
 
@@ -70,10 +69,10 @@ class GroupOffsets:
         """OffsetDelete: answers (the group's error or None, per partition None or its error).
         A non-Empty group's offsets of topics its members subscribe to stay."""
         group = self.groups.get(group_id)
-        if group is None or group.state is S.DEAD:
+        if group is None or group.is_dead():
             return respond(errors.GroupIdNotFound(f"Group {group_id} not found."), {})
-        subscribed = group.subscribed_topics() if group.state is not S.EMPTY else set()
-        if subscribed is None and group.state is not S.EMPTY and group.protocol_type != "consumer":
+        subscribed = group.subscribed_topics() if not group.is_empty() else set()
+        if subscribed is None and not group.is_empty() and group.protocol_type != "consumer":
             return respond(errors.NonEmptyGroup(
                 f"group {group_id!r} is {group.state.value} with protocol type {group.protocol_type!r}: its "
                 "subscriptions are unknown, so no offsets can be deleted"), {})
@@ -125,11 +124,11 @@ class GroupOffsets:
         for tp in expired:
             del group.offsets[tp]
         if not group.offsets and not group.members:
-            records.append((encode_key(GroupKey(group.group_id)), None))
-            group.transition(S.DEAD, now)
+            records += group.tombstones()
+            group.mark_dead(now)
             del self.groups[group.group_id]
         notice(log, "group %s: %d committed offset(s) expired (offsets.retention.ms=%d)%s", group.group_id,
-               len(expired), retention_ms, "; group metadata removed" if group.state is S.DEAD else "")
+               len(expired), retention_ms, "; group metadata removed" if group.is_dead() else "")
         self.persist(group.group_id, records, lambda _err: None)
 
     # ------------------------------------------------------------------ transactional offsets

@@ -33,7 +33,7 @@ from .. import errors
 from ..errors import KafkaError
 from ..protocol.internal_records import Reader
 from ..state_machine import check_transition
-from .records import GroupValue, MemberRecord, OffsetValue
+from .records import GroupKey, GroupValue, MemberRecord, OffsetValue, encode_key
 
 
 class GroupState(enum.Enum):
@@ -208,6 +208,25 @@ class Group:
             votes[choice] = votes.get(choice, 0) + 1
         return max(sorted(votes), key=lambda p: votes[p])
 
+    group_type = "classic"
+
+    def is_empty(self) -> bool:
+        return self.state is S.EMPTY
+
+    def is_dead(self) -> bool:
+        return self.state is S.DEAD
+
+    def mark_dead(self, now_ms: int) -> None:
+        self.transition(S.DEAD, now_ms)
+
+    def undelete(self) -> None:
+        """Back to Empty: its deletion's records were not written. A revert, not a transition."""
+        self.state = S.EMPTY
+
+    def tombstones(self) -> list[tuple[bytes, bytes | None]]:
+        """The group's own record, deleted (its offsets are records of their own)."""
+        return [(encode_key(GroupKey(self.group_id)), None)]
+
     def all_joined(self) -> bool:
         return not self.pending_members and all(m.join_respond is not None for m in self.members.values())
 
@@ -258,8 +277,11 @@ def illegal_generation(group: Group, generation: int) -> errors.IllegalGeneratio
 
 def check_member(group_id: str, group: Group | None, member_id: str, instance_id: str | None) -> KafkaError | None:
     """Is ``member_id`` (with its static ``instance_id``) a member of ``group``? None, or why not."""
-    if group is None or group.state is S.DEAD:
+    if group is None or group.is_dead():
         return errors.UnknownMemberId(f"group {group_id!r} does not exist, so has no member {member_id!r}")
+    if group.group_type != "classic":
+        return errors.UnknownMemberId(f"group {group_id!r} is a consumer group: member {member_id!r} does not use "
+                                      "the classic protocol")
     if instance_id is not None:  # Kafka's ClassicGroup.validateMember
         known = group.static_members.get(instance_id)
         if known is None:

@@ -392,6 +392,21 @@ def _describe_groups(m, fx):
     return m.DescribeGroupsRequest(groups=(GROUP,), include_authorized_operations=True)
 
 
+def _consumer_group_heartbeat(m, fx):  # a KIP-848 join
+    return m.ConsumerGroupHeartbeatRequest(
+        group_id="cg", member_id="m-848", member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=(TOPIC,),
+        subscribed_topic_regex=None, server_assignor=None, topic_partitions=())
+
+
+async def _alice_reads_cg(admin: Api, fx: Fixture) -> None:
+    _grant(admin, [(R.GROUP, "cg", Op.READ)])
+
+
+def _consumer_group_describe(m, fx):
+    return m.ConsumerGroupDescribeRequest(group_ids=("cg",), include_authorized_operations=True)
+
+
 TOPIC_READ, TOPIC_WRITE, TOPIC_DESCRIBE = (R.TOPIC, TOPIC, Op.READ), (R.TOPIC, TOPIC, Op.WRITE), (
     R.TOPIC, TOPIC, Op.DESCRIBE)
 GROUP_READ = (R.GROUP, GROUP, Op.READ)
@@ -461,6 +476,10 @@ MATRIX: dict[int, Entry] = {
     66: Entry(call(66, 1, _list_transactions), ((R.TRANSACTIONAL_ID, TXN, Op.DESCRIBE),),
               refused=lambda resp: resp.error_code == E.none and not resp.transaction_states,
               allowed=lambda resp: [t.transactional_id for t in resp.transaction_states] == [TXN]),
+    68: Entry(call(68, 1, _consumer_group_heartbeat), ((R.GROUP, "cg", Op.READ), TOPIC_DESCRIBE),
+              E.group_authorization_failed, allowed=lambda resp: resp.error_code == E.none and resp.member_epoch == 1),
+    69: Entry(call(69, 1, _consumer_group_describe), ((R.GROUP, "cg", Op.DESCRIBE),), E.group_authorization_failed,
+              allowed=lambda resp: resp.groups[0].error_code == E.group_id_not_found),
     75: Entry(call(75, 0, _describe_topic_partitions), (TOPIC_DESCRIBE,), E.topic_authorization_failed),
 }
 
@@ -470,6 +489,9 @@ EXTRA: dict[str, tuple[int, Entry]] = {
                                             E.cluster_authorization_failed)),
     "idempotent InitProducerId with WRITE on a topic": (22, Entry(call(22, 4, _init_idempotent), (TOPIC_WRITE,),
                                                                   E.cluster_authorization_failed)),
+    "ConsumerGroupHeartbeat with READ on the group, subscribing to a topic it may not describe": (68, Entry(
+        call(68, 1, _consumer_group_heartbeat), (TOPIC_DESCRIBE,), E.topic_authorization_failed,
+        setup=_alice_reads_cg, allowed=lambda resp: resp.error_code == E.none)),
     "Metadata of an existing topic": (3, Entry(call(3, 12, lambda m, fx: m.MetadataRequest(
         topics=(m.MetadataRequestTopic(topic_id=None, name=TOPIC),), allow_auto_topic_creation=False,
         include_topic_authorized_operations=False)), (TOPIC_DESCRIBE,), E.topic_authorization_failed)),

@@ -1,0 +1,698 @@
+"""The KIP-848 consumer group coordinator: ConsumerGroupHeartbeat (join, heartbeat, leave),
+ConsumerGroupDescribe, the member-epoch checks of offset commits and fetches, session and
+rebalance timers, and replay of the groups' records. Sans-IO, as the classic coordinator: time
+from an injected ``clock()``, durable effects through ``persist``, topics through ``topics()``.
+
+Kafka's GroupMetadataManager.consumerGroupHeartbeat, step by step (:meth:`heartbeat`):
+
+1. Check the request (a group id; per member epoch what must be set; a known assignor; a regex
+   RE2 accepts).
+2. A leave (epoch -1, or -2 for a static member that will be back): remove the member and bump
+   the group epoch (-2 keeps the static member and its partitions until its session expires).
+3. The group: created by a join (epoch 0); an empty classic group with the id is converted, a
+   classic group with members is GROUP_ID_NOT_FOUND (oncelog mixes no protocols in one group).
+4. The member: a new one (epoch 0), a static member taking over its instance id (only from one
+   that left with epoch -2: UNRELEASED_INSTANCE_ID otherwise), or a known one whose epoch must be
+   its current one or, if its last answer was lost, the previous one (FENCED_MEMBER_EPOCH).
+5. Its subscription and metadata are updated; a subscription change, or a change of the
+   subscribed topics' partitions, bumps the group epoch.
+6. If the group epoch is ahead of the assignment epoch, the target assignment is computed again
+   by the group's assignor (``uniform`` or ``range``).
+7. The member is reconciled one step towards its target (:func:`next_member_state`).
+8. Its session restarts; the answer carries its epoch and, when it changed or the request was a
+   full one, its assignment.
+
+Every change is recorded as Kafka's ``__consumer_offsets`` records (member metadata, group
+epoch, target assignment, current assignment: :mod:`oncelog.groups.consumer_records`); the answer
+is sent once they are durable. If they are not, the group is put back as it was before the
+request (a snapshot) and the member is answered NOT_COORDINATOR (a storage error at the edge).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from .. import errors
+from ..config.settings import GroupConfig
+from ..errors import KafkaError
+from ..notices import notice
+from ..partition.internal_topic import OFFSETS_TOPIC, TXN_TOPIC
+from . import assignors as asg
+from . import consumer_records as cr
+from .consumer_state import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroup,
+    ConsumerMember,
+    FencedMemberEpochError,
+    MemberState,
+    Partitions,
+    TopicId,
+    freeze,
+    member_tombstones,
+    next_member_state,
+)
+from .state import Group, Persist
+
+log = logging.getLogger("oncelog.groups")
+
+# topics(): every topic now, name -> (topic id, partition count).
+Topics = Callable[[], Mapping[str, tuple[TopicId, int]]]
+Record = tuple[bytes, bytes | None]
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    error: KafkaError | None
+    member_id: str = ""
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Partitions | None = None  # None: not sent (unchanged)
+
+
+def new_member_id() -> str:
+    """A member id as Kafka makes them (Uuid.randomUuid().toString(): 22 URL-safe base64 chars)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+class ConsumerGroupCoordinator:
+    """Consumer groups live in ``groups`` beside classic ones (one namespace of group ids, as in
+    Kafka); ``groups`` is the classic coordinator's dict, shared."""
+
+    def __init__(self, groups: dict, clock: Callable[[], int], persist: Persist, config: GroupConfig,
+                 topics: Topics) -> None:
+        self.groups = groups
+        self.clock = clock
+        self.persist = persist
+        self.config = config
+        self.topics = topics
+        self.assignors = {name: asg.ASSIGNORS[name] for name in config.consumer_assignors}
+        self._regex_cache: dict[str, Callable[[str], bool]] = {}
+
+    # ------------------------------------------------------------------ ConsumerGroupHeartbeat
+
+    def heartbeat(self, *, group_id: str, member_id: str, member_epoch: int, instance_id: str | None,
+                  rack_id: str | None, rebalance_timeout_ms: int, client_id: str, client_host: str,
+                  subscribed_topic_names: tuple[str, ...] | None, subscribed_topic_regex: str | None,
+                  server_assignor: str | None, owned: Partitions | None, api_version: int,
+                  respond: Callable[[HeartbeatResult], None]) -> None:
+        """ConsumerGroupHeartbeat; ``respond`` is called once (after the records are durable)."""
+        try:
+            self._check_request(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                                subscribed_topic_names, subscribed_topic_regex, server_assignor, owned,
+                                api_version)
+        except KafkaError as exc:
+            return respond(HeartbeatResult(exc, member_id, member_epoch))
+        if member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return self._leave(group_id, member_id, member_epoch, instance_id, respond)
+        now = self.clock()
+        records: list[Record] = []
+        existing = self.groups.get(group_id)
+        before = existing.snapshot() if isinstance(existing, ConsumerGroup) else existing
+        try:
+            group = self._group_for_heartbeat(group_id, member_epoch == JOIN_GROUP_MEMBER_EPOCH, records, now)
+            if not member_id:
+                member_id = new_member_id()  # v0: the coordinator names a new member
+            if (len(group.members) >= self.config.consumer_max_size and member_id not in group.members
+                    and not (instance_id is not None and instance_id in group.static_members)):
+                raise errors.GroupMaxSizeReached(
+                    f"The consumer group has reached its maximum capacity of {self.config.consumer_max_size} "
+                    "members (group.consumer.max.size).")
+            member = self._member_for_heartbeat(group, member_id, member_epoch, instance_id, owned, records, now)
+            result = self._update_and_reconcile(group, member, member_epoch, instance_id, rack_id,
+                                                rebalance_timeout_ms, client_id, client_host, subscribed_topic_names,
+                                                subscribed_topic_regex, server_assignor, owned, records, now)
+        except KafkaError as exc:
+            self._put_back(group_id, existing, before)
+            return respond(HeartbeatResult(exc, member_id, member_epoch))
+        self._write(group_id, existing, before, records, result, respond)
+        return None
+
+    def _check_request(self, group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
+                       names, regex, server_assignor, owned, api_version) -> None:
+        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
+        def invalid(message: str) -> errors.InvalidRequest:
+            return errors.InvalidRequest(message)
+        if not group_id:
+            raise invalid("GroupId can't be empty.")
+        if instance_id == "":
+            raise invalid("InstanceId can't be empty.")
+        if rack_id == "":
+            raise invalid("RackId can't be empty.")
+        if member_epoch > 0 or member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            if not member_id:
+                raise invalid("MemberId can't be empty.")
+        elif member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if api_version >= 1 and not member_id:
+                raise invalid("MemberId can't be empty.")
+            if rebalance_timeout_ms == -1:
+                raise invalid("RebalanceTimeoutMs must be provided in first request.")
+            if owned is None or owned:
+                raise invalid("TopicPartitions must be empty when (re-)joining.")
+            if not names and not regex:
+                raise invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+        elif member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if not member_id:
+                raise invalid("MemberId can't be empty.")
+            if instance_id is None:
+                raise invalid("InstanceId can't be null.")
+        else:
+            raise invalid(f"MemberEpoch {member_epoch} is invalid.")
+        if server_assignor is not None and server_assignor not in self.assignors:
+            raise errors.UnsupportedAssignor(
+                f"ServerAssignor {server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(self.assignors)}.")
+        if regex:
+            self._regex(regex)  # raises InvalidRegularExpression
+
+    def _regex(self, pattern: str) -> Callable[[str], bool]:
+        matcher = self._regex_cache.get(pattern)
+        if matcher is None:
+            from . import topic_regex  # RE2 (google-re2)
+            matcher = topic_regex.compile_topic_regex(pattern)
+            if len(self._regex_cache) > 10_000:  # bounded: patterns come from clients
+                self._regex_cache.clear()
+            self._regex_cache[pattern] = matcher
+        return matcher
+
+    def _group_for_heartbeat(self, group_id: str, create: bool, records: list[Record], now: int) -> ConsumerGroup:
+        """Step 3 (Kafka's getOrMaybeCreateConsumerGroup)."""
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and not group.dead:
+            return group
+        if group is None or group.is_dead():
+            if not create:
+                raise errors.GroupIdNotFound(f"Consumer group {group_id} not found.")
+            group = self.groups[group_id] = ConsumerGroup(group_id, state_timestamp_ms=now)
+            return group
+        # A classic group.
+        if create and group.is_empty():
+            notice(log, "group %s: the empty classic group is converted to a consumer group", group_id)
+            records.extend(group.tombstones())
+            converted = ConsumerGroup(group_id, offsets=group.offsets, state_timestamp_ms=now)
+            self.groups[group_id] = converted
+            return converted
+        raise errors.GroupIdNotFound(f"Group {group_id} is not a consumer group.")
+
+    def _member_for_heartbeat(self, group: ConsumerGroup, member_id: str, member_epoch: int,
+                              instance_id: str | None, owned: Partitions | None, records: list[Record],
+                              now: int) -> ConsumerMember:
+        """Step 4: the member this heartbeat is from (new, taking over, or known and not fenced)."""
+        joining = member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                if not joining:
+                    raise errors.UnknownMemberId(f"Member {member_id} is not a member of group {group.group_id}.")
+                notice(log, "group %s: member %s joins the consumer group", group.group_id, member_id)
+                return ConsumerMember(member_id)
+            if joining:
+                return self._rejoin(group, member, records, now)
+            self._check_epoch(member, member_epoch, owned)
+            return member
+        known_id = group.static_members.get(instance_id)
+        known = group.members.get(known_id) if known_id is not None else None
+        if joining:
+            if known is None:
+                notice(log, "group %s: static member %s with instance id %s joins the consumer group",
+                       group.group_id, member_id, instance_id)
+                return ConsumerMember(member_id, instance_id=instance_id)
+            if known.member_id == member_id:
+                return self._rejoin(group, known, records, now)
+            if known.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise errors.UnreleasedInstanceId(
+                    f"Static member {member_id} with instance id {instance_id} cannot join the group because the "
+                    f"instance id is owned by {known.member_id} member.")
+            return self._replace_static(group, known, member_id, records, now)
+        if known is None:
+            raise errors.UnknownMemberId(f"Instance id {instance_id} is unknown.")
+        if known.member_id != member_id:
+            raise errors.FencedInstanceId(
+                f"Static member {member_id} with instance id {instance_id} is not the member {known.member_id}.")
+        self._check_epoch(known, member_epoch, owned)
+        return known
+
+    @staticmethod
+    def _check_epoch(member: ConsumerMember, epoch: int, owned: Partitions | None) -> None:
+        """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: the member's epoch, or its previous one
+        if it owns no more than its assignment (the answer with the new epoch was lost)."""
+        if epoch > member.member_epoch:
+            raise errors.FencedMemberEpoch(
+                f"The consumer group member has a greater member epoch ({epoch}) than the one known by the group "
+                f"coordinator ({member.member_epoch}). The member must abandon all its partitions and rejoin.")
+        if epoch < member.member_epoch:
+            subset = owned is not None and all(ps <= member.assigned.get(t, frozenset()) for t, ps in owned.items())
+            if epoch != member.previous_member_epoch or not subset:
+                raise errors.FencedMemberEpoch(
+                    f"The consumer group member has a smaller member epoch ({epoch}) than the one known by the "
+                    f"group coordinator ({member.member_epoch}). The member must abandon all its partitions and "
+                    "rejoin.")
+
+    def _rejoin(self, group: ConsumerGroup, member: ConsumerMember, records: list[Record],
+                now: int) -> ConsumerMember:
+        """A known member joins again with epoch 0 (KIP-1082: it keeps its member id after it was
+        fenced, or its answer to an earlier join was lost): it gave up every partition, so it
+        starts over at epoch 0 owning nothing; its target is unchanged."""
+        if member.member_epoch == 0 and not member.assigned and not member.pending_revocation:
+            return member
+        notice(log, "group %s: member %s rejoins (it was at epoch %d); it owns nothing now", group.group_id,
+               member.member_id, member.member_epoch)
+        member.member_epoch = member.previous_member_epoch = 0
+        member.state = MemberState.STABLE
+        member.assigned, member.pending_revocation = {}, {}
+        member.rebalance_deadline_ms = None
+        records.append(self._current_assignment_record(group.group_id, member))
+        return member
+
+    def _replace_static(self, group: ConsumerGroup, old: ConsumerMember, member_id: str, records: list[Record],
+                        now: int) -> ConsumerMember:
+        """A static member back within its session (it left with epoch -2) takes over its old
+        member's subscription, target and assignment under its new member id (Kafka's replaceMember):
+        no rebalance."""
+        notice(log, "group %s: static member with instance id %s rejoins; member %s replaces %s", group.group_id,
+               old.instance_id, member_id, old.member_id)
+        new = ConsumerMember(member_id, instance_id=old.instance_id, rack_id=old.rack_id, client_id=old.client_id,
+                             client_host=old.client_host, subscribed_topic_names=old.subscribed_topic_names,
+                             subscribed_topic_regex=old.subscribed_topic_regex,
+                             rebalance_timeout_ms=old.rebalance_timeout_ms, server_assignor=old.server_assignor,
+                             member_epoch=0, previous_member_epoch=0, state=MemberState.STABLE,
+                             assigned=dict(old.assigned), pending_revocation={})
+        target = group.target.pop(old.member_id, {})
+        del group.members[old.member_id]
+        records += member_tombstones(group.group_id, old.member_id)
+        group.members[member_id] = new
+        group.static_members[new.instance_id] = member_id
+        group.target[member_id] = target
+        records.append(self._member_metadata_record(group.group_id, new))
+        records.append(cr_record(cr.ConsumerGroupTargetAssignmentMemberKey(group.group_id, member_id),
+                                 cr.ConsumerGroupTargetAssignmentMemberValue(target)))
+        records.append(self._current_assignment_record(group.group_id, new))
+        return new
+
+    def _update_and_reconcile(self, group: ConsumerGroup, member: ConsumerMember, member_epoch: int,
+                              instance_id, rack_id, rebalance_timeout_ms, client_id, client_host, names, regex,
+                              server_assignor, owned: Partitions | None, records: list[Record],
+                              now: int) -> HeartbeatResult:
+        """Steps 5 to 8."""
+        gid = group.group_id
+        old_subscription, old_metadata = member.subscription(), member.metadata()
+        old_assigned = member.assigned
+        new_member = member.member_id not in group.members
+        # Step 5. The member's metadata and subscription.
+        if instance_id is not None:
+            member.instance_id = instance_id
+        if rack_id is not None:
+            member.rack_id = rack_id
+        if rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+        if server_assignor is not None:
+            member.server_assignor = server_assignor
+        if names is not None:
+            member.subscribed_topic_names = tuple(names)
+        if regex is not None:
+            member.subscribed_topic_regex = regex or None
+        member.client_id, member.client_host = client_id, client_host
+        group.members[member.member_id] = member
+        if member.instance_id is not None:
+            group.static_members[member.instance_id] = member.member_id
+        bump = new_member or member.subscription() != old_subscription
+        if new_member or member.metadata() != old_metadata:
+            records.append(self._member_metadata_record(gid, member))
+        metadata = self._subscription_metadata(group)
+        if metadata != group.subscription_metadata:
+            group.subscription_metadata = metadata
+            group.metadata_hash = metadata_hash(metadata)
+            bump = True
+        if bump:
+            group.group_epoch += 1
+            records.append(self._group_epoch_record(group))
+            notice(log, "group %s: group epoch bumped to %d", gid, group.group_epoch)
+        # Step 6. The target assignment.
+        if group.group_epoch > group.assignment_epoch:
+            self._update_target(group, records)
+        # Step 7. Reconcile the member.
+        if not member.is_reconciled_to(group.assignment_epoch):
+            owners = group.partition_epochs()
+            mine = {(t, p) for parts in (member.assigned, member.pending_revocation) for t, ps in parts.items()
+                    for p in ps}
+
+            def owner_epoch(t: TopicId, p: int) -> int:
+                # A partition this member owns itself is not "taken" (Kafka asks the same).
+                return -1 if (t, p) in mine else owners.get((t, p), -1)
+
+            try:
+                step = next_member_state(member, group.assignment_epoch, group.target.get(member.member_id, {}),
+                                         owner_epoch, owned)
+            except FencedMemberEpochError as exc:
+                raise errors.FencedMemberEpoch(str(exc)) from None
+            if (step.state, step.member_epoch, step.assigned, step.pending_revocation) != (
+                    member.state, member.member_epoch, member.assigned, member.pending_revocation):
+                if step.member_epoch != member.member_epoch:
+                    member.previous_member_epoch = member.member_epoch
+                member.state, member.member_epoch = step.state, step.member_epoch
+                member.assigned, member.pending_revocation = step.assigned, step.pending_revocation
+                records.append(self._current_assignment_record(gid, member))
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    member.rebalance_deadline_ms = now + max(member.rebalance_timeout_ms, 0)
+                else:
+                    member.rebalance_deadline_ms = None
+        # Step 8. The session; the answer.
+        member.session_deadline_ms = now + self.config.consumer_session_timeout_ms
+        group.update_state(now)
+        full = member_epoch == JOIN_GROUP_MEMBER_EPOCH or (
+            rebalance_timeout_ms != -1 and names is not None and owned is not None)
+        send = full or member.assigned != old_assigned
+        return HeartbeatResult(None, member.member_id, member.member_epoch,
+                               self.config.consumer_heartbeat_interval_ms, member.assigned if send else None)
+
+    def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[TopicId, int]]:
+        """The subscribed topics that exist, by name or regex, with their ids and partitions."""
+        topics = self.topics()
+        names: set[str] = set()
+        for m in group.members.values():
+            names.update(n for n in m.subscribed_topic_names if n in topics)
+            if m.subscribed_topic_regex:
+                matches = self._regex(m.subscribed_topic_regex)
+                names.update(n for n in topics if not _is_internal(n) and matches(n))
+        return {n: topics[n] for n in sorted(names)}
+
+    def _member_topics(self, group: ConsumerGroup, member: ConsumerMember) -> frozenset[TopicId]:
+        meta = group.subscription_metadata
+        ids = {meta[n][0] for n in member.subscribed_topic_names if n in meta}
+        if member.subscribed_topic_regex:
+            matches = self._regex(member.subscribed_topic_regex)
+            ids.update(tid for n, (tid, _) in meta.items() if not _is_internal(n) and matches(n))
+        return frozenset(ids)
+
+    def assignor_name(self, group: ConsumerGroup) -> str:
+        """The assignor most members ask for (Kafka's ConsumerGroup.computePreferredServerAssignor),
+        else the first of group.consumer.assignors."""
+        votes: dict[str, int] = {}
+        for m in group.members.values():
+            if m.server_assignor in self.assignors:
+                votes[m.server_assignor] = votes.get(m.server_assignor, 0) + 1
+        if not votes:
+            return next(iter(self.assignors))
+        return max(sorted(votes), key=lambda a: votes[a])
+
+    def _update_target(self, group: ConsumerGroup, records: list[Record]) -> None:
+        """Step 6: a new target assignment at the group epoch; changed members' targets are written."""
+        specs = {mid: asg.MemberSpec(subscribed=self._member_topics(group, m),
+                                     assigned=group.target.get(mid, {}), rack=m.rack_id, instance_id=m.instance_id)
+                 for mid, m in group.members.items()}
+        topic_specs = {tid: asg.TopicSpec(name, n) for name, (tid, n) in group.subscription_metadata.items()}
+        new_target = {mid: freeze(a) for mid, a in
+                      self.assignors[self.assignor_name(group)].assign(specs, topic_specs).items()}
+        for mid in group.members:
+            target = new_target.setdefault(mid, {})
+            if mid not in group.target or group.target[mid] != target:
+                records.append(cr_record(cr.ConsumerGroupTargetAssignmentMemberKey(group.group_id, mid),
+                                         cr.ConsumerGroupTargetAssignmentMemberValue(target)))
+        group.target = {mid: new_target[mid] for mid in group.members}
+        group.assignment_epoch = group.group_epoch
+        records.append(cr_record(cr.ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
+                                 cr.ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch)))
+
+    # ------------------------------------------------------------------ leave and fencing
+
+    def _leave(self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None,
+               respond: Callable[[HeartbeatResult], None]) -> None:
+        """Step 2 (Kafka's consumerGroupLeave)."""
+        now = self.clock()
+        group = self.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup) or group.dead:
+            return respond(HeartbeatResult(errors.GroupIdNotFound(f"Group {group_id} is not a consumer group."),
+                                           member_id, member_epoch))
+        before = group.snapshot()
+        records: list[Record] = []
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                return respond(HeartbeatResult(errors.UnknownMemberId(
+                    f"Member {member_id} is not a member of group {group_id}."), member_id, member_epoch))
+            notice(log, "group %s: member %s left the consumer group", group_id, member_id)
+            self._remove_member(group, member, records, now)
+        else:
+            known_id = group.static_members.get(instance_id)
+            if known_id is None or known_id not in group.members:
+                return respond(HeartbeatResult(errors.UnknownMemberId(f"Instance id {instance_id} is unknown."),
+                                               member_id, member_epoch))
+            if known_id != member_id:
+                return respond(HeartbeatResult(errors.FencedInstanceId(
+                    f"Static member {member_id} with instance id {instance_id} is not the member {known_id}."),
+                    member_id, member_epoch))
+            member = group.members[known_id]
+            if member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # It will be back: it keeps its partitions until its session expires.
+                notice(log, "group %s: static member %s with instance id %s left for now", group_id, member_id,
+                       instance_id)
+                member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                member.pending_revocation = {}
+                member.rebalance_deadline_ms = None
+                records.append(self._current_assignment_record(group_id, member))
+                group.update_state(now)
+            else:
+                notice(log, "group %s: static member %s with instance id %s left", group_id, member_id, instance_id)
+                self._remove_member(group, member, records, now)
+        self._write(group_id, group, before, records, HeartbeatResult(None, member_id, member_epoch), respond)
+        return None
+
+    def _remove_member(self, group: ConsumerGroup, member: ConsumerMember, records: list[Record], now: int) -> None:
+        """Kafka's consumerGroupFenceMember: the member and its target go, its partitions are free,
+        the group epoch is bumped (the others get a new target at their next heartbeat)."""
+        gid = group.group_id
+        del group.members[member.member_id]
+        group.target.pop(member.member_id, None)
+        if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
+            del group.static_members[member.instance_id]
+        records += member_tombstones(gid, member.member_id)
+        metadata = self._subscription_metadata(group)
+        group.subscription_metadata, group.metadata_hash = metadata, metadata_hash(metadata)
+        group.group_epoch += 1
+        records.append(self._group_epoch_record(group))
+        group.update_state(now)
+
+    def _fence(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
+        """A timer fences a member: remove it, write it; nothing to answer."""
+        notice(log, "group %s: member %s fenced from the group because %s", group.group_id, member.member_id, reason)
+        before = group.snapshot()
+        records: list[Record] = []
+        self._remove_member(group, member, records, self.clock())
+        self._write(group.group_id, group, before, records, None, None)
+
+    # ------------------------------------------------------------------ writing
+
+    def _write(self, group_id: str, existing, before, records: list[Record], result: HeartbeatResult | None,
+               respond: Callable[[HeartbeatResult], None] | None) -> None:
+        """Persist ``records``; answer once durable. Not durable: the group as it was, an error."""
+        if not records:
+            if respond is not None:
+                respond(result)
+            return
+
+        def stored(err: KafkaError | None) -> None:
+            if err is not None:
+                log.warning("group %s: records not written (%s); the group is put back as it was", group_id, err)
+                self._put_back(group_id, existing, before)
+                if respond is not None:
+                    respond(HeartbeatResult(err, result.member_id, result.member_epoch))
+                return
+            if respond is not None:
+                respond(result)
+
+        self.persist(group_id, records, stored)
+
+    def _put_back(self, group_id: str, existing, before) -> None:
+        current = self.groups.get(group_id)
+        if existing is None:
+            # The group was made by the request that failed.
+            if isinstance(current, ConsumerGroup):
+                self.groups.pop(group_id, None)
+            return
+        if isinstance(existing, ConsumerGroup):
+            existing.restore_from(before)
+        self.groups[group_id] = existing
+
+    def _member_metadata_record(self, gid: str, m: ConsumerMember) -> Record:
+        return cr_record(cr.ConsumerGroupMemberMetadataKey(gid, m.member_id), cr.ConsumerGroupMemberMetadataValue(
+            instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+            subscribed_topic_names=m.subscribed_topic_names, subscribed_topic_regex=m.subscribed_topic_regex,
+            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor))
+
+    @staticmethod
+    def _current_assignment_record(gid: str, m: ConsumerMember) -> Record:
+        return cr_record(cr.ConsumerGroupCurrentMemberAssignmentKey(gid, m.member_id),
+                         cr.ConsumerGroupCurrentMemberAssignmentValue(
+                             member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
+                             state=int(m.state), assigned_partitions=m.assigned,
+                             partitions_pending_revocation=m.pending_revocation))
+
+    @staticmethod
+    def _group_epoch_record(group: ConsumerGroup) -> Record:
+        return cr_record(cr.ConsumerGroupMetadataKey(group.group_id),
+                         cr.ConsumerGroupMetadataValue(group.group_epoch, group.metadata_hash))
+
+    # ------------------------------------------------------------------ timers
+
+    def tick(self) -> None:
+        """Fence members whose session expired or who did not revoke within their rebalance
+        timeout."""
+        now = self.clock()
+        for group in [g for g in self.groups.values() if isinstance(g, ConsumerGroup) and not g.dead]:
+            for member in list(group.members.values()):
+                if member.member_id not in group.members:
+                    continue
+                if member.session_deadline_ms <= now:
+                    self._fence(group, member, "the member session expired "
+                                f"(group.consumer.session.timeout.ms={self.config.consumer_session_timeout_ms})")
+                elif (member.rebalance_deadline_ms is not None and member.rebalance_deadline_ms <= now
+                      and member.state is MemberState.UNREVOKED_PARTITIONS):
+                    self._fence(group, member, f"it failed to revoke its partitions at epoch {member.member_epoch} "
+                                f"within its rebalance timeout ({member.rebalance_timeout_ms} ms)")
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = []
+        for g in self.groups.values():
+            if isinstance(g, ConsumerGroup) and not g.dead:
+                for m in g.members.values():
+                    deadlines.append(m.session_deadline_ms)
+                    if m.rebalance_deadline_ms is not None:
+                        deadlines.append(m.rebalance_deadline_ms)
+        return min(deadlines, default=None)
+
+    # ------------------------------------------------------------------ offsets
+
+    @staticmethod
+    def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int, *, transactional: bool,
+                               api_version: int) -> None:
+        """Kafka's ConsumerGroup.validateOffsetCommit: epoch -1 commits only to an empty group; a
+        member's commit carries its current epoch (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID)."""
+        if member_epoch < 0 and not group.members:
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            raise errors.UnknownMemberId(f"Member {member_id} is not a member of group {group.group_id}.")
+        if not transactional and api_version < 9:
+            raise errors.UnsupportedVersion(
+                "OffsetCommit version 9 or above must be used by members using the modern group protocol")
+        if member_epoch != member.member_epoch:
+            raise errors.StaleMemberEpoch(
+                f"The received member epoch {member_epoch} does not match the expected member epoch "
+                f"{member.member_epoch}.")
+
+    @staticmethod
+    def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> None:
+        """Kafka's ConsumerGroup.validateOffsetFetch: no member id and epoch -1 (admin) is accepted."""
+        if member_id is None and member_epoch < 0:
+            return
+        member = group.members.get(member_id or "")
+        if member is None:
+            raise errors.UnknownMemberId(f"Member {member_id} is not a member of group {group.group_id}.")
+        if member_epoch != member.member_epoch:
+            raise errors.StaleMemberEpoch(
+                f"The received member epoch {member_epoch} does not match the expected member epoch "
+                f"{member.member_epoch}.")
+
+    # ------------------------------------------------------------------ replay
+
+    def load(self, key, value) -> None:
+        """Replay of one consumer-group record of ``__consumer_offsets`` (None: a tombstone)."""
+        gid = key.group
+        now = self.clock()
+        group = self.groups.get(gid)
+        if not isinstance(group, ConsumerGroup):
+            if value is None:
+                return
+            # A consumer group's record after a classic group's (or none): the group is a
+            # consumer group from here on; its offsets stay.
+            group = ConsumerGroup(gid, offsets=group.offsets if isinstance(group, Group) else {},
+                                  state_timestamp_ms=now)
+            self.groups[gid] = group
+        if isinstance(key, cr.ConsumerGroupMetadataKey):
+            if value is None:
+                # The group's last record (Kafka deletes it last): it is gone; offsets stay.
+                if group.offsets:
+                    self.groups[gid] = Group(gid, offsets=group.offsets, state_timestamp_ms=now)
+                else:
+                    self.groups.pop(gid, None)
+                return
+            group.group_epoch, group.metadata_hash = value.epoch, value.metadata_hash
+        elif isinstance(key, cr.ConsumerGroupTargetAssignmentMetadataKey):
+            group.assignment_epoch = value.assignment_epoch if value is not None else 0
+        elif isinstance(key, cr.ConsumerGroupTargetAssignmentMemberKey):
+            if value is None:
+                group.target.pop(key.member_id, None)
+            else:
+                group.target[key.member_id] = freeze(value.topic_partitions)
+        elif isinstance(key, cr.ConsumerGroupMemberMetadataKey):
+            if value is None:
+                member = group.members.pop(key.member_id, None)
+                if member is not None and member.instance_id is not None:
+                    group.static_members.pop(member.instance_id, None)
+            else:
+                member = group.members.setdefault(key.member_id, ConsumerMember(key.member_id))
+                member.instance_id, member.rack_id = value.instance_id, value.rack_id
+                member.client_id, member.client_host = value.client_id, value.client_host
+                member.subscribed_topic_names = tuple(value.subscribed_topic_names)
+                member.subscribed_topic_regex = value.subscribed_topic_regex
+                member.rebalance_timeout_ms, member.server_assignor = value.rebalance_timeout_ms, value.server_assignor
+                member.session_deadline_ms = now + self.config.consumer_session_timeout_ms
+                if member.instance_id is not None:
+                    group.static_members[member.instance_id] = key.member_id
+        elif isinstance(key, cr.ConsumerGroupCurrentMemberAssignmentKey):
+            member = group.members.get(key.member_id)
+            if value is not None:
+                if member is None:  # records of one member come together; tolerate any order
+                    member = group.members[key.member_id] = ConsumerMember(key.member_id)
+                    member.session_deadline_ms = now + self.config.consumer_session_timeout_ms
+                member.member_epoch, member.previous_member_epoch = value.member_epoch, value.previous_member_epoch
+                try:
+                    member.state = MemberState(value.state)
+                except ValueError:
+                    member.state = MemberState.UNKNOWN
+                member.assigned = freeze(value.assigned_partitions)
+                member.pending_revocation = freeze(value.partitions_pending_revocation)
+        # Regular-expression records (type 16) are not needed: regexes are resolved again.
+
+    def finish_load(self) -> None:
+        """After replay: what the groups were assigned against, their states, their timers
+        (members must heartbeat within a session timeout from now; a revocation under way gets
+        its rebalance timeout again)."""
+        now = self.clock()
+        for group in [g for g in self.groups.values() if isinstance(g, ConsumerGroup)]:
+            group.subscription_metadata = self._subscription_metadata(group)
+            if metadata_hash(group.subscription_metadata) != group.metadata_hash:
+                # Topics changed while the broker was down: bumped at the next heartbeat.
+                group.subscription_metadata = {}
+            for m in group.members.values():
+                m.session_deadline_ms = now + self.config.consumer_session_timeout_ms
+                if m.state is MemberState.UNREVOKED_PARTITIONS:
+                    m.rebalance_deadline_ms = now + max(m.rebalance_timeout_ms, 0)
+            group.update_state(now)
+
+
+def _is_internal(name: str) -> bool:
+    """Kafka's Topic.isInternal: regexes never match these."""
+    return name in (OFFSETS_TOPIC, TXN_TOPIC)
+
+
+def cr_record(key, value) -> Record:
+    return cr.encode_consumer_key(key), cr.encode_consumer_value(value)
+
+
+def metadata_hash(metadata: Mapping[str, tuple[TopicId, int]]) -> int:
+    """A digest of the subscribed topics (names, ids, partition counts) the target was computed
+    from, as a signed int64 (ConsumerGroupMetadataValue.metadata_hash; not Kafka's own hash: the
+    value is only compared with itself after a restart)."""
+    if not metadata:
+        return 0
+    h = hashlib.blake2b(digest_size=8)
+    for name, (tid, n) in sorted(metadata.items()):
+        h.update(name.encode() + b"\0" + tid.bytes + n.to_bytes(4, "big"))
+    return int.from_bytes(h.digest(), "big", signed=True)

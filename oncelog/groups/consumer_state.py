@@ -1,0 +1,348 @@
+"""A KIP-848 consumer group's state: its members, its target assignment, and the reconciliation
+state machine that moves each member from its current assignment to its target (Kafka's
+ConsumerGroup, ConsumerGroupMember and CurrentAssignmentBuilder). Sans-IO and clock-free: the
+coordinator (:mod:`oncelog.groups.consumer_coordinator`) drives it.
+
+Epochs (KIP-848):
+
+* the **group epoch** is bumped when what the assignment depends on changes: a member joins or
+  leaves, a subscription changes, a subscribed topic's partitions change;
+* the **assignment epoch** is the group epoch the target assignment was computed at;
+* a **member epoch** is the epoch of the assignment the member was last given; it fences
+  zombies: heartbeats and offset commits carry it and must match.
+
+A partition has at most one owner at a time: a member owns the partitions of its assignment and
+those it has been asked to revoke but not yet acknowledged (``partitions_pending_revocation``).
+:meth:`ConsumerGroup.partition_epochs` maps each owned partition to its owner's epoch; a
+partition the target gives to another member is handed over only once it is free
+(``UNRELEASED_PARTITIONS`` until then).
+
+Member reconciliation (:func:`next_member_state`, Kafka's CurrentAssignmentBuilder)::
+
+                 target epoch > member epoch
+    +--------+   (nothing to revoke)              +------------------------+
+    | STABLE | -------------------------------->  | UNRELEASED_PARTITIONS  |  a new partition is
+    +--------+  <------------------------------   +------------------------+  still owned elsewhere
+      |    ^        every new partition is free        |        ^
+      |    |                                           | revoke  | owned ones revoked,
+      |    | revoked (member epoch + 1, then            v         | some new ones not free
+      |    | towards the target)                +----------------------+
+      +----|----------------------------------> | UNREVOKED_PARTITIONS |  waits for the member to
+           +----------------------------------- +----------------------+  stop owning what it lost
+              a partition the target takes away
+
+While revoking, the member stays at its epoch (its new epoch is only given once it has
+acknowledged the revocation, so a commit of a revoked partition can't pass); the revocation must
+happen within its rebalance timeout or the member is fenced (removed).
+
+Group states (Kafka's ConsumerGroupState), derived, never set: Empty (no members), Assigning (the
+group epoch is ahead of the assignment epoch), Reconciling (some member is not yet STABLE at the
+assignment epoch), Stable; Dead once deleted. :data:`GROUP_TRANSITIONS` is checked on every change.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from ..state_machine import check_transition
+from . import consumer_records as cr
+from .records import OffsetValue
+
+TopicId = uuid.UUID
+Partitions = dict[TopicId, frozenset[int]]
+
+# Member epochs a heartbeat may carry besides a real one (KIP-848).
+JOIN_GROUP_MEMBER_EPOCH = 0
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+
+class MemberState(enum.IntEnum):
+    """A member's reconciliation state; the values are Kafka's (the int8 of the
+    ConsumerGroupCurrentMemberAssignment record)."""
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1
+    UNRELEASED_PARTITIONS = 2
+    UNKNOWN = 127
+
+    @property
+    def kafka_name(self) -> str:
+        return self.name.lower()
+
+
+class ConsumerGroupState(enum.Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+    @property
+    def kafka_name(self) -> str:
+        return self.value
+
+
+M, C = MemberState, ConsumerGroupState
+# What may follow each member state (every reconciliation outcome of Kafka's
+# CurrentAssignmentBuilder; UNKNOWN, a state from a newer coordinator, is left at once).
+MEMBER_TRANSITIONS: dict[MemberState, frozenset[MemberState]] = {
+    M.STABLE: frozenset({M.STABLE, M.UNREVOKED_PARTITIONS, M.UNRELEASED_PARTITIONS}),
+    M.UNREVOKED_PARTITIONS: frozenset({M.STABLE, M.UNREVOKED_PARTITIONS, M.UNRELEASED_PARTITIONS}),
+    M.UNRELEASED_PARTITIONS: frozenset({M.STABLE, M.UNREVOKED_PARTITIONS, M.UNRELEASED_PARTITIONS}),
+    M.UNKNOWN: frozenset({M.STABLE, M.UNREVOKED_PARTITIONS, M.UNRELEASED_PARTITIONS}),
+}
+_LIVE = frozenset({C.EMPTY, C.ASSIGNING, C.RECONCILING, C.STABLE, C.DEAD})
+GROUP_TRANSITIONS: dict[ConsumerGroupState, frozenset[ConsumerGroupState]] = {
+    C.EMPTY: _LIVE - {C.EMPTY},
+    C.ASSIGNING: _LIVE - {C.ASSIGNING},
+    C.RECONCILING: _LIVE - {C.RECONCILING},
+    C.STABLE: _LIVE - {C.STABLE},
+    C.DEAD: frozenset(),
+}
+
+
+def freeze(partitions: Mapping[TopicId, object]) -> Partitions:
+    """A partitions map with frozensets and no empty topics (the form every comparison uses)."""
+    return {t: frozenset(ps) for t, ps in partitions.items() if ps}
+
+
+def partition_count(partitions: Partitions) -> int:
+    return sum(len(ps) for ps in partitions.values())
+
+
+@dataclass
+class ConsumerMember:
+    """A member of a consumer group (Kafka's ConsumerGroupMember): what it subscribes to (its
+    ConsumerGroupMemberMetadata record) and where it stands in reconciliation (its
+    ConsumerGroupCurrentMemberAssignment record)."""
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: MemberState = MemberState.STABLE
+    assigned: Partitions = field(default_factory=dict)
+    pending_revocation: Partitions = field(default_factory=dict)
+    # Timers (not stored): the session deadline; the deadline to revoke by (UNREVOKED_PARTITIONS).
+    session_deadline_ms: int = 0
+    rebalance_deadline_ms: int | None = None
+
+    def is_reconciled_to(self, assignment_epoch: int) -> bool:
+        return self.state is MemberState.STABLE and self.member_epoch == assignment_epoch
+
+    def subscription(self) -> tuple:
+        """What the group epoch depends on (a change of it bumps the group epoch)."""
+        return self.subscribed_topic_names, self.subscribed_topic_regex
+
+    def metadata(self) -> tuple:
+        """The fields of its ConsumerGroupMemberMetadata record (a change is written)."""
+        return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
+                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor)
+
+    def assignment_state(self) -> tuple:
+        """The fields of its ConsumerGroupCurrentMemberAssignment record."""
+        return self.member_epoch, self.previous_member_epoch, self.state, self.assigned, self.pending_revocation
+
+
+@dataclass
+class ConsumerGroup:
+    """A KIP-848 group. Shares the coordinator's group namespace (and offsets' shape) with the
+    classic :class:`~oncelog.groups.state.Group`: ``group_type`` tells them apart."""
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    target: dict[str, Partitions] = field(default_factory=dict)  # member id -> target assignment
+    offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
+    # What the target assignment was computed from: subscribed topics' (id, partitions), and
+    # its digest (ConsumerGroupMetadataValue.metadata_hash); a change bumps the group epoch.
+    subscription_metadata: dict[str, tuple[TopicId, int]] = field(default_factory=dict)
+    metadata_hash: int = 0
+    state_timestamp_ms: int = 0
+    dead: bool = False
+    _state: ConsumerGroupState = ConsumerGroupState.EMPTY
+
+    group_type = "consumer"
+    protocol_type = "consumer"
+    pending_members: dict = field(default_factory=dict)  # classic-only; always empty here
+
+    # -------------------------------------------------------------- state
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        return self._state
+
+    def update_state(self, now_ms: int) -> None:
+        """Recompute the derived state (Kafka's maybeUpdateGroupState) and check the change."""
+        if self.dead:
+            new = C.DEAD
+        elif not self.members:
+            new = C.EMPTY
+        elif self.group_epoch > self.assignment_epoch:
+            new = C.ASSIGNING
+        elif any(not m.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
+            new = C.RECONCILING
+        else:
+            new = C.STABLE
+        if new is not self._state:
+            check_transition(GROUP_TRANSITIONS, f"consumer group {self.group_id!r}", self._state, new)
+            self._state = new
+            self.state_timestamp_ms = now_ms
+
+    def is_empty(self) -> bool:
+        return not self.members and not self.dead
+
+    def is_dead(self) -> bool:
+        return self.dead
+
+    def mark_dead(self, now_ms: int) -> None:
+        self.dead = True
+        self.update_state(now_ms)
+
+    def undelete(self) -> None:
+        """Back to Empty: its deletion's records were not written. A revert, not a transition."""
+        self.dead = False
+        self._state = C.EMPTY
+
+    # -------------------------------------------------------------- ownership
+
+    def partition_epochs(self) -> dict[tuple[TopicId, int], int]:
+        """Who owns what now: each partition assigned to or being revoked by a member -> that
+        member's epoch (Kafka's currentPartitionEpoch; -1, absent here, is free)."""
+        owned: dict[tuple[TopicId, int], int] = {}
+        for m in self.members.values():
+            for parts in (m.assigned, m.pending_revocation):
+                for t, ps in parts.items():
+                    for p in ps:
+                        owned[(t, p)] = m.member_epoch
+        return owned
+
+    def subscribed_topics(self) -> set[str]:
+        """Topic names some member subscribes to (by name or through its regex, as resolved into
+        ``subscription_metadata``): offsets of these can't be deleted while it has members."""
+        names = {t for m in self.members.values() for t in m.subscribed_topic_names}
+        return names | set(self.subscription_metadata)
+
+    def tombstones(self) -> list[tuple[bytes, bytes | None]]:
+        """Every record of the group, deleted (Kafka's createGroupTombstoneRecords; the group
+        epoch's record last: replay forgets the group there). Offsets are records of their own."""
+        gid = self.group_id
+        out = [r for mid in self.members for r in member_tombstones(gid, mid)]
+        out.append((cr.encode_consumer_key(cr.ConsumerGroupTargetAssignmentMetadataKey(gid)), None))
+        out.append((cr.encode_consumer_key(cr.ConsumerGroupMetadataKey(gid)), None))
+        return out
+
+    def snapshot(self) -> "ConsumerGroup":
+        """A copy to restore if the records of a change are not written. The offsets are not
+        copied (a heartbeat does not change them; they may be many)."""
+        offsets, self.offsets = self.offsets, {}
+        try:
+            return copy.deepcopy(self)
+        finally:
+            self.offsets = offsets
+
+    def restore_from(self, other: "ConsumerGroup") -> None:
+        offsets = self.offsets
+        self.__dict__.update(copy.deepcopy(other).__dict__)
+        self.offsets = offsets
+
+
+def member_tombstones(group_id: str, member_id: str) -> list[tuple[bytes, bytes | None]]:
+    """A member's records, deleted, in Kafka's order: current assignment, target, subscription."""
+    return [(cr.encode_consumer_key(cr.ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id)), None),
+            (cr.encode_consumer_key(cr.ConsumerGroupTargetAssignmentMemberKey(group_id, member_id)), None),
+            (cr.encode_consumer_key(cr.ConsumerGroupMemberMetadataKey(group_id, member_id)), None)]
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """The outcome of one reconciliation step for a member (Kafka's CurrentAssignmentBuilder)."""
+    state: MemberState
+    member_epoch: int
+    assigned: Partitions
+    pending_revocation: Partitions
+
+
+class FencedMemberEpochError(Exception):
+    """The member is in a state this coordinator can't reconcile (UNKNOWN while owning
+    partitions): it must give up its partitions and rejoin (FENCED_MEMBER_EPOCH)."""
+
+
+def next_member_state(member: ConsumerMember, target_epoch: int, target: Partitions,
+                      owner_epoch: Callable[[TopicId, int], int],
+                      owned: Partitions | None) -> Reconciled:
+    """One step of reconciliation of ``member`` towards ``target`` (computed at ``target_epoch``).
+
+    ``owner_epoch(topic, partition)``: the epoch of the partition's current owner, -1 if free.
+    ``owned``: the partitions the member reports owning in this heartbeat, or None if it did not
+    say (then it is assumed to still own what it was asked to revoke). Pure: returns the new state.
+    """
+    current = Reconciled(member.state, member.member_epoch, member.assigned, member.pending_revocation)
+    if member.state is M.STABLE:
+        if member.member_epoch != target_epoch:
+            return _compute_next(member, member.member_epoch, member.assigned, target_epoch, target, owner_epoch, owned)
+        return current
+    if member.state is M.UNREVOKED_PARTITIONS:
+        if _owns_any(owned, member.pending_revocation):
+            return current
+        # Revoked: on to the next epoch, reconciling towards the latest target.
+        return _compute_next(member, min(member.member_epoch + 1, target_epoch), member.assigned, target_epoch,
+                             target, owner_epoch, owned)
+    if member.state is M.UNRELEASED_PARTITIONS:
+        return _compute_next(member, member.member_epoch, member.assigned, target_epoch, target, owner_epoch, owned)
+    # UNKNOWN: only a newer coordinator writes it; start over if the member owns nothing.
+    if owned is None or partition_count(owned) > 0:
+        raise FencedMemberEpochError("the member is in an unknown state: it must give up its partitions and rejoin")
+    return _compute_next(member, target_epoch, member.assigned, target_epoch, target, owner_epoch, owned)
+
+
+def _owns_any(owned: Partitions | None, partitions: Partitions) -> bool:
+    if owned is None:
+        return True
+    return any(ps & owned.get(t, frozenset()) for t, ps in partitions.items())
+
+
+def _compute_next(member: ConsumerMember, member_epoch: int, assigned: Partitions, target_epoch: int,
+                  target: Partitions, owner_epoch: Callable[[TopicId, int], int],
+                  owned: Partitions | None) -> Reconciled:
+    """Kafka's computeNextAssignment: keep what stays, revoke what goes, take what is free."""
+    new_assigned: dict[TopicId, set[int]] = {}
+    revoke: dict[TopicId, set[int]] = {}
+    pending_assignment: dict[TopicId, set[int]] = {}
+    unreleased = False
+    for t in sorted(set(target) | set(assigned)):
+        tgt, cur = target.get(t, frozenset()), assigned.get(t, frozenset())
+        keep = cur & tgt
+        to_revoke = cur - keep
+        to_assign = set(tgt - keep)
+        # A partition still owned by another member (not one this member is itself revoking)
+        # is not handed over yet.
+        taken = {p for p in to_assign
+                 if owner_epoch(t, p) != -1 and p not in member.pending_revocation.get(t, frozenset())}
+        if taken:
+            unreleased = True
+            to_assign -= taken
+        if keep:
+            new_assigned[t] = set(keep)
+        if to_revoke:
+            revoke[t] = set(to_revoke)
+        if to_assign:
+            pending_assignment[t] = to_assign
+    if revoke and _owns_any(owned, freeze(revoke)):
+        # Revoke first; the member keeps its epoch until it has let go.
+        return Reconciled(M.UNREVOKED_PARTITIONS, member_epoch, freeze(new_assigned), freeze(revoke))
+    for t, ps in pending_assignment.items():
+        new_assigned.setdefault(t, set()).update(ps)
+    state = M.UNRELEASED_PARTITIONS if unreleased else M.STABLE
+    return Reconciled(state, target_epoch, freeze(new_assigned), {})
