@@ -26,6 +26,8 @@ HARNESSES = {
     "fuzz_requests": (50_000, [SEEDS]),
     "fuzz_framing": (30_000, []),
     "fuzz_proxy": (20_000, []),  # the chaos fault proxy's frame reader and header parse
+    # __consumer_offsets keys and consumer (KIP-848) group values, seeded with Kafka-written records
+    "fuzz_consumer_records": (20_000, [os.path.join(ROOT, "tests", "fuzz", "corpus", "consumer_records")]),
 }
 
 
