@@ -68,7 +68,6 @@ from ..protocol.internal_records import Reader, TruncatedRecord, Writer
 T = TypeVar("T")
 
 
-
 class PartitionSet(frozenset):
     """A frozenset of partitions that remembers the order it was written in (``written_order``),
     for byte-exact re-encoding; it compares and hashes as the frozenset it is. Set operations on
@@ -271,12 +270,13 @@ class _FlexWriter(Writer):
             write(self, item)
         return self
 
-    def tags(self, fields: dict[int, bytes]) -> "_FlexWriter":
-        """The tagged-field section: ``fields`` maps tag -> encoded data, written in tag order."""
-        self.uvarint(len(fields))
-        for tag in sorted(fields):
-            self.uvarint(tag).uvarint(len(fields[tag]))
-            self.buf += fields[tag]
+    def tags(self, tagged: dict[int, bytes]) -> "_FlexWriter":
+        """The tagged-field section: ``tagged`` maps tag -> encoded data, written in tag order
+        (Kafka's order: its known tags ascending)."""
+        self.uvarint(len(tagged))
+        for tag in sorted(tagged):
+            self.uvarint(tag).uvarint(len(tagged[tag]))
+            self.buf += tagged[tag]
         return self
 
 
@@ -365,12 +365,6 @@ class _FlexReader(Reader):
                 raise ValueError(f"tagged field {tag} declares {size} bytes but holds {sub.pos - self.pos}")
             self.pos = end
         return found
-
-    def i32_item(self) -> int:  # an array item reader
-        return self.i32()
-
-    def string_item(self) -> str:
-        return self.compact_string()
 
 
 def _key_string(r: Reader) -> str:
@@ -482,8 +476,8 @@ def _read_partitions(r: _FlexReader, with_epochs: bool) -> tuple[Partitions, Par
 
     def topic(r: _FlexReader) -> None:
         topic_id = r.uuid()
-        parts = r.compact_array(_FlexReader.i32_item, 4)
-        tags = r.tags({0: lambda t: t.compact_nullable_array(_FlexReader.i32_item, 4)} if with_epochs else {})
+        parts = r.compact_array(_FlexReader.i32, 4)
+        tags = r.tags({0: lambda t: t.compact_nullable_array(_FlexReader.i32, 4)} if with_epochs else {})
         partitions[topic_id] = PartitionSet(parts)
         assignment_epochs = tags.get(0)
         if assignment_epochs and len(assignment_epochs) == len(parts):  # else Kafka uses the member epoch
@@ -513,7 +507,7 @@ def _read_topic_metadata(r: _FlexReader) -> PartitionMetadataTopic:
 
     def partition(r: _FlexReader) -> None:
         r.i32()
-        r.compact_array(_FlexReader.string_item, 1)
+        r.compact_array(_FlexReader.compact_string, 1)
         r.tags({})
 
     r.compact_array(partition, 4 + 1 + 1)
@@ -533,7 +527,7 @@ def decode_consumer_value(key, data: bytes):
     if isinstance(key, ConsumerGroupMemberMetadataKey):
         instance_id, rack_id = r.compact_nullable_string(), r.compact_nullable_string()
         client_id, client_host = r.compact_string(), r.compact_string()
-        topics = tuple(r.compact_array(_FlexReader.string_item, 1))
+        topics = tuple(r.compact_array(_FlexReader.compact_string, 1))
         regex, rebalance_timeout_ms = r.compact_nullable_string(), r.i32()
         server_assignor = r.compact_nullable_string()
         tags = r.tags({0: _read_classic})
@@ -555,7 +549,7 @@ def decode_consumer_value(key, data: bytes):
         return ConsumerGroupCurrentMemberAssignmentValue(member_epoch, previous_member_epoch, state, assigned,
                                                          pending, assigned_epochs, pending_epochs)
     if isinstance(key, ConsumerGroupRegularExpressionKey):
-        topics = tuple(r.compact_array(_FlexReader.string_item, 1))
+        topics = tuple(r.compact_array(_FlexReader.compact_string, 1))
         version, timestamp = r.i64(), r.i64()
         r.tags({})
         return ConsumerGroupRegularExpressionValue(topics, version, timestamp)

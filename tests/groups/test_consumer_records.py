@@ -1,8 +1,9 @@
 """The ``__consumer_offsets`` records of consumer (KIP-848) groups (:mod:`oncelog.groups.consumer_records`).
 
 The golden records below were written by Apache Kafka 4.4 (read raw from its ``__consumer_offsets``
-after confluent-kafka consumers with ``group.protocol=consumer`` joined, committed and left:
-one subscribed by name, one static member subscribed by a regular expression), so the codec is
+after confluent-kafka consumers joined, committed and left: with ``group.protocol=consumer`` one
+subscribed by name and one static member subscribed by a regular expression, and a classic-protocol
+member joining a consumer group, which made the first revoke partitions), so the codec is
 pinned to Kafka's bytes without a JVM; tests/kafka/test_consumer_records_kafka.py checks the same
 against a live Kafka. Then: round trips of every field Kafka's generated classes have, the
 tombstones and the replay dispatch of the store, and the refusals (unknown types and versions,
@@ -12,7 +13,6 @@ truncation, hostile counts) that must all be ValueError.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from uuid import UUID
 
 import pytest
@@ -116,7 +116,8 @@ KAFKA_RECORDS = [
     (ConsumerGroupMemberMetadataKey("g-3685d5", M4),
      "00050008672d33363835643500165639446b79714c505250366a7a653553796e36395a41",
      ConsumerGroupMemberMetadataValue(None, None, "r-c", "/127.0.0.1", ("cl-3685d5",), "", 300000, None,
-                                      ClassicMemberMetadata(10000, (("range", SUBSCRIPTION), ("roundrobin", SUBSCRIPTION)))),
+                                      ClassicMemberMetadata(10000, (("range", SUBSCRIPTION),
+                                                                    ("roundrobin", SUBSCRIPTION)))),
      "0000000004722d630b2f3132372e302e302e31020a636c2d33363835643501000493e00001005a0100002710030672616e6765"
      "200003000000010009636c2d3336383564350000000000000000ffffffff0000000b726f756e64726f62696e20000300000001"
      "0009636c2d3336383564350000000000000000ffffffff00000000"),
@@ -152,7 +153,8 @@ def test_kafka_tombstones_are_keys_alone():
 
 
 def test_offset_and_classic_group_keys_are_unchanged():
-    assert decode_key(bytes.fromhex("0001000867726f75702dc3a900066f726465727300000007")) == OffsetKey("group-é", "orders", 7)
+    offset_key = bytes.fromhex("0001000867726f75702dc3a900066f726465727300000007")
+    assert decode_key(offset_key) == OffsetKey("group-é", "orders", 7)
     assert decode_key(bytes.fromhex("0002000867726f75702dc3a9")) == GroupKey("group-é")
     assert not isinstance(OffsetKey("g", "t", 0), CONSUMER_KEYS)
 
@@ -171,12 +173,15 @@ ROUND_TRIPS = [
      ConsumerGroupMemberMetadataValue(None, None, "c", "h", (), None, 1, None, ClassicMemberMetadata(0, ()))),
     (ConsumerGroupTargetAssignmentMetadataKey("g"), ConsumerGroupTargetAssignmentMetadataValue(-1, 2**62)),
     (ConsumerGroupTargetAssignmentMemberKey("g", "m"),
-     ConsumerGroupTargetAssignmentMemberValue({T1: frozenset({5, 0, 2**31 - 1}), T2: frozenset(), UUID(int=0): frozenset({1})})),
+     ConsumerGroupTargetAssignmentMemberValue({T1: frozenset({5, 0, 2**31 - 1}), T2: frozenset(),
+                                               UUID(int=0): frozenset({1})})),
     (ConsumerGroupCurrentMemberAssignmentKey("g", "m"),
-     ConsumerGroupCurrentMemberAssignmentValue(7, 6, 1, {T1: frozenset({0, 3})}, {T2: frozenset({1, 2}), T1: frozenset({9})},
+     ConsumerGroupCurrentMemberAssignmentValue(7, 6, 1, {T1: frozenset({0, 3})},
+                                               {T2: frozenset({1, 2}), T1: frozenset({9})},
                                                {T1: {0: 7, 3: 5}}, {T2: {1: 6, 2: 4}})),
     (ConsumerGroupCurrentMemberAssignmentKey("g", "m"),  # epochs on no topic at all, or on some
-     ConsumerGroupCurrentMemberAssignmentValue(-1, -1, 3, {T1: frozenset({1}), T2: frozenset({2})}, {}, {T2: {2: 9}}, {})),
+     ConsumerGroupCurrentMemberAssignmentValue(-1, -1, 3, {T1: frozenset({1}), T2: frozenset({2})}, {},
+                                               {T2: {2: 9}}, {})),
     (ConsumerGroupRegularExpressionKey("g", ".*"), ConsumerGroupRegularExpressionValue((), -1, 0)),
     (ConsumerGroupRegularExpressionKey("g", "t[0-9]+"), ConsumerGroupRegularExpressionValue(("t1", "t22"), 2**40, 17)),
 ]
@@ -206,7 +211,8 @@ def test_partitions_are_written_ascending_and_topics_in_their_order():
     value = ConsumerGroupTargetAssignmentMemberValue({T2: frozenset({17, 3, 8}), T1: frozenset({1})})
     data = encode_consumer_value(value)
     assert data[3:19] == T2.bytes and data[20:32] == bytes.fromhex("00000003" "00000008" "00000011")
-    assert list(decode_consumer_value(ConsumerGroupTargetAssignmentMemberKey("g", "m"), data).topic_partitions) == [T2, T1]
+    decoded = decode_consumer_value(ConsumerGroupTargetAssignmentMemberKey("g", "m"), data)
+    assert list(decoded.topic_partitions) == [T2, T1]
 
 
 def test_decoded_partitions_keep_the_order_kafka_wrote():
@@ -255,7 +261,8 @@ def test_deprecated_partition_metadata_is_decoded_not_written():
     assert key == ConsumerGroupPartitionMetadataKey("g") and not isinstance(key, CONSUMER_KEYS)
     data = bytes.fromhex("0000" "02" + T1.hex + "02" "74" "00000003"
                          "02" "00000000" "02" "02" "72" "00" "00" "00" "00")
-    assert decode_consumer_value(key, data) == ConsumerGroupPartitionMetadataValue((PartitionMetadataTopic(T1, "t", 3),))
+    expected = ConsumerGroupPartitionMetadataValue((PartitionMetadataTopic(T1, "t", 3),))
+    assert decode_consumer_value(key, data) == expected
     with pytest.raises(TypeError):
         encode_consumer_value(ConsumerGroupPartitionMetadataValue(()))
 
@@ -315,8 +322,8 @@ def test_null_or_short_key_strings_are_refused(key_hex):
 # -- the store's replay dispatch ----------------------------------------------------------------
 
 class Recorder:
-    """The replay's side of a coordinator, recording what it is handed (the consumer group
-    coordinator's own loading is tested with it, by its module)."""
+    """The replay's side of a coordinator, recording what it is handed (what the coordinator
+    makes of it is for the consumer coordinator's own tests)."""
 
     def __init__(self, consumer: bool = True) -> None:
         self.calls: list[tuple] = []
