@@ -41,9 +41,9 @@ from .. import errors
 from ..config.settings import GroupConfig
 from ..errors import KafkaError
 from ..notices import notice
-from ..partition.internal_topic import OFFSETS_TOPIC, TXN_TOPIC
 from . import assignors as asg
 from . import consumer_records as cr
+from . import topic_regex
 from .consumer_state import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -174,7 +174,6 @@ class ConsumerGroupCoordinator:
     def _regex(self, pattern: str) -> Callable[[str], bool]:
         matcher = self._regex_cache.get(pattern)
         if matcher is None:
-            from . import topic_regex  # RE2 (google-re2)
             matcher = topic_regex.compile_topic_regex(pattern)
             if len(self._regex_cache) > 10_000:  # bounded: patterns come from clients
                 self._regex_cache.clear()
@@ -379,7 +378,7 @@ class ConsumerGroupCoordinator:
             names.update(n for n in m.subscribed_topic_names if n in topics)
             if m.subscribed_topic_regex:
                 matches = self._regex(m.subscribed_topic_regex)
-                names.update(n for n in topics if not _is_internal(n) and matches(n))
+                names.update(n for n in topics if matches(n))
         return {n: topics[n] for n in sorted(names)}
 
     def _member_topics(self, group: ConsumerGroup, member: ConsumerMember) -> frozenset[TopicId]:
@@ -387,7 +386,7 @@ class ConsumerGroupCoordinator:
         ids = {meta[n][0] for n in member.subscribed_topic_names if n in meta}
         if member.subscribed_topic_regex:
             matches = self._regex(member.subscribed_topic_regex)
-            ids.update(tid for n, (tid, _) in meta.items() if not _is_internal(n) and matches(n))
+            ids.update(tid for n, (tid, _) in meta.items() if matches(n))
         return frozenset(ids)
 
     def assignor_name(self, group: ConsumerGroup) -> str:
@@ -675,11 +674,6 @@ class ConsumerGroupCoordinator:
                 if m.state is MemberState.UNREVOKED_PARTITIONS:
                     m.rebalance_deadline_ms = now + max(m.rebalance_timeout_ms, 0)
             group.update_state(now)
-
-
-def _is_internal(name: str) -> bool:
-    """Kafka's Topic.isInternal: regexes never match these."""
-    return name in (OFFSETS_TOPIC, TXN_TOPIC)
 
 
 def cr_record(key, value) -> Record:
