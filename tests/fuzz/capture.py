@@ -9,6 +9,7 @@ ordinary workload: admin calls, idempotent and transactional produce, a consumer
 Re-run (replaces the corpus; a few minutes, starts one broker)::
 
     .venv/bin/python -m tests.fuzz.capture
+    .venv/bin/python -m tests.fuzz.capture --only confluent-848    # add one workload's frames
 
 Frames larger than :data:`MAX_FRAME` are left out, and at most :data:`PER_KIND` different frames
 are kept per (client, API, version): the corpus stays a few hundred small files.
@@ -338,14 +339,59 @@ def aiokafka_workload(bootstrap: str) -> None:
     asyncio.run(asyncio.wait_for(_aiokafka_workload(bootstrap), 120))
 
 
+def confluent_consumer_protocol_workload(bootstrap: str) -> None:
+    """KIP-848 (group.protocol=consumer): ConsumerGroupHeartbeat (join by name and by regex,
+    heartbeats with owned partitions, leave), OffsetCommit/Fetch with member epochs,
+    TxnOffsetCommit with a member's group metadata, ConsumerGroupDescribe."""
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = "seed-848"
+    step("create_topics", lambda: [f.result(30) for f in admin.create_topics([NewTopic(topic, 3, 1)]).values()])
+    p = ck.Producer({"bootstrap.servers": bootstrap})
+    for i in range(6):
+        p.produce(topic, value=f"v{i}".encode(), partition=i % 3)
+    p.flush(30)
+    consumers = []
+    for group, sub in (("seed-848-names", [topic]), ("seed-848-regex", ["^seed-8.*"])):
+        c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c.subscribe(sub)
+        consumers.append((group, c))
+    deadline = time.monotonic() + 30
+    got = 0
+    while got < 12 and time.monotonic() < deadline:
+        for _, c in consumers:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got += 1
+    group, c = consumers[0]
+    step("commit", c.commit, asynchronous=False)
+    step("committed", c.committed, [ck.TopicPartition(topic, 0)], timeout=10)
+    tp = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": "seed-848-txn"})
+    tp.init_transactions(30)
+    tp.begin_transaction()
+    tp.produce(topic, value=b"in-transaction", partition=1)
+    step("send_offsets_to_transaction", tp.send_offsets_to_transaction,
+         [ck.TopicPartition(topic, 0, 1)], c.consumer_group_metadata(), 30)
+    tp.commit_transaction(30)
+    step("describe_consumer_groups", lambda: [f.result(30) for f in admin.describe_consumer_groups(
+        [g for g, _ in consumers]).values()])
+    for _, c in consumers:
+        c.close()
+
+
 WORKLOADS = {"confluent": confluent_workload, "kafka-python": kafka_python_workload,
-             "aiokafka": aiokafka_workload}
+             "aiokafka": aiokafka_workload, "confluent-848": confluent_consumer_protocol_workload}
 
 
 def main() -> None:
-    if os.path.isdir(CORPUS):
+    """Every workload, replacing the corpus; or ``--only LABEL``: that workload's frames added."""
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    if only is None and os.path.isdir(CORPUS):
         shutil.rmtree(CORPUS)
-    os.makedirs(CORPUS)
+    os.makedirs(CORPUS, exist_ok=True)
     recorder = Recorder(CORPUS)
     proxy = Proxy(recorder)
     with tempfile.TemporaryDirectory() as tmp:
@@ -354,6 +400,8 @@ def main() -> None:
         try:
             proxy.start((broker.host, broker.port))
             for label, workload in WORKLOADS.items():
+                if only is not None and label != only:
+                    continue
                 recorder.label = label
                 print(f"{label} ...", file=sys.stderr)
                 step(label, workload, f"127.0.0.1:{proxy.port}")
