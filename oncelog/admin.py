@@ -1,12 +1,14 @@
 """``oncelog topics|groups|producers|transactions|acls|users``: administration over the Kafka
-protocol (confluent-kafka's AdminClient), so it works against oncelog and any Kafka cluster alike.
-``acls`` and ``users`` (kafka-acls, kafka-configs --entity-type users) also take Kafka's
-``--command-config`` for an authenticated admin connection (SASL, TLS)."""
+protocol (confluent-kafka's AdminClient, and oncelog's own protocol client where librdkafka does not
+expose what a command shows), so it works against oncelog and any Kafka cluster alike.
+``groups``, ``acls`` and ``users`` (kafka-consumer-groups, kafka-acls, kafka-configs --entity-type
+users) also take Kafka's ``--command-config`` for an authenticated admin connection (SASL, TLS)."""
 
 from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
@@ -89,52 +91,6 @@ def producers_command(args) -> int:
             table.add_row(str(part.partition_index), str(p.producer_id), str(p.producer_epoch),
                           str(p.last_sequence), when)
     console.print(table)
-    return 0
-
-
-def groups_command(args) -> int:
-    """``oncelog groups list|describe|delete``; describe shows lag per partition (committed
-    offset vs high watermark)."""
-    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
-
-    console = Console()
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
-    try:
-        if args.action == "list":
-            result = admin.list_consumer_groups().result(10)
-            table = Table("group", "state", "type")
-            for g in sorted(result.valid, key=lambda g: g.group_id):
-                table.add_row(g.group_id, str(g.state).split(".")[-1], "consumer" if g.is_simple_consumer_group is False else "simple")
-            console.print(table)
-        elif args.action == "delete":
-            admin.delete_consumer_groups([args.group])[args.group].result(10)
-            console.print(f"deleted group [bold]{args.group}[/]")
-        elif args.action == "describe":
-            desc = admin.describe_consumer_groups([args.group])[args.group].result(10)
-            console.print(f"group [bold]{desc.group_id}[/]: state {str(desc.state).split('.')[-1]}, "
-                          f"assignor {desc.partition_assignor or '-'}, coordinator {desc.coordinator.id if desc.coordinator else '-'}")
-            owners = {}
-            members = Table("member", "client id", "host", "partitions")
-            for m in desc.members:
-                parts = m.assignment.topic_partitions if m.assignment else []
-                for tp in parts:
-                    owners[(tp.topic, tp.partition)] = m.client_id
-                members.add_row(m.member_id, m.client_id, m.host,
-                                ", ".join(f"{tp.topic}-{tp.partition}" for tp in parts))
-            console.print(members)
-            offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(args.group)])[args.group].result(10)
-            consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "oncelog-cli-lag"})
-            lag = Table("topic", "partition", "committed", "high watermark", "lag", "owner")
-            for tp in sorted(offsets.topic_partitions, key=lambda t: (t.topic, t.partition)):
-                _, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=10)
-                committed = tp.offset if tp.offset >= 0 else None
-                lag.add_row(tp.topic, str(tp.partition), "-" if committed is None else str(committed), str(high),
-                            "-" if committed is None else str(high - committed), owners.get((tp.topic, tp.partition), "-"))
-            consumer.close()
-            console.print(lag)
-    except KafkaException as exc:
-        print(f"oncelog groups {args.action}: {exc.args[0]}", file=sys.stderr)
-        return 1
     return 0
 
 
@@ -637,3 +593,398 @@ def users_command(args) -> int:
         print(f"oncelog users {args.action}: {err.str() if hasattr(err, 'str') else err}", file=sys.stderr)
         return 1
     return 2
+
+
+# ------------------------------------------------------------------------------------------
+# ``oncelog groups``: list, describe (with lag) and delete groups of both protocols.
+#
+# list and describe speak the protocol themselves (oncelog.client.kafka), as Kafka's AdminClient
+# does, for what librdkafka does not expose: ListGroups v5's group type, and ConsumerGroupDescribe's
+# epochs, subscriptions and target assignments (KIP-848). Each request goes at the highest version
+# both this client (kio) and the broker (its ApiVersions answer) support.
+#
+# describe follows Kafka 4.4's DescribeConsumerGroupsHandler: ConsumerGroupDescribe first; a group
+# it answers GROUP_ID_NOT_FOUND for ("Group g is not a consumer group.", or unknown), or a broker
+# without the API, is asked again with DescribeGroups (the classic protocol), and a group that this
+# does not find either fails with ConsumerGroupDescribe's message. A classic group whose protocol
+# type is neither "consumer" nor "" (Connect, ...) is refused as Kafka's admin refuses it.
+
+# api key: (name, highest version this client builds)
+GROUP_APIS = {9: ("OffsetFetch", 7), 15: ("DescribeGroups", 6), 16: ("ListGroups", 5),
+              69: ("ConsumerGroupDescribe", 1)}
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # INT32_MIN: the client did not ask for them
+MEMBER_TYPES = {-1: None, 0: "classic", 1: "consumer"}  # ConsumerGroupDescribe v1 member_type
+# Per-group errors after which the same request is sent again (to a coordinator found anew for
+# the first two), as Kafka's handler does; anything else fails the command.
+_GROUP_REFRESH = {"not_coordinator", "coordinator_not_available"}
+_GROUP_RETRY = _GROUP_REFRESH | {"coordinator_load_in_progress"}
+
+
+class GroupError(CommandError):
+    """A group request answered with an error: ``code`` is Kafka's error name (GROUP_ID_NOT_FOUND)."""
+
+    def __init__(self, code: str, message: str | None) -> None:
+        super().__init__(f"{code}: {message}" if message else code)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    group_type: str | None  # "classic", "consumer" (ListGroups v5+), None from an older broker
+    state: str | None  # None before ListGroups v4
+    protocol_type: str  # "consumer", "connect", "" (offsets only), ...
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    assignment: dict[str, list[int]]  # topic -> partitions: what the member owns now
+    # Consumer groups only (None for a classic group's members):
+    member_epoch: int | None = None
+    member_type: str | None = None  # "consumer", or "classic" for a classic member of a consumer group
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    target_assignment: dict[str, list[int]] | None = None  # what the coordinator has assigned it
+
+    def pending(self) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+        """(partitions of the target not yet owned, partitions owned not in the target): both
+        empty once the member has reconciled with its target assignment."""
+        if self.target_assignment is None:
+            return {}, {}
+        return (_minus(self.target_assignment, self.assignment), _minus(self.assignment, self.target_assignment))
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    group_type: str  # "consumer" (KIP-848, ConsumerGroupDescribe) or "classic" (DescribeGroups)
+    protocol_type: str  # a classic group's ("consumer", "" when it only holds offsets); "consumer" else
+    state: str
+    assignor: str | None  # consumer: the server-side assignor; classic: the chosen protocol (range, ...)
+    coordinator: tuple[int, str, int]  # (node id, host, port)
+    members: list[GroupMember]
+    authorized_operations: list[str] | None  # None when not asked for
+    group_epoch: int | None = None  # consumer groups only
+    assignment_epoch: int | None = None  # consumer groups only
+    api: str = ""  # the request that described it, e.g. "ConsumerGroupDescribe v1"
+
+
+def _minus(a: dict[str, list[int]], b: dict[str, list[int]]) -> dict[str, list[int]]:
+    out = {t: sorted(set(ps) - set(b.get(t, ()))) for t, ps in a.items()}
+    return {t: ps for t, ps in sorted(out.items()) if ps}
+
+
+def _version(conn, api_key: int) -> int | None:
+    """The highest version of ``api_key`` both sides support, None if there is none."""
+    lo, hi = conn.api_versions.get(api_key, (None, None))
+    ours = GROUP_APIS[api_key][1]
+    if lo is None or lo > ours:
+        return None
+    return min(hi, ours)
+
+
+def _request(api_key: int, version: int, name: str, **fields):
+    """A kio request of that version with the fields it has (e.g. DescribeGroups v0-v2 have no
+    include_authorized_operations, ListGroups v0-v3 no filters)."""
+    import dataclasses
+
+    from .client.wire import request_module
+
+    cls = getattr(request_module(api_key, version), name)
+    known = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in fields.items() if k in known})
+
+
+def _operation_names(bits: int) -> list[str] | None:
+    """KIP-430's bit field as kafka-acls' operation names (Read, DescribeConfigs, ...)."""
+    from .security.acls import AclOperation
+
+    if bits == AUTHORIZED_OPERATIONS_OMITTED:
+        return None
+    return [op.name.title().replace("_", "") for op in AclOperation if op > 0 and bits & (1 << op)]
+
+
+def _consumer_protocol_assignment(raw: bytes) -> dict[str, list[int]]:
+    """A classic consumer's ConsumerProtocolAssignment (int16 version, then [topic, [partition]];
+    every version starts so): topic -> partitions. Empty bytes: no assignment yet."""
+    from .protocol.internal_records import Reader
+
+    if not raw:
+        return {}
+    r = Reader(raw)
+    r.i16()
+    out: dict[str, list[int]] = {}
+    for topic, partitions in r.array(lambda r: (r.string(), r.array(Reader.i32))):
+        out.setdefault(topic or "", []).extend(partitions)
+    return {t: sorted(ps) for t, ps in sorted(out.items())}
+
+
+def _topic_partitions(assignment) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for t in assignment.topic_partitions:
+        out.setdefault(t.topic_name or str(t.topic_id), []).extend(t.partitions)
+    return {t: sorted(ps) for t, ps in sorted(out.items())}
+
+
+def list_groups(client) -> list[GroupListing]:
+    """Every broker's groups (each lists those it coordinates), by ListGroups."""
+    import time
+
+    from kio.schema.errors import ErrorCode
+
+    from .client.kafka import KafkaProtocolError
+
+    client.metadata([])
+    out = {}
+    deadline = time.monotonic() + client.timeout
+    for node_id in sorted(client.brokers):
+        conn = client.node(node_id)
+        version = _version(conn, 16)
+        if version is None:
+            raise CommandError(f"broker {conn.address} does not offer ListGroups")
+        while True:  # a coordinator loading its groups (just restarted) answers so for a while
+            resp = conn.request(_request(16, version, "ListGroupsRequest", states_filter=(), types_filter=()))
+            if resp.error_code.name not in _GROUP_RETRY or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        if resp.error_code != ErrorCode.none:
+            raise KafkaProtocolError(resp.error_code, f"ListGroups on {conn.address}")
+        for g in resp.groups:
+            out[g.group_id] = GroupListing(g.group_id, getattr(g, "group_type", None),
+                                           getattr(g, "group_state", None), g.protocol_type)
+    return [out[k] for k in sorted(out)]
+
+
+def describe_group(client, group_id: str, *, include_authorized_operations: bool = False) -> GroupDescription:
+    """``group_id`` described by its coordinator: ConsumerGroupDescribe, else DescribeGroups
+    (see the section's comment). Raises GroupError with Kafka's error name and message."""
+    import time
+
+    from kio.schema.errors import ErrorCode
+
+    from .client.kafka import COORDINATOR_GROUP
+
+    classic = False  # after ConsumerGroupDescribe said GROUP_ID_NOT_FOUND, or is not offered
+    not_found_message = None  # ConsumerGroupDescribe's, reported if DescribeGroups finds nothing too
+    deadline = time.monotonic() + client.timeout
+    while True:
+        try:
+            conn = client.coordinator(group_id, COORDINATOR_GROUP)
+            if not classic and _version(conn, 69) is None:
+                classic = True
+            if classic:
+                version = _version(conn, 15)
+                if version is None:
+                    raise CommandError(f"broker {conn.address} offers neither ConsumerGroupDescribe nor DescribeGroups")
+                resp = conn.request(_request(15, version, "DescribeGroupsRequest", groups=(group_id,),
+                                             include_authorized_operations=include_authorized_operations))
+            else:
+                version = _version(conn, 69)
+                resp = conn.request(_request(69, version, "ConsumerGroupDescribeRequest", group_ids=(group_id,),
+                                             include_authorized_operations=include_authorized_operations))
+        except (OSError, ConnectionError):
+            if time.monotonic() > deadline:
+                raise
+            client.forget_coordinator(group_id, COORDINATOR_GROUP)
+            client.close()
+            time.sleep(0.1)
+            continue
+        group = next((g for g in resp.groups if g.group_id == group_id), None)
+        if group is None:
+            raise CommandError(f"the coordinator's answer does not describe group {group_id!r}")
+        code = group.error_code
+        if code == ErrorCode.none:
+            break
+        name = code.name
+        if not classic and code in (ErrorCode.group_id_not_found, ErrorCode.unsupported_version):
+            classic, not_found_message = True, group.error_message
+            continue
+        if name in _GROUP_RETRY and time.monotonic() < deadline:
+            if name in _GROUP_REFRESH:
+                client.forget_coordinator(group_id, COORDINATOR_GROUP)
+            time.sleep(0.1)
+            continue
+        message = getattr(group, "error_message", None)
+        if code == ErrorCode.group_id_not_found:
+            message = not_found_message or message
+        raise GroupError(name.upper(), message)
+
+    host, port = client.brokers.get(client.coordinators[(COORDINATOR_GROUP, group_id)], ("?", 0))
+    coordinator = (client.coordinators[(COORDINATOR_GROUP, group_id)], host, port)
+    operations = _operation_names(group.authorized_operations)
+    if classic:
+        if group.protocol_type not in ("consumer", ""):
+            raise GroupError("NOT_A_CONSUMER_GROUP",  # Kafka's admin: an IllegalArgumentException
+                             f"GroupId {group_id} is not a consumer group ({group.protocol_type}).")
+        members = [GroupMember(m.member_id, m.group_instance_id, None, m.client_id, m.client_host,
+                               _consumer_protocol_assignment(m.member_assignment)) for m in group.members]
+        return GroupDescription(group_id, "classic", group.protocol_type, group.group_state,
+                                group.protocol_data or None, coordinator, members, operations,
+                                api=f"DescribeGroups v{version}")
+    members = [GroupMember(m.member_id, m.instance_id, m.rack_id, m.client_id, m.client_host,
+                           _topic_partitions(m.assignment), member_epoch=m.member_epoch,
+                           member_type=MEMBER_TYPES.get(getattr(m, "member_type", -1)),
+                           subscribed_topic_names=sorted(m.subscribed_topic_names),
+                           subscribed_topic_regex=m.subscribed_topic_regex or None,
+                           target_assignment=_topic_partitions(m.target_assignment))
+               for m in group.members]
+    return GroupDescription(group_id, "consumer", "consumer", group.group_state, group.assignor_name or None,
+                            coordinator, members, operations, group_epoch=group.group_epoch,
+                            assignment_epoch=group.assignment_epoch, api=f"ConsumerGroupDescribe v{version}")
+
+
+def group_offsets(client, description: GroupDescription) -> list[dict]:
+    """Committed offset, high watermark and lag of every partition the group has committed or
+    its members own (as kafka-consumer-groups --describe), with the owning member."""
+    import time
+
+    from kio.schema.errors import ErrorCode
+
+    from .client.kafka import COORDINATOR_GROUP, LATEST, READ_UNCOMMITTED, KafkaProtocolError
+
+    group_id = description.group_id
+    conn = client.coordinator(group_id, COORDINATOR_GROUP)
+    version = _version(conn, 9)
+    if version is None or version < 2:  # v2: null topics, every committed partition
+        raise CommandError(f"broker {conn.address} offers no OffsetFetch version from 2 to 7")
+    deadline = time.monotonic() + client.timeout
+    while True:  # a coordinator still loading its offsets answers so for a while
+        resp = client.coordinator(group_id, COORDINATOR_GROUP).request(
+            _request(9, version, "OffsetFetchRequest", group_id=group_id, topics=None, require_stable=False))
+        if resp.error_code.name not in _GROUP_RETRY or time.monotonic() > deadline:
+            break
+        if resp.error_code.name in _GROUP_REFRESH:
+            client.forget_coordinator(group_id, COORDINATOR_GROUP)
+        time.sleep(0.1)
+    if resp.error_code != ErrorCode.none:
+        raise KafkaProtocolError(resp.error_code, f"OffsetFetch group {group_id!r}")
+    committed = {(t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions
+                 if p.error_code == ErrorCode.none}
+    owners = {(t, p): m for m in description.members for t, ps in m.assignment.items() for p in ps}
+    partitions = sorted(set(committed) | set(owners))
+    # High watermarks of the partitions that still exist (offsets outlive a deleted topic).
+    topics = client.metadata(sorted({t for t, _ in partitions}))
+    live = [(t, p) for t, p in partitions
+            if t in topics and topics[t].error == ErrorCode.none and p in topics[t].partitions]
+    highs = {tp: off for tp, (off, _) in client.list_offsets({tp: LATEST for tp in live}, READ_UNCOMMITTED).items()}
+    rows = []
+    for tp in partitions:
+        offset = committed.get(tp, -1)
+        high = highs.get(tp)
+        owner = owners.get(tp)
+        rows.append({"topic": tp[0], "partition": tp[1], "committed": offset if offset >= 0 else None,
+                     "high_watermark": high,
+                     "lag": high - offset if offset >= 0 and high is not None else None,
+                     "member_id": owner.member_id if owner else None, "client_id": owner.client_id if owner else None})
+    return rows
+
+
+def _assignment_text(assignment: dict[str, list[int]] | None) -> str:
+    """Kafka's tool's form: ``orders:0,1;refunds:2``."""
+    if assignment is None:
+        return "-"
+    return ";".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(assignment.items()) if ps) or "-"
+
+
+def _description_json(d: GroupDescription, offsets: list[dict]) -> dict:
+    import dataclasses
+
+    doc = dataclasses.asdict(d)
+    doc["coordinator"] = dict(zip(("id", "host", "port"), d.coordinator))
+    for member, m in zip(doc["members"], d.members):
+        if m.target_assignment is not None:
+            assign, revoke = m.pending()
+            member["pending"] = {"to_assign": assign, "to_revoke": revoke}
+    doc["offsets"] = offsets
+    return doc
+
+
+def _print_description(console: Console, d: GroupDescription, offsets: list[dict]) -> None:
+    node, host, port = d.coordinator
+    what = (f"protocol consumer (KIP-848), state {d.state}, group epoch {d.group_epoch}, assignment epoch "
+            f"{d.assignment_epoch}" if d.group_type == "consumer"
+            else f"protocol classic (protocol type {d.protocol_type or '-'}), state {d.state}")
+    console.print(f"group [bold]{d.group_id}[/]: {what}, assignor {d.assignor or '-'}, coordinator {node} "
+                  f"({host}:{port})", soft_wrap=True, highlight=False)
+    if d.authorized_operations is not None:
+        console.print(f"authorized operations: {', '.join(d.authorized_operations) or '-'}", soft_wrap=True,
+                      highlight=False)
+    if d.group_type == "consumer":
+        members = Table("member", "instance id", "client id", "host", "epoch", "subscription", "current assignment",
+                        "target assignment", "pending (+ to assign, - to revoke)")
+        for m in sorted(d.members, key=lambda m: (m.client_id, m.member_id)):
+            subscription = ", ".join(m.subscribed_topic_names or [])
+            if m.subscribed_topic_regex:
+                subscription = f"{subscription}; regex {m.subscribed_topic_regex}".lstrip("; ")
+            assign, revoke = m.pending()
+            pending = " ".join(([f"+{_assignment_text(assign)}"] if assign else [])
+                               + ([f"-{_assignment_text(revoke)}"] if revoke else []))
+            epoch = str(m.member_epoch) + (" (classic member)" if m.member_type == "classic" else "")
+            members.add_row(m.member_id, m.instance_id or "-", m.client_id, m.client_host, epoch, subscription or "-",
+                            _assignment_text(m.assignment), _assignment_text(m.target_assignment),
+                            f"[yellow]{pending}[/]" if pending else "-")
+    else:  # the classic describe's table, as before
+        members = Table("member", "client id", "host", "partitions")
+        for m in d.members:
+            members.add_row(m.member_id, m.client_id, m.client_host,
+                            ", ".join(f"{t}-{p}" for t, ps in m.assignment.items() for p in ps))
+    console.print(members)
+    lag = Table("topic", "partition", "committed", "high watermark", "lag", "owner")
+    for row in offsets:
+        none = lambda v: "-" if v is None else str(v)  # noqa: E731
+        lag.add_row(row["topic"], str(row["partition"]), none(row["committed"]), none(row["high_watermark"]),
+                    none(row["lag"]), row["client_id"] or "-")
+    console.print(lag)
+
+
+def groups_command(args) -> int:
+    """``oncelog groups list|describe|delete``; list shows each group's type (classic or
+    consumer) and state; describe shows a consumer group's epochs and each member's current and
+    target assignment, a classic group's members, and for both the lag per partition (committed
+    offset vs high watermark)."""
+    import json
+
+    from .client.kafka import KafkaClient, KafkaProtocolError, KafkaSecurityError, UnsupportedBroker
+
+    console = _console()
+    as_json = getattr(args, "json", False)
+    try:
+        if args.action == "delete":
+            conn = _Connection(args)
+            conn.wait(conn.admin.delete_consumer_groups([args.group], request_timeout=ADMIN_TIMEOUT)[args.group])
+            console.print(f"deleted group [bold]{args.group}[/]")
+            return 0
+        client = KafkaClient(args.bootstrap, _read_command_config(args.command_config), client_id="oncelog-groups",
+                             timeout=10)
+        try:
+            if args.action == "list":
+                groups = list_groups(client)
+                if as_json:
+                    print(json.dumps([g.__dict__ for g in groups]))
+                    return 0
+                table = Table("group", "type", "state", "protocol type")
+                for g in groups:
+                    table.add_row(g.group_id, g.group_type or "-", g.state or "-", g.protocol_type or "-")
+                console.print(table)
+            elif args.action == "describe":
+                desc = describe_group(client, args.group,
+                                      include_authorized_operations=args.include_authorized_operations)
+                offsets = group_offsets(client, desc)
+                if as_json:
+                    print(json.dumps(_description_json(desc, offsets)))
+                else:
+                    _print_description(console, desc, offsets)
+        finally:
+            client.close()
+    except (CommandError, KafkaProtocolError, KafkaSecurityError, UnsupportedBroker, OSError) as exc:
+        print(f"oncelog groups {args.action}: {exc}", file=sys.stderr)
+        return 1
+    except KafkaException as exc:
+        print(f"oncelog groups {args.action}: {exc.args[0]}", file=sys.stderr)
+        return 1
+    return 0

@@ -65,14 +65,22 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("name")
     _bootstrap_option(t, [c, tl, d, x])
 
-    g = sub.add_parser("groups", help="list, describe (with lag) or delete consumer groups")
+    g = sub.add_parser("groups", help="list, describe (with lag) or delete consumer groups, classic or KIP-848",
+                       description="Consumer groups of both protocols: classic (JoinGroup/SyncGroup) and consumer "
+                                   "(KIP-848, ConsumerGroupHeartbeat). describe tries ConsumerGroupDescribe first "
+                                   "and falls back to DescribeGroups, as Kafka's admin client does.")
     gsub = g.add_subparsers(dest="action", required=True)
-    gl = gsub.add_parser("list")
-    gd = gsub.add_parser("describe")
+    gl = gsub.add_parser("list", help="every group with its type (classic, consumer) and state")
+    gl.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
+    gd = gsub.add_parser("describe", help="a group's state and members (a consumer group's epochs and each "
+                                          "member's current vs target assignment), and its lag per partition")
     gd.add_argument("group")
+    gd.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    gd.add_argument("--include-authorized-operations", action="store_true",
+                    help="ask for and show the operations the caller may perform on the group (KIP-430)")
     gx = gsub.add_parser("delete")
     gx.add_argument("group")
-    _bootstrap_option(g, [gl, gd, gx])
+    _command_config_option(g, [gl, gd, gx])
 
     pr = sub.add_parser("producers", help="describe a topic's active idempotent producers")
     prsub = pr.add_subparsers(dest="action", required=True)
