@@ -329,8 +329,8 @@ def describe_group(bootstrap: str, group: str) -> DescribedGroup:
 
 
 def broker_agrees(bootstrap: str, group: str, members: list[Member]) -> Callable[[], bool]:
-    """A condition: the broker describes ``group`` Stable with exactly these members, each one's
-    current assignment equal to its target and to what the client holds."""
+    """A condition: the broker describes ``group`` Stable with exactly these members at the group's
+    epoch, each one's current assignment equal to its target and to what the client holds."""
 
     def check() -> bool:
         try:
@@ -339,18 +339,28 @@ def broker_agrees(bootstrap: str, group: str, members: list[Member]) -> Callable
             return False
         if d.error != "none" or d.state != "Stable" or set(d.members) != {m.member_id for m in members}:
             return False
+        # Stable: every member has reconciled to the group's latest target assignment.
+        if d.assignment_epoch != d.group_epoch or any(x.member_epoch != d.group_epoch for x in d.members.values()):
+            return False
         return all(d.members[m.member_id].assignment == d.members[m.member_id].target_assignment == m.assignment()
                    for m in members)
 
     return check
 
 
+def covered(assignments: dict[str, frozenset], partitions: frozenset) -> bool:
+    """Every partition owned by exactly one member (balance aside)."""
+    union = frozenset().union(*assignments.values()) if assignments else frozenset()
+    return union == partitions and sum(len(a) for a in assignments.values()) == len(partitions)
+
+
 def settle(target: Target, group: str, members: list[Member], partitions: frozenset, what: str,
-           timeout: float = SETTLE_TIMEOUT) -> float:
-    """Poll until every partition is owned by exactly one of ``members``, balanced, and the broker
-    agrees (Stable, current == target == local for each member)."""
+           timeout: float = SETTLE_TIMEOUT, *, even: bool = True) -> float:
+    """Poll until every partition is owned by exactly one of ``members`` (balanced unless ``even``
+    is False) and the broker agrees (Stable, current == target == local for each member)."""
     agreed = broker_agrees(target.bootstrap, group, members)
-    return poll_until(members, lambda: balanced({m.name: m.assignment() for m in members}, partitions) and agreed(),
+    shared = balanced if even else covered
+    return poll_until(members, lambda: shared({m.name: m.assignment() for m in members}, partitions) and agreed(),
                       what, timeout, describe=lambda: _safe_describe(target.bootstrap, group))
 
 
@@ -415,7 +425,8 @@ def _check_incremental(ledger: Ledger, since: float, members: list[Member]) -> N
 def case_killed_member_partitions_move_after_session_timeout(target: Target) -> None:
     """A member in another process is SIGKILLed (no leave): the broker keeps its partitions until
     its session times out, then the survivors get them — not before (a lost connection is not a
-    leave in KIP-848: members are not tied to connections)."""
+    leave in KIP-848: members are not tied to connections). The expired member's offset commits
+    are fenced (UNKNOWN_MEMBER_ID)."""
     topic = target.new_topic(6)
     partitions = partitions_of({topic: 6})
     group = target.new_group()
@@ -432,6 +443,7 @@ def case_killed_member_partitions_move_after_session_timeout(target: Target) -> 
                    describe=lambda: _safe_describe(target.bootstrap, group) + f"\n  worker: {worker.assignment}")
         worker_had = worker.assignment
         assert len(worker_had) == 2
+        worker_epoch = describe_group(target.bootstrap, group).members[worker.member_id].member_epoch
         killed_at = worker.kill()
         settle(target, group, members, partitions, "the survivors own every partition")
         took = time.monotonic() - killed_at
@@ -443,6 +455,10 @@ def case_killed_member_partitions_move_after_session_timeout(target: Target) -> 
             f"the killed member's partitions moved {took:.1f} s after SIGKILL, before its "
             f"{target.session_timeout:.1f} s session could expire")
         ledger.check_exclusive()
+        # The expired member is gone: a zombie's commit with its id and last epoch is fenced.
+        [(_, partition)] = sorted(worker_had)[:1]
+        assert raw_offset_commit(target.bootstrap, group, worker.member_id, worker_epoch, topic, partition, 5) == \
+            "unknown_member_id"
     finally:
         worker.kill()
         for m in members:
@@ -654,6 +670,231 @@ def case_classic_member_joins_consumer_group(target: Target) -> None:
         member.close()
 
 
+def case_group_apis_answer_by_type(target: Target) -> None:
+    """With a KIP-848 group and a classic group (kafka-python) both active, the group APIs answer as
+    Kafka 4.4 does for each type: ListGroups gives each its type (and filters by it);
+    DescribeGroups v0-v5 describes the consumer group as Dead with no members and v6 answers
+    GROUP_ID_NOT_FOUND; ConsumerGroupDescribe answers GROUP_ID_NOT_FOUND for the classic group and
+    for an unknown one; an admin's offset commit (no member) to the non-empty consumer group is
+    UNKNOWN_MEMBER_ID."""
+    import kafka
+    from kio.index import load_request_schema
+
+    topic = target.new_topic(2)
+    group = target.new_group()
+    ledger = Ledger()
+    member = Member("m0", target, group, [topic], ledger)
+    classic_group = unique("classic")
+    classic = kafka.KafkaConsumer(topic, bootstrap_servers=target.bootstrap, group_id=classic_group,
+                                  auto_offset_reset="earliest", enable_auto_commit=False,
+                                  session_timeout_ms=10000, heartbeat_interval_ms=1000)
+    try:
+        settle(target, group, [member], partitions_of({topic: 2}), "the KIP-848 member owns the topic")
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while not classic.assignment():
+            assert time.monotonic() < deadline, "the classic consumer got no assignment"
+            classic.poll(100)
+        admin = AdminClient({"bootstrap.servers": target.bootstrap})
+        listed = {g.group_id: g for g in admin.list_consumer_groups().result(timeout=30).valid}
+        assert listed[group].type == ck.ConsumerGroupType.CONSUMER
+        assert listed[classic_group].type == ck.ConsumerGroupType.CLASSIC
+        only = admin.list_consumer_groups(types={ck.ConsumerGroupType.CONSUMER}).result(timeout=30).valid
+        assert group in {g.group_id for g in only} and classic_group not in {g.group_id for g in only}
+        described = {g: f.result(timeout=30)
+                     for g, f in admin.describe_consumer_groups([group, classic_group]).items()}
+        assert described[group].type == ck.ConsumerGroupType.CONSUMER
+        assert [m.member_id for m in described[group].members] == [member.member_id]
+        assert described[classic_group].type == ck.ConsumerGroupType.CLASSIC
+        assert len(described[classic_group].members) == 1
+        conn = _connection(target.bootstrap)
+        try:
+            for version in (0, 5, 6):
+                extra = {"include_authorized_operations": False} if version >= 3 else {}
+                answer = {g.group_id: g for g in conn.request(load_request_schema(15, version)(
+                    groups=(group, classic_group), **extra)).groups}
+                kip848, old = answer[group], answer[classic_group]
+                assert (kip848.error_code.name, kip848.group_state, kip848.protocol_type, len(kip848.members)) == \
+                    ("group_id_not_found" if version >= 6 else "none", "Dead", "", 0), (version, kip848)
+                assert (old.error_code.name, old.group_state, old.protocol_type, len(old.members)) == \
+                    ("none", "Stable", "consumer", 1), (version, old)
+            unknown = unique("nosuch")
+            answer = {g.group_id: g for g in conn.request(load_request_schema(69, 0)(
+                group_ids=(classic_group, unknown, group), include_authorized_operations=False)).groups}
+            assert answer[classic_group].error_code.name == "group_id_not_found", answer[classic_group]
+            assert answer[unknown].error_code.name == "group_id_not_found", answer[unknown]
+            assert answer[group].error_code.name == "none", answer[group]
+        finally:
+            conn.close()
+        commit = admin.alter_consumer_group_offsets([ck.ConsumerGroupTopicPartitions(group, [ck.TopicPartition(topic, 0, 1)])])
+        try:
+            errors = [tp.error for tp in commit[group].result(timeout=30).topic_partitions]
+        except ck.KafkaException as exc:
+            errors = [exc.args[0]]
+        assert [e.code() if e is not None else None for e in errors] == [ck.KafkaError.UNKNOWN_MEMBER_ID], errors
+    finally:
+        classic.close()
+        member.close()
+
+
+def raw_offset_commit(bootstrap: str, group: str, member_id: str, member_epoch: int, topic: str, partition: int,
+                      offset: int) -> str:
+    """OffsetCommit v9 (KIP-848: the member id and member epoch) of one offset; its error code name."""
+    from kio.index import load_request_schema
+
+    cls = load_request_schema(8, 9)
+    m = importlib.import_module(cls.__module__)
+    request = cls(group_id=group, generation_id_or_member_epoch=member_epoch, member_id=member_id, group_instance_id=None,
+                  topics=(m.OffsetCommitRequestTopic(name=topic, partitions=(m.OffsetCommitRequestPartition(
+                      partition_index=partition, committed_offset=offset, committed_leader_epoch=-1,
+                      committed_metadata=None),)),))
+    conn = _connection(bootstrap)
+    try:
+        [t] = conn.request(request).topics
+    finally:
+        conn.close()
+    return t.partitions[0].error_code.name
+
+
+def raw_offset_fetch(bootstrap: str, group: str, member_id: str | None, member_epoch: int, topic: str,
+                     partitions: Iterable[int]) -> tuple[str, dict[int, int]]:
+    """OffsetFetch v9 with a member id and epoch: the group's error code name and its offsets."""
+    from kio.index import load_request_schema
+
+    cls = load_request_schema(9, 9)
+    m = importlib.import_module(cls.__module__)
+    request = cls(groups=(m.OffsetFetchRequestGroup(group_id=group, member_id=member_id, member_epoch=member_epoch,
+                                                    topics=(m.OffsetFetchRequestTopics(
+                                                        name=topic, partition_indexes=tuple(partitions)),)),),
+                  require_stable=False)
+    conn = _connection(bootstrap)
+    try:
+        [g] = conn.request(request).groups
+    finally:
+        conn.close()
+    return g.error_code.name, {p.partition_index: p.committed_offset for t in g.topics for p in t.partitions}
+
+
+def case_offset_commits_checked_against_member_epochs(target: Target) -> None:
+    """OffsetCommit v9 / OffsetFetch v9 from real members' ids and epochs, answered as Kafka 4.4 does:
+    a commit for a partition the member owns is accepted from any epoch since the partition was
+    assigned to it up to its current one (a member that kept a partition through a rebalance may
+    commit it with its older epoch), and refused STALE_MEMBER_EPOCH from an earlier or a future
+    epoch; for a partition it does not own, only the current epoch is accepted. An unknown member
+    (or one that left) is UNKNOWN_MEMBER_ID, and so is a commit without a member (an admin's) while
+    the group has members; once the group is empty the admin's commit is accepted. OffsetFetch
+    with a member: the current epoch reads, a stale one STALE_MEMBER_EPOCH, an unknown member
+    UNKNOWN_MEMBER_ID; without a member (epoch -1) it reads."""
+    topic = target.new_topic(2)
+    partitions = partitions_of({topic: 2})
+    group = target.new_group()
+    ledger = Ledger()
+    a = Member("a", target, group, [topic], ledger)
+    b = None
+    bs = target.bootstrap
+    try:
+        settle(target, group, [a], partitions, "a owns both partitions")
+        first_epoch = describe_group(bs, group).members[a.member_id].member_epoch
+        b = Member("b", target, group, [topic], ledger)
+        settle(target, group, [a, b], partitions, "a and b share the topic")
+        d = describe_group(bs, group)
+        middle_epoch, b_id, b_epoch = d.members[a.member_id].member_epoch, b.member_id, d.members[b.member_id].member_epoch
+        [(_, kept)], [(_, moved)] = a.assignment(), b.assignment()
+        # While b owns `moved`, a may not commit it with any other epoch than its current one.
+        assert raw_offset_commit(bs, group, a.member_id, first_epoch, topic, moved, 1) == "stale_member_epoch"
+        assert raw_offset_commit(bs, group, a.member_id, middle_epoch, topic, moved, 1) == "none"
+        b.close()
+        settle(target, group, [a], partitions, "b left; a owns both partitions again")
+        last_epoch = describe_group(bs, group).members[a.member_id].member_epoch
+        assert first_epoch < middle_epoch < last_epoch
+        commits = {  # (epoch, partition) -> Kafka 4.4's answer
+            (last_epoch, kept): "none", (middle_epoch, kept): "none", (first_epoch, kept): "none",
+            (0, kept): "stale_member_epoch", (last_epoch + 1, kept): "stale_member_epoch",
+            (last_epoch, moved): "none", (middle_epoch, moved): "stale_member_epoch",
+        }
+        answers = {key: raw_offset_commit(bs, group, a.member_id, key[0], topic, key[1], 10 + i)
+                   for i, key in enumerate(commits)}
+        assert answers == commits
+        assert raw_offset_commit(bs, group, b_id, b_epoch, topic, moved, 99) == "unknown_member_id"  # b left
+        assert raw_offset_commit(bs, group, unique("nosuch"), last_epoch, topic, kept, 99) == "unknown_member_id"
+        assert raw_offset_commit(bs, group, "", -1, topic, kept, 99) == "unknown_member_id"  # not empty
+        stored = {kept: 10 + list(commits).index((first_epoch, kept)), moved: 10 + list(commits).index((last_epoch, moved))}
+        assert raw_offset_fetch(bs, group, a.member_id, last_epoch, topic, [0, 1]) == ("none", stored)
+        assert raw_offset_fetch(bs, group, a.member_id, middle_epoch, topic, [0, 1])[0] == "stale_member_epoch"
+        assert raw_offset_fetch(bs, group, unique("nosuch"), last_epoch, topic, [0, 1])[0] == "unknown_member_id"
+        assert raw_offset_fetch(bs, group, None, -1, topic, [0, 1]) == ("none", stored)
+        committed = a.consumer.committed([ck.TopicPartition(topic, p) for p in (0, 1)], timeout=30)
+        assert {tp.partition: tp.offset for tp in committed} == stored
+        a.close()
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while describe_group(bs, group).members:  # a's leave was handled: the group is empty
+            assert time.monotonic() < deadline, _safe_describe(bs, group)
+            time.sleep(0.1)
+        assert raw_offset_commit(bs, group, "", -1, topic, kept, 77) == "none"
+        assert raw_offset_fetch(bs, group, None, -1, topic, [kept])[1] == {kept: 77}
+    finally:
+        a.close()
+        if b is not None:
+            b.close()
+
+
+def case_topic_changes_rebalance(target: Target) -> None:
+    """The group follows its topics: partitions added to a subscribed topic are assigned; a deleted
+    topic's partitions are taken back; a member that widens its subscription gets the new topic's
+    partitions (the others, not subscribed to it, get none of them)."""
+    first, second, third = target.new_topic(2), target.new_topic(2), target.new_topic(2)
+    group = target.new_group()
+    ledger = Ledger()
+    members = [Member(f"m{i}", target, group, [first, second], ledger) for i in range(2)]
+    try:
+        settle(target, group, members, partitions_of({first: 2, second: 2}), "two members share two topics")
+        from confluent_kafka.admin import NewPartitions
+
+        admin = AdminClient({"bootstrap.servers": target.bootstrap})
+        for f in admin.create_partitions([NewPartitions(first, 4)]).values():
+            f.result(timeout=30)
+        settle(target, group, members, partitions_of({first: 4, second: 2}), "the added partitions are assigned")
+        for f in admin.delete_topics([second]).values():
+            f.result(timeout=30)
+        settle(target, group, members, partitions_of({first: 4}), "the deleted topic's partitions are taken back")
+        widening = members[1]
+        widening.consumer.subscribe([first, third], on_assign=lambda c, ps: ledger.record(widening.name, "assign", ps),
+                                    on_revoke=lambda c, ps: ledger.record(widening.name, "revoke", ps),
+                                    on_lost=lambda c, ps: ledger.record(widening.name, "lost", ps))
+        settle(target, group, members, partitions_of({first: 4, third: 2}), "the widened subscription is assigned",
+               even=False)
+        assert partitions_of({third: 2}) <= widening.assignment(), sorted(widening.assignment())
+        assert not any(t == third for t, _ in members[0].assignment())
+        ledger.check_exclusive()
+    finally:
+        for m in members:
+            m.close()
+
+
+def case_range_assignor_co_partitions(target: Target) -> None:
+    """A member asking for the broker's ``range`` assignor (librdkafka's group.remote.assignor) gets
+    it: the group describes assignor "range", and each member owns the same partition numbers of
+    two topics with the same number of partitions (co-partitioning), the first members one more."""
+    first, second = target.new_topic(3), target.new_topic(3)
+    group = target.new_group()
+    ledger = Ledger()
+    members = [Member(f"m{i}", target, group, [first, second], ledger, **{"group.remote.assignor": "range"})
+               for i in range(2)]
+    try:
+        settle(target, group, members, partitions_of({first: 3, second: 3}), "two members share two topics",
+               even=False)
+        assert describe_group(target.bootstrap, group).assignor == "range"
+        numbers = []
+        for m in members:
+            of = {t: sorted(p for tt, p in m.assignment() if tt == t) for t in (first, second)}
+            assert of[first] == of[second], (m.name, of)
+            numbers.append(of[first])
+        assert sorted(map(len, numbers)) == [1, 2] and all(n == list(range(n[0], n[0] + len(n))) for n in numbers), numbers
+        ledger.check_exclusive()
+    finally:
+        for m in members:
+            m.close()
+
+
 def _raw_join(bootstrap: str, group: str, topic: str, protocol_type: str) -> str:
     """JoinGroup v5 without a member id, with a valid ConsumerProtocolSubscription v0 for ``topic``;
     the answer's error code name."""
@@ -711,6 +952,32 @@ def case_broker_restart_keeps_assignments_and_epochs(target: Target) -> None:
             m.close()
 
 
+def case_broker_restart_mid_rebalance(target: Target) -> None:
+    """The broker is SIGKILLed while a rebalance is in progress (a third member joined and the first
+    revocation ran) and restarted on its data: the group completes the rebalance from where it
+    was, with no partition ever owned by two members and no member losing its partitions (no
+    lost callback: members and epochs were persisted)."""
+    assert target.restart is not None
+    topic = target.new_topic(6)
+    partitions = partitions_of({topic: 6})
+    group = target.new_group()
+    ledger = Ledger()
+    members = [Member(f"m{i}", target, group, [topic], ledger) for i in range(2)]
+    try:
+        settle(target, group, members, partitions, "two members share the topic")
+        joined_at = time.monotonic()
+        members.append(Member("m2", target, group, [topic], ledger))
+        poll_until(members, lambda: any(e.kind == "revoke" for e in ledger.since(joined_at)),
+                   "a revocation starts the rebalance")
+        target.restart()
+        settle(target, group, members, partitions, "three members share the topic after the restart")
+        ledger.check_exclusive()
+        assert not [e for e in ledger.events if e.kind == "lost"], ledger.render()
+    finally:
+        for m in members:
+            m.close()
+
+
 @dataclass(frozen=True)
 class Case:
     run: Callable[[Target], None]
@@ -727,8 +994,13 @@ CASES: dict[str, Case] = {
     "static_member": Case(case_static_member_restart_keeps_its_partitions, Timing(30000, 500)),
     "classic_unaffected": Case(case_classic_groups_unaffected),
     "classic_joins_consumer_group": Case(case_classic_member_joins_consumer_group),
+    "group_apis_by_type": Case(case_group_apis_answer_by_type),
+    "commit_member_epochs": Case(case_offset_commits_checked_against_member_epochs),
+    "topic_changes": Case(case_topic_changes_rebalance),
+    "range_assignor": Case(case_range_assignor_co_partitions),
     # A long session: the broker's downtime (and Kafka's start) must not expire the members.
     "broker_restart": Case(case_broker_restart_keeps_assignments_and_epochs, Timing(45000, 500), restarts_broker=True),
+    "broker_restart_mid_rebalance": Case(case_broker_restart_mid_rebalance, Timing(45000, 500), restarts_broker=True),
 }
 
 
@@ -737,17 +1009,20 @@ CASES: dict[str, Case] = {
 
 class WorkerProcess:
     """A consumer-protocol member in a child process (``python -m tests.consumer_protocol_cases``),
-    reporting its assignment on stdout as JSON lines each time it changes."""
+    reporting its member id and assignment on stdout as JSON lines each time they change."""
 
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
         self.assignment: frozenset = frozenset()
+        self.member_id = ""
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.consumer_protocol_cases", bootstrap, group, topic],
                                      cwd=REPO, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         for line in self.proc.stdout:
-            self.assignment = frozenset(tuple(p) for p in json.loads(line))
+            state = json.loads(line)
+            self.member_id = state["member_id"]
+            self.assignment = frozenset(tuple(p) for p in state["assignment"])
 
     def kill(self) -> float:
         """SIGKILL; the time it died."""
@@ -763,7 +1038,7 @@ def _worker(bootstrap: str, group: str, topic: str) -> None:
     last = None
     while True:
         c.poll(0.1)
-        now = sorted((p.topic, p.partition) for p in c.assignment())
+        now = {"member_id": c.memberid(), "assignment": sorted((p.topic, p.partition) for p in c.assignment())}
         if now != last:
             print(json.dumps(now), flush=True)
             last = now
