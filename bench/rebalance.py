@@ -58,7 +58,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.markup import escape
@@ -402,6 +402,9 @@ def summarize(results: list[dict], brokers: list[str], protocols: list[str], mem
                             "requests": {a: _median([s["requests"].get(a, 0) for s in mine]) for a in apis}}
             complete = all(steps[k]["n"] for k in steps)
             joins = [k for k in steps if k > 1]
+            # The phases pooled over every join after the first (of every repetition): which one the
+            # time goes to.
+            pooled = [s for r in runs for s in r["steps"] if s["members"] > 1]
             total = {a: sum(steps[k]["requests"].get(a, 0) for k in joins)
                      for a in GROUP_APIS + OTHER_APIS}
             rows.append({
@@ -410,6 +413,10 @@ def summarize(results: list[dict], brokers: list[str], protocols: list[str], mem
                 "join_median_s": _median([steps[k]["seconds"] for k in joins]) if complete else None,
                 "joins_group_requests": sum(steps[k]["group_requests"] for k in joins) if complete else None,
                 "joins_requests": total,
+                "join_noticed_s": _median([s["noticed_s"] for s in pooled]),
+                "join_new_member_s": _median([s["new_member_s"] for s in pooled]),
+                "join_after_noticed_s": _median([s["assigned_s"] - s["noticed_s"] for s in pooled
+                                                 if s["noticed_s"] is not None]),
                 "errors": [e for r in runs for e in r["errors"]],
                 "late_events": [e for r in runs for e in r["late_events"]],
                 "broker_cpu_s": _median([r.get("broker_cpu_s") for r in runs]),
@@ -449,19 +456,26 @@ def step_table(rows: list[dict], broker: str, members: int, reps: int, partition
 def summary_table(rows: list[dict], members: int) -> Table:
     t = Table(title=f"Rebalance, 2→{members}: the {members - 1} joins after the first (sums of the step medians)",
               title_justify="left", header_style="bold",
-              caption="requests: sent by all members within the steps' windows (librdkafka debug=protocol); "
+              caption="A step: from the new member's subscribe() until every member holds a partition of the new "
+                      "assignment (disjoint, complete) and the broker says Stable. Phases, medians over every join: "
+                      "'noticed' until the last existing member that gave partitions up saw its revoke, 'new member' "
+                      "until the new member got its first partitions, 'noticed→assigned' from the revoke on until "
+                      "all were assigned. "
+                      "requests: sent by all members within the steps' windows (librdkafka debug=protocol); "
                       "Join/Sync/HB = JoinGroup/SyncGroup/Heartbeat, CGH = ConsumerGroupHeartbeat, "
                       "FC/OF = FindCoordinator/OffsetFetch. × classic: the row over the classic eager row of its broker.",
               caption_justify="left")
     for col, just in [("broker", "left"), ("protocol", "left"), ("Σ time ms", "right"), ("median join ms", "right"),
-                      ("group requests", "right"), ("Join/Sync/HB/CGH", "right"), ("FC/OF", "right"),
+                      ("noticed / new member / noticed→assigned ms", "right"), ("group requests", "right"), ("Join/Sync/HB/CGH", "right"), ("FC/OF", "right"),
                       ("time × classic", "right"), ("requests × classic", "right"), ("broker CPU s / growth", "right")]:
         t.add_column(col, justify=just)
     for r in rows:
         base = next((x for x in rows if x["broker"] == r["broker"] and x["protocol"] == "classic"), None)
         q = r["joins_requests"]
         t.add_row("oncelog" if r["broker"] == "oncelog" else "Apache Kafka", r["label"], _ms(r["joins_s"]),
-                  _ms(r["join_median_s"]), _n(r["joins_group_requests"]),
+                  _ms(r["join_median_s"]),
+                  " / ".join(_ms(r[x]) for x in ("join_noticed_s", "join_new_member_s", "join_after_noticed_s")),
+                  _n(r["joins_group_requests"]),
                   "/".join(_n(q[a]) for a in GROUP_APIS), "/".join(_n(q[a]) for a in ("FindCoordinator", "OffsetFetch")),
                   _ratio(r["joins_s"], base and base["joins_s"]),
                   _ratio(r["joins_group_requests"], base and base["joins_group_requests"]),
