@@ -7,12 +7,16 @@ member joining a consumer group, which made the first revoke partitions), so the
 pinned to Kafka's bytes without a JVM; tests/kafka/test_consumer_records_kafka.py checks the same
 against a live Kafka. Then: round trips of every field Kafka's generated classes have, the
 tombstones and the replay dispatch of the store, and the refusals (unknown types and versions,
-truncation, hostile counts) that must all be ValueError.
+truncation, hostile counts) that must all be ValueError. Last, a live oncelog broker's records of
+a consumer group, decoded and re-encoded byte for byte and checked against what the clients know
+(the same checks as against Apache Kafka in tests/kafka).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from dataclasses import dataclass
 from uuid import UUID
 
 import pytest
@@ -379,3 +383,206 @@ def test_replay_without_consumer_group_loading_still_loads_offsets(tmp_path):
     coordinator = Recorder(consumer=False)
     assert _replay(tmp_path, [*written, offset], coordinator) == 4
     assert [c[:2] for c in coordinator.calls] == [("offset", OffsetKey("g", "t", 0))]
+
+
+# -- the records a live broker writes -----------------------------------------------------------
+# live_run/check_live_run serve tests/kafka/test_consumer_records_kafka.py (Apache Kafka 4.4) too.
+
+PARTITIONS = 6
+
+
+@dataclass
+class LiveRun:
+    group: str
+    topic: str
+    topic_id: UUID
+    member_ids: dict[str, str]  # member id -> "a", "b", "c"
+    owned: dict[str, set[int]]  # "a" -> the partitions the client held when all had settled
+    decoded: list[tuple]  # (key, value or None) of the group's consumer records, in log order
+    offset_keys: list[OffsetKey]
+
+    @property
+    def metadata(self) -> dict[str, ConsumerGroupMemberMetadataValue]:
+        return {self.member_ids[k.member_id]: v for k, v in self.decoded
+                if isinstance(k, ConsumerGroupMemberMetadataKey) and v is not None}
+
+
+def _topic_id(bootstrap: str, topic: str) -> UUID:
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held: a dropped client fails its futures
+    tid = admin.describe_topics(ck.TopicCollection([topic]))[topic].result(timeout=30).topic_id
+    mask = (1 << 64) - 1
+    return UUID(int=((tid.get_most_significant_bits() & mask) << 64) | (tid.get_least_significant_bits() & mask))
+
+
+def _consumer(bootstrap: str, group: str, client_id: str, protocol: str = "consumer", **extra):
+    import confluent_kafka as ck
+
+    return ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
+                        "group.protocol": protocol, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                        **extra})
+
+
+def _poll_until(consumers: list, done, what: str, timeout: float = 90.0) -> None:
+    """Poll every consumer (they reconcile, revoke and rejoin only while polled) until ``done()``."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            sizes = [len(c.assignment()) for c in consumers]
+            raise AssertionError(f"{what}: not reached in {timeout:.0f} s (assignment sizes {sizes})")
+        for c in consumers:
+            c.poll(0.1)
+
+
+def read_offsets_topic(bootstrap: str) -> list[tuple[bytes, bytes | None]]:
+    """Every record of ``__consumer_offsets``, each partition from its start to its end (a plain
+    assign: librdkafka reads an internal topic so)."""
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient
+
+    from ..helpers import unique
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    partitions = admin.list_topics("__consumer_offsets", timeout=30).topics["__consumer_offsets"].partitions
+    reader = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": unique("raw-reader"),
+                          "enable.auto.commit": False, "enable.partition.eof": True})
+    reader.assign([ck.TopicPartition("__consumer_offsets", p, ck.OFFSET_BEGINNING) for p in partitions])
+    records, at_end = [], set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(at_end) < len(partitions):
+            assert time.monotonic() < deadline, f"__consumer_offsets not read to its end: {len(at_end)} partitions"
+            msg = reader.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                assert msg.error().code() == ck.KafkaError._PARTITION_EOF, msg.error()
+                at_end.add(msg.partition())
+                continue
+            records.append((msg.key(), msg.value()))
+    finally:
+        reader.close()
+    return records
+
+
+def live_run(bootstrap: str, *, classic_member: bool) -> LiveRun:
+    """A group on a live broker: A (consumer protocol, by name) reads a record and commits after
+    it; B (static, by regular expression) joins, so A revokes half; with ``classic_member``, C
+    (classic protocol) joins too. All leave. Then every record of the group in
+    ``__consumer_offsets`` is decoded, and each key and value re-encoded to its very bytes."""
+    import confluent_kafka as ck
+
+    from ..helpers import create_topic, unique, wait_for_partitions
+
+    topic, group = unique("records"), unique("records-group")
+    create_topic(bootstrap, topic, PARTITIONS)
+    wait_for_partitions(bootstrap, topic, PARTITIONS)
+    topic_id = _topic_id(bootstrap, topic)
+    producer = ck.Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, b"x", partition=0)
+    assert producer.flush(30) == 0
+
+    a = _consumer(bootstrap, group, "client-a")
+    a.subscribe([topic])
+    msg = None
+    deadline = time.monotonic() + 90
+    while msg is None or msg.error():
+        assert time.monotonic() < deadline, "A read nothing"
+        msg = a.poll(0.5)
+    a.commit(message=msg, asynchronous=False)
+    _poll_until([a], lambda: len(a.assignment()) == PARTITIONS, "A owns every partition")
+    b = _consumer(bootstrap, group, "client-b", **{"group.instance.id": "instance-b"})
+    b.subscribe([f"^{topic}$"])
+    _poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == PARTITIONS // 2, "A and B share")
+    members = [a, b]
+    if classic_member:
+        c = _consumer(bootstrap, group, "client-c", protocol="classic", **{"session.timeout.ms": 10000})
+        c.subscribe([topic])
+        members.append(c)
+        _poll_until(members, lambda: all(len(m.assignment()) == PARTITIONS // 3 for m in members), "A, B, C share")
+    member_ids = {m.memberid(): name for m, name in zip(members, "abc")}
+    owned = {name: {tp.partition for tp in m.assignment()} for m, name in zip(members, "abc")}
+    assert len(member_ids) == len(members) and set().union(*owned.values()) == set(range(PARTITIONS))
+    for m in members:
+        m.close()
+
+    decoded, offset_keys = [], []
+    for key_bytes, value_bytes in read_offsets_topic(bootstrap):
+        key = decode_key(key_bytes)
+        if getattr(key, "group", None) != group:
+            continue
+        if isinstance(key, OffsetKey):
+            offset_keys.append(key)
+            continue
+        assert isinstance(key, CONSUMER_KEYS), key
+        assert encode_consumer_key(key) == key_bytes
+        value = None if value_bytes is None else decode_consumer_value(key, value_bytes)
+        if value is not None:
+            assert encode_consumer_value(value) == value_bytes, (key, value, value_bytes.hex())
+        decoded.append((key, value))
+    return LiveRun(group, topic, topic_id, member_ids, owned, decoded, offset_keys)
+
+
+def check_live_run(run: LiveRun) -> None:
+    """What every broker's records must hold, checked against what the clients know."""
+    assert run.offset_keys == [OffsetKey(run.group, run.topic, 0)]  # A's commit
+    types = {cr._KEY_TYPES[type(k)] for k, _ in run.decoded}
+    assert types >= {3, 5, 6, 7, 8}, types
+
+    # member-scoped records name the clients' members; every one ends in a tombstone except the
+    # static member's (its leave, epoch -2, keeps them until its session ends)
+    last: dict = {}
+    for key, value in run.decoded:
+        if hasattr(key, "member_id"):
+            assert key.member_id in run.member_ids, key
+        last[key] = value
+    for key, value in last.items():
+        if hasattr(key, "member_id") and run.member_ids[key.member_id] != "b":
+            assert value is None, (key, value)
+
+    metadata = run.metadata
+    assert {name: v.client_id for name, v in metadata.items()} == {
+        name: f"client-{name}" for name in run.member_ids.values()}
+    assert metadata["a"].subscribed_topic_names == (run.topic,) and metadata["a"].classic_member_metadata is None
+    assert metadata["b"].instance_id == "instance-b" and metadata["b"].subscribed_topic_names == ()
+    regex = metadata["b"].subscribed_topic_regex
+    assert regex is not None and run.topic in regex  # librdkafka sends it parenthesised
+
+    # topic ids and partitions: the last target assignment before the first leave (after it, the
+    # members still heartbeating may get a new one) is what the clients held
+    first_leave = next(i for i, (k, v) in enumerate(run.decoded) if v is None or (
+        isinstance(k, ConsumerGroupCurrentMemberAssignmentKey) and v.member_epoch < 0))
+    steady = run.decoded[:first_leave]
+    targets = {run.member_ids[k.member_id]: v.topic_partitions for k, v in steady
+               if isinstance(k, ConsumerGroupTargetAssignmentMemberKey)}
+    assert targets == {name: {run.topic_id: frozenset(parts)} for name, parts in run.owned.items()}
+    currents = [(run.member_ids[k.member_id], v) for k, v in steady
+                if isinstance(k, ConsumerGroupCurrentMemberAssignmentKey)]
+    for _, v in currents:
+        assert set(v.assigned_partitions) | set(v.partitions_pending_revocation) <= {run.topic_id}
+    assert any(name == "a" and v.partitions_pending_revocation and v.state == 1 for name, v in currents)
+    assert any(name == "a" and v.assigned_partitions.get(run.topic_id) == frozenset(run.owned["a"])
+               for name, v in currents)
+
+    # epochs: a member's epoch is never above the group epoch written before it; assignment
+    # epochs never above the member's
+    group_epoch = 0
+    for key, value in run.decoded:
+        if isinstance(key, ConsumerGroupMetadataKey) and value is not None:
+            assert value.epoch > group_epoch
+            group_epoch = value.epoch
+        elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey) and value is not None:
+            assert value.assignment_epoch <= group_epoch
+        elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey) and value is not None:
+            assert value.member_epoch <= group_epoch
+            for epochs in (*value.assigned_epochs.values(), *value.pending_revocation_epochs.values()):
+                assert all(e <= max(value.member_epoch, 0) for e in epochs.values())
+
+
+def test_oncelog_written_consumer_group_records_decode_and_reencode_byte_for_byte(broker):
+    """The same group on oncelog (the classic member aside: oncelog refuses a classic member into a
+    non-empty consumer group, Kafka 4.4 takes it). Kafka also writes a regular-expression record
+    (type 16) for B, oncelog resolves regexes again instead (reported to the lead)."""
+    check_live_run(live_run(broker.bootstrap, classic_member=False))

@@ -26,183 +26,36 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import uuid
 
-import confluent_kafka as ck
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from oncelog import apache_kafka
 from oncelog.groups import consumer_records as cr
-from oncelog.groups.records import GroupKey, OffsetKey, decode_key
 
-from ..groups.test_consumer_records import KAFKA_RECORDS, ROUND_TRIPS
-from ..helpers import create_topic, need_apache_kafka, unique, wait_for_partitions
+from ..groups.test_consumer_records import KAFKA_RECORDS, ROUND_TRIPS, check_live_run, live_run
+from ..helpers import need_apache_kafka
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka]
 
-PARTITIONS = 6  # below Java's HashSet table size: Kafka writes partitions ascending, as we do
-
-
-def _topic_id(bootstrap: str, topic: str) -> uuid.UUID:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    tid = admin.describe_topics(ck.TopicCollection([topic]))[topic].result(timeout=30).topic_id
-    mask = (1 << 64) - 1
-    return uuid.UUID(int=((tid.get_most_significant_bits() & mask) << 64) | (tid.get_least_significant_bits() & mask))
-
-
-def _consumer(bootstrap: str, group: str, client_id: str, protocol: str = "consumer", **extra) -> ck.Consumer:
-    conf = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id, "group.protocol": protocol,
-            "auto.offset.reset": "earliest", "enable.auto.commit": False, **extra}
-    return ck.Consumer(conf)
-
-
-def _poll_until(consumers: list[ck.Consumer], done, what: str, timeout: float = 90.0) -> None:
-    """Poll every consumer (they reconcile, revoke and rejoin only while polled) until ``done()``."""
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            sizes = [len(c.assignment()) for c in consumers]
-            raise AssertionError(f"{what}: not reached in {timeout:.0f} s (assignment sizes {sizes})")
-        for c in consumers:
-            c.poll(0.1)
-
-
-def _read_offsets_topic(bootstrap: str) -> list[tuple[bytes, bytes | None]]:
-    """Every record of ``__consumer_offsets``, each partition from its start to its end."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    partitions = admin.list_topics("__consumer_offsets", timeout=30).topics["__consumer_offsets"].partitions
-    reader = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": unique("raw-reader"),
-                          "enable.auto.commit": False, "enable.partition.eof": True})
-    reader.assign([ck.TopicPartition("__consumer_offsets", p, ck.OFFSET_BEGINNING) for p in partitions])
-    records, at_end = [], set()
-    deadline = time.monotonic() + 60
-    try:
-        while len(at_end) < len(partitions):
-            assert time.monotonic() < deadline, f"__consumer_offsets not read to its end: {len(at_end)} partitions"
-            msg = reader.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                assert msg.error().code() == ck.KafkaError._PARTITION_EOF, msg.error()
-                at_end.add(msg.partition())
-                continue
-            records.append((msg.key(), msg.value()))
-    finally:
-        reader.close()
-    return records
-
 
 def test_kafka_written_consumer_group_records_decode_and_reencode_byte_for_byte(apache_kafka):
-    bootstrap = apache_kafka.bootstrap
-    topic, group = unique("records"), unique("records-group")
-    create_topic(bootstrap, topic, PARTITIONS)
-    wait_for_partitions(bootstrap, topic, PARTITIONS)
-    topic_id = _topic_id(bootstrap, topic)
-    producer = ck.Producer({"bootstrap.servers": bootstrap})
-    producer.produce(topic, b"x", partition=0)
-    assert producer.flush(30) == 0
-
-    # A alone: every partition, reads the record, commits after it
-    a = _consumer(bootstrap, group, "client-a")
-    a.subscribe([topic])
-    msg = None
-    deadline = time.monotonic() + 90
-    while msg is None or msg.error():
-        assert time.monotonic() < deadline, "A read nothing"
-        msg = a.poll(0.5)
-    a.commit(message=msg, asynchronous=False)
-    _poll_until([a], lambda: len(a.assignment()) == PARTITIONS, "A owns every partition")
-    # B, static, by regex: A revokes half
-    b = _consumer(bootstrap, group, "client-b", **{"group.instance.id": "instance-b"})
-    b.subscribe([f"^{topic}$"])
-    _poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == PARTITIONS // 2, "A and B share")
-    # C, a classic-protocol consumer, joins the same group
-    c = _consumer(bootstrap, group, "client-c", protocol="classic", **{"session.timeout.ms": 10000})
-    c.subscribe([topic])
-    members = [a, b, c]
-    _poll_until(members, lambda: all(len(m.assignment()) == PARTITIONS // 3 for m in members), "A, B and C share")
-    member_ids = {m.memberid(): name for m, name in zip(members, "abc")}
-    owned = {name: {tp.partition for tp in m.assignment()} for m, name in zip(members, "abc")}
-    assert len(member_ids) == 3 and set().union(*owned.values()) == set(range(PARTITIONS))
-    for m in members:
-        m.close()
-
-    records = []
-    for key_bytes, value_bytes in _read_offsets_topic(bootstrap):
-        key = decode_key(key_bytes)
-        if getattr(key, "group", None) == group:
-            records.append((key, key_bytes, value_bytes))
-    assert records, "Kafka wrote nothing for the group"
-
-    # Kafka's bytes, decoded and re-encoded
-    decoded = []
-    for key, key_bytes, value_bytes in records:
-        if isinstance(key, (OffsetKey, GroupKey)):
-            assert isinstance(key, OffsetKey) and key == OffsetKey(group, topic, 0)  # A's commit
-            continue
-        assert isinstance(key, cr.CONSUMER_KEYS), key
-        assert cr.encode_consumer_key(key) == key_bytes
-        value = None if value_bytes is None else cr.decode_consumer_value(key, value_bytes)
-        if value is not None:
-            assert cr.encode_consumer_value(value) == value_bytes, (key, value, value_bytes.hex())
-        decoded.append((key, value))
-    types = {cr._KEY_TYPES[type(k)] for k, _ in decoded}
-    assert types >= {3, 5, 6, 7, 8, 16}, types
-
-    # member-scoped records name the clients' members; every one ends in a tombstone except the
-    # static member's assignment and metadata (a static member's leave keeps them, epoch -2)
-    last: dict = {}
-    for key, value in decoded:
-        if hasattr(key, "member_id"):
-            assert key.member_id in member_ids, key
-        last[key] = value
-    for key, value in last.items():
-        if hasattr(key, "member_id") and member_ids[key.member_id] != "b":
-            assert value is None, (key, value)
-
-    metadata = {member_ids[k.member_id]: v for k, v in decoded
-                if isinstance(k, cr.ConsumerGroupMemberMetadataKey) and v is not None}
-    assert {name: v.client_id for name, v in metadata.items()} == {"a": "client-a", "b": "client-b", "c": "client-c"}
-    assert metadata["a"].subscribed_topic_names == (topic,) and metadata["a"].classic_member_metadata is None
-    assert metadata["b"].instance_id == "instance-b" and metadata["b"].subscribed_topic_names == ()
-    regex = metadata["b"].subscribed_topic_regex
-    assert regex is not None and topic in regex  # librdkafka sends it parenthesised
-    regexes = [(k, v) for k, v in decoded if isinstance(k, cr.ConsumerGroupRegularExpressionKey) and v is not None]
-    assert regexes and all(k.regex == regex and v.topics == (topic,) for k, v in regexes)
-    classic = metadata["c"].classic_member_metadata
+    run = live_run(apache_kafka.bootstrap, classic_member=True)  # decodes and re-encodes every record
+    check_live_run(run)
+    # Kafka persists a resolved regular expression (oncelog does not: it resolves again)
+    regex = run.metadata["b"].subscribed_topic_regex
+    regexes = [(k, v) for k, v in run.decoded if isinstance(k, cr.ConsumerGroupRegularExpressionKey) and v is not None]
+    assert regexes and all(k.regex == regex and v.topics == (run.topic,) for k, v in regexes)
+    # the classic-protocol member's JoinGroup protocols, kept in its member record
+    classic = run.metadata["c"].classic_member_metadata
     assert classic is not None and classic.session_timeout_ms == 10000
-    assert classic.supported_protocols and all(topic.encode() in meta for _, meta in classic.supported_protocols)
-
-    # topic ids and partitions: the last target assignment before the first leave (after it, the
-    # members still heartbeating may get a new one) is what the clients held
-    first_leave = next(i for i, (k, v) in enumerate(decoded) if v is None or (
-        isinstance(k, cr.ConsumerGroupCurrentMemberAssignmentKey) and v.member_epoch < 0))
-    steady = decoded[:first_leave]
-    targets = {member_ids[k.member_id]: v.topic_partitions for k, v in steady
-               if isinstance(k, cr.ConsumerGroupTargetAssignmentMemberKey)}
-    assert targets == {name: {topic_id: frozenset(parts)} for name, parts in owned.items()}
-    currents = [(member_ids[k.member_id], v) for k, v in steady
-                if isinstance(k, cr.ConsumerGroupCurrentMemberAssignmentKey)]
-    for _, v in currents:
-        assert set(v.assigned_partitions) | set(v.partitions_pending_revocation) <= {topic_id}
-    assert any(name == "a" and v.partitions_pending_revocation and v.state == 1 for name, v in currents)
-    assert any(name == "a" and v.assigned_partitions.get(topic_id) == frozenset(owned["a"]) for name, v in currents)
-
-    # epochs: a member's epoch is never above the group epoch written before it; assignment
-    # epochs never above the member's
-    group_epoch = 0
-    for key, value in decoded:
-        if isinstance(key, cr.ConsumerGroupMetadataKey) and value is not None:
-            assert value.epoch > group_epoch
-            group_epoch = value.epoch
-        elif isinstance(key, cr.ConsumerGroupTargetAssignmentMetadataKey) and value is not None:
-            assert value.assignment_epoch <= group_epoch
-        elif isinstance(key, cr.ConsumerGroupCurrentMemberAssignmentKey) and value is not None:
-            assert value.member_epoch <= group_epoch
-            for epochs in (*value.assigned_epochs.values(), *value.pending_revocation_epochs.values()):
-                assert all(e <= max(value.member_epoch, 0) for e in epochs.values())
+    assert classic.supported_protocols and all(run.topic.encode() in meta for _, meta in classic.supported_protocols)
+    assert run.metadata["c"].subscribed_topic_names == (run.topic,)
+    # Kafka 4.4's per-partition assignment epochs: on every topic of every current assignment
+    for key, value in run.decoded:
+        if isinstance(key, cr.ConsumerGroupCurrentMemberAssignmentKey) and value is not None:
+            assert set(value.assigned_epochs) == set(value.assigned_partitions)
+            assert set(value.pending_revocation_epochs) == set(value.partitions_pending_revocation)
 
 
 # -- Kafka reads what oncelog writes ------------------------------------------------------------
