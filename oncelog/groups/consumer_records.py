@@ -55,6 +55,10 @@ Decoding raises ValueError and nothing else on any bytes: lengths and counts are
 what is left before anything is allocated (:class:`TruncatedRecord` is a ValueError, so is
 UnicodeDecodeError), non-nullable fields refuse null, a known tagged field must fill its declared
 size exactly. As Kafka, decoding skips unknown tagged fields and ignores trailing bytes.
+
+Written by hand on :mod:`oncelog.protocol.internal_records` (with the flexible types added
+here), as :mod:`.records` is: kio, the project's codec of API messages, has no schemas for the
+coordinator's record types.
 """
 
 from __future__ import annotations
