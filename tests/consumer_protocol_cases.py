@@ -38,12 +38,13 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from .helpers import unique
 
 Partition = tuple[str, int]  # (topic, partition)
 
@@ -103,10 +104,6 @@ class Target:
         topic = unique(name)
         create_topics(self.bootstrap, {topic: partitions})
         return topic
-
-
-def unique(name: str) -> str:
-    return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
 def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
@@ -1015,7 +1012,8 @@ class WorkerProcess:
         self.assignment: frozenset = frozenset()
         self.member_id = ""
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.consumer_protocol_cases", bootstrap, group, topic],
-                                     cwd=REPO, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                                     cwd=REPO, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                     preexec_fn=_die_with_parent)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -1030,6 +1028,12 @@ class WorkerProcess:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
         return time.monotonic()
+
+
+def _die_with_parent() -> None:  # in the child, between fork and exec: no orphan after a crashed run
+    import ctypes
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _worker(bootstrap: str, group: str, topic: str) -> None:
