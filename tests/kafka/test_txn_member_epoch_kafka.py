@@ -1,0 +1,28 @@
+"""Zombie fencing by member epoch (tests/txn_member_epoch_cases.py) against Apache Kafka 4.4, the
+reference: each case passes here, and oncelog must then pass the same ones
+(tests/e2e/test_txn_member_epoch.py).
+
+The session's one-node Kafka is shared: topics, groups and transactional ids are unique, and each
+group gets the case's session timeout and heartbeat interval as group configs
+(IncrementalAlterConfigs on the GROUP resource; the fixture lowers only the broker's
+group.consumer.min.* bounds that allow it)."""
+
+from __future__ import annotations
+
+import pytest
+
+# The cases' plain asserts report their values (the module is not a test module of its own).
+pytest.register_assert_rewrite("tests.txn_member_epoch_cases")
+
+from .. import consumer_protocol_cases  # noqa: E402
+from .. import txn_member_epoch_cases as cases  # noqa: E402
+
+pytestmark = [pytest.mark.apache_kafka, pytest.mark.e2e]
+
+
+@pytest.mark.parametrize("name", list(cases.CASES))
+def test_txn_member_epoch(apache_kafka, name):
+    case = cases.CASES[name]
+    case.run(consumer_protocol_cases.Target(
+        apache_kafka.bootstrap, case.timing, "apache-kafka",
+        configure_group=consumer_protocol_cases.kafka_group_configurer(apache_kafka.bootstrap)))
