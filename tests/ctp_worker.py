@@ -24,11 +24,28 @@ the group (max.poll.interval.ms). Hence the producer does not re-bootstrap
 (``metadata.recovery.strategy=none``: one broker at a fixed address has nothing to
 re-discover), and the stall limit covers client hangs we do not know of.
 
-Usage: ``python -m tests.ctp_worker BOOTSTRAP [STALL_S]``.
+Two group protocols (``--group-protocol``):
+
+* ``classic`` (the default): JoinGroup/SyncGroup, static member ``ctp-worker``, so that a restart
+  takes over the crashed instance's partitions at once (session.timeout.ms 6 s otherwise).
+* ``consumer`` (KIP-848, ``group.protocol=consumer``): ConsumerGroupHeartbeat, and the group
+  metadata handed to send_offsets_to_transaction carries the member epoch, by which the broker
+  fences a zombie's TxnOffsetCommit. The member is dynamic: KIP-848 lets a static member's
+  replacement in only after the old one left with epoch -2 (a SIGKILLed one never does), and
+  librdkafka 2.16 makes the UNRELEASED_INSTANCE_ID answer a fatal consumer error, so a static
+  restart would only fail again and again until the broker expires the dead member; a dynamic
+  one joins at once and is given the partitions when the dead member's session expires (the
+  broker's group.consumer.session.timeout.ms: no session timeout on the client in KIP-848).
+  A partition revoked or lost (the member was fenced: e.g. its session expired while the broker
+  was down) ends the process like the errors above: the records read in this batch and the
+  positions to commit may no longer belong to this member.
+
+Usage: ``python -m tests.ctp_worker BOOTSTRAP [STALL_S] [--group-protocol classic|consumer]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import faulthandler
 import sys
@@ -72,19 +89,34 @@ def returns_within(seconds: float):
         faulthandler.cancel_dump_traceback_later()
 
 
-def main(bootstrap: str, stall_s: float) -> None:
-    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "ctp", "group.instance.id": "ctp-worker",
-                            "isolation.level": "read_committed", "enable.auto.commit": False,
-                            "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                            "max.poll.interval.ms": 30000, "fetch.wait.max.ms": 50,
-                            "error_cb": lambda err: check(err, "consumer")})
+def consumer_config(bootstrap: str, group_protocol: str) -> dict:
+    config = {"bootstrap.servers": bootstrap, "group.id": "ctp", "isolation.level": "read_committed",
+              "enable.auto.commit": False, "auto.offset.reset": "earliest", "max.poll.interval.ms": 30000,
+              "fetch.wait.max.ms": 50, "error_cb": lambda err: check(err, "consumer")}
+    if group_protocol == "classic":
+        return {**config, "group.instance.id": "ctp-worker", "session.timeout.ms": 6000}
+    # KIP-848: dynamic member, session timeout set by the broker (see the module docstring).
+    return {**config, "group.protocol": "consumer"}
+
+
+def out_of_group(consumer, partitions) -> None:
+    """on_revoke / on_lost of the consumer protocol: this instance no longer owns what it read."""
+    if partitions:
+        raise WorkerExit(f"partitions revoked or lost: {sorted(p.partition for p in partitions)}")
+
+
+def main(bootstrap: str, stall_s: float, group_protocol: str = "classic") -> None:
+    consumer = ck.Consumer(consumer_config(bootstrap, group_protocol))
     producer = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": "ctp-txn", "linger.ms": 5,
                             "transaction.timeout.ms": 10000, "message.timeout.ms": 10000,
                             "metadata.recovery.strategy": "none",  # see the module docstring
                             "error_cb": lambda err: check(err, "producer")})
     with returns_within(stall_s):
         producer.init_transactions(API_TIMEOUT_S)
-    consumer.subscribe(["input"])
+    if group_protocol == "classic":
+        consumer.subscribe(["input"])
+    else:
+        consumer.subscribe(["input"], on_revoke=out_of_group, on_lost=out_of_group)
     while True:
         msgs = []
         with returns_within(stall_s):
@@ -109,7 +141,12 @@ def main(bootstrap: str, stall_s: float) -> None:
 
 if __name__ == "__main__":
     try:
-        main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else STALL_S)
+        parser = argparse.ArgumentParser(prog="python -m tests.ctp_worker")
+        parser.add_argument("bootstrap")
+        parser.add_argument("stall_s", nargs="?", type=float, default=STALL_S)
+        parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
+        args = parser.parse_args()
+        main(args.bootstrap, args.stall_s, args.group_protocol)
     except Exception as exc:  # any failure: exit and be restarted, as a supervisor would
         log(f"exiting: {exc!r}")
         sys.exit(3)

@@ -12,6 +12,12 @@ restart, out of its group, and nothing restarted it. The focused tests below che
 behaviour that keeps the restart loop in charge: a stuck client call or a fenced consumer ends
 the process instead of leaving it idle.
 
+The soak runs on both group protocols (tests/ctp_worker.py ``--group-protocol``): ``classic``
+(static member: a restarted worker takes over at once) and ``consumer`` (KIP-848: the group
+metadata carries the member epoch, a dynamic member; a restarted worker gets the partitions
+once the broker expires its killed predecessor, so there each worker kill waits for that first,
+and the kills land while a worker owns the partitions, as in the classic variant).
+
 A ``both_brokers`` module: the tests that SIGKILL, restart or freeze the broker are oncelog-only;
 the fenced-worker test runs against the session's one-node Apache Kafka too. The worker's names
 are fixed (``input``, ``output``, group ``ctp``: tests/ctp_worker.py), which the shared Kafka
@@ -31,6 +37,7 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from ..consumer_protocol_cases import Timing, describe_group
 from ..conftest import soak_scale
 from ..helpers import consume_all, create_topic, first_difference
 
@@ -40,9 +47,34 @@ PARTITIONS = 3
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def start_worker(bootstrap, log, *args):
-    return subprocess.Popen([sys.executable, "-m", "tests.ctp_worker", bootstrap, *map(str, args)], cwd=ROOT,
-                            stdout=log, stderr=log)
+# The consumer-protocol soak's group timing (the broker's in KIP-848): a killed worker's member is
+# expired after 3 s, so its successor does not wait long; heartbeats every 300 ms keep a live
+# worker well inside that on a loaded machine.
+CONSUMER_PROTOCOL_TIMING = Timing(session_timeout_ms=3000, heartbeat_interval_ms=300)
+
+
+def start_worker(bootstrap, log, *args, group_protocol="classic"):
+    return subprocess.Popen([sys.executable, "-m", "tests.ctp_worker", bootstrap, *map(str, args),
+                             "--group-protocol", group_protocol], cwd=ROOT, stdout=log, stderr=log)
+
+
+def wait_for_sole_member(bootstrap, timeout, other_than=None):
+    """Consumer protocol: wait until group ``ctp`` has one member, other than ``other_than`` (the
+    member id of the worker killed last), owning every input partition: the killed worker's member
+    expired and its successor was given the partitions. Returns that member's id, None if it did
+    not happen in time. Errors (the broker restarting) are waited through."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            members = describe_group(bootstrap, "ctp").members
+        except Exception:  # noqa: BLE001 - any failure to describe is "not yet"
+            members = {}
+        if len(members) == 1:
+            [(member_id, member)] = members.items()
+            if member_id != other_than and member.assignment == {("input", q) for q in range(PARTITIONS)}:
+                return member_id
+        time.sleep(0.2)
+    return None
 
 
 def fill_input(bootstrap, stop, start=0):
@@ -111,24 +143,36 @@ def committed_offsets(bootstrap, *, stable=False):
 
 @pytest.mark.slow
 @pytest.mark.oncelog_only("SIGKILLs and restarts the broker")
-def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker, tmp_path):
+@pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
+def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker_factory, tmp_path, group_protocol):
+    consumer_protocol = group_protocol == "consumer"
+    broker = broker_factory(extra_args=CONSUMER_PROTOCOL_TIMING.oncelog_overrides() if consumer_protocol else [])
     n = soak_scale(100_000, 100_000)
     worker_kills_wanted = soak_scale(40, 20)
     broker_kills_wanted = soak_scale(10, 5)
     fill_input(broker.bootstrap, n)
     rng = random.Random(2026)
     log = open(tmp_path / "worker.log", "ab")
-    worker = start_worker(broker.bootstrap, log)
+    worker = start_worker(broker.bootstrap, log, group_protocol=group_protocol)
     worker_kills = broker_kills = 0
-    deadline = time.monotonic() + 600
+    takeovers = []  # consumer protocol: (the live worker owned every partition, seconds waited for it)
+    owner = None  # consumer protocol: the member id of the worker last seen owning every partition
+    started = time.monotonic()
+    deadline = started + 600
     # Spread the broker kills among the worker kills.
     broker_kill_at = set(rng.sample(range(2, worker_kills_wanted + 2), broker_kills_wanted))
     step = 0
     while time.monotonic() < deadline:
+        if consumer_protocol and worker_kills < worker_kills_wanted:
+            # The kill is to land while the worker owns the partitions (module docstring).
+            waited = time.monotonic()
+            owner = wait_for_sole_member(broker.bootstrap, CONSUMER_PROTOCOL_TIMING.session_timeout_ms / 1000 + 30,
+                                         other_than=owner)
+            takeovers.append((owner is not None, time.monotonic() - waited))
         time.sleep(rng.uniform(0.3, 1.5))
         step += 1
         if worker.poll() is not None:  # it exited on an error (e.g. the broker went away): restart
-            worker = start_worker(broker.bootstrap, log)
+            worker = start_worker(broker.bootstrap, log, group_protocol=group_protocol)
         if worker_kills < worker_kills_wanted:
             worker.kill()  # SIGKILL mid-transaction, or between transactions
             worker.wait()
@@ -138,7 +182,7 @@ def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker, t
                 broker_kills += 1
                 time.sleep(0.3)
                 broker.restart()
-            worker = start_worker(broker.bootstrap, log)
+            worker = start_worker(broker.bootstrap, log, group_protocol=group_protocol)
             continue
         if broker_kills < broker_kills_wanted:
             broker.kill()
@@ -150,6 +194,11 @@ def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker, t
             break
     worker.kill()
     worker.wait()
+    took = f"{group_protocol}: {worker_kills} worker and {broker_kills} broker kills, " \
+           f"{time.monotonic() - started:.1f} s to the input's end"
+    if consumer_protocol:
+        took += f"; takeovers waited for (s): {[f'{t:.1f}' if owned else 'timed out' for owned, t in takeovers]}"
+    print(took)
     assert worker_kills >= 20 and broker_kills >= 5, (worker_kills, broker_kills)
     offsets = committed_offsets(broker.bootstrap, stable=True)
     assert offsets == input_end(n), \
