@@ -250,7 +250,8 @@ def balanced(assignments: dict[str, frozenset], partitions: frozenset) -> bool:
 
 def poll_until(members: Iterable[Member], condition: Callable[[], bool], what: str, timeout: float = SETTLE_TIMEOUT,
                describe: Callable[[], str] = lambda: "") -> float:
-    """Poll every member until ``condition()`` holds; the time it took. Fails after ``timeout``."""
+    """Poll every member until ``condition()`` holds; the time it took. Fails after ``timeout``, or
+    at once when a member's consumer failed fatally (it will never recover)."""
     members = list(members)
     start = time.monotonic()
     deadline = start + timeout
@@ -259,8 +260,11 @@ def poll_until(members: Iterable[Member], condition: Callable[[], bool], what: s
             m.poll(0.05)
         if condition():
             return time.monotonic() - start
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:.0f} s: {what}\n"
+        fatal = [f"{m.name}: {e}" for m in members for e in m.errors
+                 if e.fatal() or e.code() == ck.KafkaError._FATAL]
+        if fatal or time.monotonic() > deadline:
+            raise AssertionError(("a fatal error: " + "; ".join(fatal) if fatal else f"not within {timeout:.0f} s")
+                                 + f": {what}\n"
                                  + "\n".join(f"  {m.name}: {sorted(m.assignment())}" for m in members)
                                  + f"\n{describe()}\n{members[0].ledger.render() if members else ''}")
 
@@ -892,6 +896,97 @@ def case_range_assignor_co_partitions(target: Target) -> None:
             m.close()
 
 
+def case_consumer_member_joins_classic_group(target: Target) -> None:
+    """A KIP-848 member joining a classic group that has a live member (kafka-python) gets what
+    Kafka 4.4 does (group.consumer.migration.policy=bidirectional, its default): the group is
+    converted online into a consumer group, the classic member stays in it, and the two share the
+    partitions."""
+    import kafka
+
+    topic = target.new_topic(4)
+    partitions = partitions_of({topic: 4})
+    group = target.new_group()
+    classic = kafka.KafkaConsumer(topic, bootstrap_servers=target.bootstrap, group_id=group,
+                                  auto_offset_reset="earliest", enable_auto_commit=False,
+                                  session_timeout_ms=10000, heartbeat_interval_ms=1000)
+    member = None
+    try:
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while len(classic.assignment()) < 4:
+            assert time.monotonic() < deadline, "the classic consumer never owned the topic"
+            classic.poll(100)
+        admin = AdminClient({"bootstrap.servers": target.bootstrap})
+        assert admin.describe_consumer_groups([group])[group].result(timeout=30).type == ck.ConsumerGroupType.CLASSIC
+        ledger = Ledger()
+        member = Member("m0", target, group, [topic], ledger)
+
+        def split() -> bool:
+            classic.poll(50)
+            theirs = frozenset((tp.topic, tp.partition) for tp in classic.assignment())
+            return balanced({"m0": member.assignment(), "classic": theirs}, partitions)
+
+        poll_until([member], split, "the KIP-848 member and the classic member share the topic",
+                   describe=lambda: _safe_describe(target.bootstrap, group) + "\n  member errors: "
+                   + repr(member.errors[-3:]))
+        d = admin.describe_consumer_groups([group])[group].result(timeout=30)
+        assert d.type == ck.ConsumerGroupType.CONSUMER and len(d.members) == 2, (d.type, d.members)
+    finally:
+        classic.close()
+        if member is not None:
+            member.close()
+
+
+def case_empty_group_converted_both_ways(target: Target) -> None:
+    """An empty group changes type with its offsets: a classic group (kafka-python) commits and
+    leaves; a KIP-848 member of the same group id resumes from those offsets (the group is now a
+    consumer group), commits further and leaves; a classic consumer resumes from those (a classic
+    group again)."""
+    import kafka
+
+    topic = target.new_topic(2)
+    produce_per_partition(target.bootstrap, topic, 2, 10)
+    group = target.new_group()
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+
+    def group_type():
+        return admin.describe_consumer_groups([group])[group].result(timeout=30).type
+
+    def classic_reads_and_commits(resume_at: int, commit_at: int) -> None:
+        c = kafka.KafkaConsumer(topic, bootstrap_servers=target.bootstrap, group_id=group,
+                                auto_offset_reset="earliest", enable_auto_commit=False,
+                                session_timeout_ms=10000, heartbeat_interval_ms=1000)
+        try:
+            deadline = time.monotonic() + SETTLE_TIMEOUT
+            got = []
+            while len(got) < 2 * (10 - resume_at):
+                assert time.monotonic() < deadline, f"the classic consumer read {got}"
+                for records in c.poll(100).values():
+                    got += [(r.partition, r.offset) for r in records]
+            assert sorted(got) == [(p, o) for p in range(2) for o in range(resume_at, 10)]
+            assert group_type() == ck.ConsumerGroupType.CLASSIC
+            c.commit({kafka.TopicPartition(topic, p): kafka.OffsetAndMetadata(commit_at, "", -1) for p in range(2)})
+        finally:
+            c.close()
+
+    classic_reads_and_commits(0, 3)
+    ledger = Ledger()
+    member = Member("m0", target, group, [topic], ledger)
+    try:
+        poll_until([member], lambda: len(member.messages) >= 14, "the KIP-848 member resumes the classic group's offsets")
+        assert sorted(member.records()) == [(p, o) for p in range(2) for o in range(3, 10)]
+        assert group_type() == ck.ConsumerGroupType.CONSUMER
+        member.consumer.commit(offsets=[ck.TopicPartition(topic, p, 6) for p in range(2)], asynchronous=False)
+    finally:
+        member.close()
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    while describe_group(target.bootstrap, group).members:  # its leave was handled: the group is empty
+        assert time.monotonic() < deadline, _safe_describe(target.bootstrap, group)
+        time.sleep(0.1)
+    classic_reads_and_commits(6, 8)
+    committed = admin.list_consumer_group_offsets([ck.ConsumerGroupTopicPartitions(group)])[group].result(timeout=30)
+    assert {tp.partition: tp.offset for tp in committed.topic_partitions} == {0: 8, 1: 8}
+
+
 def _raw_join(bootstrap: str, group: str, topic: str, protocol_type: str) -> str:
     """JoinGroup v5 without a member id, with a valid ConsumerProtocolSubscription v0 for ``topic``;
     the answer's error code name."""
@@ -992,6 +1087,8 @@ CASES: dict[str, Case] = {
     "classic_unaffected": Case(case_classic_groups_unaffected),
     "classic_joins_consumer_group": Case(case_classic_member_joins_consumer_group),
     "group_apis_by_type": Case(case_group_apis_answer_by_type),
+    "consumer_joins_classic_group": Case(case_consumer_member_joins_classic_group),
+    "empty_group_converted": Case(case_empty_group_converted_both_ways),
     "commit_member_epochs": Case(case_offset_commits_checked_against_member_epochs),
     "topic_changes": Case(case_topic_changes_rebalance),
     "range_assignor": Case(case_range_assignor_co_partitions),
