@@ -482,10 +482,13 @@ def _read_partitions(r: _FlexReader, with_epochs: bool) -> tuple[Partitions, Par
         topic_id = r.uuid()
         parts = r.compact_array(_FlexReader.i32, 4)
         tags = r.tags({0: lambda t: t.compact_nullable_array(_FlexReader.i32, 4)} if with_epochs else {})
+        # A topic listed twice: the later entry wins, epochs included (Kafka fills a HashMap so).
         partitions[topic_id] = PartitionSet(parts)
         assignment_epochs = tags.get(0)
-        if assignment_epochs and len(assignment_epochs) == len(parts):  # else Kafka uses the member epoch
+        if assignment_epochs and len(assignment_epochs) == len(parts):
             epochs[topic_id] = dict(zip(parts, assignment_epochs))
+        else:  # Kafka takes max(member_epoch, 0) for every partition of the topic then
+            epochs.pop(topic_id, None)
 
     r.compact_array(topic, 16 + 1 + 1)  # uuid, an empty array, no tags
     return partitions, epochs

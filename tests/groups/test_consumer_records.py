@@ -255,6 +255,22 @@ def test_assignment_epochs_are_read_as_kafka_reads_them(tag_bytes):
     assert value.assigned_epochs == ({T1: {0: 10, 1: 11}} if tag_bytes.startswith("03") else {})
 
 
+def test_a_topic_listed_twice_takes_its_later_entry_epochs_included():
+    """Found by the fuzz harness: the earlier entry's epochs outlived its partitions, and the
+    decoded value could not be encoded."""
+    def topic(partitions: str, epochs: str | None) -> str:
+        tagged = "" if epochs is None else "00" + f"{len(bytes.fromhex(epochs)):02x}" + epochs
+        return T1.hex + partitions + ("01" if epochs is not None else "00") + tagged
+
+    data = bytes.fromhex("0000" "00000005" "00000004" "00"
+                         "03" + topic("03" "00000000" "00000001", "03" "00000001" "00000002")
+                         + topic("02" "00000007", None) + "01" "00")
+    key = ConsumerGroupCurrentMemberAssignmentKey("g", "m")
+    value = decode_consumer_value(key, data)
+    assert value.assigned_partitions == {T1: frozenset({7})} and value.assigned_epochs == {}
+    assert decode_consumer_value(key, encode_consumer_value(value)) == value
+
+
 def test_unknown_tagged_fields_and_trailing_bytes_are_skipped_as_kafka_does():
     data = bytes.fromhex("0000" "00000009" "02" "05" "03" "aabbcc" "00" "08" "0000000000000007") + b"trailing"
     assert decode_consumer_value(ConsumerGroupMetadataKey("g"), data) == ConsumerGroupMetadataValue(9, 7)
