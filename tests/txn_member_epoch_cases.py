@@ -415,10 +415,41 @@ def case_plain_commit_with_old_epoch(target: Target) -> None:
         r.close()
 
 
+def case_fencing_survives_broker_restart(target: Target) -> None:
+    """The member epochs fence after a broker restart (SIGKILL): they come back from
+    __consumer_offsets. After the rebalance the broker is killed and restarted; A's transaction
+    of before the rebalance still cannot commit B's partitions with its old group metadata
+    (ILLEGAL_GENERATION, abortable), while a new transaction with A's current metadata commits
+    A's own partitions."""
+    r = rebalanced(target)
+    try:
+        epochs = {m: d.member_epoch for m, d in describe_group(target.bootstrap, r.group).members.items()}
+        target.restart()
+        settle(target, r.group, [r.a, r.b], partitions_of({r.topic: r.parts}), "the group is back after the restart")
+        assert {m: d.member_epoch for m, d in describe_group(target.bootstrap, r.group).members.items()} == epochs
+        err = refused(lambda: r.a_producer.send_offsets_to_transaction(as_topic_partitions(positions(r.a_read)),
+                                                                       r.old_md, 30))
+        assert_refused_abortable(err, ck.KafkaError.ILLEGAL_GENERATION)
+        assert_zombie_transaction_ends_aborted(r.a_producer)
+        kept_read = [m for m in r.a_read if (m.topic(), m.partition()) in r.kept]
+        r.a_producer.begin_transaction()
+        transform(r.a_producer, r.output, "a2", kept_read)
+        r.a_producer.send_offsets_to_transaction(as_topic_partitions(positions(kept_read)),
+                                                 r.a.consumer.consumer_group_metadata(), 30)
+        r.a_producer.commit_transaction(30)
+        assert committed(target.bootstrap, r.group, r.topic, r.parts) == \
+            {p: 5 if (r.topic, p) in r.kept else ck.OFFSET_INVALID for p in range(r.parts)}
+        assert_only_live_output(target.bootstrap, r.output, [f"a2|{m.value().decode()}" for m in kept_read],
+                                [f"a|{m.value().decode()}" for m in r.a_read])
+    finally:
+        r.close()
+
+
 @dataclass(frozen=True)
 class Case:
     run: callable
     timing: Timing = Timing()
+    restarts_broker: bool = False
 
 
 CASES: dict[str, Case] = {
@@ -427,4 +458,7 @@ CASES: dict[str, Case] = {
     "stale_epoch_after_rebalance_txn": Case(case_stale_epoch_after_rebalance_txn),
     "old_epoch_for_kept_partitions_txn": Case(case_old_epoch_for_kept_partitions_txn),
     "plain_commit_with_old_epoch": Case(case_plain_commit_with_old_epoch),
+    # A long session: the broker's downtime (and Kafka's start) must not expire the members.
+    "fencing_survives_broker_restart": Case(case_fencing_survives_broker_restart, Timing(45000, 500),
+                                            restarts_broker=True),
 }

@@ -4,7 +4,9 @@ member's stale group metadata is refused in OffsetCommit and TxnOffsetCommit as 
 and nothing of the zombie's transaction becomes visible or committed.
 
 Each test starts its own broker with the case's group timing as broker settings
-(``group.consumer.session.timeout.ms``, ``group.consumer.heartbeat.interval.ms``)."""
+(``group.consumer.session.timeout.ms``, ``group.consumer.heartbeat.interval.ms``). The
+broker-restart case SIGKILLs the broker and starts it again on the same data and port: the
+member epochs that fence must come back from ``__consumer_offsets``."""
 
 from __future__ import annotations
 
@@ -33,4 +35,9 @@ DIFFERENCES = {
 def test_txn_member_epoch(broker_factory, name):
     case = cases.CASES[name]
     broker = broker_factory(extra_args=case.timing.oncelog_overrides())
-    case.run(consumer_protocol_cases.Target(broker.bootstrap, case.timing, "oncelog"))
+
+    def restart() -> None:
+        broker.kill()
+        broker.restart()
+
+    case.run(consumer_protocol_cases.Target(broker.bootstrap, case.timing, "oncelog", restart=restart))

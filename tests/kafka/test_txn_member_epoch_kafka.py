@@ -5,7 +5,8 @@ reference: each case passes here, and oncelog must then pass the same ones
 The session's one-node Kafka is shared: topics, groups and transactional ids are unique, and each
 group gets the case's session timeout and heartbeat interval as group configs
 (IncrementalAlterConfigs on the GROUP resource; the fixture lowers only the broker's
-group.consumer.min.* bounds that allow it)."""
+group.consumer.min.* bounds that allow it). The broker-restart case SIGKILLs and restarts the
+shared node (the fixture hands the next test a running one either way)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ pytestmark = [pytest.mark.apache_kafka, pytest.mark.e2e]
 @pytest.mark.parametrize("name", list(cases.CASES))
 def test_txn_member_epoch(apache_kafka, name):
     case = cases.CASES[name]
+
+    def restart() -> None:
+        apache_kafka.kill(1)
+        apache_kafka.restart(1)
+
     case.run(consumer_protocol_cases.Target(
         apache_kafka.bootstrap, case.timing, "apache-kafka",
-        configure_group=consumer_protocol_cases.kafka_group_configurer(apache_kafka.bootstrap)))
+        configure_group=consumer_protocol_cases.kafka_group_configurer(apache_kafka.bootstrap), restart=restart))
