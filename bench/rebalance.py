@@ -543,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("need 1 <= --members <= --partitions (every member holds a partition when settled)")
     console = Console()
     if not console.is_terminal:
-        console = Console(width=max(console.width, 190))
+        console = Console(width=max(console.width, 230))
     from .report import machine
 
     meta = machine()
