@@ -595,6 +595,41 @@ def case_classic_groups_unaffected(target: Target) -> None:
             m.close()
 
 
+def classic_consumer(target: Target, group: str, topic: str, ledger: Ledger | None = None, name: str = "classic"):
+    """A kafka-python consumer (the classic protocol) of ``topic`` in ``group``; with a ledger, its
+    rebalance callbacks are recorded there beside the KIP-848 members' (it is polled by the same
+    thread), so a mixed group's exclusivity is checked across both kinds of member."""
+    import kafka
+
+    c = kafka.KafkaConsumer(bootstrap_servers=target.bootstrap, group_id=group, auto_offset_reset="earliest",
+                            enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=1000)
+    if ledger is None:
+        c.subscribe([topic])
+        return c
+
+    class Listener(kafka.ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            ledger.record(name, "revoke", revoked)
+
+        def on_partitions_assigned(self, assigned):
+            ledger.record(name, "assign", assigned)
+
+    c.subscribe([topic], listener=Listener())
+    return c
+
+
+def classic_assignment(consumer) -> frozenset:
+    return frozenset((tp.topic, tp.partition) for tp in consumer.assignment())
+
+
+def close_classic(consumer, ledger: Ledger | None = None, name: str = "classic") -> None:
+    """Close a kafka-python consumer; its partitions are given up as it leaves (kafka-python calls
+    no revoke callback on close, so the ledger gets one before the LeaveGroup goes out)."""
+    if ledger is not None and consumer.assignment():
+        ledger.record(name, "revoke", consumer.assignment())
+    consumer.close()
+
+
 def read_with_kafka_python(bootstrap: str, topic: str, group: str, n: int) -> list[Partition]:
     import kafka
 
@@ -637,8 +672,6 @@ def case_classic_member_joins_consumer_group(target: Target) -> None:
     consumer group (a mixed group; the broker assigns its partitions with the group's assignor),
     and the group stays a consumer group. On the wire: JoinGroup v5 without a member id is answered
     MEMBER_ID_REQUIRED; one of another protocol type ("connect") INCONSISTENT_GROUP_PROTOCOL."""
-    import kafka
-
     topic = target.new_topic(4)
     partitions = partitions_of({topic: 4})
     group = target.new_group()
@@ -648,14 +681,11 @@ def case_classic_member_joins_consumer_group(target: Target) -> None:
         settle(target, group, [member], partitions, "the KIP-848 member owns the topic")
         assert _raw_join(target.bootstrap, group, topic, protocol_type="connect") == "inconsistent_group_protocol"
         assert _raw_join(target.bootstrap, group, topic, protocol_type="consumer") == "member_id_required"
-        classic = kafka.KafkaConsumer(topic, bootstrap_servers=target.bootstrap, group_id=group,
-                                      auto_offset_reset="earliest", enable_auto_commit=False,
-                                      session_timeout_ms=10000, heartbeat_interval_ms=1000)
+        classic = classic_consumer(target, group, topic, ledger)
         try:
             def split() -> bool:
                 classic.poll(50)
-                theirs = frozenset((tp.topic, tp.partition) for tp in classic.assignment())
-                return balanced({"m0": member.assignment(), "classic": theirs}, partitions)
+                return balanced({"m0": member.assignment(), "classic": classic_assignment(classic)}, partitions)
 
             poll_until([member], split, "the classic member and the KIP-848 member share the topic",
                        describe=lambda: _safe_describe(target.bootstrap, group))
@@ -664,7 +694,7 @@ def case_classic_member_joins_consumer_group(target: Target) -> None:
             assert d.type == ck.ConsumerGroupType.CONSUMER, d.type
             assert len(d.members) == 2
         finally:
-            classic.close()
+            close_classic(classic, ledger)
         settle(target, group, [member], partitions, "the classic member left; the KIP-848 member owns the topic")
         ledger.check_exclusive()
     finally:
@@ -678,7 +708,6 @@ def case_group_apis_answer_by_type(target: Target) -> None:
     GROUP_ID_NOT_FOUND; ConsumerGroupDescribe answers GROUP_ID_NOT_FOUND for the classic group and
     for an unknown one; an admin's offset commit (no member) to the non-empty consumer group is
     UNKNOWN_MEMBER_ID."""
-    import kafka
     from kio.index import load_request_schema
 
     topic = target.new_topic(2)
@@ -686,9 +715,7 @@ def case_group_apis_answer_by_type(target: Target) -> None:
     ledger = Ledger()
     member = Member("m0", target, group, [topic], ledger)
     classic_group = unique("classic")
-    classic = kafka.KafkaConsumer(topic, bootstrap_servers=target.bootstrap, group_id=classic_group,
-                                  auto_offset_reset="earliest", enable_auto_commit=False,
-                                  session_timeout_ms=10000, heartbeat_interval_ms=1000)
+    classic = classic_consumer(target, classic_group, topic)
     try:
         settle(target, group, [member], partitions_of({topic: 2}), "the KIP-848 member owns the topic")
         deadline = time.monotonic() + SETTLE_TIMEOUT
@@ -901,14 +928,11 @@ def case_consumer_member_joins_classic_group(target: Target) -> None:
     Kafka 4.4 does (group.consumer.migration.policy=bidirectional, its default): the group is
     converted online into a consumer group, the classic member stays in it, and the two share the
     partitions."""
-    import kafka
-
     topic = target.new_topic(4)
     partitions = partitions_of({topic: 4})
     group = target.new_group()
-    classic = kafka.KafkaConsumer(topic, bootstrap_servers=target.bootstrap, group_id=group,
-                                  auto_offset_reset="earliest", enable_auto_commit=False,
-                                  session_timeout_ms=10000, heartbeat_interval_ms=1000)
+    ledger = Ledger()
+    classic = classic_consumer(target, group, topic, ledger)
     member = None
     try:
         deadline = time.monotonic() + SETTLE_TIMEOUT
@@ -917,21 +941,20 @@ def case_consumer_member_joins_classic_group(target: Target) -> None:
             classic.poll(100)
         admin = AdminClient({"bootstrap.servers": target.bootstrap})
         assert admin.describe_consumer_groups([group])[group].result(timeout=30).type == ck.ConsumerGroupType.CLASSIC
-        ledger = Ledger()
         member = Member("m0", target, group, [topic], ledger)
 
         def split() -> bool:
             classic.poll(50)
-            theirs = frozenset((tp.topic, tp.partition) for tp in classic.assignment())
-            return balanced({"m0": member.assignment(), "classic": theirs}, partitions)
+            return balanced({"m0": member.assignment(), "classic": classic_assignment(classic)}, partitions)
 
         poll_until([member], split, "the KIP-848 member and the classic member share the topic",
                    describe=lambda: _safe_describe(target.bootstrap, group) + "\n  member errors: "
                    + repr(member.errors[-3:]))
         d = admin.describe_consumer_groups([group])[group].result(timeout=30)
         assert d.type == ck.ConsumerGroupType.CONSUMER and len(d.members) == 2, (d.type, d.members)
+        ledger.check_exclusive()
     finally:
-        classic.close()
+        close_classic(classic, ledger)
         if member is not None:
             member.close()
 
