@@ -190,6 +190,7 @@ def case_zombie(target: Target, removed_by: str) -> None:
     live = None
     try:
         poll_until([zombie], lambda: len(zombie.messages) >= 10 * parts, "the zombie-to-be reads the first input")
+        stalled = time.monotonic()  # its last poll
         zombie_md = zombie.consumer.consumer_group_metadata()
         zombie_meta = group_metadata(zombie_md)
         assert (zombie_meta.group_id, zombie_meta.member_id) == (group, zombie.member_id), zombie_meta
@@ -203,12 +204,18 @@ def case_zombie(target: Target, removed_by: str) -> None:
         if removed_by == "session_expiry":
             wait_until_gone(target, group, zombie.member_id,
                             timeout=ZOMBIE_MAX_POLL_MS / 1000 + target.session_timeout + 60)
+            # It heartbeat until max.poll.interval.ms passed: a whole session cannot be over before.
+            assert time.monotonic() - stalled >= target.session_timeout, "removed before its session could expire"
         else:
             assert removed_by == "revocation_timeout", removed_by
         live = Member("live", target, group, [topic], ledger)
         settle(target, group, [live], partitions_of({topic: parts}),
                f"the stalled member is removed ({removed_by}) and the new member owns every partition",
                timeout=ZOMBIE_MAX_POLL_MS / 1000 + target.session_timeout + 60)
+        if removed_by == "revocation_timeout":
+            # Its case's session is long (15 s): a removal before then is the revocation timeout's.
+            assert time.monotonic() - stalled < target.session_timeout, \
+                "the stalled member was not fenced for failing to revoke in time, only when its session expired"
         assert zombie.member_id not in describe_group(target.bootstrap, group).members
         poll_until([live], lambda: len(live.messages) >= 20 * parts, "the new member reads all the input")
         live_read = list(live.messages)
@@ -454,7 +461,8 @@ class Case:
 
 CASES: dict[str, Case] = {
     "zombie_session_expiry": Case(lambda target: case_zombie(target, "session_expiry")),
-    "zombie_revocation_timeout": Case(lambda target: case_zombie(target, "revocation_timeout")),
+    # A long session, so that the revocation timeout (2 s) is what removes the zombie, clearly.
+    "zombie_revocation_timeout": Case(lambda target: case_zombie(target, "revocation_timeout"), Timing(15000, 500)),
     "stale_epoch_after_rebalance_txn": Case(case_stale_epoch_after_rebalance_txn),
     "old_epoch_for_kept_partitions_txn": Case(case_old_epoch_for_kept_partitions_txn),
     "plain_commit_with_old_epoch": Case(case_plain_commit_with_old_epoch),
