@@ -415,6 +415,32 @@ def case_join_and_leave_one_by_one(target: Target) -> None:
             m.close()
 
 
+def case_concurrent_churn(target: Target) -> None:
+    """Several members join at once, then two leave while two others join: each time the group
+    settles with every partition owned once, never two owners at once, and a member that stays
+    keeps, without a revoke, what it ends up owning."""
+    topic = target.new_topic(12)
+    partitions = partitions_of({topic: 12})
+    group = target.new_group()
+    ledger = Ledger()
+    members = [Member(f"m{i}", target, group, [topic], ledger) for i in range(4)]
+    everyone = list(members)
+    try:
+        settle(target, group, members, partitions, "four members joined at once")
+        before = time.monotonic()
+        leaving = members[:2]
+        members = members[2:] + [Member(f"m{i}", target, group, [topic], ledger) for i in range(4, 6)]
+        everyone += members[2:]
+        for m in leaving:
+            m.close()
+        settle(target, group, members, partitions, "two left and two joined at once")
+        _check_incremental(ledger, before, members[:2])  # the two that stayed
+        ledger.check_exclusive()
+    finally:
+        for m in everyone:
+            m.close()
+
+
 def _check_incremental(ledger: Ledger, since: float, members: list[Member]) -> None:
     for m in members:
         revoked = frozenset().union(*(e.partitions for e in ledger.since(since)
@@ -898,6 +924,23 @@ def case_topic_changes_rebalance(target: Target) -> None:
             m.close()
 
 
+def case_topic_created_after_subscribe(target: Target) -> None:
+    """A member subscribed by name to a topic that does not exist yet is a Stable member with an
+    empty assignment; once the topic is created its partitions are assigned."""
+    topic = unique("later")
+    group = target.new_group()
+    ledger = Ledger()
+    member = Member("m0", target, group, [topic], ledger)
+    try:
+        settle(target, group, [member], frozenset(), "a member with nothing to own")
+        assert describe_group(target.bootstrap, group).members[member.member_id].subscribed_topic_names == (topic,)
+        create_topics(target.bootstrap, {topic: 2})
+        settle(target, group, [member], partitions_of({topic: 2}), "the created topic is assigned")
+        ledger.check_exclusive()
+    finally:
+        member.close()
+
+
 def case_range_assignor_co_partitions(target: Target) -> None:
     """A member asking for the broker's ``range`` assignor (librdkafka's group.remote.assignor) gets
     it: the group describes assignor "range", and each member owns the same partition numbers of
@@ -1102,6 +1145,7 @@ class Case:
 
 CASES: dict[str, Case] = {
     "join_and_leave": Case(case_join_and_leave_one_by_one),
+    "concurrent_churn": Case(case_concurrent_churn),
     "killed_member": Case(case_killed_member_partitions_move_after_session_timeout),
     "regex_new_topic": Case(case_regex_subscription_picks_up_new_topic),
     "committed_offsets": Case(case_committed_offsets_resume_a_new_member),
@@ -1114,6 +1158,7 @@ CASES: dict[str, Case] = {
     "empty_group_converted": Case(case_empty_group_converted_both_ways),
     "commit_member_epochs": Case(case_offset_commits_checked_against_member_epochs),
     "topic_changes": Case(case_topic_changes_rebalance),
+    "topic_created_after_subscribe": Case(case_topic_created_after_subscribe),
     "range_assignor": Case(case_range_assignor_co_partitions),
     # A long session: the broker's downtime (and Kafka's start) must not expire the members.
     "broker_restart": Case(case_broker_restart_keeps_assignments_and_epochs, Timing(45000, 500), restarts_broker=True),
