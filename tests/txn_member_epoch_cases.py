@@ -27,9 +27,10 @@ What Apache Kafka 4.4 answers (its group coordinator, read in its jar and observ
   give up within its rebalance timeout (librdkafka sends max.poll.interval.ms as the rebalance
   timeout; Kafka logs "failed to transition from epoch N").
 
-Invariants checked in every case: the zombie's commit is refused with the error above; its
+Invariants checked wherever a zombie commits: its commit is refused with the error above; its
 transaction's records reached the log (read_uncommitted sees them) yet a read_committed reader
-sees none of them; the group's committed offsets are the live member's, never the zombie's.
+sees none of them; the group's committed offsets are the live member's, never the zombie's. The
+one accepted old epoch (partitions kept since then) commits exactly its offsets and output.
 """
 
 from __future__ import annotations
