@@ -423,6 +423,45 @@ def case_plain_commit_with_old_epoch(target: Target) -> None:
         r.close()
 
 
+def case_groupless_commit_beside_live_members(target: Target) -> None:
+    """What fencing does not cover, as Kafka has it: a TxnOffsetCommit with no member at all
+    (member id "", epoch -1: the group metadata of a consumer that never joined, as KIP-447's
+    pre-2.5 producers send with only a group id) is accepted though the group has a live member,
+    while a plain OffsetCommit with no member is UNKNOWN_MEMBER_ID; a consumer-protocol consumer
+    that never joined carries its own member id, unknown to the group: UNKNOWN_MEMBER_ID."""
+    parts = 2
+    topic = target.new_topic(parts, "txnin")
+    group = target.new_group("groupless")
+    ledger = Ledger()
+    member = Member("m", target, group, [topic], ledger)
+    outsiders = []
+    try:
+        settle(target, group, [member], partitions_of({topic: parts}), "the member owns every partition")
+        never_joined = ck.Consumer({"bootstrap.servers": target.bootstrap, "group.id": group, "enable.auto.commit": False})
+        outsiders.append(never_joined)
+        groupless = group_metadata(never_joined.consumer_group_metadata())
+        assert (groupless.member_epoch, groupless.member_id) == (-1, ""), groupless
+        producer = transactional_producer(target.bootstrap, "groupless")
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction([ck.TopicPartition(topic, 0, 3)], never_joined.consumer_group_metadata(), 30)
+        producer.commit_transaction(30)
+        err = refused(lambda: never_joined.commit(offsets=[ck.TopicPartition(topic, 1, 7)], asynchronous=False))
+        assert err.code() == ck.KafkaError.UNKNOWN_MEMBER_ID, err
+        unjoined_848 = ck.Consumer({"bootstrap.servers": target.bootstrap, "group.id": group,
+                                    "group.protocol": "consumer"})
+        outsiders.append(unjoined_848)
+        producer.begin_transaction()
+        err = refused(lambda: producer.send_offsets_to_transaction([ck.TopicPartition(topic, 1, 5)],
+                                                                   unjoined_848.consumer_group_metadata(), 30))
+        assert_refused_abortable(err, ck.KafkaError.UNKNOWN_MEMBER_ID)
+        assert_zombie_transaction_ends_aborted(producer)
+        assert committed(target.bootstrap, group, topic, parts) == {0: 3, 1: ck.OFFSET_INVALID}
+    finally:
+        member.close()
+        for c in outsiders:
+            c.close()
+
+
 def case_fencing_survives_broker_restart(target: Target) -> None:
     """The member epochs fence after a broker restart (SIGKILL): they come back from
     __consumer_offsets. After the rebalance the broker is killed and restarted; A's transaction
@@ -467,6 +506,7 @@ CASES: dict[str, Case] = {
     "stale_epoch_after_rebalance_txn": Case(case_stale_epoch_after_rebalance_txn),
     "old_epoch_for_kept_partitions_txn": Case(case_old_epoch_for_kept_partitions_txn),
     "plain_commit_with_old_epoch": Case(case_plain_commit_with_old_epoch),
+    "groupless_commit_beside_live_members": Case(case_groupless_commit_beside_live_members),
     # A long session: the broker's downtime (and Kafka's start) must not expire the members.
     "fencing_survives_broker_restart": Case(case_fencing_survives_broker_restart, Timing(45000, 500),
                                             restarts_broker=True),
