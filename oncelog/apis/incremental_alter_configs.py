@@ -39,7 +39,8 @@ def handle(ctx, request):
             current = logs.layers.dynamic_broker if per_broker else logs.layers.dynamic_default
             _check_broker_list_ops(ops)
             new = registry.apply_incremental(current, ops, lambda n: registry.BROKER_CONFIGS[n].default, lambda n: True)
-            logs.set_broker_configs(per_broker, new, validate_only=request.validate_only)
+            logs.set_broker_configs(per_broker, new, validate_only=request.validate_only,
+                                    named={name for name, _, _ in ops})
 
     return answer(ctx, request, API_KEY, "IncrementalAlterConfigsResponse", apply,
                   null_ok=lambda c: c.config_operation == registry.OP_DELETE)

@@ -5,7 +5,8 @@ Layout of ``--data-dir``::
     meta.json                  {"format": 1, "cluster_id": ..., "node_id": N}  (serve --node-id, default 1)
     topics.json                {name: {"topic_id": uuid, "partitions": n, "configs": {..}}}
     broker-configs.json        {"default": {..}, "broker": {..}}: dynamic broker configs (AlterConfigs on
-                               the BROKER resource "" and on this node id), Kafka names and string values
+                               the BROKER resource "" and on this node id), Kafka names and string values;
+                               "default" always holds min.insync.replicas (see :data:`ELR_MIN_ISR`)
     recovery-checkpoint.json   {"topic/partition": [segment_base, position, next_offset]}
     .clean-shutdown            present only between a clean stop and the next start
     <topic>-<partition>/       segments (see :mod:`oncelog.storage.segment`), log-start-offset
@@ -98,6 +99,14 @@ class DataDirMismatch(RuntimeError):
     """The data directory belongs to another node (Kafka refuses to start likewise)."""
 
 
+# Kafka 4.1+ clusters run with eligible leader replicas (KIP-966 ELR) on, and then: the controller
+# writes a cluster-level min.insync.replicas (the static value) when none exists, the cluster-level
+# one cannot be removed, and a broker-level one cannot be set. Clients see it: DescribeConfigs of
+# any topic reports min.insync.replicas as DYNAMIC_DEFAULT_BROKER_CONFIG (not default), as Kafka
+# 4.4 does; confluent-kafka-python's test_incremental_alter_configs expects exactly that.
+ELR_MIN_ISR = "min.insync.replicas"
+
+
 class LogManager:
     def __init__(self, data_dir: str, policy: FsyncPolicy, default_config: LogConfig, *,
                  static: Mapping[str, str] | None = None, node_id: int = settings.default("node.id"),
@@ -164,10 +173,18 @@ class LogManager:
         self._write_topics()
         log.info("topic %s configs now %s", name, topic.overrides or "{} (broker defaults)")
 
-    def set_broker_configs(self, per_broker: bool, configs: dict[str, str | None], *, validate_only: bool) -> None:
+    def set_broker_configs(self, per_broker: bool, configs: dict[str, str | None], *, validate_only: bool,
+                           named=None) -> None:
         """Replace the dynamic broker configs of one layer (the cluster default, or this broker),
         validated as Kafka's DynamicBrokerConfig does (every failure is INVALID_REQUEST there),
-        persisted, and applied to every topic without an override at once."""
+        persisted, and applied to every topic without an override at once. ``named``: the config
+        names the request names (default: those of ``configs``), for Kafka's ELR rules on
+        min.insync.replicas (INVALID_CONFIG with Kafka's messages, checked first as its
+        controller does)."""
+        if per_broker and ELR_MIN_ISR in (configs if named is None else named):
+            raise errors.InvalidConfig("Broker-level min.insync.replicas cannot be altered while ELR is enabled.")
+        if not per_broker and configs.get(ELR_MIN_ISR) is None:
+            raise errors.InvalidConfig("Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
         try:
             registry.validate_broker_configs(configs, per_broker=per_broker)
             layers = registry.BrokerLayers(static=self.layers.static,
@@ -210,6 +227,20 @@ class LogManager:
         self.layers.dynamic_default = dict(doc.get("default", {}))
         self.layers.dynamic_broker = dict(doc.get("broker", {}))
 
+    def _ensure_cluster_min_isr(self) -> None:
+        """Kafka's ELR activation (see :data:`ELR_MIN_ISR`): a cluster-level min.insync.replicas
+        with the static value (or the default) if there is none, written once; a later change of
+        the static value does not change it, as in Kafka."""
+        if ELR_MIN_ISR in self.layers.dynamic_default:
+            return
+        value = self.layers.static.get(ELR_MIN_ISR) or self.layers.default_values()[ELR_MIN_ISR]
+        self.layers.dynamic_default[ELR_MIN_ISR] = value
+        try:
+            self._write_broker_configs()
+        except OSError as exc:  # a full disk must not stop the start: in force now, written next time
+            log.error("could not record the cluster-level min.insync.replicas=%s in broker-configs.json: %s",
+                      value, exc)
+
     def _write_broker_configs(self) -> None:
         doc = {"default": self.layers.dynamic_default, "broker": self.layers.dynamic_broker}
         atomic_write(os.path.join(self.data_dir, "broker-configs.json"), json.dumps(doc, indent=1, sort_keys=True))
@@ -236,6 +267,7 @@ class LogManager:
         points = self._read_checkpoint()
         started = time.monotonic()
         self._read_broker_configs()
+        self._ensure_cluster_min_isr()
         self._apply_broker_layers()
         for name, spec in self._read_topics().items():
             config = self._topic_config(name, spec.get("configs", {}))

@@ -569,7 +569,7 @@ def test_broker_dynamic_configs_are_kafkas_and_persist(tmp_path):
         assert (e.value, e.source) == ("5000", ConfigSource.DYNAMIC_DEFAULT_BROKER)
         assert describe(admin, "topic", "own")["retention.ms"].value == "1000"  # the override wins
         assert [(e.name, e.value, e.config_source) for e in raw_describe(b, 4, "").configs] == [
-            ("log.retention.ms", "5000", 3)]
+            ("log.retention.ms", "5000", 3), ("min.insync.replicas", "1", 3)]  # the second: Kafka's ELR (below)
         # this broker's own dynamic config beats the cluster default
         r = ConfigResource("broker", "1", incremental_configs=[
             ConfigEntry("log.retention.ms", "7000", incremental_operation=AlterConfigOpType.SET),
@@ -741,3 +741,30 @@ def test_a_topic_stored_with_a_config_kafka_4_4_removed_opens_without_it(tmp_pat
     assert config.retention_ms == 12345
     assert not hasattr(config, "message_downconversion_enable")
     assert "Unknown topic config name: message.downconversion.enable" in caplog.text
+
+
+@pytest.mark.e2e  # starts its own broker processes
+def test_cluster_level_min_insync_replicas_as_kafka_with_elr(tmp_path):
+    # The same check as Apache Kafka 4.4 passes (tests/kafka/test_elr_min_isr_kafka.py), then
+    # oncelog's own part of the rule: the value is written once, from the static one at the first
+    # start, and a later static value does not replace it (Kafka's controller writes it once).
+    from tests import elr_min_isr_cases
+
+    b = BrokerProcess(str(tmp_path / "b")).start()
+    try:
+        create_topic(b.bootstrap, "plain", 1)
+        elr_min_isr_cases.check(b.bootstrap, 1, "plain")
+        b.stop()
+        b.extra_args = [*b.extra_args, "--override", "min.insync.replicas=2"]
+        b.start()
+        assert [(e.name, e.value, e.config_source) for e in raw_describe(b, 2, "plain", keys=("min.insync.replicas",))
+                .configs] == [("min.insync.replicas", "1", 3)]
+    finally:
+        b.kill()
+
+    fresh = BrokerProcess(str(tmp_path / "c"), extra_args=["--override", "min.insync.replicas=2"]).start()
+    try:
+        assert [(e.name, e.value, e.config_source) for e in raw_describe(fresh, 4, "").configs] == [
+            ("min.insync.replicas", "2", 3)]
+    finally:
+        fresh.kill()
