@@ -590,6 +590,46 @@ def case_static_member_restart_keeps_its_partitions(target: Target) -> None:
             m.close()
 
 
+def case_static_member_killed_then_restarted(target: Target) -> None:
+    """A static member is SIGKILLed (no leave) and restarted at once with its instance id: as on
+    Kafka 4.4, the newcomer is refused UNRELEASED_INSTANCE_ID while the old member's session runs
+    (librdkafka makes that fatal for the consumer), the old member's partitions go to the other
+    member when that session expires, and a consumer with the instance id that comes after the
+    expiry joins normally."""
+    topic = target.new_topic(6)
+    partitions = partitions_of({topic: 6})
+    group = target.new_group()
+    ledger = Ledger()
+    other = Member("other", target, group, [topic], ledger)
+    worker = WorkerProcess(target.bootstrap, group, topic, instance_id="static-w")
+    members = [other]
+    try:
+        poll_until([other], lambda: balanced({"other": other.assignment(), "worker": worker.assignment}, partitions),
+                   "the static worker and the other member share the topic",
+                   describe=lambda: _safe_describe(target.bootstrap, group))
+        killed_at = worker.kill()
+        early = Member("early", target, group, [topic], ledger, **{"group.instance.id": "static-w"})
+        members.append(early)
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while not any(e.code() == ck.KafkaError._FATAL for e in early.errors):
+            assert time.monotonic() < deadline, f"the early static member was not refused: {early.errors}"
+            early.poll(0.05)
+            other.poll(0.05)
+        assert "instance ID is still used" in str(early.errors[-1]), early.errors  # UNRELEASED_INSTANCE_ID
+        assert not early.assignment()
+        settle(target, group, [other], partitions, "the other member owns the topic once the session expired")
+        assert time.monotonic() - killed_at >= target.session_timeout - 2 * target.heartbeat_interval
+        late = Member("late", target, group, [topic], ledger, **{"group.instance.id": "static-w"})
+        members.append(late)
+        settle(target, group, [other, late], partitions, "the static member is back after its session expired")
+        assert describe_group(target.bootstrap, group).members[late.member_id].instance_id == "static-w"
+        ledger.check_exclusive()
+    finally:
+        worker.kill()
+        for m in members:
+            m.close()
+
+
 def case_classic_groups_unaffected(target: Target) -> None:
     """kafka-python and aiokafka groups on the classic protocol work in the same broker while a
     KIP-848 group is active, and the KIP-848 group is not disturbed by them."""
@@ -1151,6 +1191,7 @@ CASES: dict[str, Case] = {
     "committed_offsets": Case(case_committed_offsets_resume_a_new_member),
     # A long session: the static member's absence must stay well inside it on a loaded machine.
     "static_member": Case(case_static_member_restart_keeps_its_partitions, Timing(30000, 500)),
+    "static_member_killed": Case(case_static_member_killed_then_restarted),
     "classic_unaffected": Case(case_classic_groups_unaffected),
     "classic_joins_consumer_group": Case(case_classic_member_joins_consumer_group),
     "group_apis_by_type": Case(case_group_apis_answer_by_type),
@@ -1173,10 +1214,11 @@ class WorkerProcess:
     """A consumer-protocol member in a child process (``python -m tests.consumer_protocol_cases``),
     reporting its member id and assignment on stdout as JSON lines each time they change."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, instance_id: str = "") -> None:
         self.assignment: frozenset = frozenset()
         self.member_id = ""
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.consumer_protocol_cases", bootstrap, group, topic],
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.consumer_protocol_cases", bootstrap, group, topic,
+                                      instance_id],
                                      cwd=REPO, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                      preexec_fn=_die_with_parent)
         threading.Thread(target=self._read, daemon=True).start()
@@ -1201,8 +1243,8 @@ def _die_with_parent() -> None:  # in the child, between fork and exec: no orpha
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def _worker(bootstrap: str, group: str, topic: str) -> None:
-    c = ck.Consumer(consumer_config(bootstrap, group))
+def _worker(bootstrap: str, group: str, topic: str, instance_id: str) -> None:
+    c = ck.Consumer(consumer_config(bootstrap, group, **({"group.instance.id": instance_id} if instance_id else {})))
     c.subscribe([topic])
     last = None
     while True:
@@ -1214,4 +1256,4 @@ def _worker(bootstrap: str, group: str, topic: str) -> None:
 
 
 if __name__ == "__main__":
-    _worker(*sys.argv[1:4])
+    _worker(*sys.argv[1:5])
