@@ -492,6 +492,40 @@ def case_killed_member_partitions_move_after_session_timeout(target: Target) -> 
             m.close()
 
 
+def case_group_config_session_timeout(target: Target) -> None:
+    """KIP-848's group configs: IncrementalAlterConfigs on the GROUP resource sets a group's own
+    consumer.session.timeout.ms and consumer.heartbeat.interval.ms (DescribeConfigs reads them
+    back), and they win over the broker's: a killed member's partitions move after the group's
+    short session timeout, well before the broker-wide one (this case's Timing, 20 s)."""
+    topic = target.new_topic(4)
+    partitions = partitions_of({topic: 4})
+    group = target.new_group()
+    short = Timing(3000, 300)
+    kafka_group_configurer(target.bootstrap)(group, short)
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    [described] = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)]).values()
+    values = {k: v.value for k, v in described.result(timeout=30).items()}
+    assert (values[KAFKA_GROUP_SESSION_TIMEOUT], values[KAFKA_GROUP_HEARTBEAT_INTERVAL]) == ("3000", "300"), values
+    ledger = Ledger()
+    other = Member("other", target, group, [topic], ledger)
+    worker = WorkerProcess(target.bootstrap, group, topic)
+    try:
+        poll_until([other], lambda: balanced({"other": other.assignment(), "worker": worker.assignment}, partitions),
+                   "the worker and the other member share the topic",
+                   describe=lambda: _safe_describe(target.bootstrap, group))
+        killed_at = worker.kill()
+        settle(target, group, [other], partitions, "the other member owns the topic")
+        took = time.monotonic() - killed_at
+        assert short.session_timeout_ms / 1000 - 2 * short.heartbeat_interval_ms / 1000 <= took \
+            < target.session_timeout * 0.75, f"{took:.1f} s: not the group's 3 s session timeout"
+        ledger.check_exclusive()
+    finally:
+        worker.kill()
+        other.close()
+
+
 def case_regex_subscription_picks_up_new_topic(target: Target) -> None:
     """``subscribe(["^ctopic-<id>-.*"])``: librdkafka sends the pattern as the member's
     subscribed_topic_regex, which the broker resolves; a topic created later that matches is
@@ -1187,6 +1221,8 @@ CASES: dict[str, Case] = {
     "join_and_leave": Case(case_join_and_leave_one_by_one),
     "concurrent_churn": Case(case_concurrent_churn),
     "killed_member": Case(case_killed_member_partitions_move_after_session_timeout),
+    # The broker's session (20 s) is long: the group's own (3 s) must be what expires the member.
+    "group_config_session_timeout": Case(case_group_config_session_timeout, Timing(20000, 500)),
     "regex_new_topic": Case(case_regex_subscription_picks_up_new_topic),
     "committed_offsets": Case(case_committed_offsets_resume_a_new_member),
     # A long session: the static member's absence must stay well inside it on a loaded machine.
