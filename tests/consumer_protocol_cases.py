@@ -390,12 +390,10 @@ def case_join_and_leave_one_by_one(target: Target) -> None:
     ledger = Ledger()
     members: list[Member] = []
     try:
-        steps = []
         for i in range(3):
             before = time.monotonic()
             members.append(Member(f"m{i}", target, group, [topic], ledger))
             settle(target, group, members, partitions, f"{len(members)} members share {topic}")
-            steps.append((before, f"m{i} joined"))
             _check_incremental(ledger, before, members)
         for leaving in (members[2], members[1]):
             before = time.monotonic()
@@ -682,8 +680,23 @@ def case_classic_groups_unaffected(target: Target) -> None:
         assert sorted(got) == [(p, o) for p in range(2) for o in range(5)]
         got = asyncio.run(read_with_aiokafka(target.bootstrap, aio_topic, aio_group, 10))
         assert sorted(got) == [(p, o) for p in range(2) for o in range(5)]
+        # A classic rebalance: a second kafka-python member joins a classic group of one.
+        pair_group, classic_ledger = unique("classic-pair"), Ledger()
+        pair = [classic_consumer(target, pair_group, kp_topic, classic_ledger, f"kp{i}") for i in range(2)]
+        try:
+            deadline = time.monotonic() + SETTLE_TIMEOUT
+            while not balanced({f"kp{i}": classic_assignment(c) for i, c in enumerate(pair)}, partitions_of({kp_topic: 2})):
+                assert time.monotonic() < deadline, [classic_assignment(c) for c in pair]
+                for c in pair:
+                    c.poll(50)
+            classic_ledger.check_exclusive()
+        finally:
+            for i, c in enumerate(pair):
+                close_classic(c, classic_ledger, f"kp{i}")
         admin = AdminClient({"bootstrap.servers": target.bootstrap})
-        described = {g: f.result(timeout=30) for g, f in admin.describe_consumer_groups([group, kp_group, aio_group]).items()}
+        described = {g: f.result(timeout=30)
+                     for g, f in admin.describe_consumer_groups([group, kp_group, aio_group, pair_group]).items()}
+        assert described[pair_group].type == ck.ConsumerGroupType.CLASSIC
         assert described[group].type == ck.ConsumerGroupType.CONSUMER
         assert described[kp_group].type == ck.ConsumerGroupType.CLASSIC
         assert described[aio_group].type == ck.ConsumerGroupType.CLASSIC
