@@ -24,6 +24,7 @@ what is expected), bounded by a generous deadline, never for a fixed time.
 
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import sys
@@ -37,7 +38,6 @@ from .helpers import create_topic, unique
 pytestmark = pytest.mark.e2e
 
 DEADLINE = 60.0  # seconds a wait for a group state may take before the test fails
-HEARTBEAT_INTERVAL_S = 5.0  # group.consumer.heartbeat.interval.ms's default, Kafka's and oncelog's
 
 
 # -- tools -------------------------------------------------------------------------------------
@@ -86,17 +86,22 @@ def classic_consumer(bootstrap: str, group: str, client_id: str, topics: list[st
     return c
 
 
-def poll_until(consumers: list[ck.Consumer], done, what: str, timeout: float = DEADLINE):
+def poll_until(consumers: list[ck.Consumer], done, what: str, timeout: float = DEADLINE, group: tuple | None = None):
     """Poll ``consumers`` (they heartbeat and reconcile only when polled) until ``done()`` returns
-    something true, and return it."""
+    something true, and return it. ``group``: (bootstrap, group id) whose description a failure shows."""
     deadline = time.monotonic() + timeout
+    errors = {}  # the consumers' last error events, to say why a wait failed
     while True:
-        for c in consumers:
-            c.poll(0.1)
+        for i, c in enumerate(consumers):
+            msg = c.poll(0.1)
+            if msg is not None and msg.error() is not None:
+                errors[i] = msg.error().str()
         result = done()
         if result:
             return result
-        assert time.monotonic() < deadline, f"not within {timeout:g}s: {what}"
+        if time.monotonic() > deadline:
+            last = describe_now(*group) if group else None
+            raise AssertionError(f"not within {timeout:g}s: {what} (consumers' errors: {errors}; the group: {last})")
 
 
 def stable(bootstrap: str, group: str, members: int):
@@ -203,59 +208,115 @@ def check_describe_consumer_group(bootstrap: str) -> None:
             c.close()
 
 
+class RawMember:
+    """A KIP-848 member made of bare ConsumerGroupHeartbeats (oncelog.client.kafka, at the highest
+    version both sides support): it reports owning what the test says, so it can hold partitions
+    its target no longer has for as long as the test wants — a slow consumer that has not revoked
+    yet, made deterministic (librdkafka revokes on its own schedule)."""
+
+    def __init__(self, bootstrap: str, group: str, topics: list[str], client_id: str) -> None:
+        import base64
+        import uuid
+
+        from oncelog.client.kafka import COORDINATOR_GROUP, KafkaClient
+
+        self.client = KafkaClient(bootstrap, client_id=client_id, timeout=10)
+        self.conn = self.client.coordinator(group, COORDINATOR_GROUP)
+        self.version = min(1, self.conn.api_versions[68][1])
+        self.group, self.topics = group, topics
+        # v1 (KIP-1082): the member names itself, as Kafka's Uuid.randomUuid().toString()
+        self.member_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=") if self.version else ""
+        self.epoch = 0
+        self.target: dict = {}  # topic id -> partitions, the last assignment the coordinator sent
+
+    def heartbeat(self, owned: dict | None) -> None:
+        """One heartbeat reporting ``owned`` (topic id -> partitions; None: unchanged since the last)."""
+        from oncelog.client.wire import request_module
+
+        m = request_module(68, self.version)
+        joining = self.epoch == 0
+        fields = dict(group_id=self.group, member_id=self.member_id, member_epoch=self.epoch, instance_id=None,
+                      rack_id=None, rebalance_timeout=datetime.timedelta(seconds=60) if joining else datetime.timedelta(milliseconds=-1),
+                      subscribed_topic_names=tuple(self.topics) if joining else None, server_assignor=None,
+                      topic_partitions=None if owned is None else tuple(
+                          m.TopicPartitions(topic_id=t, partitions=tuple(ps)) for t, ps in owned.items()))
+        if self.version >= 1:
+            fields["subscribed_topic_regex"] = None
+        resp = self.conn.request(m.ConsumerGroupHeartbeatRequest(**fields))
+        assert resp.error_code == 0, (resp.error_code, resp.error_message)
+        self.member_id, self.epoch = resp.member_id, resp.member_epoch
+        if resp.assignment is not None:
+            self.target = {t.topic_id: sorted(t.partitions) for t in resp.assignment.topic_partitions}
+
+    def leave(self) -> None:
+        self.epoch = -1
+        try:
+            self.heartbeat(None)
+        finally:
+            self.client.close()
+
+
 def check_describe_shows_pending_assignment(bootstrap: str) -> None:
-    """c0 owns every partition; c1 joins; c0 is not polled, so it cannot revoke what the new
-    target takes from it: the describe shows c0's partitions to revoke and c1's to assign, never
-    one partition in two current assignments; once c0 is polled, both reconcile."""
+    """c0 owns every partition; c1 joins; c0 goes on heartbeating that it owns them all (it has
+    not revoked yet): the describe shows c0's partitions to revoke and c1's to assign, c0's
+    current assignment still holding them (Kafka counts partitions pending revocation as the
+    member's), never one partition in two current assignments, the group Reconciling; once c0
+    reports having revoked them, both reconcile. c0 is a :class:`RawMember`."""
     topic, group = unique("pend"), unique("g848")
     create_topic(bootstrap, topic, 4)
-    c0 = consumer(bootstrap, group, "c0", [topic])
+    c0 = RawMember(bootstrap, group, [topic], "c0")
     c1 = None
     try:
-        poll_until([c0], lambda: stable(bootstrap, group, 1), "c0 owns every partition")
+        c0.heartbeat(owned={})
+
+        def c0_owns_all():
+            c0.heartbeat(owned=c0.target)  # takes whatever it is given
+            return stable(bootstrap, group, 1) if sum(map(len, c0.target.values())) == 4 else None
+
+        poll_until([], c0_owns_all, "c0 owns every partition", group=(bootstrap, group))
+        everything = dict(c0.target)
         c1 = consumer(bootstrap, group, "c1", [topic])
 
         def c1_waits_for_partitions():
             # c1 has taken the new assignment epoch (Kafka's UNRELEASED_PARTITIONS): it waits
-            # only for the partitions c0 has not revoked, and c0 cannot revoke until polled.
+            # only for the partitions c0 has not revoked.
+            c0.heartbeat(owned=everything)
             d = describe_now(bootstrap, group)
             new = [m for m in d.members if m.client_id == "c1"] if d is not None else []
             return d if new and new[0].pending()[0] and new[0].member_epoch == d.assignment_epoch else None
 
-        poll_until([c1], c1_waits_for_partitions, "c1 at the assignment epoch, waiting for partitions c0 still owns")
-        d = describe_json(bootstrap, group)
-        assert d["state"] == "Reconciling"  # Kafka: a member not at its target (not STABLE) makes the group so
-        by_client = {m["client_id"]: m for m in d["members"]}
-        old, new = by_client["c0"], by_client["c1"]
-        parts = owned(d["members"])
-        assert len(parts) == len(set(parts))  # c1 gets nothing c0 has not given back
-        assert sorted(owned(d["members"], "target_assignment")) == [(topic, p) for p in range(4)]
-        assert new["pending"]["to_assign"] and not new["pending"]["to_revoke"]
-        # What moves from c0 to c1: c0's current assignment still holds it (Kafka's describe counts
-        # the partitions pending revocation as the member's), c0's target no longer does.
-        assert old["pending"]["to_revoke"] == new["pending"]["to_assign"]
-        assert sorted(owned([old])) == [(topic, p) for p in range(4)]
+        poll_until([c1], c1_waits_for_partitions, "c1 at the assignment epoch, waiting for partitions c0 still owns",
+                   group=(bootstrap, group))
+        for _ in range(3):  # each answered heartbeat of c0's, still owning everything, changes nothing
+            c0.heartbeat(owned=everything)
+            d = describe_json(bootstrap, group)
+            assert d["state"] == "Reconciling"  # Kafka: a member not at its target makes the group so
+            by_client = {m["client_id"]: m for m in d["members"]}
+            old, new = by_client["c0"], by_client["c1"]
+            parts = owned(d["members"])
+            assert len(parts) == len(set(parts))  # c1 gets nothing c0 has not given back
+            assert sorted(owned(d["members"], "target_assignment")) == [(topic, p) for p in range(4)]
+            assert new["pending"]["to_assign"] and not new["pending"]["to_revoke"] and not new["assignment"]
+            # What moves from c0 to c1: c0's current assignment still holds it, its target no longer does.
+            assert old["pending"]["to_revoke"] == new["pending"]["to_assign"]
+            assert sorted(owned([old])) == [(topic, p) for p in range(4)]
+            assert old["member_epoch"] < d["assignment_epoch"] == new["member_epoch"]
 
         text = oncelog_groups(bootstrap, "describe", group).stdout
         rows = {r[2]: r for r in table_rows(text) if len(r) == 9}
         moving = ";".join(f"{t}:{','.join(map(str, ps))}" for t, ps in new["pending"]["to_assign"].items())
         assert rows["c0"][8] == f"-{moving}" and rows["c1"][8] == f"+{moving}"
 
-        # c0 heartbeats on from librdkafka's thread while unpolled, owning what it has not revoked:
-        # its heartbeats must not shrink what the describe says it owns. Watched past one heartbeat
-        # interval (both brokers' default group.consumer.heartbeat.interval.ms).
-        watch_until = time.monotonic() + HEARTBEAT_INTERVAL_S + 1
-        while time.monotonic() < watch_until:
-            c1.poll(0.2)
-            now = {m.client_id: m for m in describe_now(bootstrap, group).members}
-            assert now["c0"].assignment == {topic: [0, 1, 2, 3]}, now["c0"]
-            assert now["c0"].pending()[1] == new["pending"]["to_assign"] and not now["c1"].assignment
+        def reconciled():
+            c0.heartbeat(owned=c0.target)  # now it revokes: owns just its new target
+            return stable(bootstrap, group, 2)
 
-        d = poll_until([c0, c1], lambda: stable(bootstrap, group, 2), "both members reconciled")
-        assert sorted(p for m in d.members for ps in m.assignment.values() for p in ps) == [0, 1, 2, 3]
-        assert all(m.assignment for m in d.members)
+        d = poll_until([c1], reconciled, "both members reconciled", group=(bootstrap, group))
+        by_client = {m.client_id: m for m in d.members}
+        assert by_client["c1"].assignment == new["pending"]["to_assign"]
+        assert by_client["c0"].assignment == old["target_assignment"]
     finally:
-        c0.close()
+        c0.leave()
         if c1 is not None:
             c1.close()
 
@@ -281,6 +342,38 @@ def check_describe_regex_subscription(bootstrap: str) -> None:
         assert "regex" in oncelog_groups(bootstrap, "describe", group).stdout
     finally:
         c.close()
+
+
+def check_describe_mixed_group(bootstrap: str) -> None:
+    """A classic consumer (JoinGroup, protocol type consumer) joining a consumer group becomes a
+    member of it, as Kafka 4.4 allows: the group stays type consumer, and the describe marks that
+    member classic (ConsumerGroupDescribe v1 member_type) beside the KIP-848 one."""
+    topic, group = unique("mix"), unique("g848")
+    create_topic(bootstrap, topic, 4)
+    new = consumer(bootstrap, group, "new", [topic])
+    old = None
+    try:
+        poll_until([new], lambda: stable(bootstrap, group, 1), "the KIP-848 member owns every partition")
+        old = classic_consumer(bootstrap, group, "old", [topic])
+
+        def both_assigned():
+            d = stable(bootstrap, group, 2)
+            return d if d is not None and all(m.assignment for m in d.members) else None
+
+        poll_until([new, old], both_assigned, "both members assigned", group=(bootstrap, group))
+        d = describe_json(bootstrap, group)
+        assert d["group_type"] == "consumer" and d["state"] == "Stable"
+        by_client = {m["client_id"]: m for m in d["members"]}
+        assert by_client["old"]["member_type"] == "classic" and by_client["new"]["member_type"] == "consumer"
+        assert sorted(owned(d["members"])) == [(topic, p) for p in range(4)]
+        rows = {r[2]: r for r in table_rows(oncelog_groups(bootstrap, "describe", group).stdout) if len(r) == 9}
+        assert rows["old"][4].endswith("(classic member)") and rows["new"][4] == str(d["assignment_epoch"])
+        listed = {g["group_id"]: g for g in json.loads(oncelog_groups(bootstrap, "list", "--json").stdout)}
+        assert listed[group]["group_type"] == "consumer"
+    finally:
+        new.close()
+        if old is not None:
+            old.close()
 
 
 def check_describe_classic_group(bootstrap: str) -> None:
@@ -334,38 +427,24 @@ def check_delete_consumer_group(bootstrap: str) -> None:
 
 # -- against oncelog ----------------------------------------------------------------------------
 
-def _needs_consumer_protocol(broker) -> None:
-    """Until oncelog's ConsumerGroupHeartbeat lands (issue 24), a consumer with
-    group.protocol=consumer gets nothing from it: say so instead of timing out."""
-    from oncelog.client.kafka import KafkaClient
-
-    client = KafkaClient(broker.bootstrap, client_id="test-groups", timeout=10)
-    try:
-        offered = 68 in client.any_connection().api_versions
-    finally:
-        client.close()
-    if not offered:
-        pytest.skip("this oncelog does not offer ConsumerGroupHeartbeat (API 68) yet")
-
-
 def test_list_shows_type_and_state(broker):
-    _needs_consumer_protocol(broker)
     check_list_shows_type_and_state(broker.bootstrap)
 
 
 def test_describe_consumer_group(broker):
-    _needs_consumer_protocol(broker)
     check_describe_consumer_group(broker.bootstrap)
 
 
 def test_describe_shows_pending_assignment(broker):
-    _needs_consumer_protocol(broker)
     check_describe_shows_pending_assignment(broker.bootstrap)
 
 
 def test_describe_regex_subscription(broker):
-    _needs_consumer_protocol(broker)
     check_describe_regex_subscription(broker.bootstrap)
+
+
+def test_describe_mixed_group(broker):
+    check_describe_mixed_group(broker.bootstrap)
 
 
 def test_describe_classic_group(broker):
@@ -377,7 +456,6 @@ def test_describe_unknown_group(broker):
 
 
 def test_delete_consumer_group(broker):
-    _needs_consumer_protocol(broker)
     check_delete_consumer_group(broker.bootstrap)
 
 
@@ -402,13 +480,11 @@ def test_over_sasl_with_authorized_operations(broker_factory, tmp_path, protocol
     from .helpers import free_port
 
     port = free_port()
-    b = broker_factory(extra_args=[
+    broker_factory(extra_args=[
         "--override", f"listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{port}",
         "--override", f"listener.name.sasl_plaintext.plain.sasl.jaas.config={JAAS}",
         "--override", "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "--override", "super.users=User:admin"])
-    if protocol == "consumer":
-        _needs_consumer_protocol(b)
     sasl = f"127.0.0.1:{port}"
     props = {}
     for user in ("admin", "alice"):

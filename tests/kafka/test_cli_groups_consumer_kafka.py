@@ -29,6 +29,10 @@ def test_describe_regex_subscription(apache_kafka):
     scenarios.check_describe_regex_subscription(apache_kafka.bootstrap)
 
 
+def test_describe_mixed_group(apache_kafka):
+    scenarios.check_describe_mixed_group(apache_kafka.bootstrap)
+
+
 def test_describe_classic_group(apache_kafka):
     scenarios.check_describe_classic_group(apache_kafka.bootstrap)
 
