@@ -1162,7 +1162,7 @@ def _raw_join(bootstrap: str, group: str, topic: str, protocol_type: str) -> str
 def case_broker_restart_keeps_assignments_and_epochs(target: Target) -> None:
     """The broker is SIGKILLed and restarted on its data: the members keep their partitions without
     a reassignment (no revoke, assign or lost callback), their member epochs and the group epoch are
-    what they were, and the committed offsets are still there."""
+    what they were, the committed offsets are still there, and new records reach their owners."""
     assert target.restart is not None
     topic = target.new_topic(6)
     partitions = partitions_of({topic: 6})
@@ -1192,6 +1192,11 @@ def case_broker_restart_keeps_assignments_and_epochs(target: Target) -> None:
             {k: v.member_epoch for k, v in before.members.items()}, (before, after)
         committed = members[0].consumer.committed([ck.TopicPartition(topic, p) for p in range(6)], timeout=30)
         assert sorted((tp.partition, tp.offset) for tp in committed) == [(p, 3 + p) for p in range(6)]
+        # And the group works: new records reach the member owning their partition.
+        produce_per_partition(target.bootstrap, topic, 6, 2)
+        poll_until(members, lambda: sum(len(m.messages) for m in members) >= 12, "the members read the new records")
+        for m in members:
+            assert {(topic, p) for p, _ in m.records()} <= m.assignment(), (m.name, m.records())
     finally:
         for m in members:
             m.close()
