@@ -36,7 +36,7 @@ def handle(ctx, request):
 
     def failed(gid, code, message=None):
         return build(m.DescribedGroup, error_code=code, error_message=message, group_id=gid, group_state="",
-                     group_epoch=-1, assignment_epoch=-1, assignor_name="", members=(),
+                     group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
                      authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
     out = []
@@ -55,7 +55,9 @@ def handle(ctx, request):
             build(m.Member, member_id=mem.member_id, instance_id=mem.instance_id, rack_id=mem.rack_id,
                   member_epoch=mem.member_epoch, client_id=mem.client_id, client_host=mem.client_host,
                   subscribed_topic_names=tuple(mem.subscribed_topic_names),
-                  subscribed_topic_regex=mem.subscribed_topic_regex, assignment=assignment(mem.assigned),
+                  subscribed_topic_regex=mem.subscribed_topic_regex or "",
+                  # The current assignment includes what is being revoked (Kafka 4.4 describes both).
+                  assignment=assignment(_union(mem.assigned, mem.pending_revocation)),
                   target_assignment=assignment(group.target.get(mem.member_id, {})),
                   member_type=CONSUMER_MEMBER_TYPE)
             for mem in group.members.values())
@@ -64,3 +66,10 @@ def handle(ctx, request):
                          assignment_epoch=group.assignment_epoch, assignor_name=consumer.assignor_name(group),
                          members=members, authorized_operations=authorized(ctx, _authz.R.GROUP, gid, want_ops)))
     return build(m.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(out))
+
+
+def _union(a, b):
+    out = {t: set(ps) for t, ps in a.items()}
+    for t, ps in b.items():
+        out.setdefault(t, set()).update(ps)
+    return out

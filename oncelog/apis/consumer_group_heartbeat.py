@@ -29,8 +29,10 @@ def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
 
     def response(result):
+        if result.error is not None:
+            return refuse(error_code(result.error), error_message(result.error))
         assignment = None
-        if result.error is None and result.assignment is not None:
+        if result.assignment is not None:
             assignment = m.Assignment(topic_partitions=tuple(
                 m.TopicPartitions(topic_id=tid, partitions=tuple(sorted(ps)))
                 for tid, ps in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))))
@@ -40,8 +42,9 @@ def handle(ctx, request):
                      assignment=assignment)
 
     def refuse(code, message):
+        # As Kafka answers any error: no member id, epoch 0, no heartbeat interval.
         return build(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=code,
-                     error_message=message, member_id=request.member_id or None, member_epoch=request.member_epoch,
+                     error_message=message, member_id=None, member_epoch=0,
                      heartbeat_interval=datetime.timedelta(0), assignment=None)
 
     if not _authz.group(ctx, _authz.Op.READ, request.group_id):

@@ -79,9 +79,11 @@ def handle(ctx, request):
     if not valid:  # Kafka answers without asking the group coordinator (no simple group is made)
         return response()
     group_error: KafkaError | None = None
+    check = None  # a consumer group's per-partition check (KIP-1251), if any
     try:
-        broker.groups.validate_offset_commit(request.group_id, generation, request.member_id,
-                                             getattr(request, "group_instance_id", None), api_version=ctx.api_version)
+        check = broker.groups.validate_offset_commit(request.group_id, generation, request.member_id,
+                                                     getattr(request, "group_instance_id", None),
+                                                     api_version=ctx.api_version)
     except KafkaError as exc:
         group_error = exc
     now = broker.clock()
@@ -92,6 +94,8 @@ def handle(ctx, request):
         tp = (name, p.partition_index)
         if group_error is not None:
             results[tp] = group_error
+        elif check is not None and (partition_error := check(name, p.partition_index)) is not None:
+            results[tp] = partition_error
         elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
             results[tp] = errors.OffsetMetadataTooLarge(
                 f"OffsetCommit: the metadata of {name}-{p.partition_index} is "

@@ -75,6 +75,7 @@ def _commit(ctx, request, add_error: KafkaError | None = None):
     broker = ctx.broker
     error: KafkaError | ErrorCode | None = None
     readable = set()
+    check = None  # a consumer group's per-partition check (KIP-1251), if any
     if not _authz.transactional_id(ctx, _authz.Op.WRITE, request.transactional_id):
         error = _authz.TXN_DENIED
     elif not _authz.group(ctx, _authz.Op.READ, request.group_id):
@@ -86,7 +87,7 @@ def _commit(ctx, request, add_error: KafkaError | None = None):
         try:
             broker.txn.check_txn_offset_commit(request.transactional_id, request.producer_id,
                                                request.producer_epoch, request.group_id)
-            broker.groups.validate_txn_offset_commit(
+            check = broker.groups.validate_txn_offset_commit(
                 request.group_id, getattr(request, "generation_id", -1), getattr(request, "member_id", "") or "",
                 getattr(request, "group_instance_id", None))
         except errors.InvalidTxnState as exc:
@@ -115,6 +116,8 @@ def _commit(ctx, request, add_error: KafkaError | None = None):
                 results[tp] = _authz.TOPIC_DENIED
             elif not broker.partition_exists(*tp):
                 results[tp] = errors.UnknownTopicOrPartition(f"TxnOffsetCommit: no partition {tp[0]}-{tp[1]}")
+            elif check is not None and (partition_error := check(*tp)) is not None:
+                results[tp] = partition_error
             else:
                 results[tp] = None
                 values[tp] = gr.OffsetValue(p.committed_offset, getattr(p, "committed_leader_epoch", -1),

@@ -661,6 +661,37 @@ _BROKER_OWN = [
                     "How often consumer-protocol members are told to heartbeat.", validator=at_least(1),
                     setting="group.consumer_heartbeat_interval_ms", flag="--group-consumer-heartbeat-interval-ms",
                     flag_help="how often consumer-protocol members heartbeat (as Kafka)"),
+    BrokerConfigDef("group.consumer.min.session.timeout.ms", T.INT, "45000", None,
+                    "The shortest group.consumer.session.timeout.ms allowed (the broker refuses to start below it). "
+                    "oncelog's default lets one broker (and its tests) use short sessions without a second "
+                    "setting.", oncelog_default="1", validator=at_least(1),
+                    setting="group.consumer_min_session_timeout_ms"),
+    BrokerConfigDef("group.consumer.max.session.timeout.ms", T.INT, "60000", None,
+                    "The longest group.consumer.session.timeout.ms allowed.", validator=at_least(1),
+                    setting="group.consumer_max_session_timeout_ms"),
+    BrokerConfigDef("group.consumer.min.heartbeat.interval.ms", T.INT, "5000", None,
+                    "The shortest group.consumer.heartbeat.interval.ms allowed. oncelog's default: as "
+                    "group.consumer.min.session.timeout.ms.", oncelog_default="1", validator=at_least(1),
+                    setting="group.consumer_min_heartbeat_interval_ms"),
+    BrokerConfigDef("group.consumer.max.heartbeat.interval.ms", T.INT, "15000", None,
+                    "The longest group.consumer.heartbeat.interval.ms allowed.", validator=at_least(1),
+                    setting="group.consumer_max_heartbeat_interval_ms"),
+    BrokerConfigDef("group.consumer.assignment.interval.ms", T.INT, "1000", None,
+                    "A consumer group's target assignment is computed again at most this often (KIP-1263): "
+                    "changes meanwhile (members joining, leaving) are assigned together.", validator=at_least(0),
+                    setting="group.consumer_assignment_interval_ms",
+                    flag="--group-consumer-assignment-interval-ms",
+                    flag_help="the least time between two assignments of a consumer group (as Kafka; 0 = at once)"),
+    BrokerConfigDef("group.consumer.min.assignment.interval.ms", T.INT, "0", None,
+                    "The shortest group.consumer.assignment.interval.ms allowed.", validator=at_least(0),
+                    setting="group.consumer_min_assignment_interval_ms"),
+    BrokerConfigDef("group.consumer.max.assignment.interval.ms", T.INT, "15000", None,
+                    "The longest group.consumer.assignment.interval.ms allowed.", validator=at_least(0),
+                    setting="group.consumer_max_assignment_interval_ms"),
+    BrokerConfigDef("group.consumer.assignor.offload.enable", T.BOOLEAN, "true", None,
+                    "Kafka computes assignments on a background thread; oncelog's assignors run in the "
+                    "coordinator (they take well under a millisecond for small groups): no effect.",
+                    handling=Handling.NO_EFFECT),
     BrokerConfigDef("group.consumer.max.size", T.INT, str(INT_MAX), None,
                     "Members a consumer-protocol group may have; one more is answered GROUP_MAX_SIZE_REACHED. "
                     "oncelog's default bounds a group's memory.", oncelog_default="1000000", validator=at_least(1),

@@ -488,6 +488,11 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
         raise ServeConfigError(f"{label('group.min.session.timeout.ms')} ({group_config.min_session_timeout_ms}) "
                                f"is above {label('group.max.session.timeout.ms')} "
                                f"({group_config.max_session_timeout_ms})")
+    bounds = group_config.consumer_bounds_error()
+    if bounds is not None:
+        name, value, bound_name, bound = bounds
+        raise ServeConfigError(f"{name}={value} is outside its bounds: {bound_name}={bound} (as Kafka, the broker "
+                               f"does not start; set {bound_name} too)")
     config = BrokerConfig(**fields, host=host, port=port, advertise=advertise, log=log, group=group_config,
                           txn=TxnConfig(**txn), listeners=listeners if "listeners" in values else (), given=static)
     # Step 6. The safe default: no unauthenticated listener beyond loopback unless asked for.

@@ -183,8 +183,34 @@ class GroupConfig:
     consumer_session_timeout_ms: int = default("group.consumer.session.timeout.ms")
     consumer_heartbeat_interval_ms: int = default("group.consumer.heartbeat.interval.ms")
     consumer_max_size: int = default("group.consumer.max.size")
+    consumer_min_session_timeout_ms: int = default("group.consumer.min.session.timeout.ms")
+    consumer_max_session_timeout_ms: int = default("group.consumer.max.session.timeout.ms")
+    consumer_min_heartbeat_interval_ms: int = default("group.consumer.min.heartbeat.interval.ms")
+    consumer_max_heartbeat_interval_ms: int = default("group.consumer.max.heartbeat.interval.ms")
+    consumer_assignment_interval_ms: int = default("group.consumer.assignment.interval.ms")
+    consumer_min_assignment_interval_ms: int = default("group.consumer.min.assignment.interval.ms")
+    consumer_max_assignment_interval_ms: int = default("group.consumer.max.assignment.interval.ms")
     consumer_assignors: list[str] = field(default_factory=lambda: list(default("group.consumer.assignors")))
     consumer_migration_policy: str = default("group.consumer.migration.policy")
+
+    def consumer_bounds_error(self) -> tuple[str, int, str, int] | None:
+        """The first group.consumer.* setting outside its min/max bounds, as (name, value,
+        bound's name, bound), or None (Kafka's GroupCoordinatorConfig refuses to start so)."""
+        for name, value, lo_name, lo, hi_name, hi in (
+                ("group.consumer.session.timeout.ms", self.consumer_session_timeout_ms,
+                 "group.consumer.min.session.timeout.ms", self.consumer_min_session_timeout_ms,
+                 "group.consumer.max.session.timeout.ms", self.consumer_max_session_timeout_ms),
+                ("group.consumer.heartbeat.interval.ms", self.consumer_heartbeat_interval_ms,
+                 "group.consumer.min.heartbeat.interval.ms", self.consumer_min_heartbeat_interval_ms,
+                 "group.consumer.max.heartbeat.interval.ms", self.consumer_max_heartbeat_interval_ms),
+                ("group.consumer.assignment.interval.ms", self.consumer_assignment_interval_ms,
+                 "group.consumer.min.assignment.interval.ms", self.consumer_min_assignment_interval_ms,
+                 "group.consumer.max.assignment.interval.ms", self.consumer_max_assignment_interval_ms)):
+            if value < lo:
+                return name, value, lo_name, lo
+            if value > hi:
+                return name, value, hi_name, hi
+        return None
 
     def __post_init__(self) -> None:
         # Kafka's class names for the assignors are their short names here, in order, once each.
@@ -312,7 +338,8 @@ class BrokerConfig:
             if d.setting is not None:
                 out[name] = registry.to_wire(self.setting(name), d.type)
             elif d.handling is registry.Handling.NO_EFFECT:
-                out[name] = "1"  # replication factors: one broker
+                # Replication factors: one broker; any other: its default (it changes nothing).
+                out[name] = "1" if d.type in (registry.ConfigType.SHORT, registry.ConfigType.INT) else d.default
         for name, c in registry.TOPIC_CONFIGS.items():
             primary = registry.PRIMARY_SYNONYM.get(name)
             if primary is not None and not c.internal:

@@ -65,6 +65,8 @@ log = logging.getLogger("oncelog.groups")
 # topics(): every topic now, name -> (topic id, partition count).
 Topics = Callable[[], Mapping[str, tuple[TopicId, int]]]
 Record = tuple[bytes, bytes | None]
+# A per-partition offset-commit check: (topic name, partition) -> None or why not.
+PartitionCheck = Callable[[str, int], "KafkaError | None"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,14 @@ class HeartbeatResult:
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
     assignment: Partitions | None = None  # None: not sent (unchanged)
+
+
+def new_group(group_id: str, now: int, offsets=None) -> ConsumerGroup:
+    """A new group at epoch 1 with an empty target assignment at epoch 1, as Kafka 4.4 makes them
+    (KAFKA-20268): the first computed assignment is epoch 2, and a member joining reconciles
+    towards epoch 1 meanwhile."""
+    return ConsumerGroup(group_id, group_epoch=1, assignment_epoch=1, offsets={} if offsets is None else offsets,
+                         state_timestamp_ms=now)
 
 
 def new_member_id() -> str:
@@ -156,14 +166,14 @@ class ConsumerGroupCoordinator:
             if owned is None or owned:
                 raise invalid("TopicPartitions must be empty when (re-)joining.")
             if not names and not regex:
-                raise invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+                raise invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.")
         elif member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if not member_id:
                 raise invalid("MemberId can't be empty.")
             if instance_id is None:
                 raise invalid("InstanceId can't be null.")
         else:
-            raise invalid(f"MemberEpoch {member_epoch} is invalid.")
+            raise invalid("MemberEpoch is invalid.")
         if server_assignor is not None and server_assignor not in self.assignors:
             raise errors.UnsupportedAssignor(
                 f"ServerAssignor {server_assignor} is not supported. Supported assignors: "
@@ -188,13 +198,13 @@ class ConsumerGroupCoordinator:
         if group is None or group.is_dead():
             if not create:
                 raise errors.GroupIdNotFound(f"Consumer group {group_id} not found.")
-            group = self.groups[group_id] = ConsumerGroup(group_id, state_timestamp_ms=now)
+            group = self.groups[group_id] = new_group(group_id, now)
             return group
         # A classic group.
         if create and group.is_empty():
             notice(log, "group %s: the empty classic group is converted to a consumer group", group_id)
             records.extend(group.tombstones())
-            converted = ConsumerGroup(group_id, offsets=group.offsets, state_timestamp_ms=now)
+            converted = new_group(group_id, now, offsets=group.offsets)
             self.groups[group_id] = converted
             return converted
         raise errors.GroupIdNotFound(f"Group {group_id} is not a consumer group.")
@@ -233,7 +243,7 @@ class ConsumerGroupCoordinator:
             raise errors.UnknownMemberId(f"Instance id {instance_id} is unknown.")
         if known.member_id != member_id:
             raise errors.FencedInstanceId(
-                f"Static member {member_id} with instance id {instance_id} is not the member {known.member_id}.")
+                f"Static member {member_id} with instance id {instance_id} was fenced by member {known.member_id}.")
         self._check_epoch(known, member_epoch, owned)
         return known
 
@@ -264,7 +274,7 @@ class ConsumerGroupCoordinator:
                member.member_id, member.member_epoch)
         member.member_epoch = member.previous_member_epoch = 0
         member.state = MemberState.STABLE
-        member.assigned, member.pending_revocation = {}, {}
+        member.assigned, member.pending_revocation, member.partition_epochs = {}, {}, {}
         member.rebalance_deadline_ms = None
         records.append(self._current_assignment_record(group.group_id, member))
         return member
@@ -281,7 +291,9 @@ class ConsumerGroupCoordinator:
                              subscribed_topic_regex=old.subscribed_topic_regex,
                              rebalance_timeout_ms=old.rebalance_timeout_ms, server_assignor=old.server_assignor,
                              member_epoch=0, previous_member_epoch=0, state=MemberState.STABLE,
-                             assigned=dict(old.assigned), pending_revocation={})
+                             assigned=dict(old.assigned), pending_revocation={},
+                             partition_epochs={tp: e for tp, e in old.partition_epochs.items()
+                                               if tp[1] in old.assigned.get(tp[0], ())})
         target = group.target.pop(old.member_id, {})
         del group.members[old.member_id]
         records += member_tombstones(group.group_id, old.member_id)
@@ -332,9 +344,10 @@ class ConsumerGroupCoordinator:
             group.group_epoch += 1
             records.append(self._group_epoch_record(group))
             notice(log, "group %s: group epoch bumped to %d", gid, group.group_epoch)
-        # Step 6. The target assignment.
+        # Step 6. The target assignment, at most once per group.consumer.assignment.interval.ms
+        # (KIP-1263): meanwhile members reconcile towards the current one.
         if group.group_epoch > group.assignment_epoch:
-            self._update_target(group, records)
+            self._maybe_update_target(group, records, now)
         # Step 7. Reconcile the member.
         if not member.is_reconciled_to(group.assignment_epoch):
             owners = group.partition_epochs()
@@ -352,10 +365,7 @@ class ConsumerGroupCoordinator:
                 raise errors.FencedMemberEpoch(str(exc)) from None
             if (step.state, step.member_epoch, step.assigned, step.pending_revocation) != (
                     member.state, member.member_epoch, member.assigned, member.pending_revocation):
-                if step.member_epoch != member.member_epoch:
-                    member.previous_member_epoch = member.member_epoch
-                member.state, member.member_epoch = step.state, step.member_epoch
-                member.assigned, member.pending_revocation = step.assigned, step.pending_revocation
+                member.apply(step)
                 records.append(self._current_assignment_record(gid, member))
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     member.rebalance_deadline_ms = now + max(member.rebalance_timeout_ms, 0)
@@ -400,7 +410,15 @@ class ConsumerGroupCoordinator:
             return next(iter(self.assignors))
         return max(sorted(votes), key=lambda a: votes[a])
 
-    def _update_target(self, group: ConsumerGroup, records: list[Record]) -> None:
+    def _maybe_update_target(self, group: ConsumerGroup, records: list[Record], now: int) -> None:
+        """Compute the target now if the interval since the last one has passed; otherwise the
+        first heartbeat after it does (as Kafka: no timer; the group is Assigning meanwhile)."""
+        interval = self.config.consumer_assignment_interval_ms
+        last = group.last_assignment_ms
+        if last is None or now - last >= interval:
+            self._update_target(group, records, now)
+
+    def _update_target(self, group: ConsumerGroup, records: list[Record], now: int) -> None:
         """Step 6: a new target assignment at the group epoch; changed members' targets are written."""
         specs = {mid: asg.MemberSpec(subscribed=self._member_topics(group, m),
                                      assigned=group.target.get(mid, {}), rack=m.rack_id, instance_id=m.instance_id)
@@ -415,8 +433,9 @@ class ConsumerGroupCoordinator:
                                          cr.ConsumerGroupTargetAssignmentMemberValue(target)))
         group.target = {mid: new_target[mid] for mid in group.members}
         group.assignment_epoch = group.group_epoch
+        group.last_assignment_ms = now
         records.append(cr_record(cr.ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
-                                 cr.ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch)))
+                                 cr.ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch, now)))
 
     # ------------------------------------------------------------------ leave and fencing
 
@@ -444,14 +463,16 @@ class ConsumerGroupCoordinator:
                                                member_id, member_epoch))
             if known_id != member_id:
                 return respond(HeartbeatResult(errors.FencedInstanceId(
-                    f"Static member {member_id} with instance id {instance_id} is not the member {known_id}."),
+                    f"Static member {member_id} with instance id {instance_id} was fenced by member {known_id}."),
                     member_id, member_epoch))
             member = group.members[known_id]
             if member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                 # It will be back: it keeps its partitions until its session expires.
                 notice(log, "group %s: static member %s with instance id %s left for now", group_id, member_id,
                        instance_id)
-                member.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH
+                member.update_member_epoch(LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+                # Its partitions' assignment epochs read as 0 now, as Kafka 4.4 writes them.
+                member.partition_epochs = {(t, p): 0 for t, ps in member.assigned.items() for p in ps}
                 member.pending_revocation = {}
                 member.rebalance_deadline_ms = None
                 records.append(self._current_assignment_record(group_id, member))
@@ -475,6 +496,11 @@ class ConsumerGroupCoordinator:
         group.subscription_metadata, group.metadata_hash = metadata, metadata_hash(metadata)
         group.group_epoch += 1
         records.append(self._group_epoch_record(group))
+        if not group.members:
+            # Nothing to assign: the empty target is the new epoch's (Kafka writes both).
+            group.target, group.assignment_epoch = {}, group.group_epoch
+            records.append(cr_record(cr.ConsumerGroupTargetAssignmentMetadataKey(gid),
+                                     cr.ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch)))
         group.update_state(now)
 
     def _fence(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
@@ -521,7 +547,7 @@ class ConsumerGroupCoordinator:
     def _member_metadata_record(self, gid: str, m: ConsumerMember) -> Record:
         return cr_record(cr.ConsumerGroupMemberMetadataKey(gid, m.member_id), cr.ConsumerGroupMemberMetadataValue(
             instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
-            subscribed_topic_names=m.subscribed_topic_names, subscribed_topic_regex=m.subscribed_topic_regex,
+            subscribed_topic_names=m.subscribed_topic_names, subscribed_topic_regex=m.subscribed_topic_regex or "",
             rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor))
 
     @staticmethod
@@ -530,7 +556,10 @@ class ConsumerGroupCoordinator:
                          cr.ConsumerGroupCurrentMemberAssignmentValue(
                              member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
                              state=int(m.state), assigned_partitions=m.assigned,
-                             partitions_pending_revocation=m.pending_revocation))
+                             partitions_pending_revocation=m.pending_revocation,
+                             assigned_epochs=_epochs(m.assigned, m.partition_epochs, m.member_epoch),
+                             pending_revocation_epochs=_epochs(m.pending_revocation, m.partition_epochs,
+                                                               m.member_epoch)))
 
     @staticmethod
     def _group_epoch_record(group: ConsumerGroup) -> Record:
@@ -567,23 +596,50 @@ class ConsumerGroupCoordinator:
 
     # ------------------------------------------------------------------ offsets
 
-    @staticmethod
-    def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int, *, transactional: bool,
-                               api_version: int) -> None:
-        """Kafka's ConsumerGroup.validateOffsetCommit: epoch -1 commits only to an empty group; a
-        member's commit carries its current epoch (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID)."""
+    def validate_offset_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int, *,
+                               transactional: bool, api_version: int,
+                               instance_id: str | None = None) -> PartitionCheck | None:
+        """Kafka 4.4's ConsumerGroup.validateOffsetCommit: raises what refuses the whole commit;
+        returns None if every partition may be committed, or a check per partition (KIP-1251:
+        a commit at an older member epoch is accepted for a partition the member has owned since
+        that epoch — a member committing what it consumed just before a rebalance is no zombie).
+
+        1. Epoch < 0 to a group without members: an admin's (or a standalone consumer's) commit.
+        2. A transactional commit without group metadata (epoch -1, no member): accepted (KIP-447's
+           older producers).
+        3. The member must exist (UNKNOWN_MEMBER_ID); a plain commit needs OffsetCommit v9+.
+        4. Its current epoch: accepted; a newer one: STALE_MEMBER_EPOCH; an older one: per partition,
+           which must be assigned or being revoked, at an assignment epoch not after it.
+        """
         if member_epoch < 0 and not group.members:
-            return
+            return None
+        if transactional and member_epoch == -1 and not member_id and instance_id is None:
+            return None
         member = group.members.get(member_id)
         if member is None:
             raise errors.UnknownMemberId(f"Member {member_id} is not a member of group {group.group_id}.")
         if not transactional and api_version < 9:
             raise errors.UnsupportedVersion(
-                "OffsetCommit version 9 or above must be used by members using the modern group protocol")
-        if member_epoch != member.member_epoch:
+                "OffsetCommit version 9 or above must be used by members using the consumer group protocol")
+        if member_epoch == member.member_epoch:
+            return None
+        if member_epoch > member.member_epoch:
             raise errors.StaleMemberEpoch(
-                f"The received member epoch {member_epoch} does not match the expected member epoch "
-                f"{member.member_epoch}.")
+                f"Received member epoch {member_epoch} is newer than current member epoch {member.member_epoch}.")
+        topics = self.topics()
+
+        def check(topic: str, partition: int) -> KafkaError | None:
+            tid = topics.get(topic, (None, 0))[0]
+            assigned_at = member.partition_epochs.get((tid, partition))
+            if assigned_at is None:
+                return errors.StaleMemberEpoch(
+                    f"Partition {topic}-{partition} is not assigned or pending revocation for member.")
+            if member_epoch < assigned_at:
+                return errors.StaleMemberEpoch(
+                    f"Received member epoch {member_epoch} is older than assignment epoch {assigned_at} of "
+                    f"partition {topic}-{partition}.")
+            return None
+        return check
 
     @staticmethod
     def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> None:
@@ -639,7 +695,7 @@ class ConsumerGroupCoordinator:
                 member.instance_id, member.rack_id = value.instance_id, value.rack_id
                 member.client_id, member.client_host = value.client_id, value.client_host
                 member.subscribed_topic_names = tuple(value.subscribed_topic_names)
-                member.subscribed_topic_regex = value.subscribed_topic_regex
+                member.subscribed_topic_regex = value.subscribed_topic_regex or None
                 member.rebalance_timeout_ms, member.server_assignor = value.rebalance_timeout_ms, value.server_assignor
                 member.session_deadline_ms = now + self.config.consumer_session_timeout_ms
                 if member.instance_id is not None:
@@ -657,6 +713,13 @@ class ConsumerGroupCoordinator:
                     member.state = MemberState.UNKNOWN
                 member.assigned = freeze(value.assigned_partitions)
                 member.pending_revocation = freeze(value.partitions_pending_revocation)
+                # A partition without its epoch (written before Kafka 4.4) counts from the member's.
+                default = max(member.member_epoch, 0)
+                member.partition_epochs = {
+                    (t, p): epochs.get(t, {}).get(p, default)
+                    for parts, epochs in ((member.assigned, value.assigned_epochs),
+                                          (member.pending_revocation, value.pending_revocation_epochs))
+                    for t, ps in parts.items() for p in ps}
         # Regular-expression records (type 16) are not needed: regexes are resolved again.
 
     def finish_load(self) -> None:
@@ -674,6 +737,14 @@ class ConsumerGroupCoordinator:
                 if m.state is MemberState.UNREVOKED_PARTITIONS:
                     m.rebalance_deadline_ms = now + max(m.rebalance_timeout_ms, 0)
             group.update_state(now)
+
+
+def _epochs(parts: Partitions, epochs: Mapping[tuple[TopicId, int], int], member_epoch: int) -> dict:
+    """Per-partition assignment epochs as the record holds them: topic -> {partition: epoch}."""
+    out: dict[TopicId, dict[int, int]] = {}
+    for t, ps in parts.items():
+        out[t] = {p: epochs.get((t, p), max(member_epoch, 0)) for p in sorted(ps)}
+    return out
 
 
 def cr_record(key, value) -> Record:

@@ -133,6 +133,10 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    # Each owned partition (assigned or being revoked) -> the member epoch it was assigned at
+    # (Kafka 4.4, KIP-1251): an offset commit at an older member epoch is accepted for a
+    # partition it has owned since then.
+    partition_epochs: dict[tuple[TopicId, int], int] = field(default_factory=dict)
     # Timers (not stored): the session deadline; the deadline to revoke by (UNREVOKED_PARTITIONS).
     session_deadline_ms: int = 0
     rebalance_deadline_ms: int | None = None
@@ -151,7 +155,19 @@ class ConsumerMember:
 
     def assignment_state(self) -> tuple:
         """The fields of its ConsumerGroupCurrentMemberAssignment record."""
-        return self.member_epoch, self.previous_member_epoch, self.state, self.assigned, self.pending_revocation
+        return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned, self.pending_revocation,
+                self.partition_epochs)
+
+    def update_member_epoch(self, epoch: int) -> None:
+        """Kafka's ConsumerGroupMember.Builder.updateMemberEpoch: the previous epoch is the one
+        before this update, even when the epoch stays (a member entering revocation)."""
+        self.previous_member_epoch, self.member_epoch = self.member_epoch, epoch
+
+    def apply(self, step: "Reconciled") -> None:
+        """Take a reconciliation step (:func:`next_member_state`)."""
+        self.update_member_epoch(step.member_epoch)
+        self.state, self.assigned, self.pending_revocation = step.state, step.assigned, step.pending_revocation
+        self.partition_epochs = dict(step.partition_epochs)
 
 
 @dataclass
@@ -170,6 +186,9 @@ class ConsumerGroup:
     subscription_metadata: dict[str, tuple[TopicId, int]] = field(default_factory=dict)
     metadata_hash: int = 0
     state_timestamp_ms: int = 0
+    # Assignment batching (KIP-1263, not stored): when the target was last computed (None: not
+    # since the broker started); the next waits group.consumer.assignment.interval.ms from then.
+    last_assignment_ms: int | None = None
     dead: bool = False
     _state: ConsumerGroupState = ConsumerGroupState.EMPTY
 
@@ -272,6 +291,7 @@ class Reconciled:
     member_epoch: int
     assigned: Partitions
     pending_revocation: Partitions
+    partition_epochs: dict = field(default_factory=dict, compare=False)
 
 
 class FencedMemberEpochError(Exception):
@@ -288,7 +308,8 @@ def next_member_state(member: ConsumerMember, target_epoch: int, target: Partiti
     ``owned``: the partitions the member reports owning in this heartbeat, or None if it did not
     say (then it is assumed to still own what it was asked to revoke). Pure: returns the new state.
     """
-    current = Reconciled(member.state, member.member_epoch, member.assigned, member.pending_revocation)
+    current = Reconciled(member.state, member.member_epoch, member.assigned, member.pending_revocation,
+                         member.partition_epochs)
     if member.state is M.STABLE:
         if member.member_epoch != target_epoch:
             return _compute_next(member, member.member_epoch, member.assigned, target_epoch, target, owner_epoch, owned)
@@ -339,10 +360,16 @@ def _compute_next(member: ConsumerMember, member_epoch: int, assigned: Partition
             revoke[t] = set(to_revoke)
         if to_assign:
             pending_assignment[t] = to_assign
+    def epoch_of(t: TopicId, p: int) -> int:
+        return member.partition_epochs.get((t, p), max(member.member_epoch, 0))
+
     if revoke and _owns_any(owned, freeze(revoke)):
         # Revoke first; the member keeps its epoch until it has let go.
-        return Reconciled(M.UNREVOKED_PARTITIONS, member_epoch, freeze(new_assigned), freeze(revoke))
+        epochs = {(t, p): epoch_of(t, p) for parts in (new_assigned, revoke) for t, ps in parts.items() for p in ps}
+        return Reconciled(M.UNREVOKED_PARTITIONS, member_epoch, freeze(new_assigned), freeze(revoke), epochs)
+    epochs = {(t, p): epoch_of(t, p) for t, ps in new_assigned.items() for p in ps}
     for t, ps in pending_assignment.items():
         new_assigned.setdefault(t, set()).update(ps)
+        epochs.update({(t, p): target_epoch for p in ps})
     state = M.UNRELEASED_PARTITIONS if unreleased else M.STABLE
-    return Reconciled(state, target_epoch, freeze(new_assigned), {})
+    return Reconciled(state, target_epoch, freeze(new_assigned), {}, epochs)

@@ -613,12 +613,14 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ offset commit checks
 
     def validate_offset_commit(self, group_id: str, generation: int, member_id: str,
-                               group_instance_id: str | None, *, api_version: int = 9) -> None:
+                               group_instance_id: str | None, *, api_version: int = 9):
         """May these offsets be committed? Raises why not. Creates a simple (unmanaged) group for
         generation -1 commits to an unknown group, as Kafka does. The group id "" is a group like
         any other here (Kafka refuses only a null one for OffsetCommit: old consumers commit to
         ""). A commit with a generation to an unknown group: GROUP_ID_NOT_FOUND from OffsetCommit
-        v9, ILLEGAL_GENERATION before (Kafka's OffsetMetadataManager.validateOffsetCommit)."""
+        v9, ILLEGAL_GENERATION before (Kafka's OffsetMetadataManager.validateOffsetCommit). Returns
+        None, or for a consumer (KIP-848) group a check to apply to each partition (KIP-1251, see
+        :meth:`ConsumerGroupCoordinator.validate_offset_commit`)."""
         group = self.groups.get(group_id)
         if group is None:
             if generation < 0:
@@ -630,9 +632,8 @@ class GroupCoordinator:
         if group.is_dead():
             raise errors.CoordinatorNotAvailable(f"group {group_id!r} is being removed (Dead)")
         if isinstance(group, ConsumerGroup):
-            self.consumer.validate_offset_commit(group, member_id, generation, transactional=False,
-                                                 api_version=api_version)
-            return
+            return self.consumer.validate_offset_commit(group, member_id, generation, transactional=False,
+                                                        api_version=api_version, instance_id=group_instance_id)
         if generation < 0 and group.state is S.EMPTY:
             return
         error = check_member(group_id, group, member_id, group_instance_id)
@@ -646,9 +647,10 @@ class GroupCoordinator:
         member.deadline_ms = self.clock() + member.session_timeout_ms
 
     def validate_txn_offset_commit(self, group_id: str, generation: int, member_id: str,
-                                   group_instance_id: str | None) -> None:
+                                   group_instance_id: str | None):
         """KIP-447: a transactional commit carrying group metadata is fenced like a plain one;
-        raises why not."""
+        raises why not. Returns None or, for a consumer group, a per-partition check (as
+        :meth:`validate_offset_commit`; its STALE_MEMBER_EPOCH is ILLEGAL_GENERATION here)."""
         if not group_id:
             raise errors.InvalidGroupId("TxnOffsetCommit: the group id is empty")
         if generation < 0 and not member_id:
@@ -660,11 +662,17 @@ class GroupCoordinator:
             # KIP-447 with member epochs; a stale epoch is ILLEGAL_GENERATION here, as Kafka
             # answers TxnOffsetCommit (older transactional clients know no STALE_MEMBER_EPOCH).
             try:
-                self.consumer.validate_offset_commit(group, member_id, generation, transactional=True,
-                                                     api_version=99)
+                check = self.consumer.validate_offset_commit(group, member_id, generation, transactional=True,
+                                                             api_version=99, instance_id=group_instance_id)
             except errors.StaleMemberEpoch as exc:
                 raise errors.IllegalGeneration(str(exc)) from None
-            return
+            if check is None:
+                return None
+
+            def txn_check(topic: str, partition: int) -> KafkaError | None:
+                error = check(topic, partition)
+                return errors.IllegalGeneration(str(error)) if isinstance(error, errors.StaleMemberEpoch) else error
+            return txn_check
         error = check_member(group_id, group, member_id, group_instance_id)
         if error is not None:
             raise error

@@ -477,7 +477,7 @@ MATRIX: dict[int, Entry] = {
               refused=lambda resp: resp.error_code == E.none and not resp.transaction_states,
               allowed=lambda resp: [t.transactional_id for t in resp.transaction_states] == [TXN]),
     68: Entry(call(68, 1, _consumer_group_heartbeat), ((R.GROUP, "cg", Op.READ), TOPIC_DESCRIBE),
-              E.group_authorization_failed, allowed=lambda resp: resp.error_code == E.none and resp.member_epoch == 1),
+              E.group_authorization_failed, allowed=lambda resp: resp.error_code == E.none and resp.member_epoch == 2),
     69: Entry(call(69, 1, _consumer_group_describe), ((R.GROUP, "cg", Op.DESCRIBE),), E.group_authorization_failed,
               allowed=lambda resp: resp.groups[0].error_code == E.group_id_not_found),
     75: Entry(call(75, 0, _describe_topic_partitions), (TOPIC_DESCRIBE,), E.topic_authorization_failed),
