@@ -939,7 +939,7 @@ def metadata_by_topic_id(k):
 JAVA_CLIENT_4_4 = {0: 13, 1: 18, 2: 11, 3: 13, 8: 10, 9: 10, 10: 6, 11: 9, 12: 4, 13: 5, 14: 5, 15: 6, 16: 5, 17: 1,
                    18: 5, 19: 7, 20: 6, 21: 2, 22: 5, 24: 5, 25: 4, 26: 5, 28: 6, 29: 3, 30: 3, 31: 3, 32: 4, 33: 2,
                    35: 5, 36: 2, 37: 3, 42: 3, 43: 2, 44: 1, 46: 0, 47: 0, 50: 0, 51: 0, 60: 2, 61: 0, 65: 0,
-                   66: 2, 75: 0}
+                   66: 2, 68: 1, 69: 1, 75: 0}
 
 
 def _api_versions(k):
@@ -950,7 +950,7 @@ def _api_versions(k):
 @scenario("admin", differs="by design: Kafka also serves replication (OffsetForLeaderEpoch 23, AlterReplicaLogDirs 34, "
                            "AlterPartitionReassignments 45), KRaft (DescribeQuorum 55, UpdateFeatures 57, "
                            "UnregisterBroker 64, Add/RemoveRaftVoter 80/81), delegation tokens (38-41), client quotas "
-                           "(48/49), KIP-848 consumer groups (68/69), client telemetry (74), share and streams groups "
+                           "(48/49), client telemetry (74), share and streams groups "
                            "(76-79, 83-94): README 'Not implemented' and 'Differences from Kafka'")
 def api_versions_keys(k):
     """ApiVersions v3: the API keys each broker serves."""
