@@ -18,6 +18,12 @@ metadata carries the member epoch, a dynamic member; a restarted worker gets the
 once the broker expires its killed predecessor, so there each worker kill waits for that first,
 and the kills land while a worker owns the partitions, as in the classic variant).
 
+Zombies (consumer protocol): two workers share the input, and one at a time is stopped in the
+middle of a transaction until the broker has removed it and the other owns its partitions; when
+it runs again its offsets, sent with the group metadata it read them under, must be refused and
+the output must still hold each input record once (run on Apache Kafka too, from
+tests/kafka/test_txn_member_epoch_kafka.py).
+
 A ``both_brokers`` module: the tests that SIGKILL, restart or freeze the broker are oncelog-only;
 the fenced-worker test runs against the session's one-node Apache Kafka too. The worker's names
 are fixed (``input``, ``output``, group ``ctp``: tests/ctp_worker.py), which the shared Kafka
@@ -32,6 +38,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 import confluent_kafka as ck
 import pytest
@@ -53,12 +60,30 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CONSUMER_PROTOCOL_TIMING = Timing(session_timeout_ms=3000, heartbeat_interval_ms=300)
 
 
-def start_worker(bootstrap, log, *args, group_protocol="classic"):
+@dataclass(frozen=True)
+class Names:
+    """The worker's topics and group (tests/ctp_worker.py's defaults); unique ones where the broker
+    is shared (Apache Kafka)."""
+
+    input: str = "input"
+    output: str = "output"
+    group: str = "ctp"
+
+    def worker_args(self) -> list[str]:
+        return ["--input", self.input, "--output", self.output, "--group", self.group]
+
+
+NAMES = Names()
+
+
+def start_worker(bootstrap, log, *args, group_protocol="classic", names=NAMES, transactional_id=None):
+    extra = ["--transactional-id", transactional_id] if transactional_id else []
     return subprocess.Popen([sys.executable, "-m", "tests.ctp_worker", bootstrap, *map(str, args),
-                             "--group-protocol", group_protocol], cwd=ROOT, stdout=log, stderr=log)
+                             "--group-protocol", group_protocol, *names.worker_args(), *extra],
+                            cwd=ROOT, stdout=log, stderr=log)
 
 
-def wait_for_sole_member(bootstrap, timeout, other_than=None):
+def wait_for_sole_member(bootstrap, timeout, other_than=None, names=NAMES):
     """Consumer protocol: wait until group ``ctp`` has one member, other than ``other_than`` (the
     member id of the worker killed last), owning every input partition: the killed worker's member
     expired and its successor was given the partitions. Returns that member's id, None if it did
@@ -66,26 +91,26 @@ def wait_for_sole_member(bootstrap, timeout, other_than=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            members = describe_group(bootstrap, "ctp").members
+            members = describe_group(bootstrap, names.group).members
         except Exception:  # noqa: BLE001 - any failure to describe is "not yet"
             members = {}
         if len(members) == 1:
             [(member_id, member)] = members.items()
-            if member_id != other_than and member.assignment == {("input", q) for q in range(PARTITIONS)}:
+            if member_id != other_than and member.assignment == {(names.input, q) for q in range(PARTITIONS)}:
                 return member_id
         time.sleep(0.2)
     return None
 
 
-def fill_input(bootstrap, stop, start=0):
+def fill_input(bootstrap, stop, start=0, names=NAMES):
     """Input records ``start`` .. ``stop - 1`` (record i: value ``in<i>``, partition i % 3); the
     topics are created with the first records."""
     if start == 0:
-        create_topic(bootstrap, "input", PARTITIONS)
-        create_topic(bootstrap, "output", PARTITIONS)
+        create_topic(bootstrap, names.input, PARTITIONS)
+        create_topic(bootstrap, names.output, PARTITIONS)
     p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
     for i in range(start, stop):
-        p.produce("input", key=str(i).encode(), value=f"in{i}".encode(), partition=i % PARTITIONS)
+        p.produce(names.input, key=str(i).encode(), value=f"in{i}".encode(), partition=i % PARTITIONS)
         if i % 10000 == 0:
             p.poll(0)
     assert p.flush(60) == 0
@@ -95,9 +120,9 @@ def input_end(n):
     return [len(range(q, n, PARTITIONS)) for q in range(PARTITIONS)]
 
 
-def check_output(bootstrap, n):
+def check_output(bootstrap, n, names=NAMES):
     """read_committed output holds exactly one transformed record per input record, in order."""
-    out = consume_all(bootstrap, "output", PARTITIONS, expected=n, timeout=120, isolation="read_committed")
+    out = consume_all(bootstrap, names.output, PARTITIONS, expected=n, timeout=120, isolation="read_committed")
     total = 0
     for q, rows in out.items():
         values = [v.decode() for _, _, v, _ in rows]
@@ -110,13 +135,13 @@ def check_output(bootstrap, n):
     assert total == n
 
 
-def wait_for_offsets(bootstrap, done, timeout):
+def wait_for_offsets(bootstrap, done, timeout, names=NAMES):
     """Poll the group's committed offsets until ``done(offsets)``; returns the last offsets."""
     deadline = time.monotonic() + timeout
-    offsets = committed_offsets(bootstrap)
+    offsets = committed_offsets(bootstrap, names=names)
     while not done(offsets) and time.monotonic() < deadline:
         time.sleep(0.5)
-        offsets = committed_offsets(bootstrap)
+        offsets = committed_offsets(bootstrap, names=names)
     return offsets
 
 
@@ -127,15 +152,15 @@ def worker_messages(path, lines=20):
                                                                  "  File"))][-lines:])
 
 
-def committed_offsets(bootstrap, *, stable=False):
+def committed_offsets(bootstrap, *, stable=False, names=NAMES):
     """The group's committed offsets. Progress probes do not wait for in-flight transactions
     (read_uncommitted: no require_stable). A worker that commits every few milliseconds keeps
     offsets pending most of the time, and a require_stable OffsetFetch, retried with backoff,
     can land on pending offsets until its timeout. Final checks ask for stable offsets."""
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "ctp",
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": names.group,
                      "isolation.level": "read_committed" if stable else "read_uncommitted"})
     try:
-        return [tp.offset for tp in c.committed([ck.TopicPartition("input", p) for p in range(PARTITIONS)],
+        return [tp.offset for tp in c.committed([ck.TopicPartition(names.input, p) for p in range(PARTITIONS)],
                                                 timeout=30 if stable else 10)]
     finally:
         c.close()
@@ -303,3 +328,104 @@ def test_worker_whose_consumer_is_fenced_exits_instead_of_idling(broker, tmp_pat
             if w is not None:
                 w.kill()
                 w.wait()
+
+
+def process_state(pid):
+    """The one-letter state of a process (/proc/<pid>/stat): ``T`` when stopped."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def wait_for_two_owners(bootstrap, names, timeout):
+    """Consumer protocol: group ``names.group`` has two members, each owning input partitions,
+    together all of them; returns their member ids (or fails)."""
+    deadline = time.monotonic() + timeout
+    members = {}
+    while time.monotonic() < deadline:
+        try:
+            members = describe_group(bootstrap, names.group).members
+        except Exception:  # noqa: BLE001 - the group not there yet
+            members = {}
+        owned = [m.assignment for m in members.values()]
+        if len(owned) == 2 and all(owned) and set().union(*owned) == {(names.input, q) for q in range(PARTITIONS)}:
+            return set(members)
+        time.sleep(0.2)
+    raise AssertionError(f"two workers do not share {names.input}: {members}")
+
+
+def run_two_workers_with_zombies(bootstrap, tmp_path, names, rounds=6):
+    """Two consume-transform-produce workers on the consumer protocol, each with its own
+    transactional id, share the input. Each round makes one of them a zombie at the worst moment
+    (tests/ctp_worker.py's ZombieHook: its output of a batch is in the log, its offsets not sent,
+    and it stops), waits until the broker has removed it and the other worker owns every
+    partition (and so reads that batch again), then lets it go on: its
+    send_offsets_to_transaction() with the group metadata it read the batch under must be
+    refused (UNKNOWN_MEMBER_ID, or ILLEGAL_GENERATION if it rejoined first) and the worker exits;
+    it is restarted (its new producer aborts the zombie transaction). At the end the output holds
+    each input record exactly once. The group's timing must be set by the caller (its broker or
+    group config): CONSUMER_PROTOCOL_TIMING."""
+    rng = random.Random(848)
+    n = 20_000
+    fill_input(bootstrap, n, names=names)
+    logs = []
+
+    def start(i):
+        logs.append(tmp_path / f"worker{i}-{len(logs)}.log")
+        return start_worker(bootstrap, open(logs[-1], "ab"), group_protocol="consumer", names=names,
+                            transactional_id=f"{names.group}-txn-{i}"), logs[-1]
+
+    workers = [start(0), start(1)]
+    refusals = []
+    try:
+        for _ in range(rounds):
+            members = wait_for_two_owners(bootstrap, names, 60)
+            victim = rng.randrange(2)
+            proc, log_path = workers[victim]
+            # Alternately the zombie sends its offsets as soon as it runs again (its member is gone:
+            # UNKNOWN_MEMBER_ID) or once its consumer has rejoined (its member is back under a
+            # newer epoch: the old epoch's TxnOffsetCommit is ILLEGAL_GENERATION).
+            rejoin_first = len(refusals) % 2 == 1
+            fill_input(bootstrap, n + 3000, start=n, names=names)  # a batch for the victim to stop in
+            n += 3000
+            proc.send_signal(signal.SIGUSR2 if rejoin_first else signal.SIGUSR1)
+            deadline = time.monotonic() + 30
+            while process_state(proc.pid) != "T":
+                assert proc.poll() is None and time.monotonic() < deadline, \
+                    f"the victim did not stop mid-transaction:\n{worker_messages(log_path)}"
+                time.sleep(0.05)
+            survivor = wait_for_sole_member(bootstrap, CONSUMER_PROTOCOL_TIMING.session_timeout_ms / 1000 + 30,
+                                            names=names)
+            assert survivor in members and workers[1 - victim][0].poll() is None, \
+                f"the stopped worker was not removed from the group ({survivor}, {members})"
+            proc.send_signal(signal.SIGCONT)
+            try:
+                rc = proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                rc = None  # it carried on: its zombie batch was accepted
+            messages = worker_messages(log_path)
+            refused = [code for code in ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "STALE_MEMBER_EPOCH")
+                       if f"exiting: KafkaException(KafkaError{{code={code}" in messages]
+            assert rc == 3 and refused, f"the zombie was not refused (exit status {rc}):\n{messages}"
+            assert "send_offsets_to_transaction" in messages or "Failed to commit offsets to transaction" in messages, \
+                messages
+            rejoined = "rejoined: " in messages
+            assert refused[0] == ("ILLEGAL_GENERATION" if rejoined else "UNKNOWN_MEMBER_ID"), messages
+            refusals.append(f"{refused[0]}{' (rejoined first)' if rejoined else ''}")
+            workers[victim] = start(victim)
+        offsets = wait_for_offsets(bootstrap, lambda o: o == input_end(n), 180, names=names)
+        assert offsets == input_end(n), "".join(f"{p}:\n{worker_messages(p)}" for p in logs[-2:])
+    finally:
+        for proc, _ in workers:
+            proc.kill()
+            proc.wait()
+    assert committed_offsets(bootstrap, stable=True, names=names) == input_end(n)
+    check_output(bootstrap, n, names=names)
+    print(f"zombies refused with: {refusals}")
+    return refusals
+
+
+@pytest.mark.oncelog_only("the broker is started with the consumer protocol's group timing (oncelog has no "
+                          "per-group configs); tests/kafka/test_txn_member_epoch_kafka.py runs the same on Kafka")
+def test_two_consumer_protocol_workers_fence_their_zombies(broker_factory, tmp_path):
+    broker = broker_factory(extra_args=CONSUMER_PROTOCOL_TIMING.oncelog_overrides())
+    run_two_workers_with_zombies(broker.bootstrap, tmp_path, NAMES)
