@@ -2,7 +2,7 @@
 and assignment epochs, assignor, and per member its epoch, subscription, current assignment and
 target assignment (topics by id and name). A group that does not exist, or is a classic group, is
 GROUP_ID_NOT_FOUND with Kafka's message (classic groups are DescribeGroups' business). v1 adds
-each member's type (1: consumer protocol; oncelog has no classic members in consumer groups).
+each member's type (0: a classic-protocol member, 1: a consumer-protocol one).
 
 ACLs (Kafka's KafkaApis.handleConsumerGroupDescribe): DESCRIBE on each group, else that group is
 GROUP_AUTHORIZATION_FAILED; authorized operations (asked for) are the principal's on the group.
@@ -21,7 +21,7 @@ API_KEY = 69
 MIN_VERSION = 0
 MAX_VERSION = 1
 
-CONSUMER_MEMBER_TYPE = 1  # Kafka's MemberType.CONSUMER (0 is CLASSIC)
+CONSUMER_MEMBER_TYPE, CLASSIC_MEMBER_TYPE = 1, 0  # Kafka's MemberType
 
 
 def handle(ctx, request):
@@ -59,7 +59,7 @@ def handle(ctx, request):
                   # The current assignment includes what is being revoked (Kafka 4.4 describes both).
                   assignment=assignment(_union(mem.assigned, mem.pending_revocation)),
                   target_assignment=assignment(group.target.get(mem.member_id, {})),
-                  member_type=CONSUMER_MEMBER_TYPE)
+                  member_type=CONSUMER_MEMBER_TYPE if mem.classic is None else CLASSIC_MEMBER_TYPE)
             for mem in group.members.values())
         out.append(build(m.DescribedGroup, error_code=OK, error_message=None, group_id=gid,
                          group_state=group.state.value, group_epoch=group.group_epoch,

@@ -58,7 +58,8 @@ from .consumer_state import (
     member_tombstones,
     next_member_state,
 )
-from .state import Group, Persist
+from . import classic_members as classic
+from .state import Group, JoinResult, Persist, SyncResult
 
 log = logging.getLogger("oncelog.groups")
 
@@ -96,12 +97,16 @@ class ConsumerGroupCoordinator:
     Kafka); ``groups`` is the classic coordinator's dict, shared."""
 
     def __init__(self, groups: dict, clock: Callable[[], int], persist: Persist, config: GroupConfig,
-                 topics: Topics) -> None:
+                 topics: Topics, group_configs: Callable[[str], Mapping[str, int]] | None = None) -> None:
+        """``group_configs(group_id)``: the group's own configs (Kafka's GROUP config resource:
+        consumer.session.timeout.ms, consumer.heartbeat.interval.ms,
+        consumer.assignment.interval.ms), each over the broker's group.consumer.* one."""
         self.groups = groups
         self.clock = clock
         self.persist = persist
         self.config = config
         self.topics = topics
+        self.group_configs = group_configs or (lambda group_id: {})
         self.assignors = {name: asg.ASSIGNORS[name] for name in config.consumer_assignors}
         self._regex_cache: dict[str, Callable[[str], bool]] = {}
 
@@ -207,7 +212,215 @@ class ConsumerGroupCoordinator:
             converted = new_group(group_id, now, offsets=group.offsets)
             self.groups[group_id] = converted
             return converted
+        if create and self._may_upgrade(group):
+            return self._upgrade(group, records, now)
         raise errors.GroupIdNotFound(f"Group {group_id} is not a consumer group.")
+
+    # ------------------------------------------------------------------ classic members (migration)
+
+    def _may_upgrade(self, group: Group) -> bool:
+        """Kafka's validateOnlineUpgrade: the policy allows it, the classic group is a Stable
+        consumer-protocol group whose members' assignments parse, and it fits the size limit."""
+        if self.config.consumer_migration_policy not in ("upgrade", "bidirectional"):
+            return False
+        from .state import GroupState
+        if group.state is not GroupState.STABLE or group.protocol_type != "consumer":
+            return False
+        if len(group.members) >= self.config.consumer_max_size:
+            return False
+        return all(classic.parse_assignment(m.assignment) is not None and
+                   classic.parse_subscription(m.metadata_for(group.protocol_name or "")) is not None
+                   for m in group.members.values())
+
+    def _upgrade(self, group: Group, records: list[Record], now: int) -> ConsumerGroup:
+        """A classic group with members becomes a consumer group (Kafka's convertToConsumerGroup):
+        each member keeps its assignment at the group's generation as its member epoch, which is
+        also the group and assignment epoch; the members learn of the new group at their next
+        heartbeat (REBALANCE_IN_PROGRESS once the group moves on) and rejoin as classic members of
+        it."""
+        notice(log, "group %s: classic group with %d member(s) at generation %d converted to a consumer group "
+               "(group.consumer.migration.policy=%s)", group.group_id, len(group.members), group.generation,
+               self.config.consumer_migration_policy)
+        topics = self.topics()
+        epoch = max(group.generation, 1)
+        converted = ConsumerGroup(group.group_id, group_epoch=epoch, assignment_epoch=epoch, offsets=group.offsets,
+                                  state_timestamp_ms=now)
+        for m in group.members.values():
+            _, subscribed, _ = classic.parse_subscription(m.metadata_for(group.protocol_name or ""))
+            assigned = freeze(classic.by_id(classic.parse_assignment(m.assignment), topics))
+            member = ConsumerMember(
+                m.member_id, instance_id=m.group_instance_id, client_id=m.client_id, client_host=m.client_host,
+                subscribed_topic_names=subscribed, rebalance_timeout_ms=m.rebalance_timeout_ms,
+                member_epoch=epoch, previous_member_epoch=epoch, assigned=assigned,
+                partition_epochs={(t, p): epoch for t, ps in assigned.items() for p in ps},
+                classic=cr.ClassicMemberMetadata(m.session_timeout_ms, tuple(m.protocols)),
+                session_deadline_ms=now + m.session_timeout_ms)
+            converted.members[m.member_id] = member
+            if member.instance_id is not None:
+                converted.static_members[member.instance_id] = m.member_id
+            converted.target[m.member_id] = assigned
+        converted.subscription_metadata = self._subscription_metadata(converted)
+        converted.metadata_hash = metadata_hash(converted.subscription_metadata)
+        records.extend(group.tombstones())
+        for m in converted.members.values():
+            records.append(self._member_metadata_record(group.group_id, m))
+        records.append(self._group_epoch_record(converted))
+        for mid, target in converted.target.items():
+            records.append(cr_record(cr.ConsumerGroupTargetAssignmentMemberKey(group.group_id, mid),
+                                     cr.ConsumerGroupTargetAssignmentMemberValue(target)))
+        records.append(cr_record(cr.ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
+                                 cr.ConsumerGroupTargetAssignmentMetadataValue(epoch)))
+        for m in converted.members.values():
+            records.append(self._current_assignment_record(group.group_id, m))
+        converted.update_state(now)
+        self.groups[group.group_id] = converted
+        return converted
+
+    def classic_join(self, group: ConsumerGroup, *, member_id: str, instance_id: str | None, client_id: str,
+                     client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+                     protocols: list[tuple[str, bytes]], require_known_member_id: bool,
+                     respond: Callable[[JoinResult], None]) -> None:
+        """JoinGroup of a classic-protocol consumer into a consumer group (Kafka's
+        classicGroupJoinToConsumerGroup); ``respond`` once the records are durable."""
+        now = self.clock()
+        gid = group.group_id
+
+        def fail(error: KafkaError, mid: str = member_id) -> None:
+            respond(JoinResult(error, member_id=mid))
+
+        supported = self._classic_protocols(group, exclude=member_id)
+        names = [n for n, _ in protocols]
+        usable = [n for n in names if supported is None or n in supported]
+        chosen = next(((n, md) for n, md in protocols if n in usable), None)
+        parsed = classic.parse_subscription(chosen[1]) if chosen is not None else None
+        if protocol_type != "consumer" or chosen is None or parsed is None:
+            return fail(errors.InconsistentGroupProtocol(
+                f"Member {member_id or '(new)'}'s protocols are not supported: group {gid!r} is a consumer group "
+                f"(protocol type {protocol_type!r}, protocols {names})."))
+        version, subscribed, owned_by_name = parsed
+        if not member_id and instance_id is None and require_known_member_id:
+            return fail(errors.MemberIdRequired(
+                f"group {gid!r}: join again with the member id given (KIP-394)"), new_member_id())
+        if not member_id:
+            member_id = new_member_id()
+        if (len(group.members) >= self.config.consumer_max_size and member_id not in group.members
+                and not (instance_id is not None and instance_id in group.static_members)):
+            return fail(errors.GroupMaxSizeReached(
+                f"The consumer group has reached its maximum capacity of {self.config.consumer_max_size} members."))
+        before = group.snapshot()
+        records: list[Record] = []
+        member = group.members.get(member_id)
+        if member is not None and member.classic is None:
+            return fail(errors.UnknownMemberId(f"Member {member_id} does not use the classic protocol."))
+        if instance_id is not None:
+            known_id = group.static_members.get(instance_id)
+            if known_id is not None and known_id != member_id and known_id in group.members:
+                old = group.members[known_id]
+                member = self._replace_static(group, old, member_id, records, now)
+        if member is None:
+            notice(log, "group %s: member %s (client %s) joins the consumer group using the classic protocol", gid,
+                   member_id, client_id)
+            member = ConsumerMember(member_id, instance_id=instance_id)
+        member.classic = cr.ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
+        topics = self.topics()
+        owned = classic.by_id(owned_by_name, topics)
+        try:
+            self._update_and_reconcile(group, member, -1, instance_id, None, rebalance_timeout_ms, client_id,
+                                       client_host, subscribed, None, None, owned, records, now)
+        except KafkaError as exc:
+            group.restore_from(before)
+            return fail(exc)
+        result = JoinResult(None, member.member_epoch, "consumer", chosen[0], "", member_id, ())
+        self._write(gid, group, before, records, result, respond, error_result=lambda e: JoinResult(
+            e, member_id=member_id))
+        return None
+
+    def classic_sync(self, group: ConsumerGroup, *, generation: int, member_id: str, instance_id: str | None,
+                     protocol_type: str | None, protocol_name: str | None,
+                     respond: Callable[[SyncResult], None]) -> None:
+        """SyncGroup of a classic member: its assigned partitions (Kafka's
+        classicGroupSyncToConsumerGroup)."""
+        try:
+            member = self._classic_member(group, member_id, instance_id, generation)
+        except KafkaError as exc:
+            return respond(SyncResult(exc))
+        chosen = member.classic.supported_protocols[0][0] if member.classic.supported_protocols else None
+        names = [n for n, _ in member.classic.supported_protocols]
+        if (protocol_type and protocol_type != "consumer") or (protocol_name and protocol_name not in names):
+            return respond(SyncResult(errors.InconsistentGroupProtocol(
+                f"group {group.group_id!r}: SyncGroup for protocol {protocol_type!r}/{protocol_name!r}")))
+        name = protocol_name or chosen
+        meta = dict(member.classic.supported_protocols).get(name, b"")
+        parsed = classic.parse_subscription(meta)
+        version = parsed[0] if parsed is not None else 0
+        member.session_deadline_ms = self.clock() + self.session_timeout_ms(member, group.group_id)
+        respond(SyncResult(None, "consumer", name,
+                           classic.encode_assignment(classic.by_name(member.assigned, self.topics()), version)))
+        return None
+
+    def classic_heartbeat(self, group: ConsumerGroup, generation: int, member_id: str,
+                          instance_id: str | None) -> None:
+        """Heartbeat of a classic member: raises REBALANCE_IN_PROGRESS while it is not reconciled
+        to the group's epoch, so it rejoins (Kafka's classicGroupHeartbeatToConsumerGroup)."""
+        member = self._classic_member(group, member_id, instance_id, generation)
+        member.session_deadline_ms = self.clock() + self.session_timeout_ms(member, group.group_id)
+        if not member.is_reconciled_to(group.group_epoch):
+            raise errors.RebalanceInProgress(
+                f"group {group.group_id!r} is rebalancing: member {member_id!r} must rejoin")
+
+    def classic_leave(self, group: ConsumerGroup, members: list[tuple[str, str | None]]) -> list[KafkaError | None]:
+        """LeaveGroup of classic members (each removed as a leave, epoch -1)."""
+        now = self.clock()
+        results: list[KafkaError | None] = []
+        before = group.snapshot()
+        records: list[Record] = []
+        for member_id, instance_id in members:
+            mid = member_id
+            if instance_id is not None:
+                mid = group.static_members.get(instance_id)
+                if mid is None:
+                    results.append(errors.UnknownMemberId(f"Instance id {instance_id} is unknown."))
+                    continue
+                if member_id and member_id != mid:
+                    results.append(errors.FencedInstanceId(
+                        f"Static member {member_id} with instance id {instance_id} was fenced by member {mid}."))
+                    continue
+            member = group.members.get(mid or "")
+            if member is None:
+                results.append(errors.UnknownMemberId(f"Member {mid} is not a member of group {group.group_id}."))
+                continue
+            notice(log, "group %s: member %s left the consumer group", group.group_id, mid)
+            self._remove_member(group, member, records, now)
+            results.append(None)
+        self._write(group.group_id, group, before, records, None, None)
+        return results
+
+    def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
+                        generation: int) -> ConsumerMember:
+        if instance_id is not None:
+            known = group.static_members.get(instance_id)
+            if known is None:
+                raise errors.UnknownMemberId(f"Instance id {instance_id} is unknown.")
+            if known != member_id:
+                raise errors.FencedInstanceId(
+                    f"Static member {member_id} with instance id {instance_id} was fenced by member {known}.")
+        member = group.members.get(member_id)
+        if member is None:
+            raise errors.UnknownMemberId(f"Member {member_id} is not a member of group {group.group_id}.")
+        if member.classic is None:
+            raise errors.UnknownMemberId(f"Member {member_id} does not use the classic protocol.")
+        if generation != member.member_epoch:
+            raise errors.IllegalGeneration(
+                f"The received generation id {generation} does not match the expected member epoch "
+                f"{member.member_epoch}.")
+        return member
+
+    @staticmethod
+    def _classic_protocols(group: ConsumerGroup, exclude: str) -> set[str] | None:
+        """The protocols every classic member (but ``exclude``) supports; None if there is none."""
+        sets = [{n for n, _ in m.classic.supported_protocols} for mid, m in group.members.items()
+                if m.classic is not None and mid != exclude]
+        return set.intersection(*sets) if sets else None
 
     def _member_for_heartbeat(self, group: ConsumerGroup, member_id: str, member_epoch: int,
                               instance_id: str | None, owned: Partitions | None, records: list[Record],
@@ -367,18 +580,31 @@ class ConsumerGroupCoordinator:
                     member.state, member.member_epoch, member.assigned, member.pending_revocation):
                 member.apply(step)
                 records.append(self._current_assignment_record(gid, member))
-                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                if member.state is MemberState.UNREVOKED_PARTITIONS and member.classic is None:
                     member.rebalance_deadline_ms = now + max(member.rebalance_timeout_ms, 0)
                 else:
                     member.rebalance_deadline_ms = None
         # Step 8. The session; the answer.
-        member.session_deadline_ms = now + self.config.consumer_session_timeout_ms
+        member.session_deadline_ms = now + self.session_timeout_ms(member, group.group_id)
         group.update_state(now)
         full = member_epoch == JOIN_GROUP_MEMBER_EPOCH or (
             rebalance_timeout_ms != -1 and names is not None and owned is not None)
         send = full or member.assigned != old_assigned
         return HeartbeatResult(None, member.member_id, member.member_epoch,
-                               self.config.consumer_heartbeat_interval_ms, member.assigned if send else None)
+                               self.setting(gid, "heartbeat.interval.ms"), member.assigned if send else None)
+
+    def setting(self, group_id: str, name: str) -> int:
+        """A group.consumer.* setting for ``group_id``: its group config (``consumer.<name>``)
+        or the broker's."""
+        own = self.group_configs(group_id).get(f"consumer.{name}")
+        if own is not None:
+            return int(own)
+        return getattr(self.config, "consumer_" + name.replace(".", "_").removesuffix("_ms") + "_ms")
+
+    def session_timeout_ms(self, member: ConsumerMember, group_id: str = "") -> int:
+        """A classic member's own session timeout (its JoinGroup's), else the group's."""
+        return member.classic.session_timeout_ms if member.classic is not None \
+            else self.setting(group_id, "session.timeout.ms")
 
     def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[TopicId, int]]:
         """The subscribed topics that exist, by name or regex, with their ids and partitions."""
@@ -413,7 +639,7 @@ class ConsumerGroupCoordinator:
     def _maybe_update_target(self, group: ConsumerGroup, records: list[Record], now: int) -> None:
         """Compute the target now if the interval since the last one has passed; otherwise the
         first heartbeat after it does (as Kafka: no timer; the group is Assigning meanwhile)."""
-        interval = self.config.consumer_assignment_interval_ms
+        interval = self.setting(group.group_id, "assignment.interval.ms")
         last = group.last_assignment_ms
         if last is None or now - last >= interval:
             self._update_target(group, records, now)
@@ -513,8 +739,8 @@ class ConsumerGroupCoordinator:
 
     # ------------------------------------------------------------------ writing
 
-    def _write(self, group_id: str, existing, before, records: list[Record], result: HeartbeatResult | None,
-               respond: Callable[[HeartbeatResult], None] | None) -> None:
+    def _write(self, group_id: str, existing, before, records: list[Record], result, respond, *,
+               error_result: Callable[[KafkaError], object] | None = None) -> None:
         """Persist ``records``; answer once durable. Not durable: the group as it was, an error."""
         if not records:
             if respond is not None:
@@ -526,7 +752,8 @@ class ConsumerGroupCoordinator:
                 log.warning("group %s: records not written (%s); the group is put back as it was", group_id, err)
                 self._put_back(group_id, existing, before)
                 if respond is not None:
-                    respond(HeartbeatResult(err, result.member_id, result.member_epoch))
+                    respond(error_result(err) if error_result is not None
+                            else HeartbeatResult(err, result.member_id, result.member_epoch))
                 return
             if respond is not None:
                 respond(result)
@@ -548,7 +775,8 @@ class ConsumerGroupCoordinator:
         return cr_record(cr.ConsumerGroupMemberMetadataKey(gid, m.member_id), cr.ConsumerGroupMemberMetadataValue(
             instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
             subscribed_topic_names=m.subscribed_topic_names, subscribed_topic_regex=m.subscribed_topic_regex or "",
-            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor))
+            rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+            classic_member_metadata=m.classic))
 
     @staticmethod
     def _current_assignment_record(gid: str, m: ConsumerMember) -> Record:
@@ -578,7 +806,7 @@ class ConsumerGroupCoordinator:
                     continue
                 if member.session_deadline_ms <= now:
                     self._fence(group, member, "the member session expired "
-                                f"(group.consumer.session.timeout.ms={self.config.consumer_session_timeout_ms})")
+                                f"({self.session_timeout_ms(member, group.group_id)} ms)")
                 elif (member.rebalance_deadline_ms is not None and member.rebalance_deadline_ms <= now
                       and member.state is MemberState.UNREVOKED_PARTITIONS):
                     self._fence(group, member, f"it failed to revoke its partitions at epoch {member.member_epoch} "
@@ -618,13 +846,15 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             raise errors.UnknownMemberId(f"Member {member_id} is not a member of group {group.group_id}.")
-        if not transactional and api_version < 9:
+        if not transactional and api_version < 9 and member.classic is None:
             raise errors.UnsupportedVersion(
                 "OffsetCommit version 9 or above must be used by members using the consumer group protocol")
+        # A classic member's generation is its member epoch; a mismatch is ILLEGAL_GENERATION.
+        stale = errors.StaleMemberEpoch if member.classic is None else errors.IllegalGeneration
         if member_epoch == member.member_epoch:
             return None
         if member_epoch > member.member_epoch:
-            raise errors.StaleMemberEpoch(
+            raise stale(
                 f"Received member epoch {member_epoch} is newer than current member epoch {member.member_epoch}.")
         topics = self.topics()
 
@@ -632,10 +862,9 @@ class ConsumerGroupCoordinator:
             tid = topics.get(topic, (None, 0))[0]
             assigned_at = member.partition_epochs.get((tid, partition))
             if assigned_at is None:
-                return errors.StaleMemberEpoch(
-                    f"Partition {topic}-{partition} is not assigned or pending revocation for member.")
+                return stale(f"Partition {topic}-{partition} is not assigned or pending revocation for member.")
             if member_epoch < assigned_at:
-                return errors.StaleMemberEpoch(
+                return stale(
                     f"Received member epoch {member_epoch} is older than assignment epoch {assigned_at} of "
                     f"partition {topic}-{partition}.")
             return None
@@ -697,7 +926,8 @@ class ConsumerGroupCoordinator:
                 member.subscribed_topic_names = tuple(value.subscribed_topic_names)
                 member.subscribed_topic_regex = value.subscribed_topic_regex or None
                 member.rebalance_timeout_ms, member.server_assignor = value.rebalance_timeout_ms, value.server_assignor
-                member.session_deadline_ms = now + self.config.consumer_session_timeout_ms
+                member.classic = value.classic_member_metadata
+                member.session_deadline_ms = now + self.session_timeout_ms(member, group.group_id)
                 if member.instance_id is not None:
                     group.static_members[member.instance_id] = key.member_id
         elif isinstance(key, cr.ConsumerGroupCurrentMemberAssignmentKey):
@@ -705,7 +935,7 @@ class ConsumerGroupCoordinator:
             if value is not None:
                 if member is None:  # records of one member come together; tolerate any order
                     member = group.members[key.member_id] = ConsumerMember(key.member_id)
-                    member.session_deadline_ms = now + self.config.consumer_session_timeout_ms
+                    member.session_deadline_ms = now + self.session_timeout_ms(member, gid)
                 member.member_epoch, member.previous_member_epoch = value.member_epoch, value.previous_member_epoch
                 try:
                     member.state = MemberState(value.state)
@@ -733,8 +963,8 @@ class ConsumerGroupCoordinator:
                 # Topics changed while the broker was down: bumped at the next heartbeat.
                 group.subscription_metadata = {}
             for m in group.members.values():
-                m.session_deadline_ms = now + self.config.consumer_session_timeout_ms
-                if m.state is MemberState.UNREVOKED_PARTITIONS:
+                m.session_deadline_ms = now + self.session_timeout_ms(m, group.group_id)
+                if m.state is MemberState.UNREVOKED_PARTITIONS and m.classic is None:
                     m.rebalance_deadline_ms = now + max(m.rebalance_timeout_ms, 0)
             group.update_state(now)
 

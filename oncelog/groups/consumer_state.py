@@ -137,6 +137,9 @@ class ConsumerMember:
     # (Kafka 4.4, KIP-1251): an offset commit at an older member epoch is accepted for a
     # partition it has owned since then.
     partition_epochs: dict[tuple[TopicId, int], int] = field(default_factory=dict)
+    # A member that joined with the classic protocol (JoinGroup): its session timeout and
+    # protocols (ConsumerGroupMemberMetadataValue.classic_member_metadata); None otherwise.
+    classic: "cr.ClassicMemberMetadata | None" = None
     # Timers (not stored): the session deadline; the deadline to revoke by (UNREVOKED_PARTITIONS).
     session_deadline_ms: int = 0
     rebalance_deadline_ms: int | None = None
@@ -151,7 +154,7 @@ class ConsumerMember:
     def metadata(self) -> tuple:
         """The fields of its ConsumerGroupMemberMetadata record (a change is written)."""
         return (self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor)
+                self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor, self.classic)
 
     def assignment_state(self) -> tuple:
         """The fields of its ConsumerGroupCurrentMemberAssignment record."""

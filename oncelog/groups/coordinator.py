@@ -58,16 +58,18 @@ S = GroupState
 
 class GroupCoordinator:
     def __init__(self, clock: Callable[[], int], persist: Persist, config: GroupConfig = GroupConfig(),
-                 topics: Callable[[], Mapping[str, tuple]] = dict) -> None:
+                 topics: Callable[[], Mapping[str, tuple]] = dict,
+                 group_configs: Callable[[str], Mapping[str, int]] | None = None) -> None:
         """``topics()``: every topic now, name -> (topic id, partition count), for consumer
-        (KIP-848) groups, whose assignments the coordinator computes."""
+        (KIP-848) groups, whose assignments the coordinator computes; ``group_configs(group_id)``:
+        a group's own configs (Kafka's GROUP config resource), over the broker's."""
         self.clock = clock
         self.persist = persist
         self.config = config
         # Classic and consumer groups share one namespace of group ids (as in Kafka).
         self.groups: dict[str, Group | ConsumerGroup] = {}
         self.offsets = GroupOffsets(self.groups, clock, persist)
-        self.consumer = ConsumerGroupCoordinator(self.groups, clock, persist, config, topics)
+        self.consumer = ConsumerGroupCoordinator(self.groups, clock, persist, config, topics, group_configs)
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -114,11 +116,13 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             if not group.is_empty():
-                # Kafka 4 lets classic members into a consumer group (online migration);
-                # oncelog mixes no protocols in one group.
-                return fail(errors.InconsistentGroupProtocol(
-                    f"group {group_id!r} is a consumer group (group.protocol=consumer) with "
-                    f"{len(group.members)} member(s): a classic JoinGroup can't join it"))
+                # A classic member of a consumer group (Kafka 4's migration path).
+                return self.consumer.classic_join(
+                    group, member_id=member_id, instance_id=group_instance_id, client_id=client_id,
+                    client_host=client_host, session_timeout_ms=session_timeout_ms,
+                    rebalance_timeout_ms=rebalance_timeout_ms if rebalance_timeout_ms > 0 else session_timeout_ms,
+                    protocol_type=protocol_type, protocols=list(protocols),
+                    require_known_member_id=require_known_member_id, respond=respond)
             group = self._convert_empty_consumer_group(group, now)
         if group is None:
             if member_id:
@@ -372,6 +376,10 @@ class GroupCoordinator:
         """
         # Step 1. The member, its generation and protocol.
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and not group.is_dead():
+            return self.consumer.classic_sync(group, generation=generation, member_id=member_id,
+                                              instance_id=group_instance_id, protocol_type=protocol_type,
+                                              protocol_name=protocol_name, respond=respond)
         error = check_member(group_id, group, member_id, group_instance_id)
         if error is not None:
             return respond(SyncResult(error))
@@ -426,6 +434,8 @@ class GroupCoordinator:
     def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> None:
         """Keep the member alive; raises what it must do instead (rejoin, resync, ...)."""
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and not group.is_dead():
+            return self.consumer.classic_heartbeat(group, generation, member_id, group_instance_id)
         error = check_member(group_id, group, member_id, group_instance_id)
         if error is not None:
             raise error
@@ -441,13 +451,10 @@ class GroupCoordinator:
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[KafkaError | None]:
         """Remove members; per member (in order) None or the error saying why not."""
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and not group.is_dead():
+            return self.consumer.classic_leave(group, members)
         results: list[KafkaError | None] = []
         for member_id, instance_id in members:
-            if isinstance(group, ConsumerGroup):
-                results.append(errors.UnknownMemberId(
-                    f"group {group_id!r} is a consumer group: member {member_id or instance_id!r} does not use "
-                    "the classic protocol"))
-                continue
             if group is None or group.state is S.DEAD:
                 results.append(errors.UnknownMemberId(
                     f"group {group_id!r} does not exist, so has no member {member_id or instance_id!r}"))

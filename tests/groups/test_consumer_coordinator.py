@@ -409,26 +409,116 @@ def test_replay_restores_members_epochs_targets_and_assignments():
     assert "g" not in replay(h).groups
 
 
+def subscription(*topics, owned=None, version=1):
+    """ConsumerProtocolSubscription bytes (v0: topics; v1: and owned partitions)."""
+    import struct
+    out = struct.pack(">hi", version, len(topics))
+    for t in topics:
+        out += struct.pack(">h", len(t)) + t.encode()
+    out += struct.pack(">i", -1)
+    if version >= 1:
+        owned = owned or {}
+        out += struct.pack(">i", len(owned))
+        for t, ps in owned.items():
+            out += struct.pack(">h", len(t)) + t.encode() + struct.pack(">i", len(ps)) + b"".join(
+                struct.pack(">i", p) for p in ps)
+    return out
+
+
+def classic_join(c, group, member_id="", *, meta=None, protocol_type="consumer", instance=None):
+    got = []
+    c.join(group_id=group, member_id=member_id, group_instance_id=instance, client_id="k", client_host="h",
+           session_timeout_ms=10_000, rebalance_timeout_ms=10_000, protocol_type=protocol_type,
+           protocols=[("range", subscription("t") if meta is None else meta)], require_known_member_id=True,
+           respond=got.append)
+    return got[0]
+
+
+def classic_sync(c, group, generation, member_id):
+    got = []
+    c.sync(group_id=group, generation=generation, member_id=member_id, group_instance_id=None,
+           protocol_type="consumer", protocol_name="range", assignments={}, respond=got.append)
+    return got[0]
+
+
+def test_a_classic_member_joins_a_consumer_group():
+    """Kafka 4.4 (measured by helper T): a classic JoinGroup with protocol type "consumer" to a
+    consumer group gets MEMBER_ID_REQUIRED, then joins as a member of the consumer group; the
+    coordinator assigns (no leader); its heartbeats say REBALANCE_IN_PROGRESS until it is
+    reconciled; a consumer-protocol member's partitions reach it only once released."""
+    from oncelog.groups.classic_members import parse_assignment
+    h = Harness()
+    c = h.coord
+    a = h.hb("a", 0)
+    assert isinstance(classic_join(c, "g", protocol_type="connect").error, errors.InconsistentGroupProtocol)
+    assert isinstance(classic_join(c, "g", meta=b"").error, errors.InconsistentGroupProtocol)
+    first = classic_join(c, "g")
+    assert isinstance(first.error, errors.MemberIdRequired) and first.member_id
+    k = classic_join(c, "g", first.member_id)
+    assert k.error is None and k.leader == "" and k.members == () and k.protocol_name == "range"
+    g = h.group()
+    assert g.group_type == "consumer" and set(g.members) == {"a", k.member_id}
+    assert g.members[k.member_id].classic is not None
+    # Nothing for it yet: a still owns everything.
+    assert parse_assignment(classic_sync(c, "g", k.generation, k.member_id).assignment) == {}
+    with pytest.raises(errors.RebalanceInProgress):
+        c.heartbeat("g", k.generation, k.member_id, None)
+    r = h.hb("a", a.member_epoch, a.assignment)  # a revokes its half
+    h.hb("a", r.member_epoch, r.assignment)
+    k2 = classic_join(c, "g", k.member_id)  # the classic member rejoins
+    got = parse_assignment(classic_sync(c, "g", k2.generation, k2.member_id).assignment)
+    assert got == {"t": g.target[k.member_id][T]} and len(got["t"]) == 3
+    c.heartbeat("g", k2.generation, k2.member_id, None)  # reconciled: no rebalance
+    with pytest.raises(errors.IllegalGeneration):
+        c.heartbeat("g", k2.generation - 1, k2.member_id, None)
+    with pytest.raises(errors.UnknownMemberId):
+        c.heartbeat("g", k2.generation, "a", None)  # a consumer-protocol member's id
+    # Offsets by generation = member epoch; a mismatch is ILLEGAL_GENERATION for a classic member.
+    assert c.validate_offset_commit("g", k2.generation, k2.member_id, None, api_version=8) is None
+    h.owned_by_coordinator()
+    assert c.leave("g", [(k2.member_id, None)]) == [None]
+    assert set(h.group().members) == {"a"}
+
+
+def test_a_consumer_member_joining_a_live_classic_group_converts_it():
+    """Kafka 4.4 (migration policy bidirectional): the classic group becomes a consumer group at
+    its generation, its members keep their partitions, rejoin when asked, and share with the new
+    member; with the policy disabled, GROUP_ID_NOT_FOUND."""
+    from oncelog.groups.classic_members import encode_assignment
+    h = Harness()
+    c = h.coord
+    j = classic_join(c, "g")
+    j = classic_join(c, "g", j.member_id)
+    got = []
+    c.sync(group_id="g", generation=j.generation, member_id=j.member_id, group_instance_id=None,
+           protocol_type="consumer", protocol_name="range",
+           assignments={j.member_id: encode_assignment({"t": frozenset(range(6))}, 0)}, respond=got.append)
+    assert got[0].error is None
+    r = h.hb("n", 0)
+    g = h.group()
+    assert isinstance(g, ConsumerGroup) and set(g.members) == {j.member_id, "n"}
+    assert g.members[j.member_id].assigned == parts(0, 1, 2, 3, 4, 5) and r.assignment == {}
+    with pytest.raises(errors.RebalanceInProgress):
+        c.heartbeat("g", j.generation, j.member_id, None)
+    k = classic_join(c, "g", j.member_id, meta=subscription("t", owned={}))  # an eager member revoked all
+    assert k.error is None
+    r = h.hb("n", r.member_epoch, {})
+    assert len(r.assignment[T]) == 3
+    h.owned_by_coordinator()
+    h2 = Harness(consumer_migration_policy="disabled")
+    j = classic_join(h2.coord, "g")
+    classic_join(h2.coord, "g", j.member_id)
+    assert isinstance(h2.hb("n", 0).error, errors.GroupIdNotFound)
+
+
 def test_classic_and_consumer_groups_side_by_side():
     h = Harness()
     c = h.coord
-    h.hb("a", 0, group="cg")
     answers = []
-    c.join(group_id="cg", member_id="", group_instance_id=None, client_id="k", client_host="h",
-           session_timeout_ms=10_000, rebalance_timeout_ms=10_000, protocol_type="consumer",
-           protocols=[("range", b"")], require_known_member_id=False, respond=answers.append)
-    assert isinstance(answers[0].error, errors.InconsistentGroupProtocol)
-    with pytest.raises(errors.UnknownMemberId):
-        c.heartbeat("cg", 1, "a", None)
-    assert isinstance(c.leave("cg", [("a", None)])[0], errors.UnknownMemberId)
-    # A classic group with members: a consumer join is GROUP_ID_NOT_FOUND.
-    c.join(group_id="kg", member_id="", group_instance_id=None, client_id="k", client_host="h",
-           session_timeout_ms=10_000, rebalance_timeout_ms=10_000, protocol_type="consumer",
-           protocols=[("range", b"")], require_known_member_id=False, respond=answers.append)
-    assert answers[-1].error is None
-    assert isinstance(h.hb("x", 0, group="kg").error, errors.GroupIdNotFound)
     # Empty groups convert either way, keeping their offsets.
-    c.leave("kg", [(answers[-1].member_id, None)])
+    j = classic_join(c, "kg")
+    j = classic_join(c, "kg", j.member_id)
+    c.leave("kg", [(j.member_id, None)])
     c.groups["kg"].offsets[("t", 0)] = "kept"
     assert h.hb("x", 0, group="kg").error is None
     assert isinstance(c.groups["kg"], ConsumerGroup) and c.groups["kg"].offsets == {("t", 0): "kept"}
@@ -438,6 +528,7 @@ def test_classic_and_consumer_groups_side_by_side():
            protocols=[("range", b"")], require_known_member_id=False, respond=answers.append)
     assert answers[-1].error is None and c.groups["kg"].group_type == "classic"
     assert c.groups["kg"].offsets == {("t", 0): "kept"}
+    h.hb("a", 0, group="cg")
     assert {g.group_id: g.group_type for g in c.list_groups()} == {"cg": "consumer", "kg": "classic"}
 
 
