@@ -885,9 +885,7 @@ def describe_dead_after_delete(k):
     return describe(k, g)
 
 
-@scenario("groups", differs="by design: oncelog has no group configs (Kafka 4.x's group.* dynamic configs of "
-                            "KIP-848), so a group's operations are READ, DELETE and DESCRIBE, without Kafka's "
-                            "DESCRIBE_CONFIGS and ALTER_CONFIGS")
+@scenario("groups")
 def describe_with_authorized_operations(k):
     """DescribeGroups v5 with include_authorized_operations, no authorizer configured."""
     g = k.name("g")
