@@ -28,6 +28,8 @@ HARNESSES = {
     "fuzz_proxy": (20_000, []),  # the chaos fault proxy's frame reader and header parse
     # __consumer_offsets keys and consumer (KIP-848) group values, seeded with Kafka-written records
     "fuzz_consumer_records": (20_000, [os.path.join(ROOT, "tests", "fuzz", "corpus", "consumer_records")]),
+    # the consumer protocol's subscription and assignment bytes inside JoinGroup / SyncGroup
+    "fuzz_consumer_protocol": (20_000, []),
 }
 
 
