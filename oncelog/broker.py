@@ -45,6 +45,7 @@ from .security.sasl import SaslServerMechanisms, UnsecuredJwsValidator, plain_us
 from .security.session import Session
 from .security.scram import ScramCredentialStore
 from .protocol import codec
+from .storage.group_configs import GroupConfigStore
 from .storage.log_manager import LogManager
 
 log = logging.getLogger("oncelog.broker")
@@ -81,6 +82,7 @@ class Broker:
         self._sasl: dict[str, SaslServerMechanisms] = {}
         self.producer_ids: ProducerIdManager | None = None
         self.groups: GroupCoordinator | None = None
+        self.group_configs: GroupConfigStore | None = None
         self.offsets_topic: OffsetsTopic | None = None
         self.txn: TransactionCoordinator | None = None
         self.markers: MarkerWriter | None = None
@@ -104,9 +106,13 @@ class Broker:
         self.offsets_topic = OffsetsTopic(self.partitions, self.config.offsets_topic_partitions,
                                           self.config.offsets_topic_segment_bytes)
         logs = self.logs
+        # KIP-848's GROUP config resource: each group's own consumer.* settings, which the
+        # coordinator reads at every use (so an IncrementalAlterConfigs applies at once).
+        self.group_configs = GroupConfigStore(self.logs.data_dir, self.config.group)
         self.groups = GroupCoordinator(
             self.clock, self.offsets_topic.persist, self.config.group,
-            topics=lambda: {t.name: (t.topic_id, t.partitions) for t in logs.topics.values()})
+            topics=lambda: {t.name: (t.topic_id, t.partitions) for t in logs.topics.values()},
+            group_configs=self.group_configs.consumer_settings)
         loaded = self.offsets_topic.replay(self.groups)
         self.groups.finish_load()
         log.info("group coordinator loaded %d record(s): %d group(s)", loaded, len(self.groups.groups))

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..producer_ids import ProducerIdManager
     from ..security.acls import AclStore
     from ..security.scram import ScramCredentialStore
+    from ..storage.group_configs import GroupConfigStore
     from ..storage.log_manager import LogManager
     from ..txn.coordinator import TransactionCoordinator
     from ..txn.markers import MarkerWriter
@@ -58,6 +59,7 @@ class BrokerView(Protocol):
     producer_ids: "ProducerIdManager"
     acls: "AclStore"  # the ACLs and the authorizer (authorize() is True when none is configured)
     scram_credentials: "ScramCredentialStore"  # KIP-554 SCRAM credentials, persisted in the data dir
+    group_configs: "GroupConfigStore"  # KIP-848 GROUP config resource: each group's own configs, persisted
 
     def partition_exists(self, topic: str, partition: int) -> bool: ...
 

@@ -9,11 +9,15 @@ does). BROKER resources: the cluster default (name "") or this broker (its node 
 Kafka allows to change at run time and oncelog has (:data:`oncelog.config.registry.BROKER_CONFIGS`
 ``dynamic``), persisted in broker-configs.json and applied to every topic without an override;
 anything else is INVALID_REQUEST, as Kafka answers ("Cannot update these configs dynamically:
-..."). ``validate_only`` checks everything and changes nothing.
+..."). GROUP resources (Kafka 4.x, KIP-848): the group's own configs become the given set,
+validated as Kafka's GroupConfig (:mod:`oncelog.config.group_configs`), persisted in
+group-configs.json and in force for the group at once; the group need not exist; the empty name
+is INVALID_REQUEST ("Default group resources are not allowed."). ``validate_only`` checks
+everything and changes nothing.
 
 ACLs (Kafka's ConfigAdminManager, both alter APIs): ALTER_CONFIGS on the topic
-(TOPIC_AUTHORIZATION_FAILED) or, for the broker, on the cluster (CLUSTER_AUTHORIZATION_FAILED),
-per resource; a refused resource is left as it is.
+(TOPIC_AUTHORIZATION_FAILED), on the group (GROUP_AUTHORIZATION_FAILED) or, for the broker, on the
+cluster (CLUSTER_AUTHORIZATION_FAILED), per resource; a refused resource is left as it is.
 """
 
 from __future__ import annotations
@@ -28,8 +32,8 @@ API_KEY = 33
 MIN_VERSION = 0
 MAX_VERSION = 2
 
-TOPIC, BROKER = 2, 4
-KNOWN_TYPES = {8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
+TOPIC, BROKER, GROUP = 2, 4, 32
+KNOWN_TYPES = {8: "BROKER_LOGGER", 16: "CLIENT_METRICS"}
 
 
 def check_resources(resources) -> Counter:
@@ -55,7 +59,7 @@ def unsupported_type(resource_type: int) -> errors.KafkaError:
     if label is None:
         return errors.InvalidRequest(f"Unknown resource type {resource_type}")
     return errors.InvalidRequest(f"oncelog has no {label} configs (resource type {resource_type}); "
-                                 "it configures topics (2) and the broker (4)")
+                                 "it configures topics (2), the broker (4) and groups (32)")
 
 
 def check_common(resource, counts: Counter, null_ok=lambda c: False) -> None:
@@ -72,7 +76,7 @@ def check_common(resource, counts: Counter, null_ok=lambda c: False) -> None:
 
 def answer(ctx, request, api_key: int, response_name: str, apply, null_ok=lambda c: False):
     """The loop both alter APIs share: per resource, Kafka's preprocessing checks, then
-    ``apply(resource)`` for TOPIC and BROKER resources; an error answers that resource only."""
+    ``apply(resource)`` for TOPIC, BROKER and GROUP resources; an error answers that resource only."""
     m = response_module(api_key, ctx.api_version)
     counts = check_resources(request.resources)
     results = []
@@ -80,13 +84,17 @@ def answer(ctx, request, api_key: int, response_name: str, apply, null_ok=lambda
         code, message = OK, None
         try:
             check_common(res, counts, null_ok)
-            if res.resource_type not in (TOPIC, BROKER):
+            if res.resource_type not in (TOPIC, BROKER, GROUP):
                 raise unsupported_type(res.resource_type)
             if res.resource_type == TOPIC and not _authz.topic(ctx, _authz.Op.ALTER_CONFIGS, res.resource_name):
                 code = _authz.TOPIC_DENIED
             elif res.resource_type == BROKER and not _authz.cluster(ctx, _authz.Op.ALTER_CONFIGS):
                 code = _authz.CLUSTER_DENIED
+            elif res.resource_type == GROUP and not _authz.group(ctx, _authz.Op.ALTER_CONFIGS, res.resource_name):
+                code = _authz.GROUP_DENIED
             else:
+                if res.resource_type == GROUP and not res.resource_name:
+                    raise errors.InvalidRequest("Default group resources are not allowed.")
                 apply(res)
         except errors.KafkaError as exc:
             code, message = errors.error_code_for(exc), str(exc)
@@ -102,6 +110,8 @@ def handle(ctx, request):
         new = {c.name: c.value for c in res.configs}
         if res.resource_type == TOPIC:
             logs.alter_topic_configs(res.resource_name, new, validate_only=request.validate_only)
+        elif res.resource_type == GROUP:
+            ctx.broker.group_configs.replace(res.resource_name, new, validate_only=request.validate_only)
         else:
             per_broker = broker_target(ctx.broker, res.resource_name)
             logs.set_broker_configs(per_broker, new, validate_only=request.validate_only)

@@ -13,14 +13,20 @@ defaults ``log.*``, ``listeners``, ``advertised.listeners``, ``node.id``, ...) w
 source; read_only is false for what AlterConfigs may change (:data:`BROKER_CONFIGS` ``dynamic``).
 With the empty name, the cluster-default dynamic configs only, as Kafka lists them.
 
-ACLs: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED) or, for the broker, on the
-cluster (CLUSTER_AUTHORIZATION_FAILED), per resource, as Kafka's ConfigHelper.
+Group resources (type 32, Kafka 4.x's KIP-848 group configs): every group config
+(:mod:`oncelog.config.group_configs`) with the group's value (GROUP_CONFIG, 8) or the broker's
+(group.consumer.session.timeout.ms, ... in its layer), as Kafka 4.4 answers; the group need not
+exist; the empty name is INVALID_REQUEST ("Group name must not be empty").
+
+ACLs: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED), on the group
+(GROUP_AUTHORIZATION_FAILED) or, for the broker, on the cluster (CLUSTER_AUTHORIZATION_FAILED),
+per resource, as Kafka's ConfigHelper.
 """
 
 from __future__ import annotations
 
 from .. import errors
-from ..config import registry
+from ..config import group_configs, registry
 from ..storage.log_manager import validate_topic_name
 from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
@@ -29,7 +35,7 @@ API_KEY = 32
 MIN_VERSION = 1
 MAX_VERSION = 4
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32
 
 
 def broker_resource(broker, name: str) -> bool:
@@ -74,9 +80,15 @@ def handle(ctx, request):
                 values = broker.describe_config() if per_broker else dict(layers.dynamic_default)
                 entries = registry.describe_broker(values, layers, per_broker=per_broker,
                                                   include_synonyms=synonyms, include_docs=docs)
+            elif res.resource_type == GROUP:
+                if not res.resource_name:
+                    raise errors.InvalidRequest("Group name must not be empty")
+                entries = group_configs.describe(broker.group_configs.get(res.resource_name),
+                                                 lambda name: _broker_synonym(broker.logs.layers, name),
+                                                 include_synonyms=synonyms, include_docs=docs)
             else:
                 raise errors.InvalidRequest(f"oncelog has no configs for resource type {res.resource_type} "
-                                            "(topics: 2, brokers: 4)")
+                                            "(topics: 2, brokers: 4, groups: 32)")
             if res.configuration_keys:  # null or empty: all, as in Kafka
                 keys = set(res.configuration_keys)
                 entries = [e for e in entries if e.name in keys]
@@ -90,13 +102,28 @@ def handle(ctx, request):
 
 def _denied(ctx, op, resource_type: int, name: str):
     """The ACL check of a config resource (Kafka's ConfigHelper / ConfigAdminManager): ``op`` on the
-    topic for TOPIC (TOPIC_AUTHORIZATION_FAILED), on the cluster for BROKER
-    (CLUSTER_AUTHORIZATION_FAILED); None when allowed or another resource type."""
+    topic for TOPIC (TOPIC_AUTHORIZATION_FAILED), on the group for GROUP
+    (GROUP_AUTHORIZATION_FAILED), on the cluster for BROKER (CLUSTER_AUTHORIZATION_FAILED); None
+    when allowed or another resource type."""
     if resource_type == TOPIC and not _authz.topic(ctx, op, name):
         return _authz.TOPIC_DENIED
     if resource_type == BROKER and not _authz.cluster(ctx, op):
         return _authz.CLUSTER_DENIED
+    if resource_type == GROUP and not _authz.group(ctx, op, name):
+        return _authz.GROUP_DENIED
     return None
+
+
+def _broker_synonym(layers: registry.BrokerLayers, name: str) -> tuple[str | None, int]:
+    """(value, source) of the broker config a group config falls back to: oncelog's own
+    (group.consumer.*: the layer that sets it, else the default), else Kafka's default of the
+    share/streams setting oncelog has no broker config for."""
+    if name in registry.BROKER_CONFIGS:
+        found = layers.synonyms(name)
+        if found:
+            return found[0][1], int(found[0][2])
+        return layers.value(name), int(registry.ConfigSource.DEFAULT)
+    return group_configs.KAFKA_BROKER_DEFAULTS[name], int(registry.ConfigSource.DEFAULT)
 
 
 def _entry(m, e: registry.Described):

@@ -2,7 +2,9 @@
 SET (0), DELETE (1), and for LIST configs APPEND (2) / SUBTRACT (3), which start from the
 current value or, unset, the config's default (Kafka's ConfigurationControlManager and, for
 brokers, ConfigAdminManager.prepareIncrementalConfigs). The resulting set is then validated,
-persisted and applied exactly as :mod:`oncelog.apis.alter_configs` does.
+persisted and applied exactly as :mod:`oncelog.apis.alter_configs` does. GROUP resources (Kafka
+4.x): SET and DELETE (of a name not set, even unknown: nothing); APPEND and SUBTRACT are
+INVALID_CONFIG for every group config, as Kafka answers.
 
 ACLs: ALTER_CONFIGS, checked in :func:`.alter_configs.answer` (shared).
 """
@@ -10,8 +12,8 @@ ACLs: ALTER_CONFIGS, checked in :func:`.alter_configs.answer` (shared).
 from __future__ import annotations
 
 from .. import errors
-from ..config import registry
-from .alter_configs import TOPIC, answer, broker_target
+from ..config import group_configs, registry
+from .alter_configs import GROUP, TOPIC, answer, broker_target
 
 API_KEY = 44
 MIN_VERSION = 0
@@ -34,6 +36,13 @@ def handle(ctx, request):
             except registry.ConfigError as exc:
                 raise errors.InvalidConfig(str(exc)) from None
             logs.alter_topic_configs(res.resource_name, new, validate_only=request.validate_only)
+        elif res.resource_type == GROUP:
+            store = ctx.broker.group_configs
+            try:
+                new = group_configs.apply_incremental(store.get(res.resource_name), ops)
+            except registry.ConfigError as exc:
+                raise errors.InvalidConfig(str(exc)) from None
+            store.replace(res.resource_name, new, validate_only=request.validate_only)
         else:
             per_broker = broker_target(ctx.broker, res.resource_name)
             current = logs.layers.dynamic_broker if per_broker else logs.layers.dynamic_default

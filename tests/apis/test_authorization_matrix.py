@@ -492,6 +492,20 @@ EXTRA: dict[str, tuple[int, Entry]] = {
     "ConsumerGroupHeartbeat with READ on the group, subscribing to a topic it may not describe": (68, Entry(
         call(68, 1, _consumer_group_heartbeat), (TOPIC_DESCRIBE,), E.topic_authorization_failed,
         setup=_alice_reads_cg, allowed=lambda resp: resp.error_code == E.none)),
+    # KIP-848's GROUP config resource (type 32): DESCRIBE_CONFIGS / ALTER_CONFIGS on the group, as Kafka 4.x.
+    "DescribeConfigs of a GROUP resource": (32, Entry(call(32, 4, lambda m, fx: m.DescribeConfigsRequest(
+        resources=(m.DescribeConfigsResource(resource_type=32, resource_name=GROUP, configuration_keys=None),),
+        include_synonyms=False, include_documentation=False)), ((R.GROUP, GROUP, Op.DESCRIBE_CONFIGS),),
+        E.group_authorization_failed,
+        allowed=lambda resp: resp.results[0].error_code == E.none and len(resp.results[0].configs) > 3)),
+    "AlterConfigs of a GROUP resource": (33, Entry(call(33, 2, lambda m, fx: m.AlterConfigsRequest(
+        resources=(m.AlterConfigsResource(resource_type=32, resource_name=GROUP, configs=(
+            m.AlterableConfig(name="consumer.assignment.interval.ms", value="2000"),)),), validate_only=False)),
+        ((R.GROUP, GROUP, Op.ALTER_CONFIGS),), E.group_authorization_failed)),
+    "IncrementalAlterConfigs of a GROUP resource": (44, Entry(call(44, 1, lambda m, fx: m.IncrementalAlterConfigsRequest(
+        resources=(m.AlterConfigsResource(resource_type=32, resource_name=GROUP, configs=(
+            m.AlterableConfig(name="consumer.assignment.interval.ms", config_operation=0, value="2000"),)),),
+        validate_only=False)), ((R.GROUP, GROUP, Op.ALTER_CONFIGS),), E.group_authorization_failed)),
     "Metadata of an existing topic": (3, Entry(call(3, 12, lambda m, fx: m.MetadataRequest(
         topics=(m.MetadataRequestTopic(topic_id=None, name=TOPIC),), allow_auto_topic_creation=False,
         include_topic_authorized_operations=False)), (TOPIC_DESCRIBE,), E.topic_authorization_failed)),
