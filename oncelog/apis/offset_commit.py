@@ -86,6 +86,10 @@ def handle(ctx, request):
                                                      api_version=ctx.api_version)
     except KafkaError as exc:
         group_error = exc
+    if check is not None and group_error is None:
+        # A partition the member may not commit at this epoch refuses the whole commit, as Kafka
+        # 4.4's validator throws for the request (measured: nothing of it is stored).
+        group_error = next((e for e in (check(name, p.partition_index) for name, p in valid) if e is not None), None)
     now = broker.clock()
     # Per partition None (stored) or the domain error; mapped to codes in the response.
     results: dict[tuple[str, int], KafkaError | None] = {}
@@ -94,8 +98,6 @@ def handle(ctx, request):
         tp = (name, p.partition_index)
         if group_error is not None:
             results[tp] = group_error
-        elif check is not None and (partition_error := check(name, p.partition_index)) is not None:
-            results[tp] = partition_error
         elif p.committed_metadata is not None and len(p.committed_metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
             results[tp] = errors.OffsetMetadataTooLarge(
                 f"OffsetCommit: the metadata of {name}-{p.partition_index} is "

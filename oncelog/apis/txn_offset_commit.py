@@ -97,6 +97,12 @@ def _commit(ctx, request, add_error: KafkaError | None = None):
             error = ErrorCode.transaction_abortable if ctx.api_version == ABORTABLE_SINCE else exc
         except KafkaError as exc:
             error = exc
+        if check is not None and error is None:
+            # One partition the member may not commit at this epoch refuses the whole commit (Kafka).
+            error = next((e for e in (check(t.name, p.partition_index) for t in request.topics
+                                      if t.name in readable for p in t.partitions
+                                      if broker.partition_exists(t.name, p.partition_index))
+                          if e is not None), None)
     if isinstance(error, errors.ProducerFenced):
         # Kafka 4.x verifies the producer through AddPartitionsToTxnManager, which answers a
         # fenced epoch INVALID_PRODUCER_EPOCH at every version ("Producers expect to handle
@@ -116,8 +122,6 @@ def _commit(ctx, request, add_error: KafkaError | None = None):
                 results[tp] = _authz.TOPIC_DENIED
             elif not broker.partition_exists(*tp):
                 results[tp] = errors.UnknownTopicOrPartition(f"TxnOffsetCommit: no partition {tp[0]}-{tp[1]}")
-            elif check is not None and (partition_error := check(*tp)) is not None:
-                results[tp] = partition_error
             else:
                 results[tp] = None
                 values[tp] = gr.OffsetValue(p.committed_offset, getattr(p, "committed_leader_epoch", -1),

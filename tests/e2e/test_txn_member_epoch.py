@@ -23,11 +23,7 @@ pytestmark = pytest.mark.e2e
 
 # Where oncelog still answers differently from Kafka 4.4 (reported to the lead; strict, so the
 # fix turns these into failures until the marker goes).
-DIFFERENCES = {
-    name: "oncelog requires a commit's member epoch to equal the member's current one; Kafka 4.4 accepts an "
-          "older epoch for partitions assigned to the member since then (KIP-1251 assignment epochs)"
-    for name in ("old_epoch_for_kept_partitions_txn", "plain_commit_with_old_epoch")
-}
+DIFFERENCES: dict[str, str] = {}  # none left: KIP-1251 assignment epochs are in (2fc6c4a)
 
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=DIFFERENCES[name]))
