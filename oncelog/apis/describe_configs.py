@@ -84,7 +84,7 @@ def handle(ctx, request):
                 if not res.resource_name:
                     raise errors.InvalidRequest("Group name must not be empty")
                 entries = group_configs.describe(broker.group_configs.get(res.resource_name),
-                                                 lambda name: _broker_synonym(broker.logs.layers, name),
+                                                 lambda name: _broker_synonyms(broker.logs.layers, name),
                                                  include_synonyms=synonyms, include_docs=docs)
             else:
                 raise errors.InvalidRequest(f"oncelog has no configs for resource type {res.resource_type} "
@@ -114,16 +114,14 @@ def _denied(ctx, op, resource_type: int, name: str):
     return None
 
 
-def _broker_synonym(layers: registry.BrokerLayers, name: str) -> tuple[str | None, int]:
-    """(value, source) of the broker config a group config falls back to: oncelog's own
-    (group.consumer.*: the layer that sets it, else the default), else Kafka's default of the
-    share/streams setting oncelog has no broker config for."""
+def _broker_synonyms(layers: registry.BrokerLayers, name: str) -> list[tuple[str, str | None, int]]:
+    """The broker config a group config falls back to, in each layer that has it (highest
+    first): oncelog's own (group.consumer.*), else Kafka's default of the share/streams setting
+    oncelog has no broker config for."""
     if name in registry.BROKER_CONFIGS:
-        found = layers.synonyms(name)
-        if found:
-            return found[0][1], int(found[0][2])
-        return layers.value(name), int(registry.ConfigSource.DEFAULT)
-    return group_configs.KAFKA_BROKER_DEFAULTS[name], int(registry.ConfigSource.DEFAULT)
+        found = [(n, v, int(src)) for n, v, src in layers.synonyms(name)]
+        return found or [(name, layers.value(name), int(registry.ConfigSource.DEFAULT))]
+    return [(name, group_configs.KAFKA_BROKER_DEFAULTS[name], int(registry.ConfigSource.DEFAULT))]
 
 
 def _entry(m, e: registry.Described):

@@ -30,7 +30,8 @@ checked against a running Kafka 4.4):
   every non-internal config (and the internal ones that are set), its value (the group's, else
   the broker's synonym's, else the config's default), source GROUP_CONFIG (8) when set, else the
   synonym's source, and synonyms: the group's value (GROUP_CONFIG) when set, then the broker
-  synonym in its layer (or the config itself as DEFAULT_CONFIG when it has no broker synonym).
+  synonym in every layer that has it, highest first (STATIC_BROKER_CONFIG, DEFAULT_CONFIG; or the
+  config itself as DEFAULT_CONFIG when it has no broker synonym).
   Entries come in the order Kafka 4.4 sends them (its hash map's, measured).
 """
 
@@ -299,29 +300,29 @@ def consumer_settings(props: Mapping[str, str], gc: GroupConfig) -> dict[str, in
     return out
 
 
-BrokerSynonym = Callable[[str], tuple[str | None, int]]
+BrokerSynonyms = Callable[[str], list[tuple[str, str | None, int]]]
 
 
-def describe(props: Mapping[str, str], broker_synonym: BrokerSynonym, *, include_synonyms: bool,
+def describe(props: Mapping[str, str], broker_synonyms: BrokerSynonyms, *, include_synonyms: bool,
              include_docs: bool) -> list[Described]:
-    """DescribeConfigs of a group whose own configs are ``props``. ``broker_synonym(name)`` is
-    (value, source) of a broker config (group.consumer.session.timeout.ms, ...) as this broker has it."""
+    """DescribeConfigs of a group whose own configs are ``props``. ``broker_synonyms(name)``: a
+    broker config (group.consumer.session.timeout.ms, ...) in every layer that has it, highest
+    first, as (name, value, source) — Kafka lists them all (a static value, then the default)."""
     out = []
     for name in _DESCRIBE_ORDER:
         c = GROUP_CONFIGS[name]
         if c.internal and name not in props:
             continue
         if c.synonym is not None:
-            broker_value, broker_source = broker_synonym(c.synonym)
-            below = (c.synonym, broker_value, broker_source)
+            below = tuple(broker_synonyms(c.synonym))
         else:
-            below = (name, c.default, int(ConfigSource.DEFAULT))
+            below = ((name, c.default, int(ConfigSource.DEFAULT)),)
         if name in props:
             value = to_wire(parse_value(name, props[name], c.type), c.type)
-            synonyms = ((name, value, GROUP_CONFIG_SOURCE), below)
+            synonyms = ((name, value, GROUP_CONFIG_SOURCE),) + below
         else:
-            value = below[1]
-            synonyms = (below,)
+            value = below[0][1]
+            synonyms = below
         out.append(Described(name=name, value=value, source=synonyms[0][2], type=c.type, read_only=False,
                              synonyms=synonyms if include_synonyms else (), doc=c.doc if include_docs else None))
     return out
