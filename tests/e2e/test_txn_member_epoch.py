@@ -21,13 +21,7 @@ from .. import txn_member_epoch_cases as cases  # noqa: E402
 pytestmark = pytest.mark.e2e
 
 
-# Where oncelog still answers differently from Kafka 4.4 (reported to the lead; strict, so the
-# fix turns these into failures until the marker goes).
-DIFFERENCES: dict[str, str] = {}  # none left: KIP-1251 assignment epochs are in (2fc6c4a)
-
-
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=DIFFERENCES[name]))
-                                  if name in DIFFERENCES else name for name in cases.CASES])
+@pytest.mark.parametrize("name", list(cases.CASES))
 def test_txn_member_epoch(broker_factory, name):
     case = cases.CASES[name]
     broker = broker_factory(extra_args=case.timing.oncelog_overrides())
