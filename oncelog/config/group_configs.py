@@ -168,7 +168,7 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {c.name: c for c in _LIST}
 # The order of Kafka 4.4's DescribeConfigs entries (its ConfigHelper's hash map, measured): the
 # internal configs that are set first, then the others.
 _DESCRIBE_ORDER = (
-    "consumer.assignor.offload.enable", "share.assignor.offload.enable", "streams.num.warmup.replicas",
+    "share.assignor.offload.enable", "streams.num.warmup.replicas", "consumer.assignor.offload.enable",
     "streams.acceptable.recovery.lag", "streams.assignor.offload.enable", "streams.task.offset.interval.ms",
     "consumer.session.timeout.ms", "streams.assignor.name", "consumer.assignment.interval.ms",
     "errors.deadletterqueue.copy.record.enable", "share.auto.offset.reset", "streams.rack.aware.assignment.tags",
