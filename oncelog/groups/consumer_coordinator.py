@@ -321,6 +321,7 @@ class ConsumerGroupCoordinator:
             notice(log, "group %s: member %s (client %s) joins the consumer group using the classic protocol", gid,
                    member_id, client_id)
             member = ConsumerMember(member_id, instance_id=instance_id)
+        group.touch(member)
         member.classic = cr.ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
         topics = self.topics()
         owned = classic.by_id(owned_by_name, topics)
@@ -485,6 +486,7 @@ class ConsumerGroupCoordinator:
             return member
         notice(log, "group %s: member %s rejoins (it was at epoch %d); it owns nothing now", group.group_id,
                member.member_id, member.member_epoch)
+        group.touch(member)
         member.member_epoch = member.previous_member_epoch = 0
         member.state = MemberState.STABLE
         member.assigned, member.pending_revocation, member.partition_epochs = {}, {}, {}
@@ -525,6 +527,7 @@ class ConsumerGroupCoordinator:
                               now: int) -> HeartbeatResult:
         """Steps 5 to 8."""
         gid = group.group_id
+        group.touch(member)
         old_subscription, old_metadata = member.subscription(), member.metadata()
         old_assigned = member.assigned
         new_member = member.member_id not in group.members
@@ -546,6 +549,8 @@ class ConsumerGroupCoordinator:
         if member.instance_id is not None:
             group.static_members[member.instance_id] = member.member_id
         bump = new_member or member.subscription() != old_subscription
+        if bump:
+            group.subscriptions_changed()
         if new_member or member.metadata() != old_metadata:
             records.append(self._member_metadata_record(gid, member))
         metadata = self._subscription_metadata(group)
@@ -584,9 +589,10 @@ class ConsumerGroupCoordinator:
                     member.rebalance_deadline_ms = now + max(member.rebalance_timeout_ms, 0)
                 else:
                     member.rebalance_deadline_ms = None
-        # Step 8. The session; the answer.
+        # Step 8. The session; the answer. (Without records nothing changed, nor did the state.)
         member.session_deadline_ms = now + self.session_timeout_ms(member, group.group_id)
-        group.update_state(now)
+        if records:
+            group.update_state(now)
         full = member_epoch == JOIN_GROUP_MEMBER_EPOCH or (
             rebalance_timeout_ms != -1 and names is not None and owned is not None)
         send = full or member.assigned != old_assigned
@@ -609,12 +615,11 @@ class ConsumerGroupCoordinator:
     def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[TopicId, int]]:
         """The subscribed topics that exist, by name or regex, with their ids and partitions."""
         topics = self.topics()
-        names: set[str] = set()
-        for m in group.members.values():
-            names.update(n for n in m.subscribed_topic_names if n in topics)
-            if m.subscribed_topic_regex:
-                matches = self._regex(m.subscribed_topic_regex)
-                names.update(n for n in topics if matches(n))
+        subscribed, regexes = group.subscriptions()
+        names = {n for n in subscribed if n in topics}
+        for regex in regexes:
+            matches = self._regex(regex)
+            names.update(n for n in topics if matches(n))
         return {n: topics[n] for n in sorted(names)}
 
     def _member_topics(self, group: ConsumerGroup, member: ConsumerMember) -> frozenset[TopicId]:
@@ -693,6 +698,7 @@ class ConsumerGroupCoordinator:
                     member_id, member_epoch))
             member = group.members[known_id]
             if member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                group.touch(member)
                 # It will be back: it keeps its partitions until its session expires.
                 notice(log, "group %s: static member %s with instance id %s left for now", group_id, member_id,
                        instance_id)
@@ -714,6 +720,7 @@ class ConsumerGroupCoordinator:
         the group epoch is bumped (the others get a new target at their next heartbeat)."""
         gid = group.group_id
         del group.members[member.member_id]
+        group.subscriptions_changed()
         group.target.pop(member.member_id, None)
         if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
             del group.static_members[member.instance_id]
@@ -958,6 +965,7 @@ class ConsumerGroupCoordinator:
         its rebalance timeout again)."""
         now = self.clock()
         for group in [g for g in self.groups.values() if isinstance(g, ConsumerGroup)]:
+            group.subscriptions_changed()
             group.subscription_metadata = self._subscription_metadata(group)
             if metadata_hash(group.subscription_metadata) != group.metadata_hash:
                 # Topics changed while the broker was down: bumped at the next heartbeat.

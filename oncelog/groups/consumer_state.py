@@ -222,6 +222,19 @@ class ConsumerGroup:
             self._state = new
             self.state_timestamp_ms = now_ms
 
+    def subscriptions(self) -> tuple[frozenset[str], frozenset[str]]:
+        """Every topic name and every regex some member subscribes to; cached until
+        :meth:`subscriptions_changed` (a heartbeat of an unchanged group does no O(members) work)."""
+        cached = self.__dict__.get("_subscriptions")
+        if cached is None:
+            names = frozenset(t for m in self.members.values() for t in m.subscribed_topic_names)
+            regexes = frozenset(m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex)
+            cached = self.__dict__["_subscriptions"] = (names, regexes)
+        return cached
+
+    def subscriptions_changed(self) -> None:
+        self.__dict__["_subscriptions"] = None
+
     def is_empty(self) -> bool:
         return not self.members and not self.dead
 
@@ -265,19 +278,43 @@ class ConsumerGroup:
         out.append((cr.encode_consumer_key(cr.ConsumerGroupMetadataKey(gid)), None))
         return out
 
-    def snapshot(self) -> "ConsumerGroup":
-        """A copy to restore if the records of a change are not written. The offsets are not
-        copied (a heartbeat does not change them; they may be many)."""
-        offsets, self.offsets = self.offsets, {}
-        try:
-            return copy.deepcopy(self)
-        finally:
-            self.offsets = offsets
+    def snapshot(self) -> "GroupSnapshot":
+        """What a change may touch, kept to put back if its records are not written; members
+        about to change are copied as they are touched (:meth:`touch`). O(members) dict copies,
+        no deep copy: a heartbeat of a large group stays cheap."""
+        self.undo = GroupSnapshot(self)
+        return self.undo
 
-    def restore_from(self, other: "ConsumerGroup") -> None:
-        offsets = self.offsets
-        self.__dict__.update(copy.deepcopy(other).__dict__)
-        self.offsets = offsets
+    def touch(self, member: ConsumerMember) -> None:
+        """``member`` is about to change: keep a copy in the running change's snapshot."""
+        undo = getattr(self, "undo", None)
+        if undo is not None:
+            undo.touch(member)
+
+    def restore_from(self, snap: "GroupSnapshot") -> None:
+        snap.restore(self)
+
+
+class GroupSnapshot:
+    """A consumer group before a change. Members are changed by assigning their fields, never
+    their maps in place, so a shallow copy of each touched member restores it."""
+
+    _MAPS = ("members", "static_members", "target", "subscription_metadata")
+
+    def __init__(self, group: ConsumerGroup) -> None:
+        self.fields = {k: v for k, v in group.__dict__.items() if k not in self._MAPS + ("offsets", "undo")}
+        self.maps = {k: dict(getattr(group, k)) for k in self._MAPS}
+        self.members: dict[int, tuple[ConsumerMember, ConsumerMember]] = {}
+
+    def touch(self, member: ConsumerMember) -> None:
+        self.members.setdefault(id(member), (member, copy.copy(member)))
+
+    def restore(self, group: ConsumerGroup) -> None:
+        group.__dict__.update(self.fields)
+        for k, v in self.maps.items():
+            setattr(group, k, dict(v))
+        for member, saved in self.members.values():
+            member.__dict__.update(saved.__dict__)
 
 
 def member_tombstones(group_id: str, member_id: str) -> list[tuple[bytes, bytes | None]]:

@@ -354,14 +354,21 @@ def test_an_older_member_epoch_commits_the_partitions_owned_since_then():
 def test_a_heartbeat_whose_records_are_not_written_changes_nothing():
     h = Harness()
     h.hb("a", 0)
-    before = h.group().snapshot()
+    g = h.group()
+    before = (g.group_epoch, g.assignment_epoch, dict(g.target), g.members["a"].assignment_state(), g.state)
     h.fail_writes = True
     r = h.hb("b", 0)
     assert isinstance(r.error, errors.KafkaStorageError)
-    g = h.group()
-    assert set(g.members) == {"a"} and g.group_epoch == before.group_epoch and g.target == before.target
+    assert set(g.members) == {"a"}
+    assert (g.group_epoch, g.assignment_epoch, dict(g.target), g.members["a"].assignment_state(), g.state) == before
+    # A heartbeat that moves a member (a revokes for b), not written: a is as it was.
     h.fail_writes = False
     assert h.hb("b", 0).error is None
+    a = g.members["a"]
+    was = (a.assignment_state(), g.state, g.group_epoch)
+    h.fail_writes = True
+    assert isinstance(h.hb("a", a.member_epoch, a.assigned).error, errors.KafkaStorageError)
+    assert (a.assignment_state(), g.state, g.group_epoch) == was and a.state is MemberState.STABLE
     # A join that makes a group and fails leaves no group.
     h.fail_writes = True
     assert isinstance(h.hb("x", 0, group="g2").error, errors.KafkaStorageError)
