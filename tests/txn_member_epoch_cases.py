@@ -39,6 +39,7 @@ import struct
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Callable
 
 import confluent_kafka as ck
 from kio.schema.errors import ErrorCode
@@ -144,7 +145,7 @@ def read_output(bootstrap: str, topic: str, isolation: str) -> list[str]:
             [pos] = c.position([ck.TopicPartition(topic, 0)])
             if pos.offset >= end:  # read_committed skips aborted records and markers
                 return values
-        raise AssertionError(f"{topic}: reached {values and len(values)} records, not offset {end}, in 60 s")
+        raise AssertionError(f"{topic}: read {len(values)} records, not up to offset {end}, in 60 s")
     finally:
         c.close()
 
@@ -494,7 +495,7 @@ def case_fencing_survives_broker_restart(target: Target) -> None:
 
 @dataclass(frozen=True)
 class Case:
-    run: callable
+    run: Callable[[Target], None]
     timing: Timing = Timing()
     restarts_broker: bool = False
 
