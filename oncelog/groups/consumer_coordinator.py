@@ -107,6 +107,8 @@ class ConsumerGroupCoordinator:
         self.config = config
         self.topics = topics
         self.group_configs = group_configs or (lambda group_id: {})
+        # Set by the classic coordinator: takes over a consumer group left with classic members.
+        self.on_downgrade: Callable[[ConsumerGroup], None] | None = None
         self.assignors = {name: asg.ASSIGNORS[name] for name in config.consumer_assignors}
         self._regex_cache: dict[str, Callable[[str], bool]] = {}
 
@@ -394,7 +396,23 @@ class ConsumerGroupCoordinator:
             self._remove_member(group, member, records, now)
             results.append(None)
         self._write(group.group_id, group, before, records, None, None)
+        self._maybe_downgrade(group)
         return results
+
+    def _maybe_downgrade(self, group: ConsumerGroup) -> None:
+        """Kafka's validateOnlineDowngrade: once the last consumer-protocol member is gone and
+        classic members remain, the group becomes a classic group again (policy downgrade or
+        bidirectional, within group.max.size); the classic coordinator takes it over
+        (``on_downgrade``) and its members rejoin."""
+        if (self.on_downgrade is None or group.dead or not group.members
+                or self.config.consumer_migration_policy not in ("downgrade", "bidirectional")
+                or len(group.members) > self.config.max_size
+                or any(m.classic is None for m in group.members.values())
+                or self.groups.get(group.group_id) is not group):
+            return
+        notice(log, "group %s: its last consumer-protocol member is gone; the group with %d classic member(s) is "
+               "converted to a classic group", group.group_id, len(group.members))
+        self.on_downgrade(group)
 
     def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None,
                         generation: int) -> ConsumerMember:
@@ -713,6 +731,7 @@ class ConsumerGroupCoordinator:
                 notice(log, "group %s: static member %s with instance id %s left", group_id, member_id, instance_id)
                 self._remove_member(group, member, records, now)
         self._write(group_id, group, before, records, HeartbeatResult(None, member_id, member_epoch), respond)
+        self._maybe_downgrade(group)
         return None
 
     def _remove_member(self, group: ConsumerGroup, member: ConsumerMember, records: list[Record], now: int) -> None:
@@ -743,6 +762,7 @@ class ConsumerGroupCoordinator:
         records: list[Record] = []
         self._remove_member(group, member, records, self.clock())
         self._write(group.group_id, group, before, records, None, None)
+        self._maybe_downgrade(group)
 
     # ------------------------------------------------------------------ writing
 

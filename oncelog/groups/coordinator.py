@@ -70,6 +70,7 @@ class GroupCoordinator:
         self.groups: dict[str, Group | ConsumerGroup] = {}
         self.offsets = GroupOffsets(self.groups, clock, persist)
         self.consumer = ConsumerGroupCoordinator(self.groups, clock, persist, config, topics, group_configs)
+        self.consumer.on_downgrade = self._downgrade
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -163,6 +164,40 @@ class GroupCoordinator:
         self.persist(group.group_id, group.tombstones(), lambda _err: None)
         classic = self.groups[group.group_id] = Group(group.group_id, offsets=group.offsets, state_timestamp_ms=now)
         return classic
+
+    def _downgrade(self, cg: ConsumerGroup) -> None:
+        """A consumer group left with classic members only becomes a classic group (Kafka's
+        convertToClassicGroup): its members with their protocols and current assignments, at the
+        group epoch as generation, Stable, then a rebalance — each member is told at its next
+        heartbeat (REBALANCE_IN_PROGRESS) and rejoins; offsets stay."""
+        from . import classic_members as cm
+        now = self.clock()
+        topics = self.consumer.topics()
+        # The generation is the group epoch before the leave that triggered this (Kafka converts
+        # instead of bumping it): the classic members' epoch, so their next heartbeat is answered
+        # REBALANCE_IN_PROGRESS, not ILLEGAL_GENERATION.
+        group = Group(cg.group_id, protocol_type="consumer", generation=max(cg.group_epoch - 1, 0),
+                      offsets=cg.offsets, state_timestamp_ms=now)
+        for m in cg.members.values():
+            protocols = list(m.classic.supported_protocols)
+            parsed = cm.parse_subscription(protocols[0][1]) if protocols else None
+            member = Member(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+                            client_host=m.client_host, session_timeout_ms=m.classic.session_timeout_ms,
+                            rebalance_timeout_ms=max(m.rebalance_timeout_ms, 0) or m.classic.session_timeout_ms,
+                            protocol_type="consumer", protocols=protocols,
+                            assignment=cm.encode_assignment(cm.by_name(m.assigned, topics),
+                                                            parsed[0] if parsed else 0))
+            member.deadline_ms = now + member.session_timeout_ms
+            group.members[m.member_id] = member
+            if m.instance_id is not None:
+                group.static_members[m.instance_id] = m.member_id
+        group.leader_id = next(iter(group.members))
+        group.protocol_name = group.select_protocol()
+        group.state = S.STABLE  # as replay restores one: its members hold their assignments
+        self.groups[cg.group_id] = group
+        self.persist(cg.group_id, cg.tombstones(), lambda _err: None)
+        self._store_group(group, lambda _err: None)
+        self._prepare_rebalance(group, now, "converted from a consumer group (its last consumer-protocol member left)")
 
     def _join_new_member(self, group: Group, args: dict, require_known_member_id: bool,
                          respond: Callable[[JoinResult], None], now: int, skip_assignment: bool = True) -> None:

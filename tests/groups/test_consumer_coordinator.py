@@ -487,6 +487,40 @@ def test_a_classic_member_joins_a_consumer_group():
     assert set(h.group().members) == {"a"}
 
 
+def test_the_last_consumer_member_leaving_converts_the_group_back_to_classic():
+    """Kafka's downgrade (policy bidirectional, measured by helper Q with confluent-kafka-python's
+    test_consumer_upgrade_downgrade): the classic members stay, the group is classic at the group
+    epoch, rebalancing; the next heartbeat says REBALANCE_IN_PROGRESS, the rejoin forms the next
+    generation; offsets stay."""
+    from oncelog.groups.classic_members import parse_assignment
+    from oncelog.groups.state import GroupState
+    h = Harness()
+    c = h.coord
+    a = h.hb("a", 0)
+    k = classic_join(c, "g")
+    k = classic_join(c, "g", k.member_id)
+    r = h.hb("a", a.member_epoch, a.assignment)
+    h.hb("a", r.member_epoch, r.assignment)
+    k = classic_join(c, "g", k.member_id)
+    c.groups["g"].offsets[("t", 0)] = "kept"
+    epoch = c.groups["g"].group_epoch
+    h.hb("a", -1)
+    g = c.groups["g"]
+    assert g.group_type == "classic" and g.state is GroupState.PREPARING_REBALANCE
+    assert g.generation == epoch and set(g.members) == {k.member_id} and g.offsets == {("t", 0): "kept"}
+    with pytest.raises(errors.RebalanceInProgress):
+        c.heartbeat("g", k.generation, k.member_id, None)
+    again = classic_join(c, "g", k.member_id)
+    assert again.error is None and again.generation == epoch + 1 and again.leader == k.member_id
+    h2 = Harness(consumer_migration_policy="upgrade")
+    a = h2.hb("a", 0)
+    k = classic_join(h2.coord, "g")
+    classic_join(h2.coord, "g", k.member_id)
+    h2.hb("a", -1)
+    assert h2.coord.groups["g"].group_type == "consumer"  # not without downgrade in the policy
+    assert parse_assignment(b"\x00") is None
+
+
 def test_a_consumer_member_joining_a_live_classic_group_converts_it():
     """Kafka 4.4 (migration policy bidirectional): the classic group becomes a consumer group at
     its generation, its members keep their partitions, rejoin when asked, and share with the new
