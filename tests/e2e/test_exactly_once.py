@@ -21,13 +21,14 @@ and the kills land while a worker owns the partitions, as in the classic variant
 Zombies (consumer protocol): two workers share the input, and one at a time is stopped in the
 middle of a transaction until the broker has removed it and the other owns its partitions; when
 it runs again its offsets, sent with the group metadata it read them under, must be refused and
-the output must still hold each input record once (run on Apache Kafka too, from
-tests/kafka/test_txn_member_epoch_kafka.py).
+the output must still hold each input record once (on both brokers: the group's timing is a
+group config).
 
 A ``both_brokers`` module: the tests that SIGKILL, restart or freeze the broker are oncelog-only;
-the fenced-worker test runs against the session's one-node Apache Kafka too. The worker's names
-are fixed (``input``, ``output``, group ``ctp``: tests/ctp_worker.py), which the shared Kafka
-allows because that is the only test running the worker there.
+the fenced-worker and zombie tests run against the session's one-node Apache Kafka too. The
+fenced-worker test uses the worker's default names (``input``, ``output``, group ``ctp``:
+tests/ctp_worker.py), which the shared Kafka allows because it is the only test to; the zombie
+test uses names of its own.
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from ..consumer_protocol_cases import Timing, describe_group
+from ..consumer_protocol_cases import Timing, describe_group, kafka_group_configurer
 from ..conftest import soak_scale
-from ..helpers import consume_all, create_topic, first_difference
+from ..helpers import consume_all, create_topic, first_difference, unique
 
 pytestmark = pytest.mark.both_brokers
 
@@ -362,8 +363,8 @@ def run_two_workers_with_zombies(bootstrap, tmp_path, names, rounds=6):
     send_offsets_to_transaction() with the group metadata it read the batch under must be
     refused (UNKNOWN_MEMBER_ID, or ILLEGAL_GENERATION if it rejoined first) and the worker exits;
     it is restarted (its new producer aborts the zombie transaction). At the end the output holds
-    each input record exactly once. The group's timing must be set by the caller (its broker or
-    group config): CONSUMER_PROTOCOL_TIMING."""
+    each input record exactly once. The group's timing must be set by the caller (a group config,
+    or the broker's): CONSUMER_PROTOCOL_TIMING."""
     rng = random.Random(848)
     n = 20_000
     fill_input(bootstrap, n, names=names)
@@ -424,8 +425,9 @@ def run_two_workers_with_zombies(bootstrap, tmp_path, names, rounds=6):
     return refusals
 
 
-@pytest.mark.oncelog_only("the broker is started with the consumer protocol's group timing (oncelog has no "
-                          "per-group configs); tests/kafka/test_txn_member_epoch_kafka.py runs the same on Kafka")
-def test_two_consumer_protocol_workers_fence_their_zombies(broker_factory, tmp_path):
-    broker = broker_factory(extra_args=CONSUMER_PROTOCOL_TIMING.oncelog_overrides())
-    run_two_workers_with_zombies(broker.bootstrap, tmp_path, NAMES)
+def test_two_consumer_protocol_workers_fence_their_zombies(broker, tmp_path):
+    """Names of their own (the Apache Kafka variant shares its broker); the group's timing as
+    group configs (IncrementalAlterConfigs on the GROUP resource), before the workers join."""
+    names = Names(*(unique(x) for x in ("input", "output", "ctp")))
+    kafka_group_configurer(broker.bootstrap)(names.group, CONSUMER_PROTOCOL_TIMING)
+    run_two_workers_with_zombies(broker.bootstrap, tmp_path, names)

@@ -6,8 +6,7 @@ The session's one-node Kafka is shared: topics, groups and transactional ids are
 group gets the case's session timeout and heartbeat interval as group configs
 (IncrementalAlterConfigs on the GROUP resource; the fixture lowers only the broker's
 group.consumer.min.* bounds that allow it). The broker-restart case SIGKILLs and restarts the
-shared node (the fixture hands the next test a running one either way). The two-worker
-consume-transform-produce run with zombies (tests/e2e/test_exactly_once.py) runs here too."""
+shared node (the fixture hands the next test a running one either way)."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ pytest.register_assert_rewrite("tests.txn_member_epoch_cases")
 
 from .. import consumer_protocol_cases  # noqa: E402
 from .. import txn_member_epoch_cases as cases  # noqa: E402
-from ..e2e import test_exactly_once as ctp  # noqa: E402
 
 pytestmark = [pytest.mark.apache_kafka, pytest.mark.e2e]
 
@@ -34,11 +32,3 @@ def test_txn_member_epoch(apache_kafka, name):
     case.run(consumer_protocol_cases.Target(
         apache_kafka.bootstrap, case.timing, "apache-kafka",
         configure_group=consumer_protocol_cases.kafka_group_configurer(apache_kafka.bootstrap), restart=restart))
-
-
-def test_two_consumer_protocol_workers_fence_their_zombies(apache_kafka, tmp_path):
-    """tests/e2e/test_exactly_once.py's two workers with zombies, on Kafka: names of their own on
-    the shared broker, the group's timing as group configs."""
-    names = ctp.Names(*(consumer_protocol_cases.unique(x) for x in ("input", "output", "ctp")))
-    consumer_protocol_cases.kafka_group_configurer(apache_kafka.bootstrap)(names.group, ctp.CONSUMER_PROTOCOL_TIMING)
-    ctp.run_two_workers_with_zombies(apache_kafka.bootstrap, tmp_path, names)
