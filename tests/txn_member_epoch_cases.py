@@ -44,7 +44,7 @@ from typing import Callable
 import confluent_kafka as ck
 from kio.schema.errors import ErrorCode
 
-from .consumer_protocol_cases import (Ledger, Member, Target, Timing, describe_group, partitions_of, poll_until,
+from .consumer_protocol_cases import (Case, Ledger, Member, Target, Timing, describe_group, partitions_of, poll_until,
                                       settle)
 
 # librdkafka 2.16's encoding of a ConsumerGroupMetadata (rd_kafka_consumer_group_metadata_write):
@@ -491,13 +491,6 @@ def case_fencing_survives_broker_restart(target: Target) -> None:
                                 [f"a|{m.value().decode()}" for m in r.a_read])
     finally:
         r.close()
-
-
-@dataclass(frozen=True)
-class Case:
-    run: Callable[[Target], None]
-    timing: Timing = Timing()
-    restarts_broker: bool = False
 
 
 CASES: dict[str, Case] = {

@@ -22,3 +22,12 @@ def atomic_write(path: str, data: str | bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def fsync_dir(path: str) -> None:
+    """Make a directory's entries (a file created or renamed in it) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -21,7 +21,7 @@ from typing import Mapping
 from .. import errors
 from ..config import group_configs as gcfg
 from ..config.settings import GroupConfig
-from .files import atomic_write
+from .files import atomic_write, fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -69,17 +69,9 @@ class GroupConfigStore:
             configs.pop(group_id, None)
         try:
             atomic_write(self.path, json.dumps(configs, indent=1, sort_keys=True))
-            _fsync_dir(os.path.dirname(self.path))
+            fsync_dir(os.path.dirname(self.path))
         except OSError as exc:
             raise errors.KafkaStorageError(f"could not write {FILE}: {exc}") from None
         self._configs = configs
         self._effective[group_id] = gcfg.consumer_settings(props, self.settings)
         log.info("group %s configs now %s", group_id, props or "{} (broker defaults)")
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -46,7 +46,7 @@ from ..config import registry, settings
 from ..config.settings import FsyncPolicy, LogConfig
 from ..notices import notice
 from .flusher import Flusher, checkpoint_points
-from .files import atomic_write
+from .files import atomic_write, fsync_dir
 from .partition_log import PartitionLog, RecoveryPoint
 
 log = logging.getLogger("oncelog.storage")
@@ -244,7 +244,7 @@ class LogManager:
     def _write_broker_configs(self) -> None:
         doc = {"default": self.layers.dynamic_default, "broker": self.layers.dynamic_broker}
         atomic_write(os.path.join(self.data_dir, "broker-configs.json"), json.dumps(doc, indent=1, sort_keys=True))
-        _fsync_dir(self.data_dir)
+        fsync_dir(self.data_dir)
 
     # ------------------------------------------------------------------ start / stop
 
@@ -332,7 +332,7 @@ class LogManager:
         doc = {t.name: {"topic_id": str(t.topic_id), "partitions": t.partitions, "configs": t.overrides}
                for t in self.topics.values()}
         atomic_write(os.path.join(self.data_dir, "topics.json"), json.dumps(doc, indent=1, sort_keys=True))
-        _fsync_dir(self.data_dir)
+        fsync_dir(self.data_dir)
 
     def _read_checkpoint(self) -> dict[str, RecoveryPoint]:
         try:
@@ -568,11 +568,3 @@ def static_layer(config: LogConfig) -> dict[str, str]:
 def _cluster_id() -> str:
     import base64
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
