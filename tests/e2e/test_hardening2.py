@@ -112,7 +112,9 @@ TOPIC_OPS = {AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOper
              AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS}
 CLUSTER_OPS = {AclOperation.CREATE, AclOperation.ALTER, AclOperation.DESCRIBE, AclOperation.CLUSTER_ACTION,
                AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE}
-GROUP_OPS = {AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE}
+# Kafka 4.4's AclEntry.supportedOperations of a group (group configs: DESCRIBE_CONFIGS, ALTER_CONFIGS).
+GROUP_OPS = {AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS,
+             AclOperation.ALTER_CONFIGS}
 
 
 def test_authorized_operations_with_admin_client(broker):
