@@ -714,12 +714,17 @@ def classic_consumer(target: Target, group: str, topic: str, ledger: Ledger | No
     thread), so a mixed group's exclusivity is checked across both kinds of member."""
     import kafka
 
-    # metadata_max_age_ms: a leader whose first metadata missed the new topic assigns nothing and
-    # rejoins only when its metadata shows the topic (kafka-python's default refresh is 5 min; seen
-    # once in ~15 runs beside a CPU hog: the classic consumer never owned the topic in 60 s).
+    # kafka-python's range assignor, leading a join before its first metadata answer for the new
+    # topic arrived, assigns nothing ("No partition metadata for topic") and does not rejoin when
+    # the metadata comes (seen beside a CPU hog: the consumer never owned the topic in 60 s). So
+    # the consumer learns the topic's partitions first; metadata_max_age_ms keeps it fresh.
     c = kafka.KafkaConsumer(bootstrap_servers=target.bootstrap, group_id=group, auto_offset_reset="earliest",
                             enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=1000,
                             metadata_max_age_ms=1000)
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    while not c.partitions_for_topic(topic):
+        assert time.monotonic() < deadline, f"kafka-python never saw the partitions of {topic}"
+        time.sleep(0.1)
     if ledger is None:
         c.subscribe([topic])
         return c
