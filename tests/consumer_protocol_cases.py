@@ -708,23 +708,31 @@ def case_classic_groups_unaffected(target: Target) -> None:
             m.close()
 
 
-def classic_consumer(target: Target, group: str, topic: str, ledger: Ledger | None = None, name: str = "classic"):
-    """A kafka-python consumer (the classic protocol) of ``topic`` in ``group``; with a ledger, its
-    rebalance callbacks are recorded there beside the KIP-848 members' (it is polled by the same
-    thread), so a mixed group's exclusivity is checked across both kinds of member."""
+def kafka_python_consumer(bootstrap: str, group: str, topic: str):
+    """A kafka-python consumer of ``group`` that knows ``topic``'s partitions, not yet subscribed.
+    kafka-python's range assignor, leading a join before its first metadata answer for a new topic
+    arrived, assigns nothing ("No partition metadata for topic") and does not rejoin when the
+    metadata comes (seen beside a CPU hog and once in CI: a consumer that never owned the topic in
+    60 s). So it learns the topic's partitions first; metadata_max_age_ms keeps them fresh."""
     import kafka
 
-    # kafka-python's range assignor, leading a join before its first metadata answer for the new
-    # topic arrived, assigns nothing ("No partition metadata for topic") and does not rejoin when
-    # the metadata comes (seen beside a CPU hog: the consumer never owned the topic in 60 s). So
-    # the consumer learns the topic's partitions first; metadata_max_age_ms keeps it fresh.
-    c = kafka.KafkaConsumer(bootstrap_servers=target.bootstrap, group_id=group, auto_offset_reset="earliest",
+    c = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                             enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=1000,
                             metadata_max_age_ms=1000)
     deadline = time.monotonic() + SETTLE_TIMEOUT
     while not c.partitions_for_topic(topic):
         assert time.monotonic() < deadline, f"kafka-python never saw the partitions of {topic}"
         time.sleep(0.1)
+    return c
+
+
+def classic_consumer(target: Target, group: str, topic: str, ledger: Ledger | None = None, name: str = "classic"):
+    """A kafka-python consumer (the classic protocol) of ``topic`` in ``group``; with a ledger, its
+    rebalance callbacks are recorded there beside the KIP-848 members' (it is polled by the same
+    thread), so a mixed group's exclusivity is checked across both kinds of member."""
+    import kafka
+
+    c = kafka_python_consumer(target.bootstrap, group, topic)
     if ledger is None:
         c.subscribe([topic])
         return c
@@ -755,9 +763,8 @@ def close_classic(consumer, ledger: Ledger | None = None, name: str = "classic")
 def read_with_kafka_python(bootstrap: str, topic: str, group: str, n: int) -> list[Partition]:
     import kafka
 
-    c = kafka.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-                            enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=1000,
-                            metadata_max_age_ms=1000)  # as classic_consumer: a missed new topic is seen soon
+    c = kafka_python_consumer(bootstrap, group, topic)
+    c.subscribe([topic])
     got: list = []
     try:
         deadline = time.monotonic() + SETTLE_TIMEOUT
@@ -1115,10 +1122,8 @@ def case_empty_group_converted_both_ways(target: Target) -> None:
         return admin.describe_consumer_groups([group])[group].result(timeout=30).type
 
     def classic_reads_and_commits(resume_at: int, commit_at: int) -> None:
-        c = kafka.KafkaConsumer(topic, bootstrap_servers=target.bootstrap, group_id=group,
-                                auto_offset_reset="earliest", enable_auto_commit=False,
-                                session_timeout_ms=10000, heartbeat_interval_ms=1000,
-                                metadata_max_age_ms=1000)  # as classic_consumer
+        c = kafka_python_consumer(target.bootstrap, group, topic)
+        c.subscribe([topic])
         try:
             deadline = time.monotonic() + SETTLE_TIMEOUT
             got = []
