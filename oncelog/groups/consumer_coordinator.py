@@ -899,13 +899,18 @@ class ConsumerGroupCoordinator:
 
     @staticmethod
     def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> None:
-        """Kafka's ConsumerGroup.validateOffsetFetch: no member id and epoch -1 (admin) is accepted."""
+        """Kafka's ConsumerGroup.validateOffsetFetch: no member id and epoch -1 (admin) is accepted;
+        a classic member's generation that is not its epoch is ILLEGAL_GENERATION, as in commits."""
         if member_id is None and member_epoch < 0:
             return
         member = group.members.get(member_id or "")
         if member is None:
             raise errors.UnknownMemberId(f"Member {member_id} is not a member of group {group.group_id}.")
         if member_epoch != member.member_epoch:
+            if member.classic is not None:
+                raise errors.IllegalGeneration(
+                    f"The received generation id {member_epoch} does not match the expected member epoch "
+                    f"{member.member_epoch}.")
             raise errors.StaleMemberEpoch(
                 f"The received member epoch {member_epoch} does not match the expected member epoch "
                 f"{member.member_epoch}.")

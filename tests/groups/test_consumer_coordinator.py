@@ -482,6 +482,11 @@ def test_a_classic_member_joins_a_consumer_group():
         c.heartbeat("g", k2.generation, "a", None)  # a consumer-protocol member's id
     # Offsets by generation = member epoch; a mismatch is ILLEGAL_GENERATION for a classic member.
     assert c.validate_offset_commit("g", k2.generation, k2.member_id, None, api_version=8) is None
+    with pytest.raises(errors.IllegalGeneration):
+        c.validate_offset_commit("g", k2.generation + 1, k2.member_id, None, api_version=8)
+    c.validate_offset_fetch("g", k2.member_id, k2.generation)
+    with pytest.raises(errors.IllegalGeneration, match="received generation id"):  # Kafka's validateOffsetFetch
+        c.validate_offset_fetch("g", k2.member_id, k2.generation - 1)
     h.owned_by_coordinator()
     assert c.leave("g", [(k2.member_id, None)]) == [None]
     assert set(h.group().members) == {"a"}
