@@ -202,6 +202,14 @@ def test_a_full_disk_refuses_produce_keeps_what_was_acked_and_takes_writes_again
     assert before.flush(60) == 0 and not acks.errors, acks.errors
     assert len(acks.acked) == 2000
 
+    # The first recovery checkpoint (every 200 ms) is written before the disk fills: that it is
+    # written again once there is space is checked below (start to full took 130 ms in one CI run).
+    checkpoint = os.path.join(disk_broker.data_dir, "recovery-checkpoint.json")
+    deadline = time.monotonic() + 30
+    while not os.path.exists(checkpoint):
+        assert time.monotonic() < deadline, "no recovery checkpoint written in 30 s"
+        time.sleep(0.05)
+
     # Full: a batch larger than a page is refused with KAFKA_STORAGE_ERROR, on each partition.
     ballast.fill()
     assert ballast.size > 0
@@ -221,7 +229,6 @@ def test_a_full_disk_refuses_produce_keeps_what_was_acked_and_takes_writes_again
 
     # Space again: the same process takes writes; the retried batches land, each once; the
     # background writes (here the recovery checkpoint, every 200 ms) have gone on too.
-    checkpoint = os.path.join(disk_broker.data_dir, "recovery-checkpoint.json")
     full_since = os.stat(checkpoint).st_mtime_ns
     ballast.release()
     assert during.flush(120) == 0 and not acks.errors, acks.errors
