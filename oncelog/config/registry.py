@@ -828,7 +828,9 @@ NOT_HONOURED: dict[str, str] = {
     "offsets.topic.min.isr": "one broker: every write is to the one replica",
     "share.coordinator.state.topic.replication.factor": "oncelog has no share groups (KIP-932)",
     "share.coordinator.state.topic.min.isr": "oncelog has no share groups (KIP-932)",
-    "group.coordinator.rebalance.protocols": "oncelog serves the classic group protocol",
+    "group.coordinator.rebalance.protocols": (
+        "deprecated in Kafka 4.4 (all protocols always on in 5.0): oncelog always serves the classic and "
+        "consumer protocols; share and streams groups are not implemented"),
     "metadata.log.dir": "oncelog keeps no KRaft metadata log",
     "cluster.id": "the cluster id is created with the data dir (meta.json)",
 }
