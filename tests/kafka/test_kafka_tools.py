@@ -160,8 +160,34 @@ def _output_end(bootstrap: str, topic: str, partitions: int) -> int:
         client.close()
 
 
-def _copy_through_failures(target, tmp_path, *, input_partitions: int, output_partitions: int, copier_args,
-                           copiers: int, steps: list[str], seed_args=(), pace_by_output: bool = False) -> None:
+def _copy_through_failures(target, tmp_path, **kwargs) -> None:
+    """:func:`_copy_through`; a failure's message gets what the run saw (the timeline, each
+    copier's starts, exit code and last status line) and the broker log's lines about the group
+    and its warnings: Kafka's TransactionalMessageCopier died once in CI after a broker bounce
+    (the position of its new partitions not determined in 60 s), and its stderr alone did not
+    say why."""
+    seen: dict = {}
+    try:
+        _copy_through(target, tmp_path, seen=seen, **kwargs)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{_diagnosis(target, seen)}") from None
+
+
+def _diagnosis(target, seen: dict) -> str:
+    out = ["timeline:", *seen.get("timeline", [])]
+    for c in seen.get("copiers", []):
+        rc = c.proc.poll() if c.proc is not None else None
+        out.append(f"copier-{c.index}: {c.starts} start(s), exit code {rc}, last status {c.status}")
+    group = seen.get("group", "")
+    lines = [line for line in target.tail_log(5000).splitlines()
+             if (group and group in line) or " WARN " in line or " ERROR " in line]
+    out += ["broker log (the group's lines, warnings, errors; the last 60):", *lines[-60:]]
+    return "\n".join(out)
+
+
+def _copy_through(target, tmp_path, *, input_partitions: int, output_partitions: int, copier_args,
+                  copiers: int, steps: list[str], seed_args=(), pace_by_output: bool = False,
+                  seen: dict | None = None) -> None:
     """Seed, copy with ``copiers`` TransactionalMessageCopier processes (``copier_args(i, bootstrap,
     input, output, group)``) through ``steps`` ("copier-<i>": SIGKILL and restart it once it made
     progress since its start; "broker": SIGKILL and restart the broker once every copier did),
@@ -186,6 +212,9 @@ def _copy_through_failures(target, tmp_path, *, input_partitions: int, output_pa
     def note(what: str) -> None:
         timeline.append(f"{time.monotonic() - started:6.1f}s {what}")
         print(timeline[-1])
+
+    if seen is not None:
+        seen.update(group=group, copiers=running, timeline=timeline)
 
     for c in running:
         c.start()
