@@ -16,6 +16,7 @@ subscriptions in the background, oncelog at once: the regex scenario compares th
 from __future__ import annotations
 
 import datetime
+import uuid
 
 from .framework import DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS, OFFSET_COMMIT, OFFSET_FETCH, mod
 from .scenarios_groups import build, join_member, leave, scenario
@@ -75,7 +76,56 @@ def _parts(assignment):
     return sorted((tp.topic_name, sorted(tp.partitions)) for tp in assignment.topic_partitions)
 
 
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` (UTF-16 code units), which Kafka's group coordinator hashes."""
+    h = 0
+    units = s.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def offsets_partition(group: str, partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of ``group``: Kafka's ``Utils.abs(hashCode) % n``."""
+    h = java_string_hash(group)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def coordinator_sees(k, group: str, topic: str) -> None:
+    """Wait until the coordinator shard of ``group`` assigns every partition of ``topic``.
+
+    Why: Kafka applies a new metadata image to each ``__consumer_offsets`` shard by an event it
+    queues after the broker already serves the topic (CoordinatorRuntime.onNewMetadataImage), so
+    a member joining at once can be assigned nothing (CI saw it once: epoch 2, no partitions).
+    A throwaway group on the same shard (events of a shard run in order) joins, reads its
+    assignment, leaves and is deleted; its name lacks the run's prefix, so no answer shows it.
+    oncelog's coordinator sees a topic when it exists: the first probe succeeds there."""
+    seen = k.__dict__.setdefault("_coordinator_sees", set())
+    md = k.metadata(["__consumer_offsets"]).topics[0]
+    shards = len(md.partitions) if int(md.error_code) == 0 and md.partitions else 50
+    shard = offsets_partition(group, shards)
+    if (shard, topic) in seen:
+        return
+    want = len(k.metadata([topic]).topics[0].partitions)
+
+    def probe() -> bool:
+        while True:  # a fresh group each time: a rejoin would wait for the assignment interval
+            name = f"probe-{uuid.uuid4().hex}"
+            if offsets_partition(name, shards) == shard:
+                break
+        member = uuid.uuid4().hex
+        r = cgh(k, name, member, 0, topics=[topic])
+        got = 0 if r.assignment is None else sum(len(tp.partitions) for tp in r.assignment.topic_partitions)
+        if int(r.error_code) == 0:
+            cgh(k, name, member, -1, owned=None)
+            k.send(build(DELETE_GROUPS, 2, groups_names=(name,)))
+        return int(r.error_code) == 0 and got == want
+    k.wait_until(probe, f"the coordinator of {group} sees {topic}", interval=0.05)
+    seen.add((shard, topic))
+
+
 def joined(k, group: str, member: str, topic: str, **kw):
+    coordinator_sees(k, group, topic)
     r = cgh(k, group, k.name(member), 0, topics=[topic], **kw)
     if int(r.error_code) != 0:
         raise AssertionError(f"join {member}: {r.error_code!r} {r.error_message}")
