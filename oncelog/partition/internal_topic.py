@@ -44,7 +44,12 @@ def java_string_hash(s: str) -> int:
 
 
 def partition_for(group_or_txn_id: str, partitions: int) -> int:
-    """Kafka's Utils.abs(hashCode) % partitions (abs maps MIN_VALUE to 0... via & 0x7fffffff)."""
+    """The internal-topic partition of a group or transactional id: ``(hashCode & 0x7fffffff) %
+    partitions``. NOT Kafka's placement (``Utils.abs(hashCode) % partitions``) when the hash is
+    negative, about half of all ids: -1 lands on 2147483647 % n here, on 1 % n in Kafka. Clients
+    never see it (one broker coordinates every group and transaction), only a reader of the
+    internal topics' partitions does. It stays as it is because data dirs hold records placed by
+    it: changing it needs a placement recorded in ``meta.json`` (new dirs Kafka's, old ones this)."""
     return (java_string_hash(group_or_txn_id) & 0x7FFFFFFF) % partitions
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import datetime
 import uuid
 
+from oncelog.partition.internal_topic import java_string_hash
+
 from .framework import DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS, OFFSET_COMMIT, OFFSET_FETCH, mod
 from .scenarios_groups import build, join_member, leave, scenario
 from .scenarios_transactions import begin, txn_offset_commit
@@ -76,17 +78,9 @@ def _parts(assignment):
     return sorted((tp.topic_name, sorted(tp.partitions)) for tp in assignment.topic_partitions)
 
 
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode`` (UTF-16 code units), which Kafka's group coordinator hashes."""
-    h = 0
-    units = s.encode("utf-16-be")
-    for i in range(0, len(units), 2):
-        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def offsets_partition(group: str, partitions: int) -> int:
-    """The ``__consumer_offsets`` partition of ``group``: Kafka's ``Utils.abs(hashCode) % n``."""
+    """The ``__consumer_offsets`` partition of ``group`` in Kafka: ``Utils.abs(hashCode) % n``
+    (oncelog's own placement differs for negative hashes; it has one coordinator for all)."""
     h = java_string_hash(group)
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
