@@ -12,7 +12,10 @@ log start.
 
 The two topics' names and Kafka's placement rule (``Utils.abs(key.hashCode) % partitions``, with
 Java's ``String.hashCode``) live here, below both coordinators: a group id and a transactional id
-land on the partition Kafka would choose.
+land on the partition Kafka would choose. Data directories written before oncelog placed keys as
+Kafka does keep their placement, ``(hashCode & 0x7fffffff) % partitions`` (``legacy``: it differs
+for a negative hash), because their records are where it put them; the data directory's
+``meta.json`` says which (:attr:`oncelog.storage.log_manager.LogManager.internal_placement`).
 """
 
 from __future__ import annotations
@@ -43,14 +46,16 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-def partition_for(group_or_txn_id: str, partitions: int) -> int:
-    """The internal-topic partition of a group or transactional id: ``(hashCode & 0x7fffffff) %
-    partitions``. NOT Kafka's placement (``Utils.abs(hashCode) % partitions``) when the hash is
-    negative, about half of all ids: -1 lands on 2147483647 % n here, on 1 % n in Kafka. Clients
-    never see it (one broker coordinates every group and transaction), only a reader of the
-    internal topics' partitions does. It stays as it is because data dirs hold records placed by
-    it: changing it needs a placement recorded in ``meta.json`` (new dirs Kafka's, old ones this)."""
-    return (java_string_hash(group_or_txn_id) & 0x7FFFFFFF) % partitions
+def partition_for(group_or_txn_id: str, partitions: int, placement: str = "kafka") -> int:
+    """The internal-topic partition of a group or transactional id: Kafka's
+    ``Utils.abs(hashCode) % partitions`` (``Utils.abs`` maps Integer.MIN_VALUE to 0), or with
+    ``placement="legacy"`` the rule of data directories oncelog wrote before,
+    ``(hashCode & 0x7fffffff) % partitions`` — the same for a hash >= 0, else not (-1: Kafka
+    1 % n, legacy 2147483647 % n)."""
+    h = java_string_hash(group_or_txn_id)
+    if placement == "legacy":
+        return (h & 0x7FFFFFFF) % partitions
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 class InternalTopic:
@@ -67,7 +72,7 @@ class InternalTopic:
         self.partitions = topic.partitions
 
     def partition_for(self, key: str) -> int:
-        return partition_for(key, self.partitions)
+        return partition_for(key, self.partitions, self.manager.logs.internal_placement)
 
     def append(self, key: str, records: list[tuple[bytes, bytes | None]],
                on_done: Callable[[KafkaError | None], None], *, producer_id: int = rb.NO_PRODUCER_ID,

@@ -2,7 +2,8 @@
 
 Layout of ``--data-dir``::
 
-    meta.json                  {"format": 1, "cluster_id": ..., "node_id": N}  (serve --node-id, default 1)
+    meta.json                  {"format": 1, "cluster_id": ..., "node_id": N, "internal_placement": "kafka"}
+                               (serve --node-id, default 1; the placement: see :attr:`LogManager.internal_placement`)
     topics.json                {name: {"topic_id": uuid, "partitions": n, "configs": {..}}}
     broker-configs.json        {"default": {..}, "broker": {..}}: dynamic broker configs (AlterConfigs on
                                the BROKER resource "" and on this node id), Kafka names and string values;
@@ -56,6 +57,8 @@ MAX_TOPIC_NAME = 249
 MAX_PARTITIONS = 10_000
 # Kafka's Topic.isInternal: the topics the broker itself writes (a user topic may start with "__" too).
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# Where a key's records go in them (oncelog.partition.internal_topic.partition_for).
+PLACEMENTS = ("kafka", "legacy")
 
 
 def validate_topic_name(name: str | None) -> None:
@@ -126,6 +129,7 @@ class LogManager:
         self.topics: dict[str, Topic] = {}
         self.topics_by_id: dict[uuid.UUID, Topic] = {}
         self.cluster_id = ""
+        self.internal_placement = "kafka"  # set by open() from meta.json
         self.node_id = node_id
         self.checkpoint_interval_ms = checkpoint_interval_ms
         # Retention is run by oncelog.partition.PartitionManager (it trims partition state too).
@@ -259,7 +263,7 @@ class LogManager:
                 raise DataDirMismatch(f"{meta_path} says node.id {meta['node_id']}, but this broker is configured "
                                       f"with node.id {self.node_id}: refusing to serve another node's data")
         else:
-            meta = {"format": 1, "cluster_id": _cluster_id(), "node_id": self.node_id}
+            meta = {"format": 1, "cluster_id": _cluster_id(), "node_id": self.node_id, "internal_placement": "kafka"}
             atomic_write(meta_path, json.dumps(meta))
         self.cluster_id, self.node_id = meta["cluster_id"], meta["node_id"]
         clean_marker = os.path.join(self.data_dir, ".clean-shutdown")
@@ -277,6 +281,7 @@ class LogManager:
                 topic.logs.append(self._open_log(topic, p, points.get(f"{name}/{p}"), clean))
             self._register(topic)
         self._remove_leftovers()
+        self._settle_internal_placement(meta_path, meta)
         if clean:
             os.unlink(clean_marker)
         logs = self.all_logs()
@@ -285,6 +290,23 @@ class LogManager:
         log.info("opened %d topic(s) in %s (%s) in %.3fs: validated %d of %d bytes", len(self.topics),
                  self.data_dir, state, time.monotonic() - started,
                  sum(p.recovery_scanned_bytes for p in logs), sum(p.size_bytes for p in logs))
+
+    def _settle_internal_placement(self, meta_path: str, meta: dict) -> None:
+        """Which partition of ``__consumer_offsets`` / ``__transaction_state`` holds a key's
+        records (:func:`oncelog.partition.internal_topic.partition_for`): ``kafka`` for a data
+        directory that has no internal topic yet, ``legacy`` for one whose internal topics an
+        oncelog wrote before it placed keys as Kafka does (its meta.json has no placement) — its
+        records stay where they are, so a group's or transaction's new records join its old ones.
+        Recorded in meta.json, so the choice is made once."""
+        placement = meta.get("internal_placement")
+        if placement is None:
+            placement = "legacy" if INTERNAL_TOPICS & set(self.topics) else "kafka"
+            meta = {**meta, "internal_placement": placement}
+            atomic_write(meta_path, json.dumps(meta))
+        if placement not in PLACEMENTS:
+            raise DataDirMismatch(f"{meta_path} says internal_placement {placement!r}; this oncelog knows "
+                                  f"{', '.join(PLACEMENTS)}: refusing to place records where no reader would look")
+        self.internal_placement = placement
 
     def _open_log(self, topic: Topic, partition: int, point: RecoveryPoint | None, clean: bool) -> PartitionLog:
         directory = os.path.join(self.data_dir, f"{topic.name}-{partition}")

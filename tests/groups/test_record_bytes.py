@@ -79,20 +79,67 @@ def test_unknown_versions_are_refused():
         decode_group_value(bytes.fromhex("0002" + GROUP_VALUES[1][1][4:]))
 
 
-@pytest.mark.parametrize("key, hash_code, of_50, of_7", [
-    ("", 0, 0, 0),
-    ("g", 103, 3, 5),
-    ("group-é", 293427483, 33, 6),
-    ("my-transactional-id", -959806496, 2, 4),
-    ("\U0001F600emoji", -1233692477, 21, 6),  # a surrogate pair: two UTF-16 code units
-    ("a" * 40, 1042809472, 22, 5),
+@pytest.mark.parametrize("key, hash_code, of_50, of_7, legacy_50, legacy_7", [
+    ("", 0, 0, 0, 0, 0),
+    ("g", 103, 3, 5, 3, 5),
+    ("group-é", 293427483, 33, 6, 33, 6),
+    ("my-transactional-id", -959806496, 46, 5, 2, 4),
+    ("\U0001F600emoji", -1233692477, 27, 3, 21, 6),  # a surrogate pair: two UTF-16 code units
+    ("a" * 40, 1042809472, 22, 5, 22, 5),
+    ("polygenelubricants", -(1 << 31), 0, 0, 0, 0),  # Integer.MIN_VALUE: Kafka's Utils.abs makes it 0
 ])
-def test_a_key_stays_on_its_partition(key, hash_code, of_50, of_7):
+def test_a_key_stays_on_its_partition(key, hash_code, of_50, of_7, legacy_50, legacy_7):
     """Where a group's (or transactional id's) records live is part of the format: Java's
-    String.hashCode as Kafka's, then oncelog's ``& 0x7fffffff`` (not Kafka's abs: the two negative
-    hashes here land elsewhere in Kafka; see :func:`partition_for`)."""
+    String.hashCode, then Kafka's ``Utils.abs(h) % n`` (the partitions and hashes were taken
+    with Java 17: ``Math.abs("my-transactional-id".hashCode()) % 50`` is 46); data directories
+    an older oncelog wrote keep its ``(h & 0x7fffffff) % n`` (``legacy``), which differs for a
+    negative hash."""
     assert java_string_hash(key) == hash_code
     assert (partition_for(key, 50), partition_for(key, 7)) == (of_50, of_7)
+    assert (partition_for(key, 50, "legacy"), partition_for(key, 7, "legacy")) == (legacy_50, legacy_7)
+
+
+def _opened(data_dir):
+    from oncelog.config.settings import FsyncPolicy, LogConfig
+    from oncelog.storage.log_manager import LogManager
+
+    logs = LogManager(str(data_dir), FsyncPolicy("never"), LogConfig())
+    logs.open()
+    return logs
+
+
+def test_the_placement_is_kafkas_for_a_new_data_dir_and_legacy_for_an_old_one(tmp_path):
+    """A new data directory records ``kafka`` in meta.json; one an older oncelog wrote (no
+    placement in meta.json, internal topics present) gets ``legacy``, recorded; one with no
+    internal topic yet gets ``kafka``; an unknown placement is refused at start."""
+    import json
+
+    from oncelog.storage.log_manager import DataDirMismatch
+
+    new = _opened(tmp_path / "new")
+    assert new.internal_placement == "kafka"
+    assert json.loads((tmp_path / "new" / "meta.json").read_text())["internal_placement"] == "kafka"
+
+    old = tmp_path / "old"
+    _opened(old).create_topic("__consumer_offsets", 3, configs={"cleanup.policy": "compact"}, strict=False)
+    meta = json.loads((old / "meta.json").read_text())
+    del meta["internal_placement"]
+    (old / "meta.json").write_text(json.dumps(meta))
+    assert _opened(old).internal_placement == "legacy"
+    assert json.loads((old / "meta.json").read_text())["internal_placement"] == "legacy"
+    assert _opened(old).internal_placement == "legacy"
+
+    bare = tmp_path / "bare"
+    _opened(bare).create_topic("events", 1)
+    meta = json.loads((bare / "meta.json").read_text())
+    del meta["internal_placement"]
+    (bare / "meta.json").write_text(json.dumps(meta))
+    assert _opened(bare).internal_placement == "kafka"
+
+    meta["internal_placement"] = "murmur"
+    (bare / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(DataDirMismatch, match="internal_placement 'murmur'"):
+        _opened(bare)
 
 
 def test_records_written_before_replay_into_the_coordinator(tmp_path):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime
 import uuid
 
-from oncelog.partition.internal_topic import java_string_hash
+from oncelog.partition.internal_topic import partition_for
 
 from .framework import DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS, OFFSET_COMMIT, OFFSET_FETCH, mod
 from .scenarios_groups import build, join_member, leave, scenario
@@ -78,26 +78,20 @@ def _parts(assignment):
     return sorted((tp.topic_name, sorted(tp.partitions)) for tp in assignment.topic_partitions)
 
 
-def offsets_partition(group: str, partitions: int) -> int:
-    """The ``__consumer_offsets`` partition of ``group`` in Kafka: ``Utils.abs(hashCode) % n``
-    (oncelog's own placement differs for negative hashes; it has one coordinator for all)."""
-    h = java_string_hash(group)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
-
-
 def coordinator_sees(k, group: str, topic: str) -> None:
     """Wait until the coordinator shard of ``group`` assigns every partition of ``topic``.
 
     Why: Kafka applies a new metadata image to each ``__consumer_offsets`` shard by an event it
     queues after the broker already serves the topic (CoordinatorRuntime.onNewMetadataImage), so
     a member joining at once can be assigned nothing (CI saw it once: epoch 2, no partitions).
-    A throwaway group on the same shard (events of a shard run in order) joins, reads its
-    assignment, leaves and is deleted; its name lacks the run's prefix, so no answer shows it.
+    A throwaway group on the same shard (Kafka's placement, :func:`partition_for`; events of a
+    shard run in order) joins, reads its assignment, leaves and is deleted; its name lacks the
+    run's prefix, so no answer shows it.
     oncelog's coordinator sees a topic when it exists: the first probe succeeds there."""
     seen = k.__dict__.setdefault("_coordinator_sees", set())
     md = k.metadata(["__consumer_offsets"]).topics[0]
     shards = len(md.partitions) if int(md.error_code) == 0 and md.partitions else 50
-    shard = offsets_partition(group, shards)
+    shard = partition_for(group, shards)
     if (shard, topic) in seen:
         return
     want = len(k.metadata([topic]).topics[0].partitions)
@@ -105,7 +99,7 @@ def coordinator_sees(k, group: str, topic: str) -> None:
     def probe() -> bool:
         while True:  # a fresh group each time: a rejoin would wait for the assignment interval
             name = f"probe-{uuid.uuid4().hex}"
-            if offsets_partition(name, shards) == shard:
+            if partition_for(name, shards) == shard:
                 break
         member = uuid.uuid4().hex
         r = cgh(k, name, member, 0, topics=[topic])
