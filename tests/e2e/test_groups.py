@@ -277,3 +277,103 @@ def test_offsets_topic_is_compacted_so_replay_stays_short(broker_factory):
     c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "committer"})
     assert c.committed([ck.TopicPartition("c", 0)], timeout=10)[0].offset == 1499
     c.close()
+
+
+def _negative_hash_id(base: str, partitions: int) -> str:
+    """A unique id whose Java hashCode is negative and whose Kafka partition differs from the
+    legacy rule's (``hashCode & 0x7fffffff``): the ids a wrong placement would put elsewhere."""
+    from oncelog.partition.internal_topic import java_string_hash, partition_for
+
+    while True:
+        name = unique(base)
+        if java_string_hash(name) < 0 and partition_for(name, partitions) != partition_for(name, partitions, "legacy"):
+            return name
+
+
+def _internal_ends(bootstrap: str, topic: str) -> dict[int, int]:
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": unique("ends")})
+    try:
+        parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+        return {p: c.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=10)[1] for p in parts}
+    finally:
+        c.close()
+
+
+def _grown(before: dict[int, int], after: dict[int, int]) -> dict[int, int]:
+    return {p: after[p] - before.get(p, 0) for p in after if after[p] > before.get(p, 0)}
+
+
+def test_groups_and_transactional_ids_land_on_kafkas_internal_partitions(broker):
+    """Which partition of ``__consumer_offsets`` holds a group's records, and of
+    ``__transaction_state`` a transactional id's: Kafka's ``Utils.abs(hashCode) % n`` on both
+    brokers, for ids with a negative hashCode (where oncelog's old rule, ``hashCode & 0x7fffffff``,
+    put them elsewhere). Seen from outside: the partition whose end offset grows by each write.
+    Other groups of the session may write meanwhile, so the test counts: five writes each."""
+    from oncelog.partition.internal_topic import partition_for
+
+    topic = unique("placed")
+    create_topic(broker.bootstrap, topic, 1)
+    writes = 5
+    # Kafka creates its internal topics at the first use: a group's and a transactional id's.
+    warm = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("warm-up"), "enable.auto.commit": False})
+    warm.commit(offsets=[ck.TopicPartition(topic, 0, 1)], asynchronous=False)
+    warm.close()
+    ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique("warm-up")}).init_transactions(30)
+    offsets_before = _internal_ends(broker.bootstrap, "__consumer_offsets")
+    group = _negative_hash_id("placed-group", len(offsets_before))
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    for i in range(writes):
+        c.commit(offsets=[ck.TopicPartition(topic, 0, i + 1)], asynchronous=False)
+    c.close()
+    grown = _grown(offsets_before, _internal_ends(broker.bootstrap, "__consumer_offsets"))
+    kafka, legacy = partition_for(group, len(offsets_before)), partition_for(group, len(offsets_before), "legacy")
+    assert grown.get(kafka, 0) >= writes and grown.get(legacy, 0) < writes, (group, kafka, legacy, grown)
+
+    txn_before = _internal_ends(broker.bootstrap, "__transaction_state")
+    txn_id = _negative_hash_id("placed-txn", len(txn_before))
+    for _ in range(writes):  # each InitProducerId of the id records its new epoch
+        p = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id})
+        p.init_transactions(30)
+        p.flush(5)
+    grown = _grown(txn_before, _internal_ends(broker.bootstrap, "__transaction_state"))
+    kafka, legacy = partition_for(txn_id, len(txn_before)), partition_for(txn_id, len(txn_before), "legacy")
+    assert grown.get(kafka, 0) >= writes and grown.get(legacy, 0) < writes, (txn_id, kafka, legacy, grown)
+
+
+@pytest.mark.oncelog_only("a data directory an older oncelog wrote, and a SIGKILL")
+def test_a_data_dir_with_the_legacy_placement_keeps_it_through_a_restart(broker_factory, tmp_path):
+    """A data directory whose internal topics an older oncelog wrote keeps that placement
+    (``hashCode & 0x7fffffff``): its records are where it put them, so new ones join them there,
+    and a SIGKILL + restart replays them. (meta.json says ``legacy``, as the broker records it
+    for such a directory: tests/storage/test_log_manager.py.)"""
+    import json
+
+    from oncelog.partition.internal_topic import partition_for
+
+    data = tmp_path / "old"
+    data.mkdir()
+    (data / "meta.json").write_text(json.dumps({"format": 1, "cluster_id": "legacy-placement-test", "node_id": 1,
+                                                "internal_placement": "legacy"}))
+    broker = broker_factory("old")
+    assert broker.data_dir == str(data)
+    topic = "placed"
+    create_topic(broker.bootstrap, topic, 1)
+    before = _internal_ends(broker.bootstrap, "__consumer_offsets")
+    group = _negative_hash_id("legacy-group", len(before))
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[ck.TopicPartition(topic, 0, 41)], asynchronous=False)
+    c.close()
+    grown = _grown(before, _internal_ends(broker.bootstrap, "__consumer_offsets"))
+    assert list(grown) == [partition_for(group, len(before), "legacy")], (group, grown)
+    broker.kill()
+    broker.restart()
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    assert c.committed([ck.TopicPartition(topic, 0)], timeout=20)[0].offset == 41
+    c.commit(offsets=[ck.TopicPartition(topic, 0, 42)], asynchronous=False)
+    c.close()
+    broker.kill()
+    broker.restart()
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    assert c.committed([ck.TopicPartition(topic, 0)], timeout=20)[0].offset == 42
+    c.close()
+    assert json.loads((data / "meta.json").read_text())["internal_placement"] == "legacy"
