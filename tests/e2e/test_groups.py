@@ -8,6 +8,7 @@ are oncelog-only."""
 from __future__ import annotations
 
 import collections
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +17,8 @@ import time
 
 import confluent_kafka as ck
 import pytest
+
+from oncelog.partition.internal_topic import java_string_hash, partition_for
 
 from ..helpers import create_topic, unique
 
@@ -282,8 +285,6 @@ def test_offsets_topic_is_compacted_so_replay_stays_short(broker_factory):
 def _negative_hash_id(base: str, partitions: int) -> str:
     """A unique id whose Java hashCode is negative and whose Kafka partition differs from the
     legacy rule's (``hashCode & 0x7fffffff``): the ids a wrong placement would put elsewhere."""
-    from oncelog.partition.internal_topic import java_string_hash, partition_for
-
     while True:
         name = unique(base)
         if java_string_hash(name) < 0 and partition_for(name, partitions) != partition_for(name, partitions, "legacy"):
@@ -309,14 +310,23 @@ def test_groups_and_transactional_ids_land_on_kafkas_internal_partitions(broker)
     brokers, for ids with a negative hashCode (where oncelog's old rule, ``hashCode & 0x7fffffff``,
     put them elsewhere). Seen from outside: the partition whose end offset grows by each write.
     Other groups of the session may write meanwhile, so the test counts: five writes each."""
-    from oncelog.partition.internal_topic import partition_for
-
     topic = unique("placed")
     create_topic(broker.bootstrap, topic, 1)
     writes = 5
-    # Kafka creates its internal topics at the first use: a group's and a transactional id's.
+    # Kafka creates its internal topics at the first use: a group's and a transactional id's. A
+    # commit meanwhile may be answered NOT_COORDINATOR (the new partitions still loading): again.
     warm = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("warm-up"), "enable.auto.commit": False})
-    warm.commit(offsets=[ck.TopicPartition(topic, 0, 1)], asynchronous=False)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            warm.commit(offsets=[ck.TopicPartition(topic, 0, 1)], asynchronous=False)
+            break
+        except ck.KafkaException as exc:
+            loading = (ck.KafkaError.NOT_COORDINATOR, ck.KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                       ck.KafkaError.COORDINATOR_NOT_AVAILABLE)
+            if exc.args[0].code() not in loading or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
     warm.close()
     ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique("warm-up")}).init_transactions(30)
     offsets_before = _internal_ends(broker.bootstrap, "__consumer_offsets")
@@ -345,11 +355,7 @@ def test_a_data_dir_with_the_legacy_placement_keeps_it_through_a_restart(broker_
     """A data directory whose internal topics an older oncelog wrote keeps that placement
     (``hashCode & 0x7fffffff``): its records are where it put them, so new ones join them there,
     and a SIGKILL + restart replays them. (meta.json says ``legacy``, as the broker records it
-    for such a directory: tests/storage/test_log_manager.py.)"""
-    import json
-
-    from oncelog.partition.internal_topic import partition_for
-
+    for such a directory: tests/groups/test_record_bytes.py.)"""
     data = tmp_path / "old"
     data.mkdir()
     (data / "meta.json").write_text(json.dumps({"format": 1, "cluster_id": "legacy-placement-test", "node_id": 1,

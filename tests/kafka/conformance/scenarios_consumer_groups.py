@@ -89,8 +89,11 @@ def coordinator_sees(k, group: str, topic: str) -> None:
     run's prefix, so no answer shows it.
     oncelog's coordinator sees a topic when it exists: the first probe succeeds there."""
     seen = k.__dict__.setdefault("_coordinator_sees", set())
-    md = k.metadata(["__consumer_offsets"]).topics[0]
-    shards = len(md.partitions) if int(md.error_code) == 0 and md.partitions else 50
+    shards = k.__dict__.get("_offsets_partitions")
+    if shards is None:  # asked once per conversation
+        md = k.metadata(["__consumer_offsets"]).topics[0]
+        shards = k.__dict__["_offsets_partitions"] = (len(md.partitions) if int(md.error_code) == 0 and md.partitions
+                                                      else 50)
     shard = partition_for(group, shards)
     if (shard, topic) in seen:
         return
