@@ -27,6 +27,7 @@ import collections
 import datetime
 import io
 import logging
+import re
 import socket
 import ssl
 import struct
@@ -247,6 +248,17 @@ class PartitionFetch:
     log_start_offset: int
     aborted: list[tuple[int, int]] | None
     records: bytes
+
+
+@dataclass(frozen=True)
+class TxnDescription:
+    """One transactional id as its coordinator describes it (DescribeTransactions)."""
+
+    transactional_id: str
+    state: str  # Kafka's names: Empty, Ongoing, PrepareCommit, CompleteCommit, ...
+    producer_id: int
+    producer_epoch: int
+    start_ms: int  # when the open (or last) transaction started; -1: none started
 
 
 class KafkaClient:
@@ -667,21 +679,73 @@ class KafkaClient:
                 time.sleep(0.02)
         return result
 
-    def list_transactions(self) -> list[tuple[str, int, str]]:
+    def list_transactions(self, states: tuple[str, ...] = (), pattern: str | None = None
+                          ) -> list[tuple[str, int, str]]:
         """(transactional id, producer id, state) of every transaction every broker
-        coordinates (KIP-664); empty when the cluster does not offer ListTransactions."""
+        coordinates (KIP-664); empty when the cluster does not offer ListTransactions.
+
+        ``states`` filters by Kafka's state names (``("Ongoing",)``) on the broker: without it a
+        cluster answers every id it holds (all states, until ``transactional.id.expiration.ms``),
+        whoever made them. ``pattern``, a regular expression the whole id must match, is applied
+        here (ListTransactions v0, which Kafka 2.8+ serves; v2's pattern needs Kafka 4.1)."""
         m = request_module(66)
         self.metadata([])
+        matches = re.compile(pattern).fullmatch if pattern else None
         out = []
         for node_id in list(self.brokers):
             conn = self.node(node_id)
             if 66 not in conn.api_versions:
                 return []
-            resp = self.call(conn, m.ListTransactionsRequest(state_filters=(), producer_id_filters=()))
+            resp = self.call(conn, m.ListTransactionsRequest(state_filters=tuple(states), producer_id_filters=()))
             if resp.error_code != ErrorCode.none:
                 raise KafkaProtocolError(resp.error_code, f"ListTransactions on {conn.address}")
-            out += [(s.transactional_id, s.producer_id, s.transaction_state) for s in resp.transaction_states]
+            out += [(s.transactional_id, s.producer_id, s.transaction_state) for s in resp.transaction_states
+                    if matches is None or matches(s.transactional_id)]
         return out
+
+    def describe_transactions(self, transactional_ids: list[str]) -> dict[str, TxnDescription]:
+        """DescribeTransactions (KIP-664) of each id at its coordinator, one request per
+        coordinator. An id the coordinator does not know (never used, or expired) is left
+        out of the answer; any other per-id error raises."""
+        m = request_module(65)
+        result: dict[str, TxnDescription] = {}
+        todo = list(dict.fromkeys(transactional_ids))
+        deadline = time.monotonic() + self.timeout
+        while todo:
+            by_conn: dict[int, tuple[Connection, list[str]]] = {}
+            for txn_id in todo:
+                conn = self.coordinator(txn_id, COORDINATOR_TRANSACTION)
+                by_conn.setdefault(id(conn), (conn, []))[1].append(txn_id)
+            retry = []
+            for conn, ids in by_conn.values():
+                try:
+                    resp = self.call(conn, m.DescribeTransactionsRequest(transactional_ids=tuple(ids)))
+                except (OSError, ConnectionError):
+                    if time.monotonic() > deadline:
+                        raise
+                    for txn_id in ids:
+                        self.forget_coordinator(txn_id, COORDINATOR_TRANSACTION)
+                    retry += ids
+                    continue
+                for st in resp.transaction_states:
+                    code = st.error_code
+                    if code == ErrorCode.none:
+                        start = st.transaction_start_time.timestamp()
+                        result[st.transactional_id] = TxnDescription(
+                            st.transactional_id, st.transaction_state, st.producer_id, st.producer_epoch,
+                            int(round(start * 1000)) if start >= 0 else -1)
+                    elif code == ErrorCode.transactional_id_not_found:
+                        continue
+                    elif code in RETRIABLE and time.monotonic() < deadline:
+                        if code in _REFRESH:
+                            self.forget_coordinator(st.transactional_id, COORDINATOR_TRANSACTION)
+                        retry.append(st.transactional_id)
+                    else:
+                        raise KafkaProtocolError(code, f"DescribeTransactions of {st.transactional_id!r}")
+            todo = retry
+            if todo:
+                time.sleep(0.02)
+        return result
 
     def _txn_call(self, transactional_id: str | None, req, what: str):
         deadline = time.monotonic() + self.timeout
