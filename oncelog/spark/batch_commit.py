@@ -18,14 +18,23 @@ process that shares nothing with the tasks but those messages) once every task s
     5. EndTxn(commit) every task transaction, pipelined per coordinator. Any answer but NONE
        means the coordinator no longer holds that transaction open (it timed out and was
        aborted): the batch's output is incomplete, so fail loudly, never report success;
-    6. write the decision ``{batchId, done}``, then abort the batch's visibility barrier (opened
-       by ``streamWriter()`` before the tasks, see :mod:`oncelog.spark.barrier`): only now does
-       any partition's last stable offset move past the batch's rows, all of them at once.
-       (Not the other way round: Apache Kafka answers EndTxn once the commit is prepared, before
-       its markers are written, and a barrier aborted right after step 5 let a reader see part of
-       a batch on a partition whose commit marker was still on its way after a broker SIGKILL,
-       tests/spark/test_apache_kafka.py. The done write in between only gives the markers time;
-       waiting for the task transactions to be CompleteCommit would prove it: not done yet);
+    6. wait until every task transaction is CompleteCommit (DescribeTransactions, see
+       :meth:`CommitProtocol._await_complete`), write the decision ``{batchId, done}``, then abort
+       the batch's visibility barrier (opened by ``prepare()`` before the tasks, see
+       :mod:`oncelog.spark.barrier`): only now does any partition's last stable offset move past
+       the batch's rows, all of them at once. Why wait: Apache Kafka answers EndTxn once the
+       commit is *prepared* (PrepareCommit in ``__transaction_state``) and writes the COMMIT
+       markers afterwards, asynchronously, and after a coordinator or partition leader dies only
+       once a new one has taken over (seconds). Were the barrier aborted before a task's markers
+       landed, a partition whose barrier abort marker came first would show the transactions
+       whose commit markers had landed and not the others: part of a batch
+       (tests/spark/test_apache_kafka.py caught it when the barrier once came right after step 5).
+       No cheaper guarantee of Kafka's says the markers are written: EndTxn's answer does not,
+       the last stable offset of the partitions does not (the barrier holds it back on purpose),
+       and a repeated EndTxn answers NONE from PrepareCommit too. A transaction described
+       CompleteCommit has had its markers written (Kafka moves to CompleteCommit only when every
+       marker of it is acknowledged). DONE therefore means complete, which makes the ordering
+       safe for every later reader of the decision as well;
     7. sweep: abort every still-open transaction whose id carries the query's prefix (failed
        attempts, crashed runs, zombies). An open transaction holds back the last stable offset
        of its partitions and so stalls every read_committed reader.
@@ -34,8 +43,10 @@ A restart re-executes the last batch without a Spark commit-log entry and calls 
 again with new messages; step 3 makes that idempotent. ``abort`` may follow a ``commit`` that
 took effect; it checks the decision first and never undoes a decided batch.
 
-Transactional ids carry a per-run and per-attempt part (``<prefix>-<run>-<task>-<attempt>``):
-re-initialising a reused id would abort a decided transaction before its roll-forward.
+Transactional ids come from a bounded pool (:mod:`.txn_pool`: ``<prefix>-g<generation>-<task>-<attempt>``,
+reused by every batch and every run); each decision records the runs that decided the latest
+batches and the generation each used, from which the next run's tasks choose theirs. The
+module docstring of :mod:`.txn_pool` says why no task can abort a decided transaction.
 
 All I/O goes through :class:`oncelog.client.kafka.KafkaClient` (public Kafka protocol only).
 """
@@ -52,7 +63,8 @@ from kio.schema.errors import ErrorCode
 from ..client.kafka import READ_COMMITTED, KafkaClient, KafkaProtocolError, TransactionalProducer
 from ..client.recordcodec import decode_batches
 from .barrier import barrier_id, close_barrier
-from .faults import commit_pause, commit_pause_wanted, crash_point, crash_point_wanted
+from .faults import commit_pause, commit_pause_at, commit_pause_wanted, crash_point, crash_point_wanted
+from .txn_pool import RunHistory, sweep_pattern
 
 log = logging.getLogger("oncelog.spark")
 
@@ -96,16 +108,20 @@ class Decision:
     txns: list[Txn]
     run_id: str = ""
     records: int = 0
+    # The runs that decided the latest batches, this one's first (oncelog.spark.txn_pool).
+    runs: RunHistory = field(default_factory=RunHistory)
 
     def encode(self) -> bytes:
         return json.dumps({"batchId": self.batch_id, "state": self.state, "runId": self.run_id,
-                           "records": self.records, "txns": [t.as_list() for t in self.txns]},
+                           "records": self.records, "txns": [t.as_list() for t in self.txns],
+                           "runs": self.runs.to_json()},
                           sort_keys=True).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> "Decision":
         d = json.loads(raw)
-        return cls(d["batchId"], d["state"], [Txn(*t) for t in d["txns"]], d.get("runId", ""), d.get("records", 0))
+        return cls(d["batchId"], d["state"], [Txn(*t) for t in d["txns"]], d.get("runId", ""), d.get("records", 0),
+                   RunHistory.from_json(d.get("runs")))
 
 
 @dataclass
@@ -182,12 +198,14 @@ class CommitProtocol:
     """Steps 1-7 above for one query (identified by its transactional-id prefix)."""
 
     def __init__(self, client: KafkaClient, bootstrap: str, commit_log_topic: str, prefix: str,
-                 transaction_timeout_ms: int, *, commit_stagger_ms: int = 0) -> None:
+                 transaction_timeout_ms: int, *, commit_stagger_ms: int = 0, await_complete: bool = True) -> None:
         self.client = client
         self.prefix = prefix
         self.log = CommitLog(client, bootstrap, commit_log_topic)
         self.decider = TransactionalProducer(client, f"{prefix}.commits", transaction_timeout_ms)
         self.commit_stagger_ms = commit_stagger_ms  # a test's: time between the EndTxns of a batch
+        self.await_complete = await_complete  # False only in a test's control run (step 6 without its wait)
+        self.latest: Decision | None = None  # the latest decision :meth:`recover` read
 
     def close(self) -> None:
         self.decider.close()
@@ -206,7 +224,10 @@ class CommitProtocol:
         self.log.cursor.latest[self.prefix] = decision
 
     def _roll_forward(self, decision: Decision, barrier: tuple[str, int, int] | None = None) -> None:
-        """Steps 5 and 6: commit the decided transactions, record done, then release ``barrier``."""
+        """Steps 5 and 6: commit the decided transactions, wait until they are complete, record
+        done, then release ``barrier``."""
+        if decision.txns:
+            commit_pause_at("before-endtxns", self.prefix, decision.batch_id, [t.transactional_id for t in decision.txns])
         if decision.txns and self.commit_stagger_ms:
             for t in decision.txns[:-1]:  # one at a time; the last one with the rest below
                 self.client.end_txn(t.transactional_id, t.producer_id, t.producer_epoch, commit=True)
@@ -216,14 +237,57 @@ class CommitProtocol:
                                          commit=True)
             failed = {tid: c for tid, c in codes.items() if c != ErrorCode.none}
             if failed:
-                detail = ", ".join(f"{tid}: {c.name.upper()}" for tid, c in sorted(failed.items()))
-                raise BatchLostError(
-                    f"batch {decision.batch_id} lost: {len(failed)} of its {len(decision.txns)} transactions could "
-                    f"not be committed ({detail}); the broker aborted them, most likely because the restart took "
-                    "longer than transaction.timeout.ms")
+                raise self._lost(decision, failed)
+            commit_pause_at("after-endtxns", self.prefix, decision.batch_id, [t.transactional_id for t in decision.txns])
+            crash_point("after-endtxns", decision.batch_id)
+            if self.await_complete:
+                self._await_complete(decision)
         decision.state = DONE
         self._write(decision)
         close_barrier(self.client, barrier)  # the batch is complete: readers see it now
+
+    @staticmethod
+    def _lost(decision: Decision, failed: dict[str, object]) -> "BatchLostError":
+        detail = ", ".join(f"{tid}: {getattr(c, 'name', str(c)).upper()}" for tid, c in sorted(failed.items()))
+        return BatchLostError(
+            f"batch {decision.batch_id} lost: {len(failed)} of its {len(decision.txns)} transactions could "
+            f"not be committed ({detail}); the broker aborted them, most likely because the restart took "
+            "longer than transaction.timeout.ms")
+
+    def _await_complete(self, decision: Decision) -> None:
+        """Step 6's wait: until every decided transaction is CompleteCommit at its coordinator,
+        i.e. its COMMIT markers are written on every partition it touched.
+
+        A transaction counts as complete when its coordinator describes it CompleteCommit with
+        the decided (producer id, epoch); or with another producer id or epoch (a newer
+        InitProducerId of the id, which Kafka lets through only once the commit completed: it
+        answers CONCURRENT_TRANSACTIONS while markers are pending); or not at all (the id expired,
+        which Kafka does only to completed transactions). Described aborted with the decided
+        epoch (it cannot be, once EndTxn(commit) was answered NONE), it is lost. Polls every few
+        milliseconds; past ``request.timeout.ms`` it raises TimeoutError, which the driver's
+        retry (:func:`oncelog.spark.modes._driver_retrying`) answers by running the step again
+        from its decision: the barrier stays up meanwhile."""
+        pending = {t.transactional_id: t for t in decision.txns}
+        deadline = time.monotonic() + self.client.timeout
+        delay = 0.002
+        while True:
+            described = self.client.describe_transactions(list(pending))
+            for tid, t in list(pending.items()):
+                d = described.get(tid)
+                if d is None or (d.producer_id, d.producer_epoch) != (t.producer_id, t.producer_epoch):
+                    del pending[tid]
+                elif d.state == "CompleteCommit":
+                    del pending[tid]
+                elif d.state in ("PrepareAbort", "CompleteAbort"):
+                    raise self._lost(decision, {tid: d.state})
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                states = ", ".join(f"{tid}: {described[tid].state}" for tid in sorted(pending) if tid in described)
+                raise TimeoutError(f"batch {decision.batch_id}: {len(pending)} committed transaction(s) not yet "
+                                   f"complete after {self.client.timeout:.0f} s ({states}); the barrier stays up")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
 
     def _abort(self, txns: list[Txn]) -> None:
         if txns:
@@ -231,15 +295,18 @@ class CommitProtocol:
             self.client.end_txns([(t.transactional_id, t.producer_id, t.producer_epoch) for t in txns], commit=False)
 
     def sweep(self, keep: set[str]) -> int:
-        """Abort open transactions of this query that no decision holds (step 7)."""
+        """Abort open transactions of this query's write tasks that no decision holds (step 7):
+        ids of the pool (:mod:`.txn_pool`) and of the earlier per-run naming, never the decider
+        or the barrier. Lists only Ongoing transactions (a broker holds every id it has seen for
+        a week: listing them all would cost more with every query the cluster ever ran)."""
         swept = 0
         try:
-            listed = self.client.list_transactions()
+            listed = self.client.list_transactions(states=("Ongoing",), pattern=sweep_pattern(self.prefix))
         except KafkaProtocolError as exc:
             log.warning("could not list transactions to abort orphans: %s", exc)
             return 0
         for txn_id, _pid, state in listed:
-            if txn_id.startswith(self.prefix + "-") and txn_id not in keep and state in ("Ongoing",):
+            if txn_id not in keep and state == "Ongoing":
                 try:
                     self.client.init_producer_id(txn_id, self.decider.transaction_timeout_ms)
                     swept += 1
@@ -250,19 +317,20 @@ class CommitProtocol:
         return swept
 
     def commit(self, batch_id: int, txns: list[Txn], run_id: str = "", records: int = 0,
-               barrier: tuple[str, int, int] | None = None) -> str:
+               barrier: tuple[str, int, int] | None = None, generation: int = 0) -> str:
         """Make the batch's transactions visible exactly once. Returns what happened:
         ``committed`` | ``already-committed`` | ``empty``. ``barrier`` (see
         :mod:`oncelog.spark.barrier`) is aborted once every transaction of the decided batch
-        is committed, so each partition shows the whole batch at once."""
+        is complete, so each partition shows the whole batch at once. ``run_id`` and
+        ``generation`` (of the pool, :mod:`.txn_pool`) are the tasks': the decision records them."""
         try:
-            return self._commit(batch_id, txns, run_id, records, barrier)
+            return self._commit(batch_id, txns, run_id, records, barrier, generation)
         except BaseException:
             self.log.cursor.topic_exists = False  # the next attempt looks again (e.g. a deleted commit log)
             raise
 
     def _commit(self, batch_id: int, txns: list[Txn], run_id: str, records: int,
-                barrier: tuple[str, int, int] | None) -> str:
+                barrier: tuple[str, int, int] | None, generation: int) -> str:
         self.log.ensure_topic()
         # Step 1.
         self.decider.init()
@@ -290,7 +358,8 @@ class CommitProtocol:
             self.sweep(set())
             return "empty"
         # Step 4.
-        decision = Decision(batch_id, PENDING, txns, run_id, records)
+        history = latest.runs if latest is not None else RunHistory()
+        decision = Decision(batch_id, PENDING, txns, run_id, records, history.after(run_id, generation))
         self._write(decision)
         crash_point("after-decision", batch_id)
         # Steps 5 and 6: every transaction of the batch committed, the rows released on every partition.
@@ -313,10 +382,12 @@ class CommitProtocol:
         self._roll_forward(decision, barrier)  # step 5 and step 6
 
     def recover(self) -> str | None:
-        """Run on the driver before a batch's tasks (from ``streamWriter()``): fence stale
-        deciders, check ``transaction.timeout.ms`` against the broker's maximum, and roll a
-        pending decision forward so its transactions stop holding back the last stable offset.
-        Returns the outcome, or None when the query has decided nothing yet.
+        """Run on the driver before a batch's tasks (from ``prepare()``): fence stale deciders,
+        check ``transaction.timeout.ms`` against the broker's maximum, and roll a pending
+        decision forward so its transactions stop holding back the last stable offset (and
+        are complete before the batch's barrier fences the previous one). Leaves the latest
+        decision in :attr:`latest` (its run history chooses the tasks' generation). Returns the
+        outcome, or None when the query has decided nothing yet.
 
         No orphan sweep here: Spark also calls ``streamWriter()`` in the commit runner, after
         the tasks wrote and before ``commit()``, when the batch's own transactions are open
@@ -325,7 +396,7 @@ class CommitProtocol:
         init_transactional(self.decider)
         if not self._log_exists():
             return None
-        latest = self.log.latest(self.prefix)
+        latest = self.latest = self.log.latest(self.prefix)
         if latest is None:
             return None
         if latest.state == PENDING:

@@ -84,8 +84,12 @@ class OncelogDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
-        # Called by spark.dataSource.register() on the driver: where to find out that the workers' Python lacks oncelog.
+        # Called by spark.dataSource.register() on the driver: where to find out that the workers'
+        # Python lacks oncelog, and to install what releases a stopped query's transactions.
         check_driver_session()
+        from .release import install_on_active_session
+
+        install_on_active_session()
         return "oncelog"
 
     def schema(self):

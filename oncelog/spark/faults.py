@@ -15,16 +15,24 @@ Python workers of the write tasks, Spark's commit runner):
     (inside a write task, after its rows are sent; with ``atomicity=partition`` after its
     marker too, before its EndTxn), ``task-committed`` (``atomicity=partition``: inside a write
     task, after its EndTxn), ``before-commit``, ``after-decision``, ``between-commits``,
-    ``after-commits`` (before Spark's commit log);
+    ``after-endtxns`` (every EndTxn of the batch answered; not yet all CompleteCommit, not yet
+    done, the barrier still up), ``after-commits`` (before Spark's commit log);
   - ``ONCELOG_SPARK_TASK_FAULT=raise|exit`` fails the first write task attempt (once, with
     ``ONCELOG_SPARK_TASK_FAULT_ONCE=<path>``) after it has sent its rows and left its
     transaction open (``atomicity=partition``: after it committed its transaction): ``raise``
     as an exception, ``exit`` by killing the Python worker;
   - ``ONCELOG_SPARK_COMMIT_PAUSE=<dir>`` with ``ONCELOG_SPARK_COMMIT_PAUSE_BATCHES=1,2`` pauses
     the commit of each listed batch once (across restarts), between its first and its second
-    EndTxn (:func:`commit_pause`);
+    EndTxn (:func:`commit_pause`); with ``ONCELOG_SPARK_COMMIT_PAUSE_AT=<stage>[,<stage>]``
+    instead (or as well) at a stage of step 5-6 of the commit protocol: ``before-endtxns``
+    (decided, no EndTxn sent yet) or ``after-endtxns`` (every EndTxn answered, the wait for
+    CompleteCommit and the barrier's end still to come) (:func:`commit_pause_at`);
 * options (they reach the commit runner, which environment variables set after the JVM started
   do not): ``oncelog.test.barrier=false`` turns the visibility barrier off;
+  ``oncelog.test.awaitComplete=false`` ends the barrier without waiting for the batch's
+  transactions to be CompleteCommit (a control run: what step 6 did before);
+  ``oncelog.test.taskDelayMs`` and ``oncelog.test.taskFailure`` slow or fail write tasks
+  (:func:`task_fault`: a SparkSession that is already running takes no new environment);
   ``oncelog.test.commitStaggerMs=N`` spaces the EndTxns of a batch so a reader can look between
   them (tests/spark/test_sink_atomicity.py).
 """
@@ -55,6 +63,11 @@ def _option(opts, name: str, default: str) -> str:
 def barrier_off(opts) -> bool:
     """``oncelog.test.barrier=false``: no visibility barrier."""
     return _option(opts, "barrier", "") == "false"
+
+
+def await_complete_off(opts) -> bool:
+    """``oncelog.test.awaitComplete=false``: end the barrier right after the EndTxns (a control)."""
+    return _option(opts, "awaitcomplete", "") == "false"
 
 
 def commit_stagger_ms(opts) -> int:
@@ -93,13 +106,23 @@ def crash_point(name: str, batch_id: int | None = None) -> None:
         os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
-def task_fault() -> None:
-    """Fail this write task here if ``ONCELOG_SPARK_TASK_FAULT`` asks for it."""
+def task_fault(opts=None) -> None:
+    """Fail or slow this write task here if a test asks for it: ``ONCELOG_SPARK_TASK_FAULT``
+    (once, or on every attempt), or the options ``oncelog.test.taskDelayMs=N`` (sleep N ms with
+    the task's transaction open: a stop or a kill lands in the middle of the batch) and
+    ``oncelog.test.taskFailure=raise`` (every attempt raises: the query fails)."""
     mode = os.environ.get("ONCELOG_SPARK_TASK_FAULT")
     if mode and _once(os.environ.get("ONCELOG_SPARK_TASK_FAULT_ONCE")):
         if mode == "exit":
             os._exit(17)
         raise RuntimeError("injected task failure (ONCELOG_SPARK_TASK_FAULT)")
+    if opts is None:
+        return
+    delay = int(_option(opts, "taskdelayms", "0"))
+    if delay:
+        time.sleep(delay / 1000)
+    if _option(opts, "taskfailure", "") == "raise":
+        raise RuntimeError("injected task failure (oncelog.test.taskFailure)")
 
 
 def commit_pause_wanted(batch_id: int) -> bool:
@@ -123,6 +146,29 @@ def commit_pause(prefix: str, batch_id: int, committed: list[str], still_open: l
         json.dump(info, f)
     os.replace(tmp, os.path.join(where, f"paused.{batch_id}"))  # whole or absent
     go = os.path.join(where, f"go.{batch_id}")
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(go) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def commit_pause_at(stage: str, prefix: str, batch_id: int, transactional_ids: list[str], timeout: float = 300.0) -> None:
+    """Pause the commit of a batch listed in ``ONCELOG_SPARK_COMMIT_PAUSE_BATCHES`` at ``stage``
+    if ``ONCELOG_SPARK_COMMIT_PAUSE_AT`` names it, once across restarts: writes
+    ``<dir>/paused.<batch>.<stage>`` (JSON: prefix, batch, stage, the decided transactional ids),
+    then waits until the test creates ``<dir>/go.<batch>.<stage>`` (it kills brokers meanwhile)."""
+    if stage not in os.environ.get("ONCELOG_SPARK_COMMIT_PAUSE_AT", "").split(","):
+        return
+    where = os.environ.get("ONCELOG_SPARK_COMMIT_PAUSE")
+    batches = os.environ.get("ONCELOG_SPARK_COMMIT_PAUSE_BATCHES", "")
+    paused = os.path.join(where or "", f"paused.{batch_id}.{stage}")
+    if not where or str(batch_id) not in batches.split(",") or os.path.exists(paused):
+        return
+    info = {"prefix": prefix, "batch": batch_id, "stage": stage, "transactions": transactional_ids}
+    tmp = os.path.join(where, f".paused.{batch_id}.{stage}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(info, f)
+    os.replace(tmp, paused)  # whole or absent
+    go = os.path.join(where, f"go.{batch_id}.{stage}")
     deadline = time.monotonic() + timeout
     while not os.path.exists(go) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -43,9 +43,11 @@ import time
 from ..client.kafka import KafkaClient, cached_client, evict_client
 from .barrier import in_commit_runner, open_barrier
 from .batch_commit import CommitLog, CommitProtocol, Txn
-from .faults import barrier_off, commit_stagger_ms, crash_point, task_fault
+from .faults import await_complete_off, barrier_off, commit_stagger_ms, crash_point, task_fault
 from .options import SinkOptions
 from .partition_commit import PartitionTransaction
+from .release import forget_open_write, record_open_write
+from .txn_pool import RunHistory, task_transactional_id
 from .writer import SinkCommitMessage, TaskWriter, WriteTask, retriable, task_client
 
 log = logging.getLogger("oncelog.spark")
@@ -66,8 +68,9 @@ class SinkMode:
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
 
-    def prepare(self, *, streaming: bool) -> None:
-        """On the driver, before the tasks (``streaming``: a micro-batch, else a ``df.write``)."""
+    def prepare(self, *, streaming: bool, query_id: str | None = None) -> None:
+        """On the driver, before the tasks (``streaming``: a micro-batch, else a ``df.write``;
+        ``query_id``: the streaming query's, when the driver knows it)."""
 
     def write(self, task: WriteTask, batches) -> SinkCommitMessage:
         """In a write task: send ``batches`` (Arrow); the message goes to :meth:`commit`."""
@@ -83,19 +86,19 @@ class SinkMode:
 
 
 def _write_rows(opts: SinkOptions, task: WriteTask, batches, transactional_id: str | None,
-                barrier: tuple[str, int, int] | None = None) -> SinkCommitMessage:
+                barrier: tuple[str, int, int] | None = None, generation: int = 0) -> SinkCommitMessage:
     """Every row of the task through one producer: in an open transaction, or plain."""
     with task_client(opts) as client:
         writer = TaskWriter(client, opts, transactional_id)
         writer.write_all(batches)
         crash_point("task-write", task.batch_id)
-        task_fault()  # leaves the transaction open, as a task that dies after writing would
+        task_fault(opts)  # leaves the transaction open, as a task that dies after writing would
         p = writer.producer
         txn = None
         if p is not None and transactional_id is not None:
             txn = (transactional_id, p.producer_id, p.producer_epoch)
         parts = tuple(sorted(p.partitions)) if p is not None else ()
-        return task.message(txn, writer.records, partitions=parts, barrier=barrier)
+        return task.message(txn, writer.records, partitions=parts, barrier=barrier, generation=generation)
 
 
 class AtLeastOnce(SinkMode):
@@ -112,49 +115,83 @@ class AtLeastOnce(SinkMode):
 
 
 class BatchAtomic(SinkMode):
-    """The whole batch or nothing, decided by the driver (:mod:`.batch_commit`)."""
+    """The whole batch or nothing, decided by the driver (:mod:`.batch_commit`); the tasks'
+    transactional ids come from the query's pool (:mod:`.txn_pool`)."""
 
     def __init__(self, opts: SinkOptions) -> None:
         super().__init__(opts)
         # The batch's visibility barrier, opened by prepare() before the tasks and carried
         # through their messages to commit(), which runs in another process.
         self.barrier: tuple[str, int, int] | None = None
+        # The runs that decided the query's latest batches, read by prepare() on the driver and
+        # pickled into the tasks, which choose their generation of the pool from it; None: the
+        # driver could not read it (a stream whose query id only the tasks know), a task reads it.
+        self.history: RunHistory | None = None
 
-    def prepare(self, *, streaming: bool) -> None:
+    def prepare(self, *, streaming: bool, query_id: str | None = None) -> None:
         opts = self.opts
-        if streaming:
-            if opts.transactional_id_prefix is None:
-                return  # the query id is known only to the tasks: nothing to recover yet
-            # Finish what a crashed run decided (not a Spark contract, so commit() and abort()
-            # recover too).
-            outcome = self._protocol(opts.transactional_id_prefix, lambda p: p.recover())
-            if outcome and outcome.startswith("rolled"):
-                log.warning("%s: %s", opts.transactional_id_prefix, outcome)
-            if opts.topic is not None and not barrier_off(opts) and not in_commit_runner():
-                # After the roll-forward (which a previous run's barrier still protects).
-                self.barrier = self._open_barrier()
-        elif opts.topic is not None and not barrier_off(opts):
-            # Spark calls writer() once, on the driver, before the tasks (the commit gets this
-            # very object). Roll a crashed run's decision forward first: its barrier still
-            # hides it, and opening ours fences that barrier.
-            self._protocol(opts.transactional_id_prefix, lambda p: p.recover())
+        if streaming and in_commit_runner():
+            # Spark's commit runner calls streamWriter() again, after the tasks and right before
+            # commit()/abort(), which recover by themselves: nothing to prepare there.
+            return
+        prefix = opts.transactional_id_prefix
+        if prefix is None:
+            return  # the query id is known only to the tasks: they read the history themselves
+        # Finish what a crashed run decided (so that its transactions stop holding back the
+        # last stable offset, and are complete before our barrier fences its barrier), and
+        # learn the run history the tasks' generation comes from.
+        latest: list = []
+
+        def recover(p: CommitProtocol):
+            outcome = p.recover()
+            latest.append(p.latest)
+            return outcome
+
+        outcome = self._protocol(prefix, recover)
+        if outcome and outcome.startswith("rolled"):
+            log.warning("%s: %s", prefix, outcome)
+        decision = latest[-1] if latest else None
+        self.history = decision.runs if decision is not None else RunHistory()
+        if opts.topic is not None and not barrier_off(opts):
+            # After the roll-forward (which a previous run's barrier still protects); before the
+            # tasks (Spark calls writer()/streamWriter() on the driver before them).
             self.barrier = self._open_barrier()
+        # What a stop in the middle of this batch would leave open (oncelog.spark.release).
+        record_open_write(opts, "batch", self.barrier, query_id if streaming else None)
 
     def write(self, task: WriteTask, batches) -> SinkCommitMessage:
-        # A per-run and per-attempt id: re-initialising a reused one would abort a decided
-        # transaction before its roll-forward.
-        txn_id = f"{task.prefix}-{task.run_id}-{task.partition_id}-{task.attempt}"
-        return _write_rows(self.opts, task, batches, txn_id, self.barrier)
+        # A pooled id (oncelog.spark.txn_pool): the run's generation, the task, the attempt.
+        generation = self._history(task).generation_for(task.run_id)
+        txn_id = task_transactional_id(task.prefix, generation, task.partition_id, task.attempt)
+        return _write_rows(self.opts, task, batches, txn_id, self.barrier, generation=generation)
+
+    def _history(self, task: WriteTask) -> RunHistory:
+        """The driver's history, or (when the driver could not read it) this task's own read of
+        the commit log: the same latest decision, so the same generation in every task."""
+        if self.history is not None:
+            return self.history
+        opts = self.opts
+        with task_client(opts) as client:
+            meta = client.metadata([opts.commit_log_topic]).get(opts.commit_log_topic)
+            if meta is None or meta.error.value != 0:
+                return RunHistory()
+            decision = CommitLog(client, opts.bootstrap, opts.commit_log_topic).latest(task.prefix)
+        return decision.runs if decision is not None else RunHistory()
 
     def commit(self, messages, batch_id: int) -> str:
         prefix = self._prefix(messages)
         if prefix is None:
             return "empty"
-        records = sum(m.records for m in messages if m is not None)
-        run_id = next((m.run_id for m in messages if m is not None), "")
+        done = [m for m in messages if m is not None]
+        records = sum(m.records for m in done)
+        run_id = next((m.run_id for m in done), "")
+        generation = next((m.generation for m in done if m.txn is not None), 0)
+        started = time.monotonic()
         outcome = self._protocol(prefix, lambda p: p.commit(batch_id, _txns(messages), run_id, records,
-                                                            barrier=_barrier(messages)))
-        log.info("batch %d of %s: %s (%d records)", batch_id, prefix, outcome, records)
+                                                            barrier=_barrier(messages), generation=generation))
+        log.info("batch %d of %s: %s (%d records, %.0f ms)", batch_id, prefix, outcome, records,
+                 (time.monotonic() - started) * 1000)
+        forget_open_write(prefix, _barrier(messages))  # complete: nothing of it is open
         return outcome
 
     def abort(self, messages, batch_id: int) -> str:
@@ -176,7 +213,8 @@ class BatchAtomic(SinkMode):
 
         def run(client: KafkaClient):
             protocol = CommitProtocol(client, opts.bootstrap, opts.commit_log_topic, prefix,
-                                      opts.transaction_timeout_ms, commit_stagger_ms=commit_stagger_ms(opts))
+                                      opts.transaction_timeout_ms, commit_stagger_ms=commit_stagger_ms(opts),
+                                      await_complete=not await_complete_off(opts))
             try:
                 return step(protocol)
             finally:
@@ -203,12 +241,15 @@ def _barrier(messages) -> tuple[str, int, int] | None:
 class PartitionAtomic(SinkMode):
     """Each write task commits its rows with a progress marker (:mod:`.partition_commit`)."""
 
-    def prepare(self, *, streaming: bool) -> None:
+    def prepare(self, *, streaming: bool, query_id: str | None = None) -> None:
         # The tasks' progress markers live on the commit-log topic: it must exist before they
         # commit. Nothing to recover: each task finishes (or fences) its own partition.
         opts = self.opts
+        if in_commit_runner():
+            return
         _driver_retrying(opts, "creating the commit log topic",
                          lambda client: CommitLog(client, opts.bootstrap, opts.commit_log_topic).ensure_topic())
+        record_open_write(opts, "partition", None, query_id)  # tasks a stop cancels may leave theirs open
 
     def write(self, task: WriteTask, batches) -> SinkCommitMessage:
         """This task's rows and its progress marker in one transaction that the task commits

@@ -35,12 +35,11 @@ def stream_writer(options: Mapping[str, str], schema, overwrite: bool) -> "Oncel
     if overwrite:
         raise ValueError("oncelog does not support Complete output mode (a Kafka topic cannot be truncated); "
                          "use Append, or Update through foreachBatch with txnAppId/txnVersion")
-    if opts.transactional_id_prefix is None:
-        query_id = _query_id_from_checkpoint(opts)
-        if query_id is not None:
-            opts = replace(opts, transactional_id_prefix=f"oncelog-{query_id}")
+    query_id = _query_id_from_checkpoint(opts)
+    if opts.transactional_id_prefix is None and query_id is not None:
+        opts = replace(opts, transactional_id_prefix=f"oncelog-{query_id}")
     mode = sink_mode(opts)
-    mode.prepare(streaming=True)
+    mode.prepare(streaming=True, query_id=query_id)
     return OncelogStreamWriter(mode)
 
 

@@ -98,6 +98,7 @@ class SinkCommitMessage(WriterCommitMessage):
     committed_by_task: bool = False  # atomicity=partition: the task committed its transaction itself
     skipped: bool = False  # atomicity=partition: the marker showed this batch done; nothing written
     batch_id: int | None = None  # the micro-batch the task wrote (None: a df.write outside a stream)
+    generation: int = 0  # atomicity=batch: the half of the query's id pool the task's id is from
 
 
 @dataclass(frozen=True)
@@ -112,16 +113,19 @@ class WriteTask:
 
     @classmethod
     def current(cls, prefix: str | None, run_id: str) -> "WriteTask":
-        """``prefix`` None: ``oncelog-<query id>``; ``run_id`` empty: from Spark's job group
-        (the same in every task of a micro-batch), else a new one."""
+        """``prefix`` None: ``oncelog-<query id>``. The run: inside a streaming query (a
+        micro-batch of the streaming sink, or a ``df.write`` from ``foreachBatch``, whose jobs
+        carry the stream's local properties) the query's run, Spark's job group of its
+        micro-batches (``runId``); outside one, ``run_id`` (a batch writer's, made once on the
+        driver), else a new one."""
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         if prefix is None:
             query_id = ctx.getLocalProperty("sql.streaming.queryId") if ctx else None
             prefix = f"oncelog-{query_id}"
-        if not run_id and ctx is not None:
-            run_id = (ctx.getLocalProperty("spark.jobGroup.id") or "")[:8]
+        if ctx is not None and ctx.getLocalProperty("sql.streaming.queryId"):
+            run_id = (ctx.getLocalProperty("spark.jobGroup.id") or "")[:8] or run_id
         batch_id = ctx.getLocalProperty("streaming.sql.batchId") if ctx else None
         return cls(prefix, run_id or uuid.uuid4().hex[:8], ctx.partitionId() if ctx else 0,
                    ctx.attemptNumber() if ctx else 0, int(batch_id) if batch_id else None)

@@ -24,6 +24,8 @@ def main() -> int:
     ap.add_argument("--atomicity", default="batch")
     ap.add_argument("--timeout", type=float, default=240)
     ap.add_argument("--java-options", default="", help="more JVM options for the driver (--java-options=-XX:...)")
+    ap.add_argument("--prefix", default=None, help="the sink's transactionalIdPrefix (default: from the query id)")
+    ap.add_argument("--test-option", action="append", default=[], help="an oncelog.test.<name>=<value> sink option")
     args = ap.parse_args()
     os.environ.setdefault("ONCELOG_SPARK_CRASH_PGID", str(os.getpgid(0)))
     from oncelog.spark.session import local_session
@@ -36,10 +38,15 @@ def main() -> int:
         "key", "upper(cast(value as string)) as value",
         "array(named_struct('key', 'oncelog.source', 'value', "
         "cast(concat(topic, ':', cast(partition as string), ':', cast(offset as string)) as binary))) as headers")
-    q = (out.writeStream.format("oncelog").option("kafka.bootstrap.servers", args.bootstrap)
+    w = (out.writeStream.format("oncelog").option("kafka.bootstrap.servers", args.bootstrap)
          .option("topic", args.output).option("deliveryGuarantee", args.guarantee)
-         .option("atomicity", args.atomicity)
-         .option("checkpointLocation", args.checkpoint).trigger(availableNow=True).start())
+         .option("atomicity", args.atomicity))
+    if args.prefix:
+        w = w.option("transactionalIdPrefix", args.prefix)
+    for item in args.test_option:
+        name, _, value = item.partition("=")
+        w = w.option(f"oncelog.test.{name}", value)
+    q = w.option("checkpointLocation", args.checkpoint).trigger(availableNow=True).start()
     finished = q.awaitTermination(args.timeout)
     if not finished:
         print("eos_job: query did not finish in time", file=sys.stderr)

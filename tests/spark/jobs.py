@@ -60,7 +60,8 @@ def fill_input(bootstrap: str, topic: str, n: int, *, partitions: int = 3, abort
 
 def run_job(bootstrap: str, input_topic: str, output_topic: str, checkpoint: str, *, env: dict | None = None,
             log_path: str, timeout: float = 300, max_per_trigger: int = 300, guarantee: str = "exactly-once",
-            master: str = "local[2]", atomicity: str = "batch") -> int:
+            master: str = "local[2]", atomicity: str = "batch", prefix: str | None = None,
+            test_options: dict[str, str] | None = None) -> int:
     """Run tests/spark/eos_job.py in a new process group; returns its exit code (-9 after a
     crash point's SIGKILL)."""
     cmd = [sys.executable, "-m", "tests.spark.eos_job", "--bootstrap", bootstrap, "--input", input_topic,
@@ -69,6 +70,10 @@ def run_job(bootstrap: str, input_topic: str, output_topic: str, checkpoint: str
     java_options = driver_java_options()
     if java_options:
         cmd.append(f"--java-options={java_options}")
+    if prefix:
+        cmd += ["--prefix", prefix]
+    for name, value in (test_options or {}).items():
+        cmd += ["--test-option", f"{name}={value}"]
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env={**spark_env(), **(env or {})}, stdout=log, stderr=log,
                                 start_new_session=True)

@@ -175,29 +175,41 @@ def open_txn(client, txn_id, topic, values, timeout_ms=60_000):
 
 
 def test_stale_run_is_fenced_and_zombie_transactions_are_swept(broker, uniq):
+    """The sweep aborts the query's orphans, pooled ids (``<prefix>-g<gen>-<task>-<attempt>``)
+    and ids of the earlier per-run naming (``<prefix>-<run>-<task>-<attempt>``) alike, and
+    nothing of another query whose prefix continues this one's."""
     topic = f"out-{uniq}"
     create_topic(broker.bootstrap, topic, 1)
     client = KafkaClient(broker.bootstrap)
     prefix = f"q-{uniq}"
     proto = CommitProtocol(client, broker.bootstrap, f"commits-{uniq}", prefix, 60_000)
-    t1 = open_txn(client, f"{prefix}-runA-0-0", topic, [b"a1", b"a2"])
-    zombie = open_txn(client, f"{prefix}-runA-1-1", topic, [b"zombie"])
-    assert proto.commit(5, [Txn(t1.transactional_id, t1.producer_id, t1.producer_epoch)]) == "committed"
-    # The zombie attempt's transaction was swept: its next write is fenced, its record never visible.
-    with pytest.raises(KafkaProtocolError) as err:
-        zombie.client.add_partitions_to_txn(zombie.transactional_id, zombie.producer_id, zombie.producer_epoch,
-                                            [(topic, 0)])
-    assert err.value.code in (ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch)
+    t1 = open_txn(client, f"{prefix}-g0-0-0", topic, [b"a1", b"a2"])
+    zombies = [open_txn(client, f"{prefix}-g0-1-1", topic, [b"zombie"]),  # a failed attempt of this run
+               open_txn(client, f"{prefix}-0a1b2c3d-1-0", topic, [b"old"])]  # an earlier version's run
+    other = open_txn(client, f"{prefix}-eu-g0-0-0", topic, [b"other query"])
+    assert proto.commit(5, [Txn(t1.transactional_id, t1.producer_id, t1.producer_epoch)], "run1") == "committed"
+    # The zombies' transactions were swept: their next write is fenced, their records never visible.
+    for zombie in zombies:
+        with pytest.raises(KafkaProtocolError) as err:
+            zombie.client.add_partitions_to_txn(zombie.transactional_id, zombie.producer_id, zombie.producer_epoch,
+                                                [(topic, 0)])
+        assert err.value.code in (ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch)
+    states = {tid: s for tid, _pid, s in client.list_transactions()}
+    assert states[other.transactional_id] == "Ongoing", "the sweep aborted another query's transaction"
+    assert client.end_txn(other.transactional_id, other.producer_id, other.producer_epoch, commit=False) == ErrorCode.none
     # A stale run commits batch 4 late: fenced, its output aborted, and an error raised.
-    stale = open_txn(client, f"{prefix}-runOld-0-0", topic, [b"stale"])
+    stale = open_txn(client, f"{prefix}-g1-0-0", topic, [b"stale"])
     with pytest.raises(StaleRunError):
-        proto.commit(4, [Txn(stale.transactional_id, stale.producer_id, stale.producer_epoch)])
+        proto.commit(4, [Txn(stale.transactional_id, stale.producer_id, stale.producer_epoch)], "run0", generation=1)
     # A replay of batch 5 with new transactions commits nothing new.
-    dup = open_txn(client, f"{prefix}-runB-0-0", topic, [b"a1", b"a2"])
-    assert proto.commit(5, [Txn(dup.transactional_id, dup.producer_id, dup.producer_epoch)]) == "already-committed"
+    dup = open_txn(client, f"{prefix}-g1-0-0", topic, [b"a1", b"a2"])
+    assert proto.commit(5, [Txn(dup.transactional_id, dup.producer_id, dup.producer_epoch)], "run2",
+                        generation=1) == "already-committed"
     assert proto.abort(5, []) == "already-committed"  # abort after a commit that took effect undoes nothing
     rows = consume_all(broker.bootstrap, topic, 1, expected=10, timeout=5, isolation="read_committed")[0]
     assert [v for _o, _k, v, _h in rows] == [b"a1", b"a2"]
+    # The decision records the run that decided batch 5 and its generation of the pool.
+    assert proto.log.latest(prefix).runs.runs == (("run1", 0),)
     client.close()
 
 
@@ -209,7 +221,7 @@ def test_decided_batch_aborted_by_the_coordinator_fails_loudly(broker, uniq):
     client = KafkaClient(broker.bootstrap)
     prefix = f"q-{uniq}"
     proto = CommitProtocol(client, broker.bootstrap, f"commits-{uniq}", prefix, 60_000)
-    t = open_txn(client, f"{prefix}-run-0-0", topic, [b"x"], timeout_ms=1000)
+    t = open_txn(client, f"{prefix}-g0-0-0", topic, [b"x"], timeout_ms=1000)
     proto.log.ensure_topic()
     proto.decider.init()
     proto._write(Decision(7, PENDING, [Txn(t.transactional_id, t.producer_id, t.producer_epoch)]))

@@ -15,16 +15,24 @@ import os
 import pytest
 
 from oncelog.audit import audit
+from oncelog.spark.txn_pool import GENERATIONS
 
 from .jobs import check_exactly_once, fill_input, run_job, tail
+from .test_sink_partition import query_prefix
+from .test_sink_pool import held_ids, task_ids
 
 N = 1500  # input records over 3 partitions; 1/4 of the transactions aborted
-POINTS = ["task-write", "before-commit", "after-decision", "between-commits", "after-commits"]
+# In the order one job meets them, each firing once: after the after-decision kill the restart's
+# recovery rolls the decided batch forward and meets after-endtxns there (its own commits meet it
+# in test_driver_sigkill_at_one_point_then_restart, ONCELOG_SOAK=full).
+POINTS = ["task-write", "before-commit", "after-decision", "after-endtxns", "between-commits", "after-commits"]
 
 
 def test_crash_matrix_one_restart_after_each_kill(broker, tmp_path, uniq):
     """One job walks through every crash point: each run SIGKILLs itself at the next point (in a
-    batch after the first), the next run restarts from the checkpoint. A write task's Python
+    batch after the first), the next run restarts from the checkpoint, with the pooled
+    transactional ids (oncelog/spark/txn_pool.py: a restart after a decided batch writes in
+    the other half of the pool, and rolls the decision forward). A write task's Python
     worker is also killed once (retried: local[2,3]) and the broker is SIGKILLed and restarted
     between two runs, right after a batch was decided but before its transactions were committed."""
     inp, out = f"in-{uniq}", f"out-{uniq}"
@@ -45,6 +53,12 @@ def test_crash_matrix_one_restart_after_each_kill(broker, tmp_path, uniq):
     assert (tmp_path / "task-failed").exists()
     d = check_exactly_once(broker.bootstrap, inp, out, committed)
     assert not d.get("open_transactions"), d
+    # Seven runs, one task retry: the broker holds the query's pooled ids only (both halves:
+    # a run after a decided batch takes the other one), within GENERATIONS x tasks x attempts.
+    ids = held_ids(broker.bootstrap, query_prefix(ckpt))
+    tasks = task_ids(ids)
+    assert {g for g, _t, _a in tasks} == {0, 1}, ids
+    assert len(tasks) <= GENERATIONS * 3 * 3, ids  # 3 write tasks, local[2,3]: attempts 0-2
 
 
 @pytest.mark.skipif(os.environ.get("ONCELOG_SOAK") != "full",
