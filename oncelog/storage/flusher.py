@@ -99,19 +99,21 @@ class Flusher:
         """fsync every dirty log once; then advance flushed offsets and wake waiters.
 
         Offsets and recovery points are captured before the fsync, so they are lower bounds of
-        what it made durable even if another round overlaps (the lock serialises the fsyncs)."""
+        what it made durable even if another round overlaps (the lock serialises the fsyncs).
+        The segments are taken under the lock: the cleaner and retention, which hold it, may
+        have rewritten or deleted the ones there were when the round began."""
         fut, self._next = self._next, None
         dirty = list(self._dirty)
         self._dirty.clear()
         work = []
-        for plog in dirty:
-            if plog.deleted:
-                continue
-            segments, offset = plog.take_flush_work()
-            point = plog.recovery_point()
-            work.append((plog, segments, offset, point))
         try:
             async with self.lock:
+                for plog in dirty:
+                    if plog.deleted:
+                        continue
+                    segments, offset = plog.take_flush_work()
+                    point = plog.recovery_point()
+                    work.append((plog, segments, offset, point))
                 await asyncio.get_running_loop().run_in_executor(
                     None, _sync, [(segs, full) for _, segs, _, _ in work]
                 )

@@ -211,3 +211,35 @@ def test_compaction_keeps_latest_per_key_and_survives_reopen(tmp_path):
     again = open_log(tmp_path, cfg)  # unclean reopen: recovery accepts the gaps of a compacted log
     assert again.log_end_offset == end
     assert offsets_in(again.read(end - 1, 1 << 20, end)) == [end - 1]
+
+
+def test_a_flush_round_waiting_for_the_cleaner_syncs_what_is_there_once_it_runs(tmp_path):
+    # A flush round that started while the cleaner held the flusher lock must not fsync the
+    # segments it would have taken before: the cleaner may have rewritten (and closed) them
+    # meanwhile. Seen as "fsync failed: ValueError(fd -1)" and NOT_COORDINATOR answers on a busy
+    # __transaction_state with small segments (issue 32).
+    import asyncio
+
+    from oncelog.config.settings import FsyncPolicy
+    from oncelog.storage.cleaner import compact
+    from oncelog.storage.flusher import Flusher
+
+    async def run():
+        cfg = LogConfig(segment_bytes=300, cleanup_policy="compact")
+        plog = open_log(tmp_path, cfg, sync_hw=True)
+        flusher = Flusher(FsyncPolicy("always"))
+        for i in range(60):
+            raw = bytearray(rb.build_batch([(f"key-{i % 3}".encode(), b"x" * 40)], timestamp_ms=1000 + i))
+            plog.append(raw, rb.scan_batches(bytes(raw)), 1000 + i)
+            if i == 29:
+                flush(plog)  # the first half is durable: the cleaner may rewrite it
+        assert plog.pending_closed  # the second half rolled, not yet fsynced
+        async with flusher.lock:  # the cleaner's turn
+            durable = flusher.mark(plog, wait=True)  # a round starts and waits for the lock
+            await asyncio.sleep(0.05)
+            assert compact(plog, now_ms=2000) > 0  # rewrites closed segments
+        await asyncio.wait_for(durable, 5)
+        assert flusher.failed is None and plog.high_watermark == plog.log_end_offset
+        plog.close()
+
+    asyncio.run(run())
