@@ -121,12 +121,12 @@ class Broker:
         # transaction side asks where a group's offsets live (AddOffsetsToTxn, TxnOffsetCommit).
         self.markers = MarkerWriter(self.partitions, self.clock, on_txn_marker=self.groups.complete_txn_offsets)
         txn_topic = TransactionStateTopic(self.partitions, self.config.transaction_topic_partitions,
-                                          self.config.offsets_topic_segment_bytes)
+                                          self.config.transaction_topic_segment_bytes)
         offsets_topic = self.offsets_topic
         self.txn = TransactionCoordinator(
             self.clock, self.producer_ids.allocate, txn_topic.persist, self.markers.write,
             offsets_partition=lambda group_id: (offsets_topic.name, offsets_topic.partition_for(group_id)),
-            config=self.config.txn)
+            persist_expired=txn_topic.persist_expired, config=self.config.txn)
         loaded = txn_topic.replay(self.txn)
         self.txn.recover()
         log.info("transaction coordinator loaded %d record(s): %d transactional id(s)", loaded, len(self.txn))

@@ -620,6 +620,11 @@ _BROKER_OWN = [
     BrokerConfigDef("transaction.state.log.num.partitions", T.INT, "50", None,
                     "Partitions of __transaction_state.", oncelog_default="10", validator=at_least(1),
                     setting="transaction_topic_partitions"),
+    BrokerConfigDef("transaction.state.log.segment.bytes", T.INT, str(100 * 1024 * 1024), None,
+                    "Segment size of __transaction_state (compaction works on closed segments: records an "
+                    "expired id's tombstone supersedes, and the tombstone itself after delete.retention.ms, go "
+                    "once their segment is closed).", oncelog_default=str(16 << 20), validator=at_least(1),
+                    setting="transaction_topic_segment_bytes"),
     BrokerConfigDef("transaction.state.log.replication.factor", T.SHORT, "3", None, "Always 1: one broker.",
                     oncelog_default="1", handling=Handling.NO_EFFECT),
     BrokerConfigDef("transaction.max.timeout.ms", T.INT, "900000", None,
@@ -629,6 +634,10 @@ _BROKER_OWN = [
     BrokerConfigDef("transactional.id.expiration.ms", T.INT, "604800000", None,
                     "A transactional id idle this long (no transaction open) is forgotten (a tombstone in "
                     "__transaction_state).", validator=at_least(1), setting="txn.transactional_id_expiration_ms"),
+    BrokerConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", T.INT, "3600000", None,
+                    "How often the transaction coordinator looks for transactional ids to expire "
+                    "(transactional.id.expiration.ms); it counts on the broker's clock.", validator=at_least(1),
+                    setting="txn.remove_expired_interval_ms"),
     BrokerConfigDef("producer.id.expiration.ms", T.INT, "86400000", "cluster-wide",
                     "Idle producer ids' state is dropped after this.", validator=at_least(1),
                     setting="producer_id_expiration_ms"),

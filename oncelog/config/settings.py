@@ -225,6 +225,7 @@ class TxnConfig:
 
     max_timeout_ms: int = default("transaction.max.timeout.ms")
     transactional_id_expiration_ms: int = default("transactional.id.expiration.ms")
+    remove_expired_interval_ms: int = default("transaction.remove.expired.transaction.cleanup.interval.ms")
 
 
 
@@ -296,6 +297,7 @@ class BrokerConfig:
     offsets_topic_partitions: int = default("offsets.topic.num.partitions")
     offsets_topic_segment_bytes: int = default("offsets.topic.segment.bytes")
     transaction_topic_partitions: int = default("transaction.state.log.num.partitions")
+    transaction_topic_segment_bytes: int = default("transaction.state.log.segment.bytes")
     log_cleaner_backoff_ms: int = default("log.cleaner.backoff.ms")
     txn: TxnConfig = field(default_factory=TxnConfig)
     group: GroupConfig = field(default_factory=lambda: GroupConfig(

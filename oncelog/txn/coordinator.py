@@ -23,8 +23,23 @@ and their transitions: :mod:`oncelog.txn.state`.
 * ``allocate_producer_id`` may raise a domain error (no block of ids could be made durable: a
   full disk); the request is answered with it and nothing changes.
 * Time comes from the injected ``clock()`` (milliseconds); :meth:`tick` aborts timed-out
-  transactions, retries stuck writes and expires idle transactional ids
+  transactions, retries stuck writes and, every
+  ``transaction.remove.expired.transaction.cleanup.interval.ms``, expires idle transactional ids
   (``transactional.id.expiration.ms``).
+
+What clients can make it remember (issue 32). Clients choose how many transactional ids they
+use; each id stays until it is idle for ``transactional.id.expiration.ms`` (Kafka's 7 days), so
+the coordinator holds the ids used in the last 7 days, however many that is, as Kafka does.
+What it spends on them is kept proportional to the ids and small: one slotted
+:class:`~oncelog.txn.state.TransactionMetadata` per id (~0.3 KB with its dict entry), no other
+index of all ids; the 100 ms :meth:`tick` visits only the ids with a transaction open
+(:attr:`TransactionCoordinator.open`), never all of them; the hourly expiry sweep visits all
+and writes the expired ids' tombstones in a few batches (``persist_expired``), as Kafka's
+``removeExpiredTransactionalIds``; ListTransactions copies nothing. The tombstones make the
+expiry survive a restart (the replay applies them last); the cleaner of the compacted
+``__transaction_state`` drops the records they supersede, and the tombstones themselves once
+``delete.retention.ms`` has passed, so the log (and the replay at start-up) holds the live ids,
+not their history (:mod:`oncelog.txn.store`).
 
 EndTxn is answered once the Prepare* record is durable; the markers and the Complete* record
 follow. After a restart a durable Prepare* is rolled forward, an Ongoing transaction aborts when
@@ -36,12 +51,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from .. import errors
 from ..config.settings import TxnConfig
 from ..errors import KafkaError
-from .state import MAX_EPOCH, TransactionMetadata, TransactionState
+from ..state_machine import check_transition
+from .state import MAX_EPOCH, NO_PARTITIONS, TRANSITIONS, TransactionMetadata, TransactionState
 
 T = TransactionState
 
@@ -51,6 +67,10 @@ Done = Callable[[KafkaError | None], None]
 # persist(transactional_id, metadata, on_done): write the id's next __transaction_state record
 # (:mod:`oncelog.txn.store`; a tombstone for Dead); on_done(None) once durable, else on_done(error).
 Persist = Callable[[str, TransactionMetadata, Done], None]
+# persist_expired(transactional_ids, on_done): write the ids' tombstones (the store batches them per
+# partition); on_done(ids, None) for each group of them once durable, else on_done(ids, error).
+ExpiredDone = Callable[[list[str], KafkaError | None], None]
+PersistExpired = Callable[[list[str], ExpiredDone], None]
 # write_markers(producer_id, producer_epoch, commit, partitions, on_done) (:mod:`oncelog.txn.markers`);
 # it may also raise a domain error (a marker the log refused): handled as on_done(error).
 WriteMarkers = Callable[[int, int, bool, set[tuple[str, int]], Done], None]
@@ -69,12 +89,20 @@ class ProducerIdAndEpoch:
 Answer = Callable[[ProducerIdAndEpoch | KafkaError], None]
 
 
+class ListedTransaction(NamedTuple):
+    """One transaction of ListTransactions' answer."""
+
+    transactional_id: str
+    producer_id: int
+    state: TransactionState
+
+
 @dataclass(frozen=True)
 class TransactionListing:
     """ListTransactions' answer: the transactions that pass the filters, and the state filters
     that name no state (Kafka returns those to the client)."""
 
-    transactions: list[TransactionMetadata]
+    transactions: list[ListedTransaction]
     unknown_state_filters: tuple[str, ...]
 
 
@@ -85,16 +113,21 @@ COMPLETED = (T.EMPTY, T.COMPLETE_COMMIT, T.COMPLETE_ABORT)  # no transaction ope
 
 class TransactionCoordinator:
     def __init__(self, clock: Callable[[], int], allocate_producer_id: Callable[[], int], persist: Persist,
-                 write_markers: WriteMarkers, offsets_partition: OffsetsPartition,
-                 config: TxnConfig = TxnConfig()) -> None:
+                 write_markers: WriteMarkers, offsets_partition: OffsetsPartition, *,
+                 persist_expired: PersistExpired, config: TxnConfig = TxnConfig()) -> None:
         self.clock = clock
         self.allocate_producer_id = allocate_producer_id
         self.persist = persist
+        self.persist_expired = persist_expired
         self.write_markers = write_markers
         self.offsets_partition = offsets_partition
         self.config = config
         self.txns: dict[str, TransactionMetadata] = {}
-        self.by_producer_id: dict[int, str] = {}
+        # The ids with a transaction open or completing (not Empty/CompleteCommit/CompleteAbort):
+        # what the 100 ms tick visits. Kept with txns by _install/_remove.
+        self.open: dict[str, TransactionMetadata] = {}
+        # The first expiry sweep comes one interval after the start, as Kafka schedules it.
+        self._next_expiry_sweep = clock() + config.remove_expired_interval_ms
 
     def __len__(self) -> int:
         """How many transactional ids are known."""
@@ -165,7 +198,7 @@ class TransactionCoordinator:
                 return respond(exc)
         else:
             new.producer_epoch = m.producer_epoch + 1
-        new.partitions, new.start_ms = set(), -1
+        new.partitions, new.start_ms = NO_PARTITIONS, -1
         self._commit(m, new, lambda error: respond(
             error if error is not None else ProducerIdAndEpoch(new.producer_id, new.producer_epoch)))
         return None
@@ -187,7 +220,6 @@ class TransactionCoordinator:
                 self.txns.pop(txn_id, None)
                 respond(error)
             else:
-                self.by_producer_id[new.producer_id] = txn_id
                 respond(ProducerIdAndEpoch(new.producer_id, new.producer_epoch))
             self._run_waiting(new)
 
@@ -211,9 +243,9 @@ class TransactionCoordinator:
         new = m.prepare_transition(T.ONGOING)
         if m.state is not T.ONGOING:
             new.start_ms = self.clock()
-            new.partitions = set()
+            new.partitions = NO_PARTITIONS
             new.tv2 = tv2
-        new.partitions |= partitions
+        new.partitions = frozenset(new.partitions | partitions)  # a new set: copies share the old one
         self._commit(m, new, respond)
         return None
 
@@ -241,8 +273,9 @@ class TransactionCoordinator:
         InvalidProducerIdMapping (unknown id or another producer), ProducerFenced (any other
         epoch), ConcurrentTransactions (markers being written), TransactionAbortable (the
         partition is not in the transaction). Callers translate for their clients (Produce:
-        INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE below v11)."""
-        m = self.txns.get(txn_id) if txn_id else self.txns.get(self.by_producer_id.get(producer_id, ""))
+        INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE below v11). Without a transactional id
+        (Produce refuses that earlier) the producer is unknown."""
+        m = self.txns.get(txn_id) if txn_id else None
         if m is None or m.producer_id != producer_id:
             raise self._unknown_producer(txn_id, producer_id)
         if producer_epoch != m.producer_epoch:
@@ -377,7 +410,7 @@ class TransactionCoordinator:
                 return
             # step 8
             new = m.prepare_transition(T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT)
-            new.partitions = set()
+            new.partitions = NO_PARTITIONS
             if m.next_producer_id >= 0:
                 # last_producer_epoch stays the epoch the client sent, so its retried EndTxn is
                 # recognised and answered with the new id.
@@ -420,11 +453,12 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ timers
 
     def tick(self) -> list[str]:
-        """Abort transactions open longer than their timeout; retry stuck marker writes; expire
-        idle transactional ids. Returns the ids aborted."""
+        """Abort transactions open longer than their timeout; retry stuck marker writes; every
+        ``transaction.remove.expired.transaction.cleanup.interval.ms``, expire idle transactional
+        ids (:meth:`expire_idle`). Visits the open transactions only. Returns the ids aborted."""
         now = self.clock()
         aborted = []
-        for m in list(self.txns.values()):
+        for m in list(self.open.values()):
             if m.pending:
                 continue
             if m.state is T.ONGOING and m.start_ms >= 0 and now - m.start_ms > m.timeout_ms:
@@ -434,23 +468,51 @@ class TransactionCoordinator:
                 self._write_markers_then_complete(m)
             elif m.state is T.PREPARE_EPOCH_FENCE:
                 self._abort(m, bump_epoch=False)  # the fence is durable, its abort record was not
-            elif m.state in COMPLETED and now - m.last_update_ms >= self.config.transactional_id_expiration_ms:
-                self._expire(m)
+        interval = self.config.remove_expired_interval_ms
+        # (a clock set back by more than the interval: sweep now, and count from here)
+        if now >= self._next_expiry_sweep or self._next_expiry_sweep - now > interval:
+            self._next_expiry_sweep = now + interval
+            self.expire_idle()
         return aborted
 
-    def _expire(self, m: TransactionMetadata) -> None:
-        """Kafka's ``transactional.id.expiration.ms``: an id with no transaction open (Empty,
-        CompleteCommit, CompleteAbort) and no change for that long is removed — Dead, written as
-        a tombstone to ``__transaction_state``, then forgotten. Its next InitProducerId starts
-        afresh with a new producer id. (Kafka checks hourly, on
-        ``transaction.remove.expired.transaction.cleanup.interval.ms``; here every tick.)"""
+    def expire_idle(self) -> int:
+        """Kafka's ``transactional.id.expiration.ms`` (``removeExpiredTransactionalIds``): every
+        id with no transaction open (Empty, CompleteCommit, CompleteAbort), nothing in flight and
+        no change for that long is removed — Dead, written as a tombstone to
+        ``__transaction_state`` (all of a sweep's tombstones together: the store writes them in
+        a few batches per partition), then forgotten. Its next InitProducerId starts afresh with
+        a new producer id at epoch 0. Requests for an id arriving while its tombstone is written
+        wait, and then find no id. Returns how many ids are being expired."""
+        horizon = self.clock() - self.config.transactional_id_expiration_ms
+        expired = [m for m in self.txns.values()
+                   if m.last_update_ms <= horizon and not m.pending and m.state in COMPLETED]
+        if not expired:
+            return 0
+        by_id = {}
+        for m in expired:
+            check_transition(TRANSITIONS, f"transaction {m.transactional_id!r}", m.state, T.DEAD)
+            m.pending = True  # requests for it queue behind the tombstone
+            by_id[m.transactional_id] = m
+        counts = {"removed": 0, "kept": 0}
 
-        def removed(error: KafkaError | None) -> None:
-            if error is None:
-                log.info("transactional id %s expired: no change for transactional.id.expiration.ms=%d; removed",
-                         m.transactional_id, self.config.transactional_id_expiration_ms)
+        def done(txn_ids: list[str], error: KafkaError | None) -> None:
+            """A group of the tombstones is durable (or not: those ids stay, for the next sweep)."""
+            settled = [by_id.pop(txn_id) for txn_id in txn_ids]
+            for m in settled:
+                m.pending = False
+                if error is None and self.txns.get(m.transactional_id) is m:
+                    self._remove(m.transactional_id)
+            counts["removed" if error is None else "kept"] += len(settled)
+            for m in settled:  # what queued behind the tombstones now finds no id (or the id)
+                self._run_waiting(m)
+            if not by_id:
+                log.info("expired %d transactional id(s) idle for transactional.id.expiration.ms=%d%s",
+                         counts["removed"], self.config.transactional_id_expiration_ms,
+                         f"; {counts['kept']} kept, their tombstones not durable (the next sweep tries again)"
+                         if counts["kept"] else "")
 
-        self._commit(m, m.prepare_transition(T.DEAD), removed)
+        self.persist_expired([m.transactional_id for m in expired], done)
+        return len(expired)
 
     # ------------------------------------------------------------------ DescribeTransactions / ListTransactions
 
@@ -465,23 +527,24 @@ class TransactionCoordinator:
                           min_duration_ms: int = -1) -> TransactionListing:
         """KIP-664/994: transactions in one of the named states (Kafka names), of one of the
         producer ids, open for strictly longer than ``min_duration_ms`` (-1: any). Dead (an id
-        being expired) is never listed."""
+        being expired) is never listed. One small tuple per id listed, nothing copied: a broker
+        may hold a million ids, and the answer lists them all (as Kafka's)."""
         now = self.clock()
+        states = [s for s in TransactionState if s is not T.DEAD
+                  and (not state_filters or s.kafka_name in state_filters)]
+        if len(states) == len(TransactionState) - 1:
+            states = None  # every state: no check per id
         out = []
         for m in self.txns.values():
-            if m.state is T.DEAD or (state_filters and m.state.kafka_name not in state_filters):
+            if (states is not None and m.state not in states) or m.state is T.DEAD:
                 continue
             if producer_id_filters and m.producer_id not in producer_id_filters:
                 continue
             # KIP-994: strictly longer than the filter (Kafka counts from start -1 for Empty).
             if min_duration_ms >= 0 and now - m.start_ms <= min_duration_ms:
                 continue
-            out.append(m.copy())
+            out.append(ListedTransaction(m.transactional_id, m.producer_id, m.state))
         return TransactionListing(out, tuple(sorted(set(state_filters or ()) - STATE_NAMES)))
-
-    def txn_for_producer(self, producer_id: int) -> TransactionMetadata | None:
-        txn_id = self.by_producer_id.get(producer_id)
-        return self.txns.get(txn_id) if txn_id else None
 
     # ------------------------------------------------------------------ replay
 
@@ -494,7 +557,7 @@ class TransactionCoordinator:
 
     def recover(self) -> None:
         """After replay: roll a durable Prepare* forward; a fence in progress becomes an abort."""
-        for m in list(self.txns.values()):
+        for m in list(self.open.values()):
             if m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
                 self._write_markers_then_complete(m)
             elif m.state is T.PREPARE_EPOCH_FENCE:
@@ -521,27 +584,29 @@ class TransactionCoordinator:
         self.persist(new.transactional_id, new, done)
 
     def _install(self, m: TransactionMetadata) -> None:
-        old = self.txns.get(m.transactional_id)
-        if old is not None and self.by_producer_id.get(old.producer_id) == m.transactional_id:
-            del self.by_producer_id[old.producer_id]
-        self.txns[m.transactional_id] = m
-        self.by_producer_id[m.producer_id] = m.transactional_id
+        txn_id = m.transactional_id
+        self.txns[txn_id] = m
+        if m.state in COMPLETED:
+            self.open.pop(txn_id, None)
+        else:
+            self.open[txn_id] = m
 
     def _remove(self, txn_id: str) -> None:
-        old = self.txns.pop(txn_id, None)
-        if old is not None and self.by_producer_id.get(old.producer_id) == txn_id:
-            del self.by_producer_id[old.producer_id]
+        self.txns.pop(txn_id, None)
+        self.open.pop(txn_id, None)
 
     def _queue_if_pending(self, m: TransactionMetadata | None, request: Callable[[], None]) -> bool:
         if m is not None and m.pending:
+            if m.waiting is None:
+                m.waiting = []
             m.waiting.append(request)
             return True
         return False
 
     def _run_waiting(self, old: TransactionMetadata) -> None:
         """Re-run requests queued behind a change, against the metadata now installed."""
-        waiting, old.waiting = old.waiting, []
-        for request in waiting:
+        waiting, old.waiting = old.waiting, None
+        for request in waiting or ():
             request()
 
     # ------------------------------------------------------------------ domain errors

@@ -19,7 +19,7 @@ Strings are int16-length-prefixed UTF-8, arrays int32-counted (the codec of
 from __future__ import annotations
 
 from ..protocol.internal_records import Reader, Writer
-from .state import TransactionMetadata, TransactionState
+from .state import NO_PARTITIONS, TransactionMetadata, TransactionState
 
 KEY_VERSION = 0
 VALUE_VERSION = 1
@@ -70,8 +70,13 @@ def decode_value(txn_id: str, data: bytes) -> TransactionMetadata:
     if version != VALUE_VERSION:
         raise ValueError(f"unknown transaction log value version {version}")
     pid, epoch, timeout, state = r.i64(), r.i16(), r.i32(), r.i8()
-    partitions = {(topic, p) for topic, ps in r.array(_read_topic) for p in ps}
+    partitions = frozenset((topic, p) for topic, ps in r.array(_read_topic) for p in ps) or NO_PARTITIONS
     last_update, start = r.i64(), r.i64()
     last_pid, last_epoch, tv2, next_pid = r.i64(), r.i16(), r.i8(), r.i64()
+    # A million ids share a few timeouts: one int object per value, not per id.
+    timeout = _TIMEOUTS.setdefault(timeout, timeout) if len(_TIMEOUTS) < 1024 else timeout
     return TransactionMetadata(txn_id, pid, epoch, timeout, TransactionState(state), last_pid, last_epoch, partitions,
                                start, last_update, False, bool(tv2), next_pid)
+
+
+_TIMEOUTS: dict[int, int] = {}

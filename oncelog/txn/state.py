@@ -40,7 +40,7 @@ or CompleteAbort -> PrepareAbort. :data:`TRANSITIONS` is the same graph as a tab
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..state_machine import check_transition
 
@@ -76,10 +76,20 @@ TRANSITIONS: dict[TransactionState, frozenset[TransactionState]] = {
 }
 
 
-@dataclass
+NO_PARTITIONS: frozenset[tuple[str, int]] = frozenset()
+
+
+@dataclass(slots=True)
 class TransactionMetadata:
     """What the coordinator knows of one transactional id: the value of its latest
-    ``__transaction_state`` record plus two in-memory fields, ``pending`` and ``waiting``."""
+    ``__transaction_state`` record plus two in-memory fields, ``pending`` and ``waiting``.
+
+    A broker may hold a million of these (clients choose how many transactional ids they use;
+    ``transactional.id.expiration.ms`` bounds how long an idle one stays), so they are kept
+    small: slots, no per-instance containers while idle (``partitions`` is an immutable set,
+    shared and empty outside a transaction; ``waiting`` is None until a request queues), and the
+    transactional id object shared with the coordinator's key. About 0.3 KB each with the
+    coordinator's dict entry (``python -m bench txnids``)."""
 
     transactional_id: str
     producer_id: int
@@ -88,14 +98,15 @@ class TransactionMetadata:
     state: TransactionState = T.EMPTY
     last_producer_id: int = -1
     last_producer_epoch: int = -1
-    partitions: set[tuple[str, int]] = field(default_factory=set)
+    # Immutable: a change builds a new set (``new.partitions |= more``), so copies share it.
+    partitions: frozenset[tuple[str, int]] = NO_PARTITIONS
     start_ms: int = -1
     last_update_ms: int = 0
     pending: bool = False  # a change is being made durable
     tv2: bool = False
     # TV2 epoch exhaustion: the producer id the client continues with after this transaction.
     next_producer_id: int = -1
-    waiting: list = field(default_factory=list)  # requests queued behind the pending change
+    waiting: list | None = None  # requests queued behind the pending change (None: none)
 
     def prepare_transition(self, state: TransactionState) -> "TransactionMetadata":
         """The next metadata, in ``state``, for the caller to fill in and make durable; this one
@@ -109,6 +120,7 @@ class TransactionMetadata:
         return new
 
     def copy(self) -> "TransactionMetadata":
+        """The metadata without the in-memory fields (not pending, nothing waiting)."""
         return TransactionMetadata(self.transactional_id, self.producer_id, self.producer_epoch, self.timeout_ms,
-                                   self.state, self.last_producer_id, self.last_producer_epoch, set(self.partitions),
+                                   self.state, self.last_producer_id, self.last_producer_epoch, self.partitions,
                                    self.start_ms, self.last_update_ms, False, self.tv2, self.next_producer_id)

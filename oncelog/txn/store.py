@@ -21,6 +21,11 @@ from .state import TransactionMetadata
 
 log = logging.getLogger("oncelog.txn")
 
+# A tombstone record's bytes besides its key (length, attributes, deltas, null value, headers:
+# at most 1 + 1 + 10 + 5 + 1 + 1 + 1 as varints) and room for the batch header.
+TOMBSTONE_RECORD_OVERHEAD = 20
+TOMBSTONE_BATCH_SLACK = 1024
+
 
 class TransactionStateTopic(InternalTopic):
     key_kind = "transactional id"
@@ -39,6 +44,33 @@ class TransactionStateTopic(InternalTopic):
             on_done(error)
 
         self.append(txn_id, [(encode_key(txn_id), value)], durable)
+
+    def persist_expired(self, txn_ids: list[str], on_done: Callable[[list[str], KafkaError | None], None]) -> None:
+        """The coordinator's ``persist_expired``: the tombstones of expired ids, as Kafka's
+        ``removeExpiredTransactionalIds`` writes them: grouped by partition, in batches of at
+        most ``max.message.bytes``; ``on_done(ids, error)`` once per batch."""
+        by_partition: dict[int, list[str]] = {}
+        for txn_id in txn_ids:
+            by_partition.setdefault(self.partition_for(txn_id), []).append(txn_id)
+        for partition, ids in by_partition.items():
+            limit = self.manager.get(self.name, partition).log.config.max_message_bytes - TOMBSTONE_BATCH_SLACK
+            chunk: list[str] = []
+            records: list[tuple[bytes, None]] = []
+            size = 0
+            for txn_id in ids:
+                key = encode_key(txn_id)
+                if records and size + len(key) + TOMBSTONE_RECORD_OVERHEAD > limit:
+                    self._append_tombstones(chunk, records, on_done)
+                    chunk, records, size = [], [], 0
+                chunk.append(txn_id)
+                records.append((key, None))
+                size += len(key) + TOMBSTONE_RECORD_OVERHEAD
+            self._append_tombstones(chunk, records, on_done)
+
+    def _append_tombstones(self, chunk: list[str], records: list[tuple[bytes, None]],
+                           on_done: Callable[[list[str], KafkaError | None], None]) -> None:
+        # Every id of the chunk is on one partition: the first one's key places the batch.
+        self.append(chunk[0], records, lambda error: on_done(chunk, error))
 
     def replay(self, coordinator: TransactionCoordinator) -> int:
         count = 0

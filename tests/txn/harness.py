@@ -85,8 +85,10 @@ class Harness:
         self.markers: list[tuple[int, int, bool, frozenset]] = []
         self.held_markers: list = []
         self.answered: list[Once] = []  # every request's Once, in the order they were answered
+        self.expired_calls: list[list[str]] = []  # the ids of each persist_expired call
         self.coord = TransactionCoordinator(lambda: self.now, self._allocate, self._persist, self._write_markers,
-                                            lambda group_id: OFFSETS_PARTITION, config or TxnConfig())
+                                            lambda group_id: OFFSETS_PARTITION, persist_expired=self._persist_expired,
+                                            config=config or TxnConfig())
 
     # -- injected I/O
     def _allocate(self) -> int:
@@ -95,8 +97,9 @@ class Harness:
         pid, self.next_pid = self.next_pid, self.next_pid + 1
         return pid
 
-    def _persist(self, txn_id, m, on_done):
-        self.persisted.append((txn_id, value_of(m)))
+    def _persist(self, txn_id, m, on_done, record: bool = True):
+        if record:
+            self.persisted.append((txn_id, value_of(m)))
         mode = self.persist_script.pop(0) if self.persist_script else self.persist_mode
         if mode == "ok":
             on_done(None)
@@ -104,6 +107,13 @@ class Harness:
             on_done(_domain(E.kafka_storage_error))
         else:
             self.held_persists.append(on_done)
+
+    def _persist_expired(self, txn_ids, on_done):
+        """The tombstones of one expiry sweep: recorded as persisted, answered together."""
+        ids = list(txn_ids)
+        self.expired_calls.append(ids)
+        self.persisted.extend((txn_id, None) for txn_id in ids)
+        self._persist(None, None, lambda error: on_done(ids, error), record=False)
 
     def _write_markers(self, pid, epoch, commit, partitions, on_done):
         self.markers.append((pid, epoch, commit, frozenset(partitions)))
@@ -188,7 +198,7 @@ class Harness:
 
 def meta(txn_id=TXN, pid=7, epoch=3, state=T.ONGOING, partitions=(P0, P1), start=500_000, timeout=TIMEOUT,
          last_pid=-1, last_epoch=-1, tv2=False) -> TransactionMetadata:
-    return TransactionMetadata(txn_id, pid, epoch, timeout, state, last_pid, last_epoch, set(partitions), start,
+    return TransactionMetadata(txn_id, pid, epoch, timeout, state, last_pid, last_epoch, frozenset(partitions), start,
                                start, False, tv2)
 
 

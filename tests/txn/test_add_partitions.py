@@ -151,7 +151,9 @@ def test_verify_partition():
     pid, e = h.ongoing(P0)
     v = h.verify
     assert v(TXN, pid, e, *P0) is None
-    assert v(None, pid, e, *P0) is None  # looked up by producer id
+    # No transactional id: no lookup by producer id (the coordinator keeps no such index of every
+    # id; Produce refuses a transactional batch without one before it asks, as Kafka)
+    assert v(None, pid, e, *P0) == E.invalid_producer_id_mapping
     # Kafka's handleVerifyPartitionsInTransaction: Produce translates these for its clients
     assert v(TXN, pid, e, *P1) == E.transaction_abortable
     assert v(TXN, pid, e + 1, *P0) == E.producer_fenced  # any other epoch

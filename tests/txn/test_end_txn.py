@@ -127,7 +127,7 @@ def test_requests_queued_behind_a_failed_complete_record_get_concurrent_transact
     assert h.answered[-3:] == [retry, init, add]
     assert retry.result == init.result == (E.concurrent_transactions, -1, -1)
     assert add.result == E.concurrent_transactions
-    assert h.txn().state is T.PREPARE_COMMIT and not h.txn().pending and h.txn().waiting == []
+    assert h.txn().state is T.PREPARE_COMMIT and not h.txn().pending and not h.txn().waiting
     h.tick(1)
     assert h.txn().state is T.COMPLETE_COMMIT
 
@@ -209,7 +209,7 @@ def test_requests_queued_behind_failed_markers_are_answered_in_order():
     assert h.answered[-3:] == [retry, add, later]
     assert retry.result == (E.concurrent_transactions, -1, -1)
     assert add.result == E.concurrent_transactions
-    assert h.txn().waiting == []
+    assert not h.txn().waiting
 
 
 def test_queued_requests_run_in_arrival_order_against_the_state_then_installed():
@@ -227,7 +227,7 @@ def test_queued_requests_run_in_arrival_order_against_the_state_then_installed()
     assert add_p1.result == E.none and add_p2.result == E.none
     assert commit.result == retry.result == (E.none, pid, e)
     assert h.markers == [(pid, e, True, frozenset({P0, P1})), (pid, e, True, frozenset({P2}))]
-    assert h.txn().state is T.COMPLETE_COMMIT and h.txn().waiting == []
+    assert h.txn().state is T.COMPLETE_COMMIT and not h.txn().waiting
 
 
 def test_abort_uses_abort_markers_and_the_next_transaction_starts_clean():

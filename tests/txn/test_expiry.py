@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import pytest
 
+from oncelog import errors
 from oncelog.config.settings import TxnConfig
 from oncelog.txn.records import decode_value
 
-from .harness import E, P0, T, TXN, Harness
+from .harness import E, P0, T, TXN, Harness, meta
 
 EXPIRY = 100_000
 LONG = 5 * EXPIRY  # a transaction timeout that does not fire in these tests
 
 
 def harness() -> Harness:
-    return Harness(TxnConfig(transactional_id_expiration_ms=EXPIRY))
+    return Harness(TxnConfig(transactional_id_expiration_ms=EXPIRY, remove_expired_interval_ms=1))
 
 
 def test_an_idle_empty_id_expires_with_a_tombstone_and_is_forgotten():
@@ -28,7 +29,7 @@ def test_an_idle_empty_id_expires_with_a_tombstone_and_is_forgotten():
     n = len(h.persisted)
     assert h.tick(1) == []  # expiry is not an abort
     assert h.persisted[n:] == [(TXN, None)]  # a tombstone
-    assert TXN not in h.coord.txns and h.coord.txn_for_producer(pid) is None
+    assert h.coord.txns == {} and h.coord.open == {}
     # the id starts afresh: a new producer id at epoch 0; the old producer is unknown
     assert h.init().result == (E.none, 1001, 0)
     assert h.add(pid, e).result == E.invalid_producer_id_mapping
@@ -84,14 +85,14 @@ def test_a_request_queued_behind_the_tombstone_runs_against_no_id():
     assert init.result == (E.none, 1001, 0)
 
 
-def test_a_failed_tombstone_keeps_the_id_and_the_next_tick_expires_it():
+def test_a_failed_tombstone_keeps_the_id_and_the_next_sweep_expires_it():
     h = harness()
     h.producer()
     h.persist_mode = "fail"
     h.tick(EXPIRY)
     assert h.txn().state is T.EMPTY and not h.txn().pending
     h.persist_mode = "ok"
-    h.tick()
+    h.tick(1)  # the sweep interval is 1 ms here
     assert TXN not in h.coord.txns
 
 
@@ -102,8 +103,113 @@ def test_replaying_the_tombstone_forgets_the_id():
     h2 = harness()
     for txn_id, value in h.persisted:
         h2.coord.load(txn_id, decode_value(txn_id, value) if value is not None else None)
-    assert h2.coord.txns == {} and h2.coord.by_producer_id == {}
+    assert h2.coord.txns == {} and h2.coord.open == {}
 
 
 def test_the_default_is_kafkas_seven_days():
     assert TxnConfig().transactional_id_expiration_ms == 7 * 24 * 3600 * 1000
+
+
+# ---------------------------------------------------------------------- the sweep (issue 32)
+
+def test_ids_expire_at_the_sweeps_every_cleanup_interval_counted_from_the_start():
+    # Kafka's transaction.remove.expired.transaction.cleanup.interval.ms: the first sweep one
+    # interval after the start, then one per interval; an id past its expiration waits for it.
+    h = Harness(TxnConfig(transactional_id_expiration_ms=EXPIRY, remove_expired_interval_ms=30_000))
+    h.producer()
+    for _ in range(119):  # a tick every second up to 119 s: sweeps at 30, 60, 90 s found it young
+        h.tick(1000)
+    assert TXN in h.coord.txns and h.expired_calls == []
+    h.tick(1000)  # 120 s: the fourth sweep
+    assert h.coord.txns == {} and h.expired_calls == [[TXN]]
+
+
+def test_the_default_sweep_interval_is_kafkas_hour():
+    assert TxnConfig().remove_expired_interval_ms == 3600 * 1000
+
+
+def test_a_clock_set_back_does_not_postpone_the_sweep_by_the_jump():
+    h = Harness(TxnConfig(transactional_id_expiration_ms=EXPIRY, remove_expired_interval_ms=30_000))
+    h.producer()
+    h.now -= 10 * 3600 * 1000  # the clock jumps back 10 h: the next sweep is now + interval, not 10 h away
+    h.tick()
+    h.now += 10 * 3600 * 1000 + EXPIRY
+    h.tick()
+    assert h.coord.txns == {}
+
+
+def test_one_sweep_writes_every_expired_ids_tombstone_in_one_call_and_keeps_the_others():
+    h = harness()
+    ids = [f"t{i}" for i in range(5)]
+    for txn_id in ids[:3]:
+        h.producer(txn_id)
+    h.now += EXPIRY // 2
+    for txn_id in ids[3:]:
+        h.producer(txn_id)
+    pid, e = h.ongoing(P0, txn_id="open")
+    h.tick(EXPIRY // 2)
+    assert h.expired_calls == [ids[:3]]  # one batch; the younger ids and the open transaction stay
+    assert sorted(h.coord.txns) == ["open", "t3", "t4"]
+    h.tick(EXPIRY // 2)
+    assert h.expired_calls[1:] == [ids[3:]] and sorted(h.coord.txns) == ["open"]
+
+
+def test_a_group_of_tombstones_that_fails_keeps_its_ids_for_the_next_sweep():
+    h = harness()
+    for txn_id in ("a", "b", "c"):
+        h.producer(txn_id)
+    calls = []
+    h.coord.persist_expired = lambda txn_ids, on_done: calls.append((list(txn_ids), on_done))
+    h.tick(EXPIRY)
+    [(ids, on_done)] = calls
+    assert all(h.txn(t).pending for t in ids)
+    init = h.init("b")  # queues behind its tombstone
+    on_done(["a", "c"], None)  # one partition's batch is durable ...
+    on_done(["b"], errors.KafkaStorageError("test: full disk"))  # ... another's is not
+    assert sorted(h.coord.txns) == ["b"] and not h.txn("b").pending
+    assert init.result[0] == E.none and h.txn("b").producer_epoch == 1  # ran against the id kept
+
+
+def test_the_open_transactions_the_tick_visits_are_kept_apart():
+    # The 100 ms tick must not cost a pass over every id a client ever made: it looks at the
+    # ids with a transaction open or completing, which the coordinator keeps apart.
+    h = harness()
+    for i in range(50):
+        h.producer(f"idle-{i}")
+    pid, e = h.ongoing(P0)
+    assert h.coord.open == {TXN: h.txn()}
+    assert h.end(pid, e).result[0] == E.none
+    assert h.coord.open == {}  # CompleteCommit
+    h.ongoing(P0, txn_id="x")
+    h.coord.load("y", meta("y", state=T.PREPARE_ABORT))
+    assert sorted(h.coord.open) == ["x", "y"]
+    h.coord.load("y", None)
+    assert sorted(h.coord.open) == ["x"]
+
+
+def test_twenty_thousand_expired_ids_leave_nothing_in_memory_nor_after_a_replay():
+    # The bound, small: after expiry the coordinator holds none of the ids, and replaying what it
+    # wrote (values, then tombstones) brings none back.
+    h = harness()
+    n = 20_000
+    for i in range(n):
+        h.producer(f"id-{i:05d}")
+    live = h.producer("live")
+    assert len(h.coord) == n + 1
+    h.now += EXPIRY - 1
+    assert h.init("live", pid=live[0], epoch=live[1]).result[0] == E.none  # touched: stays
+    h.tick(1)
+    assert h.coord.txns.keys() == {"live"} and h.coord.open == {}
+    assert len(h.expired_calls) == 1 and len(h.expired_calls[0]) == n
+    replayed = harness()
+    for txn_id, value in h.persisted:
+        replayed.coord.load(txn_id, decode_value(txn_id, value) if value is not None else None)
+    assert replayed.coord.txns.keys() == {"live"}
+
+
+def test_list_transactions_lists_without_copying():
+    h = harness()
+    pid, e = h.producer()
+    [listed] = h.list()
+    assert (listed.transactional_id, listed.producer_id, listed.state) == (TXN, pid, T.EMPTY)
+    assert not isinstance(listed, type(h.txn()))

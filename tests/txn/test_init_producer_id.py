@@ -18,7 +18,7 @@ def test_init_new_id_gets_epoch_zero_and_a_persisted_empty_record():
     assert (rec.producer_id, rec.producer_epoch, rec.state, rec.timeout_ms) == (1000, 0, T.EMPTY, 12_345)
     assert rec.partitions == set() and rec.start_ms == -1
     assert h.txn().state is T.EMPTY and not h.txn().pending
-    assert h.coord.txn_for_producer(1000) is h.txn()
+    assert h.coord.txns == {TXN: h.txn()} and h.txn().producer_id == 1000
 
 
 def test_init_is_answered_only_after_the_record_is_durable():
@@ -29,17 +29,16 @@ def test_init_is_answered_only_after_the_record_is_durable():
     # producer id is not mapped and nothing is answered until the record is durable
     assert not r.called
     assert h.txn().pending and (h.txn().producer_id, h.txn().state) == (1000, T.EMPTY)
-    assert h.coord.txn_for_producer(1000) is None
     h.release_persist()
     assert r.result == (E.none, 1000, 0)
-    assert not h.txn().pending and h.coord.txn_for_producer(1000) is h.txn()
+    assert not h.txn().pending and h.txn().producer_id == 1000
 
 
 def test_init_persist_failure_installs_nothing():
     h = Harness()
     h.persist_mode = "fail"
     assert h.init().result == (E.not_coordinator, -1, -1)
-    assert TXN not in h.coord.txns and h.coord.by_producer_id == {}
+    assert h.coord.txns == {} and h.coord.open == {}
 
 
 def test_no_producer_id_block_is_retriable_and_installs_nothing():
@@ -84,7 +83,7 @@ def test_epoch_exhaustion_allocates_a_new_producer_id():
     assert h.init().result == (E.none, 1000, 0)
     m = h.txn()
     assert (m.producer_id, m.producer_epoch) == (1000, 0)
-    assert h.coord.txn_for_producer(1000) is m and h.coord.txn_for_producer(7) is None
+    assert h.coord.txns == {TXN: m}
 
 
 def test_epoch_exhaustion_with_kip360_id_rotates_and_a_retry_gets_the_new_id():
@@ -149,7 +148,7 @@ def test_concurrent_init_of_a_new_transactional_id_waits_then_bumps():
     assert second.result == (E.none, 1000, 1)
     assert h.next_pid == 1001  # one producer id only
     assert [(r.producer_id, r.producer_epoch, r.state) for r in h.records()] == [(1000, 0, T.EMPTY), (1000, 1, T.EMPTY)]
-    assert h.coord.txn_for_producer(1000) is h.txn()
+    assert h.coord.txns == {TXN: h.txn()} and h.txn().producer_id == 1000
 
 
 def test_concurrent_init_of_a_new_transactional_id_whose_first_record_fails():
@@ -164,8 +163,8 @@ def test_concurrent_init_of_a_new_transactional_id_whose_first_record_fails():
     # re-run against no metadata at all: the second creates the id afresh with a new producer id
     assert second.result == (E.none, 1001, 0)
     assert add.result == E.invalid_producer_id_mapping
-    assert h.coord.txn_for_producer(1000) is None and h.coord.txn_for_producer(1001) is h.txn()
-    assert not h.txn().pending and h.txn().waiting == []
+    assert h.txn().producer_id == 1001
+    assert not h.txn().pending and not h.txn().waiting
 
 
 def test_init_while_markers_are_written_waits_for_the_transaction_to_complete():

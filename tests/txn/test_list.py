@@ -85,7 +85,8 @@ def test_describe_is_a_copy_and_unknown_ids_are_not_found():
     pid, e = h.ongoing(P0)
     d = h.coord.describe(TXN)
     assert (d.producer_id, d.producer_epoch, d.state, d.partitions) == (pid, e, T.ONGOING, {P0})
-    d.partitions.add(("x", 9))
-    assert h.txn().partitions == {P0}
+    d.state, d.partitions = T.DEAD, d.partitions | {("x", 9)}
+    assert h.txn().state is T.ONGOING and h.txn().partitions == {P0}
+    assert isinstance(h.txn().partitions, frozenset)  # copies share it: it must not change in place
     with pytest.raises(errors.TransactionalIdNotFound):
         h.coord.describe("nope")

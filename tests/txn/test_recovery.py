@@ -11,7 +11,7 @@ from .harness import E, P0, P1, P2, T, TIMEOUT, TXN, Harness, meta
 def test_load_then_recover_a_prepare_commit_writes_commit_markers_and_completes():
     h = Harness()
     h.coord.load(TXN, meta(pid=7, epoch=3, state=T.PREPARE_COMMIT, partitions=(P0, P2)))
-    assert h.coord.txn_for_producer(7) is h.txn()
+    assert h.txn().producer_id == 7 and h.coord.open == {TXN: h.txn()}
     h.coord.recover()
     assert h.markers == [(7, 3, True, frozenset({P0, P2}))]
     assert h.states() == [T.COMPLETE_COMMIT]
@@ -79,7 +79,7 @@ def test_load_later_records_replace_earlier_and_tombstones_remove():
     h = Harness()
     h.coord.load(TXN, meta(pid=7, epoch=3, state=T.EMPTY, partitions=()))
     h.coord.load(TXN, meta(pid=8, epoch=0, state=T.EMPTY, partitions=()))
-    assert h.coord.txn_for_producer(7) is None and h.coord.txn_for_producer(8) is h.txn()
+    assert h.txn().producer_id == 8
     h.coord.load(TXN, None)
-    assert TXN not in h.coord.txns and h.coord.by_producer_id == {}
+    assert h.coord.txns == {} and h.coord.open == {}
     h.coord.load("never-seen", None)  # a tombstone for an unknown id is harmless
