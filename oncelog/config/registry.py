@@ -639,8 +639,12 @@ _BROKER_OWN = [
                     "(transactional.id.expiration.ms); it counts on the broker's clock.", validator=at_least(1),
                     setting="txn.remove_expired_interval_ms"),
     BrokerConfigDef("producer.id.expiration.ms", T.INT, "86400000", "cluster-wide",
-                    "Idle producer ids' state is dropped after this.", validator=at_least(1),
-                    setting="producer_id_expiration_ms"),
+                    "A producer id's state on a partition (epoch, last sequences) is dropped once the producer "
+                    "has written nothing there for this long and has no transaction open there; it is not "
+                    "loaded again at a restart.", validator=at_least(1), setting="producer_id_expiration_ms"),
+    BrokerConfigDef("producer.id.expiration.check.interval.ms", T.INT, "600000", None,
+                    "How often partitions drop expired producer ids (producer.id.expiration.ms).",
+                    validator=at_least(1)),
     BrokerConfigDef("group.initial.rebalance.delay.ms", T.INT, "3000", None,
                     "How long the first rebalance of an empty group waits for more members.",
                     setting="group.initial_rebalance_delay_ms", flag="--group-initial-rebalance-delay-ms",

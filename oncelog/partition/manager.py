@@ -8,9 +8,18 @@ deleted. A partition is looked up through the LogManager every time, so a partit
 being deleted (or deleted and re-created) is never handed out.
 
 It also runs what changes partition state in the background: retention (which moves log starts,
-so the partitions trim their state) and the expiry of idle producers. Their settings
-(``log.retention.check.interval.ms``, ``producer.id.expiration.ms``, the latter changeable by
-AlterConfigs) are held with the other broker configs by the LogManager and read from it.
+so the partitions trim their state) every ``log.retention.check.interval.ms``, and the expiry of
+idle producers every ``producer.id.expiration.check.interval.ms``. Their settings are held with
+the other broker configs by the LogManager and read from it (``producer.id.expiration.ms`` may be
+changed by AlterConfigs, and is read at each check).
+
+Producer ids are the state clients choose the size of (each idempotent or transactional
+producer instance has its own). A partition keeps a producer's entry until it has written
+nothing there for ``producer.id.expiration.ms`` (Kafka's 1 day) with no transaction open there,
+so what a partition holds is bounded by the producers of the last day, as in Kafka. A restart
+does not bring expired ones back: a partition's state is rebuilt from its newest snapshot and
+the batches after it, which may name producers that expired meanwhile, so every partition is
+expired once as it opens (Kafka's ``loadFromSnapshot`` skips expired entries the same way).
 """
 
 from __future__ import annotations
@@ -48,6 +57,8 @@ class PartitionManager:
 
     def _open(self, plog: PartitionLog) -> Partition:
         partition = Partition.open(plog, internal=self.logs.topics[plog.topic].internal, node_id=self.logs.node_id)
+        # Producers the snapshot or the replayed batches name but that expired meanwhile stay expired.
+        partition.expire_producers(self.logs.clock(), self.logs.producer_id_expiration_ms)
         self._partitions[plog] = partition
         return partition
 
@@ -64,7 +75,9 @@ class PartitionManager:
 
     def start_background(self) -> None:
         self.logs.start_background()
-        self._tasks.append(asyncio.get_running_loop().create_task(self._retention_task()))
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._retention_task()))
+        self._tasks.append(loop.create_task(self._producer_expiration_task()))
 
     async def _retention_task(self) -> None:
         while True:
@@ -74,20 +87,33 @@ class PartitionManager:
             except OSError as exc:  # a full disk: the next run tries again
                 background_failed("retention", exc)
 
+    async def _producer_expiration_task(self) -> None:
+        interval_ms = int(self.logs.layers.value("producer.id.expiration.check.interval.ms"))
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            self.expire_producers()
+
     async def apply_retention(self) -> int:
-        """Retention of segments, and expiry of idle producer state (producer.id.expiration.ms).
-        Returns how many segments were deleted."""
+        """Retention of segments. Returns how many segments were deleted."""
         now = self.logs.clock()
-        removed = expired = 0
+        removed = 0
         async with self.flusher.lock:
             for partition in self.all():
                 segments = len(partition.log.segments)
                 partition.apply_retention(now)
                 removed += segments - len(partition.log.segments)
-                expired += partition.expire_producers(now, self.logs.producer_id_expiration_ms)
-        if removed or expired:
-            log.info("retention deleted %d segment(s); expired %d idle producer(s)", removed, expired)
+        if removed:
+            log.info("retention deleted %d segment(s)", removed)
         return removed
+
+    def expire_producers(self) -> int:
+        """Kafka's periodic ``removeExpiredProducers`` of every partition: drop the producers idle
+        for ``producer.id.expiration.ms`` (read now: AlterConfigs may change it). Returns how many."""
+        now, expiration_ms = self.logs.clock(), self.logs.producer_id_expiration_ms
+        expired = sum(partition.expire_producers(now, expiration_ms) for partition in self._partitions.values())
+        if expired:
+            log.info("expired %d producer id(s) idle for producer.id.expiration.ms=%d", expired, expiration_ms)
+        return expired
 
     async def close(self) -> None:
         """Clean shutdown: every partition's state snapshotted, then the logs flushed and closed."""

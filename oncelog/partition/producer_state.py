@@ -39,8 +39,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import InvalidProducerEpoch, InvalidTxnState, OutOfOrderSequence, UnknownProducerId
 
@@ -58,11 +57,17 @@ class BatchMetadata:
     timestamp_ms: int
 
 
-@dataclass
+@dataclass(slots=True)
 class ProducerEntry:
+    """One producer id's state on this partition. A partition may hold as many of these as
+    producers wrote to it within ``producer.id.expiration.ms`` (clients choose how many producer
+    ids they use), so it is kept small: slots, and the last batches as a tuple (shared empty
+    one for a producer that only has markers here) rather than a deque (~0.6 KB each)."""
+
     producer_id: int
     producer_epoch: int
-    batches: deque = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+    # The metadata of its last MAX_CACHED_BATCHES batches, oldest first (replaced, never changed).
+    batches: tuple[BatchMetadata, ...] = ()
     last_timestamp_ms: int = -1
     # First offset of this producer's open transaction on this partition, or -1.
     current_txn_first_offset: int = -1
@@ -77,6 +82,9 @@ class ProducerEntry:
     @property
     def last_offset(self) -> int:
         return self.batches[-1].last_offset if self.batches else -1
+
+    def add_batch(self, batch: BatchMetadata) -> None:
+        self.batches = (*self.batches[1 - MAX_CACHED_BATCHES:], batch)
 
     def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
         if epoch != self.producer_epoch:
@@ -194,7 +202,7 @@ class ProducerStateManager:
             # Markers carry the coordinator's epoch, bumped on fencing or with TV2; the old
             # epoch's sequence numbers mean nothing any more.
             entry.producer_epoch = epoch
-            entry.batches.clear()
+            entry.batches = ()
         entry.last_timestamp_ms = ts
         first = entry.current_txn_first_offset
         entry.current_txn_first_offset = -1
@@ -227,8 +235,8 @@ class ProducerStateManager:
             entry = self.producers[pid] = ProducerEntry(pid, epoch)
         if epoch != entry.producer_epoch:
             entry.producer_epoch = epoch
-            entry.batches.clear()
-        entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, ts))
+            entry.batches = ()
+        entry.add_batch(BatchMetadata(first_seq, last_seq, first_offset, last_offset, ts))
         entry.last_timestamp_ms = ts
         if transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first_offset
@@ -245,9 +253,13 @@ class ProducerStateManager:
     # ------------------------------------------------------------------ housekeeping
 
     def expire(self, now_ms: int, expiration_ms: int) -> int:
-        """Drop producers idle longer than ``producer.id.expiration.ms``."""
+        """Kafka's ``removeExpiredProducers``: drop every producer with no transaction open here
+        whose last write (batch or marker) is at least ``producer.id.expiration.ms`` old. Its
+        next batch is then taken at any sequence, as an unknown producer's (KIP-360). Returns
+        how many were dropped."""
+        horizon = now_ms - expiration_ms
         gone = [pid for pid, e in self.producers.items()
-                if now_ms - e.last_timestamp_ms > expiration_ms and e.current_txn_first_offset < 0]
+                if e.last_timestamp_ms <= horizon and e.current_txn_first_offset < 0]
         for pid in gone:
             del self.producers[pid]
         return len(gone)
@@ -286,7 +298,7 @@ class ProducerStateManager:
                                   current_txn_first_offset=p.get("current_txn_first_offset", -1),
                                   coordinator_epoch=p.get("coordinator_epoch", -1))
             for b in p["batches"]:
-                entry.batches.append(BatchMetadata(*b))
+                entry.add_batch(BatchMetadata(*b))
             self.producers[entry.producer_id] = entry
             if entry.current_txn_first_offset >= 0:
                 self.ongoing[entry.producer_id] = entry.current_txn_first_offset

@@ -284,3 +284,71 @@ def test_the_manager_hands_out_one_partition_per_log_and_forgets_deleted_topics(
         await manager.close()
 
     asyncio.run(run())
+
+
+# ---------------------------------------------------------------------- producer-id expiry across restarts (issue 32)
+
+def _manager(path, now: list, expiration_ms: int):
+    logs = LogManager(str(path), FsyncPolicy("never"), LogConfig(segment_bytes=400),
+                      static={"producer.id.expiration.ms": str(expiration_ms)}, clock=lambda: now[0])
+    logs.open()
+    manager = PartitionManager(logs)
+    manager.open()
+    return logs, manager
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_an_expired_producer_is_not_brought_back_by_a_restart(tmp_path, clean):
+    # A partition's state is rebuilt from its newest snapshot and the batches after it; both may
+    # name a producer that expired meanwhile (the snapshot of a roll or of the clean stop, the
+    # batches after it after a SIGKILL): it stays expired, as Kafka's loadFromSnapshot skips it.
+    async def run():
+        now = [10_000]
+        logs, manager = _manager(tmp_path / "data", now, expiration_ms=5000)
+        logs.create_topic("t", 1)
+        p = manager.get("t", 0)
+        for seq in range(3):  # rolls (400-byte segments): snapshots name producers 1 and 2
+            append(p, batch(pid=1, seq=seq, value=b"x" * 150, ts=now[0]), now_ms=now[0])
+        now[0] += 4000
+        append(p, batch(pid=2, seq=0, ts=now[0]), now_ms=now[0])  # 14 s: producer 2 is 1 s old later
+        now[0] += 2000  # 16 s: producer 1 idle 6 s (expired), producer 2 idle 2 s
+        assert manager.expire_producers() == 1 and sorted(p.producers.producers) == [2]
+        if clean:
+            await manager.close()  # snapshots at the log end: producer 2 only
+        else:
+            logs.flusher._dirty.clear()  # SIGKILL: no close, the last snapshot (a roll's) names producer 1
+            for plog in logs.all_logs():
+                plog.close()
+        logs2, manager2 = _manager(tmp_path / "data", now, expiration_ms=5000)
+        assert sorted(manager2.get("t", 0).producers.producers) == [2]
+        now[0] += 5000  # 21 s: producer 2 idle 7 s; a restart now drops it at open, before any check
+        await manager2.close()
+        logs3, manager3 = _manager(tmp_path / "data", now, expiration_ms=5000)
+        assert manager3.get("t", 0).producers.producers == {}
+        await manager3.close()
+
+    asyncio.run(run())
+
+
+def test_the_check_runs_every_producer_id_expiration_check_interval(tmp_path):
+    async def run():
+        now = [10_000]
+        logs = LogManager(str(tmp_path / "data"), FsyncPolicy("never"), LogConfig(),
+                          static={"producer.id.expiration.ms": "1000",
+                                  "producer.id.expiration.check.interval.ms": "50"}, clock=lambda: now[0])
+        logs.open()
+        manager = PartitionManager(logs)
+        manager.open()
+        logs.create_topic("t", 1)
+        p = manager.get("t", 0)
+        append(p, batch(pid=1, ts=now[0]), now_ms=now[0])
+        manager.start_background()
+        now[0] += 1000
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if not p.producers.producers:
+                break
+        assert p.producers.producers == {}
+        await manager.close()
+
+    asyncio.run(run())

@@ -132,3 +132,34 @@ def test_snapshot_round_trip_and_expiry_and_log_start():
     assert other.on_log_start_advanced(0) is False
     assert other.expire(now_ms=1000 + 10, expiration_ms=5) == 2
     assert other.producers == {}
+
+
+# ---------------------------------------------------------------------- expiry (issue 32)
+
+def test_a_producer_expires_once_idle_for_exactly_the_expiration_as_kafka():
+    # Kafka's isProducerExpired: currentTimeMs - lastTimestamp >= producer.id.expiration.ms
+    log = Log()
+    log.append(batch(pid=1, seq=0))  # at 1000
+    assert log.state.expire(now_ms=1000 + 99, expiration_ms=100) == 0
+    assert log.state.expire(now_ms=1000 + 100, expiration_ms=100) == 1 and log.state.producers == {}
+    # its next batch is taken at any sequence, as an unknown producer's (KIP-360)
+    assert log.append(batch(pid=1, seq=5)) == ("appended", 1)
+
+
+def test_a_producer_with_a_transaction_open_here_never_expires():
+    state = ProducerStateManager()
+    state.begin_txn(3, 0, first_offset=0, ts=1000)
+    assert state.expire(now_ms=10**12, expiration_ms=1) == 0 and state.first_unstable_offset() == 0
+    state.complete_txn(3, 0, marker_offset=1, ts=2000)
+    assert state.expire(now_ms=2000 + 1, expiration_ms=1) == 1 and state.producers == {}
+
+
+def test_an_entry_keeps_the_last_five_batches_in_a_small_tuple():
+    log = Log()
+    for seq in range(8):
+        log.append(batch(pid=1, seq=seq))
+    entry = log.state.producers[1]
+    assert [b.first_seq for b in entry.batches] == [3, 4, 5, 6, 7] and isinstance(entry.batches, tuple)
+    assert not hasattr(entry, "__dict__")  # slots: a partition may hold many of these
+    log.state.complete_txn(1, 1, marker_offset=8, ts=2000)  # a new epoch forgets them
+    assert entry.batches == () and entry.producer_epoch == 1
