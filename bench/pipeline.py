@@ -45,6 +45,18 @@ def _progress(path: str) -> list[dict]:
         return []
 
 
+def wait_archive(progress: str, driver, timeout: float = 180.0) -> dict | None:
+    """The current driver run's ``archive`` line: started with ``archive=``, it writes its JVM's
+    class-data archive after its first batch with input (:mod:`oncelog.pipeline.jvmcache`)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and driver.alive():
+        for e in _progress(progress):
+            if e.get("run") == driver.runs and e.get("event") == "archive":
+                return e
+        time.sleep(0.2)
+    return None
+
+
 def _rows_done(events: list[dict], query: str) -> tuple[int, float]:
     """Rows read by ``query`` so far and when its last batch with input finished."""
     rows, last = 0, 0.0
@@ -121,17 +133,19 @@ class Cell:
         from oncelog.pipeline.observe import percentiles
 
         self.observer.start()
-        self.driver.start(java_options=self.java_options)
+        self.driver.start(java_options=self.java_options,
+                          archive=self.jvm_cache.path if self.jvm_cache.recording(self.java_options) else "")
         try:
             t = time.time()
             self.produce(args.warmup, None, 500, args.seed)
             self.wait_caught_up(300)
             console.print(f"  {self.guarantee}: warm after {time.time() - t:.0f}s (driver start, first batches)")
-            if "RecordDynamicDumpInfo" in self.java_options and not self.jvm_cache.ready():
-                jvm = next((e.get("jvm_pid") for e in _progress(self.progress) if e.get("event") == "session"), None)
-                if jvm:
-                    ok, detail = self.jvm_cache.dump(jvm)
-                    console.print(f"  JVM class-data archive for the next starts: {'saved, ' if ok else 'failed: '}{detail}")
+            if self.jvm_cache.recording(self.java_options):
+                made = wait_archive(self.progress, self.driver)
+                if made and made.get("ok"):
+                    self.jvm_cache.saved()
+                console.print("  JVM class-data archive for the next starts: "
+                              + (f"{'saved, ' if made.get('ok') else 'failed: '}{made.get('detail')}" if made else "none"))
             # Throughput: a burst, read at the pipeline's own pace.
             before = self.committed
             start = self.produce(args.records, None, 1000, args.seed + 1)

@@ -18,15 +18,20 @@ Each aggregate record carries the batch id that wrote it, so duplicates can be c
 ``guarantee="at-least-once"`` writes everything with ``deliveryGuarantee=at-least-once``
 instead (what Spark's own Kafka sink does). ``sink="spark-kafka"`` writes both outputs through
 Spark's own Kafka connector instead (``format("kafka")``, its ``jars``; the same headers
-column): at-least-once by design, whatever ``guarantee`` says. The source is the connector's in
-every case. ``kafka_options`` (``kafka.KEY``: VALUE) go to every source and sink (security
+column): at-least-once by design, whatever ``guarantee`` says. The source is the connector's
+unless ``source="kafka"`` (:class:`JobConfig`), which reads with Spark's own Kafka source
+(``format("kafka")``, read_committed): with ``sink="spark-kafka"`` that is the job on Spark's
+JVM-only path, no Python worker at all (``python -m bench restart`` times its restart beside
+ours). ``kafka_options`` (``kafka.KEY``: VALUE) go to every source and sink (security
 settings for a secured cluster, in Kafka's client names).
 
 Supervision: a query that fails (e.g. the broker went away under it) is restarted from its
 checkpoint inside this driver after a short pause (at most :data:`MAX_RESTARTS` times). The
 process exits 0 after the file named by ``drain`` appears and every query has processed all
 available input (``processAllAvailable``). Progress (one JSON line per completed micro-batch,
-plus lifecycle events) goes to ``progress``.
+plus lifecycle events) goes to ``progress``: ``jvm`` says whether the JVM mapped the class-data
+archive it was given, ``archive`` that it wrote one (``archive``, after its first micro-batch
+with input, :mod:`.jvmcache`).
 The whole process group is meant to be SIGKILLed at any moment (see :mod:`.procs`).
 """
 
@@ -68,6 +73,8 @@ class JobConfig:
     jars: list[str] = field(default_factory=list)  # spark.jars (Spark's Kafka connector)
     run: int = 0  # run number, for the progress log (SparkDriver.start sets it)
     java_options: str = ""  # more JVM options for the driver (SparkDriver.start sets them)
+    source: str = "oncelog"  # "kafka": Spark's own Kafka source (needs ``jars``), for bench restart
+    archive: str = ""  # write the JVM's class-data archive here after the first batch (jvmcache)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -107,6 +114,11 @@ def build(spark, job: JobConfig):
     kafka_options = cfg.kafka_options
 
     def source():
+        if job.source == "kafka":  # Spark's own Kafka source, reading what ours reads (read_committed)
+            return (spark.readStream.format("kafka").options(**kafka_options)
+                    .option("kafka.bootstrap.servers", job.bootstrap).option("subscribe", job.input)
+                    .option("kafka.isolation.level", "read_committed")
+                    .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", job.max_per_trigger).load())
         return (spark.readStream.format("oncelog").options(**kafka_options)
                 .option("kafka.bootstrap.servers", job.bootstrap).option("subscribe", job.input)
                 .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", job.max_per_trigger).load())
@@ -176,6 +188,26 @@ def build(spark, job: JobConfig):
     return {"enrich": start_enrich, "totals": start_totals}
 
 
+def save_archive(spark, job: JobConfig, plog: ProgressLog) -> None:
+    """Write the JVM's class-data archive to ``job.archive`` (the JVM stands still meanwhile, ~7 s)."""
+    from .jvmcache import dump_from_driver
+
+    t = time.time()
+    ok, detail = dump_from_driver(spark, job.archive)
+    plog.write("archive", ok=ok, detail=detail, path=job.archive, seconds=round(time.time() - t, 2))
+
+
+def check_archive(spark, job: JobConfig, plog: ProgressLog) -> None:
+    """Say whether the JVM mapped the class-data archive it was started with (a JVM that cannot
+    use it starts slowly, without a word on the screen)."""
+    opt = next((o for o in job.java_options.split() if o.startswith("-XX:SharedArchiveFile=")), None)
+    if opt is None:
+        return
+    from .jvmcache import archive_mapped
+
+    plog.write("jvm", archive=opt.split("=", 1)[1], **archive_mapped(spark, opt.split("=", 1)[1]))
+
+
 def main(argv: list[str] | None = None) -> int:
     job = JobConfig.from_argv(sys.argv[1:] if argv is None else argv)
     plog = ProgressLog(job.progress, job.run)
@@ -206,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     seen: dict[str, set] = {name: set() for name in queries}
     restarts = 0
     stop_reporting = threading.Event()
+    first_batch = threading.Event()
 
     def report_pass() -> None:
         for name, q in list(queries.items()):
@@ -229,6 +262,12 @@ def main(argv: list[str] | None = None) -> int:
                 plog.write("batch", query=name, batch=p["batchId"], rows=rows, ms=ms, end=round(end, 3),
                            watermark=(p.get("eventTime") or {}).get("watermark"),
                            durations={k: v for k, v in (p.get("durationMs") or {}).items() if k != "triggerExecution"})
+                if name == "enrich" and rows > 0 and not first_batch.is_set():
+                    # After the first batch (off the restart's critical path): did the JVM use the
+                    # archive it was given; or, Spark's classes being loaded now, make the archive.
+                    first_batch.set()
+                    threading.Thread(target=check_archive if not job.archive else save_archive,
+                                     args=(spark, job, plog), daemon=True, name="archive").start()
 
     def report() -> None:
         while not stop_reporting.is_set():

@@ -55,10 +55,11 @@ class SparkDriver:
         self.runs = 0
         self.started_at = 0.0
 
-    def start(self, extra_env: dict[str, str] | None = None, java_options: str = "") -> int:
-        """Launch run ``runs + 1`` of the job, its :class:`~.job.JobConfig` as its one argument."""
+    def start(self, extra_env: dict[str, str] | None = None, java_options: str = "", archive: str = "") -> int:
+        """Launch run ``runs + 1`` of the job, its :class:`~.job.JobConfig` as its one argument
+        (``archive``: where it writes its JVM's class-data archive after its first batch)."""
         self.runs += 1
-        job = replace(self.job, run=self.runs, java_options=java_options)
+        job = replace(self.job, run=self.runs, java_options=java_options, archive=archive)
         cmd = [self.python, "-m", "oncelog.pipeline.job", job.to_json()]
         with open(self.log_path, "ab") as log:
             log.write(f"\n==== run {self.runs} at {time.strftime('%H:%M:%S')}: {' '.join(cmd)}\n".encode())

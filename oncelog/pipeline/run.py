@@ -136,6 +136,7 @@ class Pipeline:
         self.jvm_cache_state = "used" if self.jvm_cache.ready() else (self.jvm_cache.reason or "to be created")
         self._jvm_pid: int | None = None  # of the current run's driver JVM
         self._jvm_options = ""  # what the current run was started with
+        self._archive_done = False  # the current run wrote (or failed to write) the archive
         # txnAppId of the foreachBatch writes: one per pipeline (its checkpoints), the same for all
         # its driver runs; a new checkpoint under an old txnAppId would be fenced as a stale run.
         self.app_id = f"oncelog-demo-{uuid.uuid4().hex[:8]}"
@@ -234,6 +235,23 @@ class Pipeline:
                     self.state.restarts[-1]["session_s"] = ev.get("seconds")
             elif kind == "drained":
                 self._drained = True
+            elif kind == "archive":
+                self._archive_done = True
+                if ev.get("ok"):
+                    self.jvm_cache.saved()
+                    self.jvm_cache_state = "created"
+                    self.event("jvm-cache", f"saved the driver JVM's classes for faster Spark start-ups: "
+                                            f"{self.jvm_cache.path} ({ev.get('detail')})")
+                else:
+                    self.jvm_cache_state = f"not created: {ev.get('detail')}"
+                    self.event("warning", f"could not save the driver JVM's classes ({ev.get('detail')}); "
+                                          "restarts will load Spark's classes anew (~6 s slower)")
+                    self.jvm_cache.path = None
+            elif kind == "jvm" and ev.get("used") is False and self.jvm_cache_state != "not mapped":
+                self.jvm_cache_state = "not mapped"
+                self.event("warning", f"the driver JVM did not use its class-data archive {ev.get('archive')} "
+                                      f"({ev.get('mapped_bytes', 0) / 1e6:.0f} MB of class data mapped); restarts "
+                                      "load Spark's classes anew (~6 s slower). --no-jvm-cache turns it off")
             elif kind == "query-failed":
                 self.state.query_restarts += 1
                 self.event("query-failed", f"query {ev['query']} failed: {ev.get('cause', 'no cause given')}",
@@ -259,7 +277,9 @@ class Pipeline:
         self._run_started_at = time.time()
         self._jvm_pid = None
         self._jvm_options = self.jvm_cache.java_options()
-        pid = self.driver.start(extra_env=extra, java_options=self._jvm_options)
+        self._archive_done = False
+        pid = self.driver.start(extra_env=extra, java_options=self._jvm_options,
+                                archive=self.jvm_cache.path if self.jvm_cache.recording(self._jvm_options) else "")
         self.state.runs = self.driver.runs
         self.state.restarts.append({"run": self.driver.runs, "launched_at": round(self.now(), 2)})
         self.event("driver-start", f"driver run {self.driver.runs} launched (pid {pid}, its own process group)")
@@ -303,21 +323,15 @@ class Pipeline:
         self._progress_after = time.time()
         self._run_progress = False  # the next crash waits until the pipeline moved on again
 
-    def maybe_save_jvm_cache(self) -> None:
-        """Once, when no archive exists yet: dump the classes of the running driver's JVM (its
-        first micro-batch is done, so Spark's classes are loaded) for the restarts to come."""
-        cache = self.jvm_cache
-        if not cache.enabled or cache.ready() or "RecordDynamicDumpInfo" not in self._jvm_options:
+    def maybe_save_jvm_cache(self, timeout: float = 180.0) -> None:
+        """Once, when no archive exists yet: the running driver writes its JVM's classes (its
+        first micro-batch is done, so Spark's classes are loaded) for the restarts to come. Wait
+        for it: a driver killed meanwhile would leave no archive."""
+        if not self.jvm_cache.recording(self._jvm_options) or self._archive_done:
             return
-        if not self._jvm_pid or not self.driver.alive():
-            return
-        ok, detail = cache.dump(self._jvm_pid)
-        self.jvm_cache_state = "created" if ok else f"not created: {detail}"
-        if ok:
-            self.event("jvm-cache", f"saved the driver JVM's classes for faster Spark start-ups: {cache.path} ({detail})")
-        else:
-            self.event("warning", f"could not save the driver JVM's classes ({detail}); restarts will not use them")
-            cache.path = None
+        deadline = time.time() + timeout
+        while not self._archive_done and self.driver.alive() and time.time() < deadline:
+            self.sleep(0.1)
 
     def _wait_for_progress(self, timeout: float = 240.0) -> bool:
         """Until the current driver run completed a micro-batch with input (or, with nothing left
@@ -356,9 +370,9 @@ class Pipeline:
             self.event("spark-kafka", f"Spark's own Kafka sink: spark-sql-kafka-0-10_2.13 {rt.spark_version} "
                                       f"({len(rt.jars)} jars) on PySpark {rt.spark_version}" +
                                       (f". {rt.note}" if rt.note else ""))
-            if self.jvm_cache.enabled:  # its archive is of the other Spark's classes
-                self.jvm_cache = JvmCache.locate(False)
-                self.jvm_cache_state = "off (another Spark)"
+            if self.jvm_cache.enabled:  # an archive of that Spark's classes, with Spark's Kafka sink
+                self.jvm_cache = JvmCache.locate(python=python, flavor="kafka-sink")
+                self.jvm_cache_state = "used" if self.jvm_cache.ready() else (self.jvm_cache.reason or "to be created")
         if cfg.bootstrap_server:
             self.cluster = ExternalCluster(cfg.bootstrap_server)
         elif cfg.broker == "apache-kafka":
@@ -612,6 +626,9 @@ class Pipeline:
         self.observer = OutputObserver(self.cluster.bootstrap, self.topics["enriched"], PARTITIONS[ENRICHED],
                                        conf=self.conf, latency=True)
         self.observer.start()
+        if not self.jvm_cache.enabled and cfg.jvm_cache:
+            self.event("warning", f"no class-data archive of the driver JVM ({self.jvm_cache.reason}): every driver "
+                                  "start loads Spark's classes anew (~6 s slower)")
         self._start_driver()
         self.state.phase = "producing"
         self.start_generator(cfg.records / cfg.produce_seconds if cfg.produce_seconds else None)

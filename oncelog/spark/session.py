@@ -15,6 +15,12 @@ again each time, a quarter of all the CPU of a driver restart (py-spy, BENCHMARK
 restart"). The driver's JVM is therefore started with ``SPARK_HOME`` pointing at a copy of the
 installation made of symlinks without ``python/``: the zips' paths do not exist, and the workers
 import the very same PySpark from site-packages, with its bytecode cache.
+
+The rest of what a Python worker pays at start-up (issue 32, measured on a fresh clone): with
+``PYTHONDONTWRITEBYTECODE`` set and an editable install, no bytecode of oncelog's own modules ever
+existed, and every worker compiled the connector again (:func:`compile_connector` writes it once);
+and every task worker imported pyarrow, NumPy and the connector after its fork from Spark's
+daemon (:mod:`.workerdaemon` imports them once, before forking).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import contextlib
 import hashlib
 import os
 import sys
+import threading
 
 
 # C1 only and the serial collector: a driver JVM of a short local job starts and warms up sooner.
@@ -48,6 +55,10 @@ def local_session(master: str = "local[2]", *, app_name: str = "oncelog", shuffl
     if rocksdb:
         builder = builder.config("spark.sql.streaming.stateStore.providerClass",
                                  "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+    if _workers_run_this_interpreter():
+        # Task workers forked from a daemon that imported the connector already (workerdaemon).
+        builder = builder.config("spark.python.daemon.module", "oncelog.spark.workerdaemon")
+        compile_connector()
     for k, v in (extra or {}).items():
         builder = builder.config(k, v)
     with _spark_home(worker_spark_home()):
@@ -67,10 +78,7 @@ def worker_spark_home() -> str | None:
     ``SPARK_HOME`` of the user's, and workers running this interpreter (so the PySpark they
     import is this one). The directory, ``~/.cache/oncelog/spark-home-<key>``, holds a symlink
     to every entry of the package but ``python``; made once, atomically."""
-    if os.environ.get("SPARK_HOME"):
-        return None
-    worker = os.environ.get("PYSPARK_PYTHON", sys.executable)
-    if os.path.realpath(worker) != os.path.realpath(sys.executable):
+    if os.environ.get("SPARK_HOME") or not _workers_run_this_interpreter():
         return None
     try:
         import pyspark
@@ -99,6 +107,50 @@ def worker_spark_home() -> str | None:
         return home if os.path.isdir(home) else None
     except (ImportError, OSError):
         return None
+
+
+def _workers_run_this_interpreter() -> bool:
+    """Whether Spark's Python workers run this interpreter: PYSPARK_PYTHON names one in the same
+    directory (the same virtualenv; two virtualenvs' ``python`` resolve to the same binary)."""
+    import shutil
+
+    def home(python: str) -> str:
+        return os.path.realpath(os.path.dirname(os.path.abspath(shutil.which(python) or python)))
+
+    return home(os.environ.get("PYSPARK_PYTHON", sys.executable)) == home(sys.executable)
+
+
+_compiled = threading.Event()
+
+
+def compile_connector(wait: bool = False) -> threading.Thread | None:
+    """Write the bytecode of oncelog's modules that lack it, in a background thread (once per
+    process), when this interpreter does not write bytecode itself (``PYTHONDONTWRITEBYTECODE``,
+    ``-B``), so that Spark's Python workers load the connector compiled.
+
+    pip compiles an installed package's modules when it installs them, whatever
+    PYTHONDONTWRITEBYTECODE says; an editable install (``pip install -e .``, the README's commands)
+    has none, and then each of the ~ten Python processes a (re)started query starts compiled the
+    ~30 modules the connector imports (~0.2 s of CPU each) again. ``compileall`` writes them where
+    Python looks for them (``__pycache__`` beside the sources, or ``sys.pycache_prefix``); an
+    up-to-date file is left alone, a read-only tree is skipped. ``wait``: join the thread."""
+    if not sys.dont_write_bytecode or _compiled.is_set():
+        return None
+    _compiled.set()
+
+    def run() -> None:
+        import compileall
+
+        import oncelog
+
+        with contextlib.suppress(OSError, ValueError):
+            compileall.compile_dir(os.path.dirname(oncelog.__file__), quiet=2, workers=1)
+
+    thread = threading.Thread(target=run, name="oncelog-compile", daemon=True)
+    thread.start()
+    if wait:
+        thread.join()
+    return thread
 
 
 @contextlib.contextmanager
