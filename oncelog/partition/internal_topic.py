@@ -98,7 +98,11 @@ class InternalTopic:
         return errors.KafkaStorageError(f"{self.name}: the records of {self.key_kind} {key!r} are not durable")
 
     def batches(self, partition: int) -> Iterator[tuple[rb.BatchHeader, bytes]]:
-        """Every batch of a partition from its log start, with its bytes."""
+        """Every batch of a partition from its log start, with its bytes (read a chunk at a
+        time: a replay may read millions of small batches)."""
         plog = self.manager.get(self.name, partition).log
-        for seg, position, header in plog.batches_from(plog.log_start_offset):
-            yield header, seg.read(position, header.size)
+        start = plog.log_start_offset
+        for seg in list(plog.segments):
+            for _, header, data in seg.iter_batches():
+                if header.last_offset >= start:
+                    yield header, data

@@ -18,6 +18,8 @@ Strings are int16-length-prefixed UTF-8, arrays int32-counted (the codec of
 
 from __future__ import annotations
 
+import struct
+
 from ..protocol.internal_records import Reader, Writer
 from .state import NO_PARTITIONS, TransactionMetadata, TransactionState
 
@@ -30,6 +32,8 @@ def encode_key(txn_id: str) -> bytes:
 
 
 def decode_key(data: bytes) -> str:
+    if len(data) >= 4 and data[:2] == b"\0\0" and int.from_bytes(data[2:4], "big") == len(data) - 4:
+        return bytes(data[4:]).decode()  # version 0 and the whole id: the one form written
     r = Reader(data)
     version = r.i16()
     if version != KEY_VERSION:
@@ -64,7 +68,19 @@ def value_of(m: TransactionMetadata) -> bytes | None:
     return None if m.state is TransactionState.DEAD else encode_value(m)
 
 
+# The value of an id with no partitions (Empty, Complete*: nearly all of a million ids) in one
+# unpack: version, producer id, epoch, timeout, state, a zero partition count, then the tail.
+_NO_PARTITIONS_VALUE = struct.Struct(">hqhibiqqqhbq")
+
+
 def decode_value(txn_id: str, data: bytes) -> TransactionMetadata:
+    if len(data) == _NO_PARTITIONS_VALUE.size:
+        (version, pid, epoch, timeout, state, count, last_update, start, last_pid, last_epoch, tv2,
+         next_pid) = _NO_PARTITIONS_VALUE.unpack(data)
+        if version == VALUE_VERSION and count == 0:
+            timeout = _TIMEOUTS.setdefault(timeout, timeout) if len(_TIMEOUTS) < 1024 else timeout
+            return TransactionMetadata(txn_id, pid, epoch, timeout, TransactionState(state), last_pid, last_epoch,
+                                       NO_PARTITIONS, start, last_update, False, bool(tv2), next_pid)
     r = Reader(data)
     version = r.i16()
     if version != VALUE_VERSION:

@@ -8,6 +8,7 @@ Markers are written by :mod:`oncelog.txn.markers`.
 from __future__ import annotations
 
 import logging
+import struct
 from typing import Callable
 
 from .. import faults
@@ -73,17 +74,31 @@ class TransactionStateTopic(InternalTopic):
         self.append(chunk[0], records, lambda error: on_done(chunk, error))
 
     def replay(self, coordinator: TransactionCoordinator) -> int:
+        """Load every partition into the coordinator; returns how many records were read.
+
+        Only an id's last record counts (a record is the whole state of its id, and the log is
+        in the order the coordinator made its changes), so each partition's records are read
+        into ``{key: last value}`` first and only those values are decoded and loaded; an id
+        whose last record is a tombstone is not loaded at all. The work is one dictionary
+        assignment per record and one decode per id held: what has not been compacted yet (an
+        id's earlier records, the expired ids' records and tombstones) costs little. An id whose
+        last record cannot be read is left out with a warning (its earlier state is older than
+        what the coordinator last wrote)."""
         count = 0
         for p in range(self.partitions):
+            latest: dict[bytes, bytes | None] = {}
             for header, batch in self.batches(p):
                 if header.is_control:
                     continue
                 for _, _, key, value in rb.iter_records(batch):
                     count += 1
-                    try:
-                        txn_id = decode_key(key)
-                        coordinator.load(txn_id, decode_value(txn_id, value) if value is not None else None)
-                    except (ValueError, UnicodeDecodeError) as exc:
-                        log.warning("skipping unreadable %s record: %s", TXN_TOPIC, exc)
+                    latest[key] = value
+            for key, value in latest.items():
+                if value is None:
+                    continue
+                try:
+                    txn_id = decode_key(key)
+                    coordinator.load(txn_id, decode_value(txn_id, value))
+                except (ValueError, UnicodeDecodeError, struct.error) as exc:
+                    log.warning("skipping unreadable %s record: %s", TXN_TOPIC, exc)
         return count
-

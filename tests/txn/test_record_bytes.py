@@ -58,10 +58,13 @@ def test_records_written_before_replay_into_the_coordinator(tmp_path):
         manager.open()
         topic = TransactionStateTopic(manager, 1)
         key = bytes.fromhex("0000000674786e2dc3a9")
-        topic.append("txn-é", [(key, bytes.fromhex(VALUES[0][1])), (key, None)], lambda _: None)
+        topic.append("txn-é", [(key, bytes.fromhex(VALUES[1][1])), (key, bytes.fromhex(VALUES[0][1]))],
+                     lambda _: None)
+        gone = encode_key("gone")  # a value, then its tombstone: not loaded at all
+        topic.append("gone", [(gone, bytes.fromhex(VALUES[1][1])), (gone, None)], lambda _: None)
         coordinator = Loaded()
-        assert topic.replay(coordinator) == 2
-        assert coordinator.loaded == [("txn-é", VALUES[0][0]), ("txn-é", None)]
+        assert topic.replay(coordinator) == 4
+        assert coordinator.loaded == [("txn-é", VALUES[0][0])]  # an id's last record is its state
         await manager.close()
 
     asyncio.run(run())

@@ -42,8 +42,8 @@ def test_tombstones_are_batched_per_partition_under_max_message_bytes(tmp_path):
         assert len(sizes) == len(answered) < len(ids) / 100  # a batch per answer, far fewer than ids
         assert all(size <= limit for _, size in sizes) and sum(n for n, _ in sizes) == len(ids)
         coordinator = Loaded()
-        assert topic.replay(coordinator) == len(ids)
-        assert sorted(coordinator.loaded) == [(t, None) for t in ids]
+        assert topic.replay(coordinator) == len(ids)  # every tombstone read, no id loaded
+        assert coordinator.loaded == []
         await manager.close()
 
     asyncio.run(run())
@@ -64,6 +64,36 @@ def test_a_tombstone_batch_holds_records_of_its_partition_only(tmp_path):
             for _, data in topic.batches(p):
                 keys = [key for _, _, key, value in rb.iter_records(data) if value is None]
                 assert keys and all(partition_for(t, 10) == p for t in ids if encode_key(t) in keys)
+        await manager.close()
+
+    asyncio.run(run())
+
+
+def test_the_replay_loads_each_ids_last_record_and_skips_one_it_cannot_read(tmp_path, caplog):
+    from oncelog.txn.records import encode_value
+    from oncelog.txn.state import TransactionMetadata, TransactionState as T
+
+    def value(txn_id, epoch, state=T.EMPTY):
+        return encode_value(TransactionMetadata(txn_id, 7, epoch, 60000, state, last_update_ms=1000 + epoch))
+
+    async def run():
+        logs = LogManager(str(tmp_path / "data"), FsyncPolicy("never"), LogConfig())
+        logs.open()
+        manager = PartitionManager(logs)
+        manager.open()
+        topic = TransactionStateTopic(manager, 2)
+        for txn_id, records in {
+            "a": [value("a", 0), b"\xff\xff garbage superseded", value("a", 1)],  # epoch 1 loaded
+            "b": [value("b", 0), None, value("b", 5)],  # re-created after its tombstone
+            "c": [value("c", 0), None],  # expired
+            "d": [value("d", 0), b"\x00\x09 a version this oncelog does not know"],  # left out
+        }.items():
+            for v in records:
+                topic.append(txn_id, [(encode_key(txn_id), v)], lambda _: None)
+        coordinator = Loaded()
+        assert topic.replay(coordinator) == 10
+        assert sorted((t, m.producer_epoch) for t, m in coordinator.loaded) == [("a", 1), ("b", 5)]
+        assert "skipping unreadable __transaction_state record" in caplog.text
         await manager.close()
 
     asyncio.run(run())
