@@ -20,6 +20,10 @@ if __name__ == "__main__":
         from .rebalance import main as rebalance_main
 
         sys.exit(rebalance_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "endurance":
+        from .endurance import main as endurance_main
+
+        sys.exit(endurance_main(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "txnids":
         from .txnids import main as txnids_main
 
