@@ -647,10 +647,13 @@ class KafkaClient:
         deadline = time.monotonic() + self.timeout
         while todo:
             by_conn: dict[int, tuple[Connection, list[str]]] = {}
-            for txn_id in todo:
-                conn = self.coordinator(txn_id, COORDINATOR_TRANSACTION)
-                by_conn.setdefault(id(conn), (conn, []))[1].append(txn_id)
             retry = {}
+            for txn_id in todo:
+                conn = self._txn_coordinator(txn_id, deadline)
+                if conn is None:
+                    retry[txn_id] = todo[txn_id]
+                    continue
+                by_conn.setdefault(id(conn), (conn, []))[1].append(txn_id)
             for conn, ids in by_conn.values():
                 conn.check(26)
                 try:
@@ -678,6 +681,19 @@ class KafkaClient:
             if todo:
                 time.sleep(0.02)
         return result
+
+    def _txn_coordinator(self, transactional_id: str, deadline: float) -> Connection | None:
+        """A connection to ``transactional_id``'s coordinator, or None (to be asked again) when the
+        broker we had cached or asked is unreachable (SIGKILLed: its successor is elected within
+        seconds) before ``deadline``, after which the error is raised."""
+        try:
+            return self.coordinator(transactional_id, COORDINATOR_TRANSACTION)
+        except (OSError, ConnectionError):
+            self.forget_coordinator(transactional_id, COORDINATOR_TRANSACTION)
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+            return None
 
     def list_transactions(self, states: tuple[str, ...] = (), pattern: str | None = None
                           ) -> list[tuple[str, int, str]]:
@@ -713,10 +729,13 @@ class KafkaClient:
         deadline = time.monotonic() + self.timeout
         while todo:
             by_conn: dict[int, tuple[Connection, list[str]]] = {}
-            for txn_id in todo:
-                conn = self.coordinator(txn_id, COORDINATOR_TRANSACTION)
-                by_conn.setdefault(id(conn), (conn, []))[1].append(txn_id)
             retry = []
+            for txn_id in todo:
+                conn = self._txn_coordinator(txn_id, deadline)
+                if conn is None:
+                    retry.append(txn_id)
+                    continue
+                by_conn.setdefault(id(conn), (conn, []))[1].append(txn_id)
             for conn, ids in by_conn.values():
                 try:
                     resp = self.call(conn, m.DescribeTransactionsRequest(transactional_ids=tuple(ids)))

@@ -13,7 +13,9 @@ Modules, from Spark's entry point down:
     modes             AtLeastOnce | BatchAtomic | PartitionAtomic: prepare, write, commit, abort
     writer            a write task: TaskWriter (Arrow to record batches), the commit message
     batch_commit      atomicity=batch: the driver's two-phase commit over Kafka transactions
+    txn_pool          atomicity=batch: the write tasks' transactional ids, a bounded pool (pure)
     barrier           atomicity=batch: the visibility barrier (a batch appears all at once)
+    release           what stopping (query.stop(), spark.stop(), exit) releases: a registry, hooks
     partition_commit  atomicity=partition: a task's transaction with its progress marker
     faults            every test hook: the only reader of the test variables and options
     session, workerpython  a local SparkSession; the check of the workers' interpreter

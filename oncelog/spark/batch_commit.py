@@ -156,7 +156,11 @@ class CommitLog:
         from ..client.security import librdkafka_config
 
         admin = AdminClient(librdkafka_config(self.client.config, ",".join(f"{h}:{p}" for h, p in self.client.bootstrap)))
-        fut = admin.create_topics([NewTopic(self.topic, 1, -1, config={"cleanup.policy": "compact"})])[self.topic]
+        # Compacted, and in small segments: a query writes two decisions per micro-batch under
+        # one key, and a broker compacts only segments that rolled (Kafka's default segment is
+        # 1 GiB, ~20 days of a 1 s trigger); 1 MiB or an hour keeps the topic a few MiB for good.
+        config = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20), "segment.ms": "3600000"}
+        fut = admin.create_topics([NewTopic(self.topic, 1, -1, config=config)])[self.topic]
         try:
             fut.result(timeout=30)
         except Exception as exc:  # created concurrently by another query: fine
@@ -204,7 +208,9 @@ class CommitProtocol:
         self.log = CommitLog(client, bootstrap, commit_log_topic)
         self.decider = TransactionalProducer(client, f"{prefix}.commits", transaction_timeout_ms)
         self.commit_stagger_ms = commit_stagger_ms  # a test's: time between the EndTxns of a batch
-        self.await_complete = await_complete  # False only in a test's control run (step 6 without its wait)
+        # False only in a test's control run: the barrier ends right after the EndTxns, before the
+        # commit is complete and before done (what step 6 once did; tests/spark/test_apache_kafka.py)
+        self.await_complete = await_complete
         self.latest: Decision | None = None  # the latest decision :meth:`recover` read
 
     def close(self) -> None:
@@ -242,6 +248,8 @@ class CommitProtocol:
             crash_point("after-endtxns", decision.batch_id)
             if self.await_complete:
                 self._await_complete(decision)
+            else:  # a test's control: the order that let a reader see part of a batch (EndTxns, barrier)
+                close_barrier(self.client, barrier)
         decision.state = DONE
         self._write(decision)
         close_barrier(self.client, barrier)  # the batch is complete: readers see it now

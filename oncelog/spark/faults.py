@@ -29,8 +29,9 @@ Python workers of the write tasks, Spark's commit runner):
     CompleteCommit and the barrier's end still to come) (:func:`commit_pause_at`);
 * options (they reach the commit runner, which environment variables set after the JVM started
   do not): ``oncelog.test.barrier=false`` turns the visibility barrier off;
-  ``oncelog.test.awaitComplete=false`` ends the barrier without waiting for the batch's
-  transactions to be CompleteCommit (a control run: what step 6 did before);
+  ``oncelog.test.awaitComplete=false`` ends the barrier right after the batch's EndTxns, without
+  waiting for its transactions to be CompleteCommit and before done (a control run: the order
+  that once let a reader see part of a batch);
   ``oncelog.test.taskDelayMs`` and ``oncelog.test.taskFailure`` slow or fail write tasks
   (:func:`task_fault`: a SparkSession that is already running takes no new environment);
   ``oncelog.test.commitStaggerMs=N`` spaces the EndTxns of a batch so a reader can look between
@@ -126,10 +127,13 @@ def task_fault(opts=None) -> None:
 
 
 def commit_pause_wanted(batch_id: int) -> bool:
-    """Whether ``ONCELOG_SPARK_COMMIT_PAUSE`` asks to pause this batch's commit (not done yet)."""
+    """Whether ``ONCELOG_SPARK_COMMIT_PAUSE`` asks to pause this batch's commit between its first
+    and second EndTxn (not done yet): the default stage, or ``between-commits`` among
+    ``ONCELOG_SPARK_COMMIT_PAUSE_AT``'s."""
     where = os.environ.get("ONCELOG_SPARK_COMMIT_PAUSE")
     batches = os.environ.get("ONCELOG_SPARK_COMMIT_PAUSE_BATCHES", "")
-    return bool(where) and str(batch_id) in batches.split(",") and not os.path.exists(
+    stages = os.environ.get("ONCELOG_SPARK_COMMIT_PAUSE_AT", "between-commits").split(",")
+    return bool(where) and "between-commits" in stages and str(batch_id) in batches.split(",") and not os.path.exists(
         os.path.join(where, f"paused.{batch_id}"))
 
 

@@ -27,3 +27,9 @@ def test_decided_batch_aborted_by_the_coordinator_fails_loudly(apache_kafka):
 
 def test_marker_commits_with_the_rows_and_fences_older_attempts(apache_kafka):
     test_sink_partition.test_marker_commits_with_the_rows_and_fences_older_attempts(apache_kafka, uuid.uuid4().hex[:8])
+
+
+def test_a_batch_is_complete_before_its_barrier_ends(apache_kafka):
+    """On Apache Kafka the window is real: EndTxn is answered before the markers are written."""
+    prepared = test_sink.complete_before_barrier_ends(apache_kafka, uuid.uuid4().hex[:8], rounds=20)
+    assert prepared > 0, "every EndTxn answer came after the markers: the window did not show"

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from oncelog.client.kafka import KafkaClient, KafkaProtocolError, TransactionalProducer
 from oncelog.client.recordcodec import encode_batch, encode_records
+from oncelog.spark.barrier import open_barrier
 from oncelog.spark.batch_commit import PENDING, BatchLostError, CommitProtocol, Decision, StaleRunError, Txn
 
 from ..helpers import consume_all, create_topic
@@ -234,6 +235,47 @@ def test_decided_batch_aborted_by_the_coordinator_fails_loudly(broker, uniq):
     with pytest.raises(BatchLostError, match="batch 7 lost"):
         CommitProtocol(client, broker.bootstrap, f"commits-{uniq}", prefix, 60_000).commit(8, [])
     client.close()
+
+
+def test_a_batch_is_complete_before_its_barrier_ends(broker, uniq):
+    complete_before_barrier_ends(broker, uniq, rounds=10)
+
+
+def complete_before_barrier_ends(broker, uniq: str, rounds: int) -> int:
+    """Issue 32, item 3, at the protocol level. A broker answers EndTxn once the commit is
+    prepared and writes the COMMIT markers after (Apache Kafka: DescribeTransactions right after
+    the answer says PrepareCommit, every time on three nodes, for tens of milliseconds). The
+    commit must therefore not end the barrier on EndTxn's answer: when ``commit()`` returns, every
+    task transaction of the batch is CompleteCommit, and the barrier's abort came after. Returns
+    in how many of ``rounds`` bare commits the broker answered EndTxn before the markers."""
+    topic = f"out-{uniq}"
+    create_topic(broker.bootstrap, topic, 2)
+    client = KafkaClient(broker.bootstrap)
+    prefix = f"q-{uniq}"
+    prepared_at_answer = 0
+    try:
+        for b in range(rounds):
+            barrier = open_barrier(client, prefix, topic, 60_000)
+            txns = [open_txn(client, f"{prefix}-g0-{t}-0", topic, [b"r%d" % b]) for t in range(2)]
+            proto = CommitProtocol(client, broker.bootstrap, f"commits-{uniq}", prefix, 60_000)
+            assert proto.commit(b, [Txn(p.transactional_id, p.producer_id, p.producer_epoch) for p in txns], "run",
+                                barrier=barrier) == "committed"
+            states = client.describe_transactions([p.transactional_id for p in txns] + [barrier[0]])
+            for p in txns:
+                d = states[p.transactional_id]
+                assert (d.state, d.producer_id, d.producer_epoch) == ("CompleteCommit", p.producer_id,
+                                                                      p.producer_epoch), d
+            assert states[barrier[0]].state in ("PrepareAbort", "CompleteAbort"), states[barrier[0]]
+            proto.close()
+            # The window itself: a bare EndTxn, then at once DescribeTransactions.
+            probe = open_txn(client, f"{prefix}-probe", topic, [b"p"])
+            assert client.end_txn(probe.transactional_id, probe.producer_id, probe.producer_epoch, True) == ErrorCode.none
+            if client.describe_transactions([probe.transactional_id])[probe.transactional_id].state == "PrepareCommit":
+                prepared_at_answer += 1
+    finally:
+        client.close()
+    print(f"EndTxn answered before the markers were written in {prepared_at_answer} of {rounds} commits")
+    return prepared_at_answer
 
 
 # ---------------------------------------------------------------------------------------------
