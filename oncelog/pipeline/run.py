@@ -323,15 +323,17 @@ class Pipeline:
         self._progress_after = time.time()
         self._run_progress = False  # the next crash waits until the pipeline moved on again
 
-    def maybe_save_jvm_cache(self, timeout: float = 180.0) -> None:
+    def maybe_save_jvm_cache(self, timeout: float = 180.0) -> float:
         """Once, when no archive exists yet: the running driver writes its JVM's classes (its
         first micro-batch is done, so Spark's classes are loaded) for the restarts to come. Wait
-        for it: a driver killed meanwhile would leave no archive."""
+        for it (a driver killed meanwhile would leave no archive); returns the seconds waited."""
         if not self.jvm_cache.recording(self._jvm_options) or self._archive_done:
-            return
-        deadline = time.time() + timeout
+            return 0.0
+        t = time.time()
+        deadline = t + timeout
         while not self._archive_done and self.driver.alive() and time.time() < deadline:
             self.sleep(0.1)
+        return time.time() - t
 
     def _wait_for_progress(self, timeout: float = 240.0) -> bool:
         """Until the current driver run completed a micro-batch with input (or, with nothing left
@@ -419,7 +421,9 @@ class Pipeline:
         for what in plan:
             if not self._wait_for_progress():
                 self.event("warning", "the driver made no progress for 240s; injecting the fault anyway")
-            self.maybe_save_jvm_cache()
+            # A driver writing its JVM's archive (a fresh machine's first run) stands still for
+            # ~7 s: that wait counts towards the random moment below.
+            waited = self.maybe_save_jvm_cache()
             if what == "broker" and gen is not None:
                 # The next wave of input first, so that the broker dies under the producer too.
                 produced = gen.stats.produced
@@ -427,7 +431,7 @@ class Pipeline:
                 deadline = time.time() + 5
                 while gen.stats.produced == produced and not gen.stats.done and time.time() < deadline:
                     self.sleep(0.1)
-            self.sleep(self.rng.uniform(0.5, 3.0))
+            self.sleep(max(0.0, self.rng.uniform(0.5, 3.0) - waited))
             if what == "driver":
                 self._kill_driver()
                 if gen is not None:
