@@ -4,9 +4,25 @@ Keeps, for every key, only its latest record (a tombstone is kept until ``delete
 after it was written, so replays see the delete); applies to the cleanable closed segments of a
 partition (``min.compaction.lag.ms``), which are rewritten into one, when enough of them is new
 (``min.cleanable.dirty.ratio``) or new data waited too long (``max.compaction.lag.ms``).
-Compressed batches are decompressed, filtered and recompressed with their codec. Transactional
-and control batches are kept whole (conservative: never drops what it cannot reason about). Surviving
+Compressed batches are decompressed, filtered and recompressed with their codec. Surviving
 records keep their offsets, so a compacted batch may have gaps — as Kafka's do.
+
+Transactions, as Kafka's LogCleaner (issue 32: a compacted topic written in transactions, such
+as a query's commit log of decisions, kept every transaction and its marker, and grew with
+time). A transaction's batches are those of its producer id up to its COMMIT/ABORT marker; the
+scan of the whole log (active segment included) finds each one's outcome first:
+
+* committed: its records are compacted like any other (and supersede older ones);
+* aborted: its batches are removed (no reader returns them);
+* undecided (no marker yet): the cleaner stops before its first batch, as Kafka's stops at the
+  last stable offset — segments from there on are not rewritten and their records supersede
+  nothing (the transaction may still abort, and a read_committed reader sees nothing past it);
+* a marker stays while any batch of its transaction does; after that, for
+  ``delete.retention.ms`` after it was written (a reader part-way through the transaction still
+  needs it), then it goes too.
+
+Records that cannot be read (over the decompression limit, malformed: stored before validation)
+keep their batch whole, and their transaction's marker.
 
 Crash safety (as Kafka's cleaner): the result is written to ``<base>.log.cleaned`` and fsynced,
 renamed to ``<base>.log.swap``, the replaced segments are deleted, and the swap is renamed to
@@ -20,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 
 from ..protocol import records as rb
 from .files import atomic_write
@@ -72,8 +89,62 @@ def _keyed_records(batch: bytes, limit: int) -> list | None:
         return None
 
 
-def _compactable(h: rb.BatchHeader) -> bool:
-    return not (h.is_transactional or h.is_control)
+class _Txn:
+    """One transaction of a producer id in this log, as the cleaner's scan finds it."""
+
+    __slots__ = ("outcome", "marker_ts", "records", "kept")
+
+    def __init__(self) -> None:
+        self.outcome: bool | None = None  # True committed, False aborted, None undecided
+        self.marker_ts = -1
+        self.records: list[tuple[bytes, int]] = []  # (key, offset) awaiting the outcome
+        self.kept = False  # a batch of it survives the rewrite (so its marker does)
+
+
+def _commit_of(batch) -> bool:
+    """Whether a control batch is a COMMIT marker (else ABORT)."""
+    for _, _, key, _ in rb.iter_records(batch):
+        return key is not None and len(key) >= 4 and struct.unpack_from(">hh", key)[1] == rb.CONTROL_COMMIT
+    return False
+
+
+def _transactions(plog) -> tuple[dict[tuple[int, int], _Txn], int | None]:
+    """Every transactional or control batch's transaction, by (segment base, position), from a
+    scan of the headers of the whole log (and of the markers' records); and the first offset of
+    the first transaction still undecided (the last stable offset), None when there is none."""
+    open_txns: dict[int, tuple[_Txn, int]] = {}  # producer id -> (its transaction, first offset)
+    txns: dict[tuple[int, int], _Txn] = {}
+    for seg in list(plog.segments):
+        for pos, h in seg.iter_headers(0):
+            if h.is_control:
+                txn = open_txns.pop(h.producer_id, (_Txn(), -1))[0]
+                txn.outcome, txn.marker_ts = _commit_of(seg.read(pos, h.size)), h.max_timestamp
+                txns[(seg.base_offset, pos)] = txn
+            elif h.is_transactional:
+                txn = open_txns.get(h.producer_id, (None,))[0]
+                if txn is None:
+                    txn = _Txn()
+                    open_txns[h.producer_id] = (txn, h.base_offset)
+                txns[(seg.base_offset, pos)] = txn
+    return txns, min((first for _, first in open_txns.values()), default=None)
+
+
+def _latest(scope: list, txns: dict[tuple[int, int], _Txn], limit: int) -> dict[bytes, int]:
+    """The latest offset of every key (later data supersedes) in ``scope``: plain records and
+    committed transactions' records, never aborted ones (the caller keeps ``scope`` below the
+    last stable offset, so no record is of an undecided transaction)."""
+    latest: dict[bytes, int] = {}
+    for seg in scope:
+        for pos, h in seg.iter_headers(0):
+            if h.is_control:
+                continue
+            txn = txns.get((seg.base_offset, pos))
+            if txn is not None and not txn.outcome:
+                continue
+            for offset, _, key, *_ in _keyed_records(seg.read(pos, h.size), limit) or ():
+                if key is not None:
+                    latest[key] = offset
+    return latest
 
 
 def cleanable_segments(plog, now_ms: int) -> list:
@@ -130,14 +201,18 @@ def compact(plog, now_ms: int, delete_retention_ms: int | None = None) -> int:
     if len(closed) < 2 and not (closed and closed[0].size > 0):
         return 0
     limit = rb.decompressed_limit(plog.config.max_message_bytes)
-    # Pass 1: the latest offset of every key (later data supersedes).
-    latest: dict[bytes, int] = {}
-    for seg in (plog.segments if plog.config.min_compaction_lag_ms <= 0 else closed):
-        for pos, h in seg.iter_headers(0):
-            if _compactable(h):
-                for offset, _, key, *_ in _keyed_records(seg.read(pos, h.size), limit) or ():
-                    if key is not None:
-                        latest[key] = offset
+    # Pass 1: the transactions, and the latest offset of every key below the last stable offset
+    # (as Kafka's cleaner, which stops there: a record of an undecided transaction, or one after
+    # it, which a read_committed reader cannot see yet, supersedes nothing and is not cleaned).
+    txns, stable = _transactions(plog)
+    if stable is not None:
+        closed = [seg for seg in closed if seg.next_offset <= stable]
+        if not closed or (len(closed) == 1 and closed[0].size == 0):
+            return 0
+    scope = plog.segments if plog.config.min_compaction_lag_ms <= 0 else closed
+    if stable is not None:
+        scope = [seg for seg in scope if seg.next_offset <= stable]
+    latest = _latest(scope, txns, limit)
     # Pass 2: rewrite the closed segments. First make it durable that this log may now have
     # offset gaps, whatever its cleanup.policy becomes later (recovery reads the marker).
     base = closed[0].base_offset
@@ -153,7 +228,7 @@ def compact(plog, now_ms: int, delete_retention_ms: int | None = None) -> int:
     cleaned = os.path.join(directory, segment_name(base, ".log.cleaned"))
     before = sum(s.size for s in closed)
     try:
-        _write_cleaned(cleaned, closed, latest, limit, now_ms, delete_retention_ms)
+        _write_cleaned(cleaned, closed, latest, txns, limit, now_ms, delete_retention_ms)
     except BaseException:
         # A full disk: the old segments are intact; the partial result must not hold the space.
         try:
@@ -180,19 +255,27 @@ def compact(plog, now_ms: int, delete_retention_ms: int | None = None) -> int:
     return before - replacement.size
 
 
-def _write_cleaned(cleaned: str, closed: list, latest: dict[bytes, int], limit: int, now_ms: int,
-                   delete_retention_ms: int) -> None:
-    """Pass 2's output: the kept batches of ``closed``, written to ``cleaned`` and fsynced."""
+def _write_cleaned(cleaned: str, closed: list, latest: dict[bytes, int], txns: dict[tuple[int, int], _Txn],
+                   limit: int, now_ms: int, delete_retention_ms: int) -> None:
+    """Pass 2's output: the kept batches of ``closed``, written to ``cleaned`` and fsynced. A
+    marker comes after its transaction's batches, so whether any of them was kept is known
+    when it is reached."""
     with open(cleaned, "wb") as out:
         for seg in closed:
             for pos, h in seg.iter_headers(0):
-                batch = seg.read(pos, h.size)
-                if not _compactable(h):
-                    out.write(batch)
+                txn = txns.get((seg.base_offset, pos))
+                if h.is_control:
+                    if txn is None or txn.kept or now_ms - txn.marker_ts < delete_retention_ms:
+                        out.write(seg.read(pos, h.size))
                     continue
-                records = _keyed_records(batch, limit)
-                if records is None:
+                if txn is not None and txn.outcome is False:
+                    continue  # an aborted transaction's batch
+                batch = seg.read(pos, h.size)
+                records = None if txn is not None and txn.outcome is None else _keyed_records(batch, limit)
+                if records is None:  # unreadable (or undecided, which pass 1 keeps out): kept whole
                     out.write(batch)
+                    if txn is not None:
+                        txn.kept = True
                     continue
                 kept = [r for r in records
                         if r[2] is None or (latest.get(r[2]) == r[0]
@@ -201,6 +284,8 @@ def _write_cleaned(cleaned: str, closed: list, latest: dict[bytes, int], limit: 
                     out.write(batch)
                 elif kept:
                     out.write(_rebuild(h, kept))
+                if kept and txn is not None:
+                    txn.kept = True
         out.flush()
         os.fsync(out.fileno())
 
@@ -209,8 +294,6 @@ def _rebuild(h: rb.BatchHeader, kept) -> bytes:
     """A batch of the kept records with their original offsets, timestamps, keys, values and
     headers (each record's bytes are copied; only its deltas are re-encoded against the new
     first record), compressed with the original batch's codec."""
-    import struct
-
     import crc32c
 
     first, first_ts = kept[0][0], kept[0][1]
