@@ -35,7 +35,8 @@ What it spends on them is kept proportional to the ids and small: one slotted
 index of all ids; the 100 ms :meth:`tick` visits only the ids with a transaction open
 (:attr:`TransactionCoordinator.open`), never all of them; the hourly expiry sweep visits all
 and writes the expired ids' tombstones in a few batches (``persist_expired``), as Kafka's
-``removeExpiredTransactionalIds``; ListTransactions copies nothing. The tombstones make the
+``removeExpiredTransactionalIds``, :data:`EXPIRY_CHUNK` ids per tick; ListTransactions copies
+nothing. The tombstones make the
 expiry survive a restart (the replay applies them last); the cleaner of the compacted
 ``__transaction_state`` drops the records they supersede, and the tombstones themselves once
 ``delete.retention.ms`` has passed, so the log (and the replay at start-up) holds the live ids,
@@ -49,6 +50,7 @@ late request of an earlier transaction is fenced instead of touching a later one
 
 from __future__ import annotations
 
+import collections
 import logging
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
@@ -107,6 +109,9 @@ class TransactionListing:
 
 
 STATE_NAMES = frozenset(s.kafka_name for s in TransactionState)
+# Ids an expiry sweep removes per tick (100 ms): a few tens of milliseconds of work, so requests
+# wait little while a million ids expire (in ~200 ticks).
+EXPIRY_CHUNK = 5_000
 PREPARING = (T.PREPARE_COMMIT, T.PREPARE_ABORT, T.PREPARE_EPOCH_FENCE)
 COMPLETED = (T.EMPTY, T.COMPLETE_COMMIT, T.COMPLETE_ABORT)  # no transaction open
 
@@ -128,6 +133,8 @@ class TransactionCoordinator:
         self.open: dict[str, TransactionMetadata] = {}
         # The first expiry sweep comes one interval after the start, as Kafka schedules it.
         self._next_expiry_sweep = clock() + config.remove_expired_interval_ms
+        self._expiring: collections.deque[TransactionMetadata] = collections.deque()  # a sweep's ids to go
+        self._sweep: dict | None = None  # a sweep's counts, for its one log line
 
     def __len__(self) -> int:
         """How many transactional ids are known."""
@@ -469,8 +476,10 @@ class TransactionCoordinator:
             elif m.state is T.PREPARE_EPOCH_FENCE:
                 self._abort(m, bump_epoch=False)  # the fence is durable, its abort record was not
         interval = self.config.remove_expired_interval_ms
+        if self._expiring:
+            self._expire_chunk()  # a sweep's next ids
         # (a clock set back by more than the interval: sweep now, and count from here)
-        if now >= self._next_expiry_sweep or self._next_expiry_sweep - now > interval:
+        elif now >= self._next_expiry_sweep or self._next_expiry_sweep - now > interval:
             self._next_expiry_sweep = now + interval
             self.expire_idle()
         return aborted
@@ -479,21 +488,39 @@ class TransactionCoordinator:
         """Kafka's ``transactional.id.expiration.ms`` (``removeExpiredTransactionalIds``): every
         id with no transaction open (Empty, CompleteCommit, CompleteAbort), nothing in flight and
         no change for that long is removed — Dead, written as a tombstone to
-        ``__transaction_state`` (all of a sweep's tombstones together: the store writes them in
-        a few batches per partition), then forgotten. Its next InitProducerId starts afresh with
-        a new producer id at epoch 0. Requests for an id arriving while its tombstone is written
-        wait, and then find no id. Returns how many ids are being expired."""
+        ``__transaction_state`` (the store writes a chunk's tombstones in a few batches per
+        partition), then forgotten. Its next InitProducerId starts afresh with a new producer id
+        at epoch 0. Requests for an id arriving while its tombstone is written wait, and then
+        find no id.
+
+        The ids found go :data:`EXPIRY_CHUNK` per tick (each checked again then), so a million
+        expiring at once do not stop the event loop for seconds: ~100 ticks of a few tens of
+        milliseconds each. Returns how many ids were found expired."""
         horizon = self.clock() - self.config.transactional_id_expiration_ms
-        expired = [m for m in self.txns.values()
-                   if m.last_update_ms <= horizon and not m.pending and m.state in COMPLETED]
-        if not expired:
-            return 0
+        found = [m for m in self.txns.values()
+                 if m.last_update_ms <= horizon and not m.pending and m.state in COMPLETED]
+        self._expiring = collections.deque(found)
+        self._sweep = {"found": len(found), "removed": 0, "kept": 0, "chunks": 0}
+        self._expire_chunk()
+        return len(found)
+
+    def _expire_chunk(self) -> None:
+        """Expire the next :data:`EXPIRY_CHUNK` ids of the sweep (those still expired now)."""
+        horizon = self.clock() - self.config.transactional_id_expiration_ms
+        expiring, sweep = self._expiring, self._sweep
         by_id = {}
-        for m in expired:
-            check_transition(TRANSITIONS, f"transaction {m.transactional_id!r}", m.state, T.DEAD)
-            m.pending = True  # requests for it queue behind the tombstone
-            by_id[m.transactional_id] = m
-        counts = {"removed": 0, "kept": 0}
+        while expiring and len(by_id) < EXPIRY_CHUNK:
+            m = expiring.popleft()
+            # still this id's metadata, idle, and not changed since the sweep found it
+            if (self.txns.get(m.transactional_id) is m and not m.pending and m.state in COMPLETED
+                    and m.last_update_ms <= horizon):
+                check_transition(TRANSITIONS, f"transaction {m.transactional_id!r}", m.state, T.DEAD)
+                m.pending = True  # requests for it queue behind the tombstone
+                by_id[m.transactional_id] = m
+        if not by_id:
+            self._log_sweep()
+            return
+        sweep["chunks"] += 1
 
         def done(txn_ids: list[str], error: KafkaError | None) -> None:
             """A group of the tombstones is durable (or not: those ids stay, for the next sweep)."""
@@ -502,17 +529,24 @@ class TransactionCoordinator:
                 m.pending = False
                 if error is None and self.txns.get(m.transactional_id) is m:
                     self._remove(m.transactional_id)
-            counts["removed" if error is None else "kept"] += len(settled)
+            sweep["removed" if error is None else "kept"] += len(settled)
             for m in settled:  # what queued behind the tombstones now finds no id (or the id)
                 self._run_waiting(m)
             if not by_id:
-                log.info("expired %d transactional id(s) idle for transactional.id.expiration.ms=%d%s",
-                         counts["removed"], self.config.transactional_id_expiration_ms,
-                         f"; {counts['kept']} kept, their tombstones not durable (the next sweep tries again)"
-                         if counts["kept"] else "")
+                sweep["chunks"] -= 1
+                self._log_sweep()
 
-        self.persist_expired([m.transactional_id for m in expired], done)
-        return len(expired)
+        self.persist_expired(list(by_id), done)
+
+    def _log_sweep(self) -> None:
+        sweep = self._sweep
+        if self._expiring or sweep is None or sweep["chunks"] or not sweep["found"]:
+            return
+        self._sweep = None
+        log.info("expired %d transactional id(s) idle for transactional.id.expiration.ms=%d%s",
+                 sweep["removed"], self.config.transactional_id_expiration_ms,
+                 f"; {sweep['kept']} kept, their tombstones not durable (the next sweep tries again)"
+                 if sweep["kept"] else "")
 
     # ------------------------------------------------------------------ DescribeTransactions / ListTransactions
 

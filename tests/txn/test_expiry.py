@@ -11,6 +11,8 @@ from oncelog import errors
 from oncelog.config.settings import TxnConfig
 from oncelog.txn.records import decode_value
 
+from oncelog.txn.coordinator import EXPIRY_CHUNK
+
 from .harness import E, P0, T, TXN, Harness, meta
 
 EXPIRY = 100_000
@@ -198,9 +200,12 @@ def test_twenty_thousand_expired_ids_leave_nothing_in_memory_nor_after_a_replay(
     assert len(h.coord) == n + 1
     h.now += EXPIRY - 1
     assert h.init("live", pid=live[0], epoch=live[1]).result[0] == E.none  # touched: stays
-    h.tick(1)
+    h.tick(1)  # the sweep finds them; they go EXPIRY_CHUNK per tick
+    assert len(h.coord) == n + 1 - EXPIRY_CHUNK
+    for _ in range(n // EXPIRY_CHUNK):
+        h.tick(100)
     assert h.coord.txns.keys() == {"live"} and h.coord.open == {}
-    assert len(h.expired_calls) == 1 and len(h.expired_calls[0]) == n
+    assert [len(ids) for ids in h.expired_calls] == [EXPIRY_CHUNK] * (n // EXPIRY_CHUNK)
     replayed = harness()
     for txn_id, value in h.persisted:
         replayed.coord.load(txn_id, decode_value(txn_id, value) if value is not None else None)
@@ -213,3 +218,16 @@ def test_list_transactions_lists_without_copying():
     [listed] = h.list()
     assert (listed.transactional_id, listed.producer_id, listed.state) == (TXN, pid, T.EMPTY)
     assert not isinstance(listed, type(h.txn()))
+
+
+def test_an_id_changed_while_its_sweep_is_under_way_is_not_expired():
+    h = harness()
+    ids = [f"id-{i:05d}" for i in range(EXPIRY_CHUNK + 2)]
+    for txn_id in ids:
+        h.producer(txn_id)
+    h.tick(EXPIRY)  # found: the first chunk goes now, the last two ids at the next tick
+    last = ids[-1]
+    pid, epoch = h.txn(last).producer_id, h.txn(last).producer_epoch
+    assert h.init(last, pid=pid, epoch=epoch).result[0] == E.none  # a change: its count restarts
+    h.tick(1)
+    assert h.coord.txns.keys() == {last} and h.txn(last).producer_epoch == epoch + 1
