@@ -397,18 +397,20 @@ class LogManager:
         """Compact the partitions of compacted topics that need it: dirty share at least
         min.cleanable.dirty.ratio, or dirty data older than max.compaction.lag.ms. Runs on the
         event loop, under the flusher lock: closed segments are rewritten while nothing else
-        touches them."""
+        touches them. One partition at a time, the loop serving requests in between (a pass
+        over all of ``__transaction_state`` with a million ids in it is seconds of work)."""
         from .cleaner import compact, needs_compaction
 
         saved = 0
         now = self.clock()
-        async with self.flusher.lock:
-            for topic in list(self.topics.values()):
-                if not topic.config.compact:
-                    continue
-                for plog in topic.logs:
-                    if needs_compaction(plog, now):
+        for topic in list(self.topics.values()):
+            if not topic.config.compact:
+                continue
+            for plog in list(topic.logs):
+                async with self.flusher.lock:
+                    if not plog.deleted and needs_compaction(plog, now):
                         saved += compact(plog, now)
+                await asyncio.sleep(0)
         if saved:
             log.info("compaction saved %d bytes", saved)
         return saved

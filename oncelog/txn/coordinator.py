@@ -34,13 +34,13 @@ What it spends on them is kept proportional to the ids and small: one slotted
 :class:`~oncelog.txn.state.TransactionMetadata` per id (~0.3 KB with its dict entry), no other
 index of all ids; the 100 ms :meth:`tick` visits only the ids with a transaction open
 (:attr:`TransactionCoordinator.open`), never all of them; the hourly expiry sweep visits all
-and writes the expired ids' tombstones in a few batches (``persist_expired``), as Kafka's
-``removeExpiredTransactionalIds``, :data:`EXPIRY_CHUNK` ids per tick; ListTransactions copies
-nothing. The tombstones make the
-expiry survive a restart (the replay applies them last); the cleaner of the compacted
-``__transaction_state`` drops the records they supersede, and the tombstones themselves once
-``delete.retention.ms`` has passed, so the log (and the replay at start-up) holds the live ids,
-not their history (:mod:`oncelog.txn.store`).
+(~0.25 s for a million) and removes the expired ones :data:`EXPIRY_CHUNK` per tick, their
+tombstones written in a few batches per partition (``persist_expired``), as Kafka's
+``removeExpiredTransactionalIds``; ListTransactions copies nothing. The tombstones make the
+expiry survive a restart (the replay applies an id's last record only); the cleaner of the
+compacted ``__transaction_state`` drops the records they supersede, and the tombstones
+themselves once ``delete.retention.ms`` has passed, so the log (and the replay at start-up)
+holds the live ids, not their history (:mod:`oncelog.txn.store`).
 
 EndTxn is answered once the Prepare* record is durable; the markers and the Complete* record
 follow. After a restart a durable Prepare* is rolled forward, an Ongoing transaction aborts when
