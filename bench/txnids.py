@@ -59,6 +59,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -424,6 +425,56 @@ class KafkaTarget:
         admin.create_topics([NewTopic(TOPIC, partitions, 1)])[TOPIC].result(30)
 
 
+# ------------------------------------------------------------------------------- the probe
+
+class Probe(threading.Thread):
+    """ApiVersions to the broker every 100 ms on a connection of its own, timed: the broker's
+    pauses (an expiry sweep, a cleaning pass, a ListTransactions of a million ids all run on
+    oncelog's one event loop) show as slow answers. Restarts are not counted (the connection
+    fails and is made again)."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap: str | None = None
+        self.samples: list[tuple[float, float]] = []  # (monotonic at send, seconds to answer)
+        self.stopping = threading.Event()
+        self.since = 0.0  # where the current stage began
+
+    def run(self) -> None:
+        from oncelog.client.wire import RawClient
+
+        m = request_module(API_VERSIONS, 3)
+        request = m.ApiVersionsRequest(client_software_name="bench-txnids-probe", client_software_version="1")
+        client = None
+        while not self.stopping.wait(0.1):
+            try:
+                if client is None:
+                    client = RawClient(self.bootstrap, timeout=120)
+                t0 = time.monotonic()
+                client.request(request)
+                self.samples.append((t0, time.monotonic() - t0))
+            except Exception:  # a restart: connect again
+                if client is not None:
+                    client.close()
+                client = None
+
+    def worst(self, since: float) -> tuple[float, float]:
+        """(slowest answer, 99th percentile) in seconds since ``since``."""
+        lat = sorted(x for t, x in self.samples if t >= since)
+        if not lat:
+            return float("nan"), float("nan")
+        return lat[-1], lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+
+
+PROBE = Probe()
+
+
+def probe(bootstrap: str) -> None:
+    PROBE.bootstrap, PROBE.since = bootstrap, time.monotonic()
+    if not PROBE.is_alive():
+        PROBE.start()
+
+
 # ------------------------------------------------------------------------------- the run
 
 class TimingLock:
@@ -464,6 +515,9 @@ class Stage:
     memory_after_restart: dict = field(default_factory=dict)
     created: dict | None = None
     waited_s: float | None = None
+    # the broker's slowest ApiVersions answer and its p99 since the previous stage (restarts aside)
+    slowest_answer_s: float | None = None
+    p99_answer_s: float | None = None
     note: str = ""
 
 
@@ -481,6 +535,8 @@ def settle_bytes(target, quiet_s: float = 6.0, timeout: float = 600.0) -> float:
 
 
 def look(target, stage: Stage, args, *, restarts: bool, console: Console, lock: "TimingLock") -> Stage:
+    probe = PROBE
+    stage.slowest_answer_s, stage.p99_answer_s = probe.worst(probe.since)
     # memory first: ListTransactions' answer (a million entries) takes memory of its own
     stage.memory = target.memory()
     stage.txn_state_bytes = target.txn_state_bytes()
@@ -495,13 +551,14 @@ def look(target, stage: Stage, args, *, restarts: bool, console: Console, lock: 
         listed, _ = list_transactions(target.bootstrap)
         if listed != stage.ids_listed:
             stage.note += f"after the restarts {listed:,} ids listed (before: {stage.ids_listed:,}); "
+    probe.since = time.monotonic()
     console.print(f"  {stage.broker} {stage.name}: {_stage_line(stage)}")
     return stage
 
 
 def _stage_line(s: Stage) -> str:
     mem = s.memory
-    parts = [f"{s.ids_listed:,} ids ({s.list_seconds:.1f} s to list)", f"{s.producers:,} producers",
+    parts = [f"slowest answer {s.slowest_answer_s:.2f} s (p99 {s.p99_answer_s:.2f} s)",f"{s.ids_listed:,} ids ({s.list_seconds:.1f} s to list)", f"{s.producers:,} producers",
              f"RSS {mem.get('rss_mib', float('nan')):,.0f} MiB"]
     if "heap_used_mib" in mem:
         parts.append(f"heap {mem['heap_used_mib']:,.0f} MiB")
@@ -528,6 +585,7 @@ def run_oncelog(args, work_dir: str, console: Console, lock: "TimingLock") -> li
     half = args.ids // 2
     stages = []
     target.start()
+    probe(target.bootstrap)
     try:
         target.create_topic(args.partitions)
         stages.append(look(target, Stage("oncelog", "empty"), args, restarts=True, console=console, lock=lock))
@@ -563,6 +621,7 @@ def run_kafka(args, work_dir: str, console: Console, lock: "TimingLock") -> list
     target = KafkaTarget(work_dir, args)
     stages = []
     target.start()
+    probe(target.bootstrap)
     try:
         target.create_topic(args.partitions)
         # the first InitProducerId creates __transaction_state (50 partitions): outside the figures
@@ -591,20 +650,21 @@ def table(stages: list[Stage], ids: int) -> Table:
     t = Table(title=f"Transactional ids: {ids:,} created (what the broker holds at each stage)")
     for col in ("broker", "stage", "ids listed", "list s", "producers", "RSS MiB", "heap MiB", "MiB/1M ids",
                 "__txn_state MiB", "snapshots MiB", "restart s (SIGKILL)", "stop s", "restart s (clean)",
-                "RSS after restart"):
+                "RSS after restart", "slowest answer s"):
         t.add_column(col, justify="left" if col in ("broker", "stage") else "right")
     base: dict[str, float] = {}
     for s in stages:
         mem = s.memory.get("heap_used_mib", s.memory.get("rss_mib"))
         if s.name == "empty":
             base[s.broker] = mem
-        per = (mem - base[s.broker]) / ids * 1e6 if s.broker in base and s.ids_listed > 1 else None
+        per = (mem - base[s.broker]) / s.ids_listed * 1e6 if s.broker in base and s.ids_listed > 1 else None
         f = lambda v, fmt=",.1f": "" if v is None else format(v, fmt)  # noqa: E731
         t.add_row(s.broker, s.name, f(s.ids_listed, ","), f(s.list_seconds), f(s.producers, ","),
                   f(s.memory.get("rss_mib"), ",.0f"), f(s.memory.get("heap_used_mib"), ",.0f"),
                   f(per, ",.0f"), f(s.txn_state_bytes / 2**20), f(s.snapshot_bytes / 2**20, ",.2f"),
                   f(s.kill_restart_s), f(s.stop_s), f(s.clean_restart_s),
-                  f(s.memory_after_restart.get("heap_used_mib", s.memory_after_restart.get("rss_mib")), ",.0f"))
+                  f(s.memory_after_restart.get("heap_used_mib", s.memory_after_restart.get("rss_mib")), ",.0f"),
+                  f(s.slowest_answer_s, ",.2f"))
     return t
 
 
