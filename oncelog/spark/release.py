@@ -170,10 +170,13 @@ class OpenWrites:
                 if w is not None]
 
     def drop(self, write: OpenWrite) -> None:
-        try:
-            os.unlink(self._path(write.prefix))
-        except FileNotFoundError:
-            pass
+        """Drop ``write``'s record, unless a later write of the prefix has replaced it."""
+        path = self._path(write.prefix)
+        if _load(path) == write:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
 
 
 def _load(path: str) -> OpenWrite | None:
@@ -211,9 +214,10 @@ def forget_open_write(prefix: str, barrier: tuple | None) -> None:
 # Releasing
 
 
-def release(write: OpenWrite, before_ms: int) -> dict[str, int]:
-    """Steps (1)-(3) of the module docstring for one record; returns what was done. Never
-    raises for the cluster's answers: a release is best effort, logged."""
+def release(write: OpenWrite, before_ms: int) -> dict[str, int] | None:
+    """Steps (1)-(3) of the module docstring for one record; returns what was done, None if the
+    cluster could not be reached or refused. Never raises for the cluster's answers: a release is
+    best effort, logged."""
     from ..client.kafka import KafkaClient, KafkaProtocolError
     from .barrier import close_barrier
     from .batch_commit import PENDING, CommitProtocol
@@ -252,6 +256,7 @@ def release(write: OpenWrite, before_ms: int) -> dict[str, int]:
                     done["aborted"] += 1
     except (KafkaProtocolError, OSError, ValueError) as exc:
         log.warning("releasing what %s left open: %s (it ends by transaction.timeout.ms)", write.prefix, exc)
+        return None
     finally:
         client.close()
     if any(done.values()):
@@ -325,7 +330,7 @@ class _Hooks:
     def release_owned(self, query_id: str, run_id: str) -> None:
         """Two passes: now, and once more after the kill timeout (a cancelled task may open its
         transaction a moment after the query ended)."""
-        for delay in (0.0, self.kill_timeout + 1.0):
+        for last, delay in ((False, 0.0), (True, self.kill_timeout + 1.0)):
             if delay:
                 time.sleep(delay)
             if self.registry is None:
@@ -333,8 +338,8 @@ class _Hooks:
             cut = int(time.time() * 1000)
             active = self.active()
             for write in self.registry.all():
-                if _owned(write, query_id, run_id, active, cut):
-                    release(write, cut)
+                if _owned(write, query_id, run_id, active, cut) and release(write, cut) is not None and last:
+                    self.registry.drop(write)  # nothing of it is open any more
 
     def release_all(self) -> None:
         """No query can be running any more (the context stopped, or the interpreter exits)."""
