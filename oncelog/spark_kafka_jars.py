@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 from dataclasses import dataclass
 
 from .apache_kafka import ApacheKafkaUnavailable, maven_fetch
@@ -154,12 +155,22 @@ def runtime(*, quiet: bool = True) -> Runtime:
 
     installed = pyspark.__version__
     wanted = os.environ.get(VERSION_ENV)
-    if not wanted or wanted == installed:
+    # Maven Central said it has no connector for the installed Spark: asked again once a day,
+    # not at every run (each asking starts Maven, ~10 s).
+    absent = os.path.join(_cache_root(), "spark-sql-kafka", f"{installed}.absent")
+    with contextlib.suppress(OSError):
+        if time.time() - os.path.getmtime(absent) > 86400:
+            os.remove(absent)
+    if (not wanted or wanted == installed) and not os.path.exists(absent):
         try:
             return Runtime(installed, sys.executable, spark_kafka_jars(installed, quiet=quiet))
         except ApacheKafkaUnavailable as exc:
             if "not found" not in str(exc) and "Could not find artifact" not in str(exc):
                 raise
+            with contextlib.suppress(OSError):
+                os.makedirs(os.path.dirname(absent), exist_ok=True)
+                with open(absent, "w") as f:
+                    f.write(f"{exc}\n")
     pair = wanted or FALLBACK_VERSION
     python = pyspark_python(pair, quiet=quiet)
     note = (f"Maven Central serves no spark-sql-kafka-0-10_2.13 {installed} (the installed PySpark): "
