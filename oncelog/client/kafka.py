@@ -842,8 +842,11 @@ class TransactionalProducer:
         self.offsets_sent = False
 
     def init(self) -> None:
+        """InitProducerId: a new epoch (or producer id), whose sequences start at 0 again."""
         self.producer_id, self.producer_epoch = self.client.init_producer_id(self.transactional_id,
                                                                             self.transaction_timeout_ms)
+        self.sequences.clear()
+        self.partitions.clear()
 
     def next_sequence(self, topic: str, partition: int, count: int) -> int:
         seq = self.sequences.get((topic, partition), 0)

@@ -430,10 +430,12 @@ class CommitProtocol:
 
     def _abort_batch(self, batch_id: int, txns: list[Txn]) -> str:
         latest = self.log.latest(self.prefix) if self._log_exists() else None
+        if latest is not None and latest.state == PENDING:
+            # Decided (this batch, or an earlier one a crashed run left): finish it before the
+            # sweep below, which would otherwise abort its still-open transactions.
+            self.decider.init()
+            self._roll_forward(latest)
         if latest is not None and latest.batch_id == batch_id:
-            if latest.state == PENDING:
-                self.decider.init()
-                self._roll_forward(latest)
             decided = {t.transactional_id for t in latest.txns}
             self._abort([t for t in txns if t.transactional_id not in decided])
             self.sweep(decided)

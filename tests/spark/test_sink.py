@@ -237,6 +237,28 @@ def test_decided_batch_aborted_by_the_coordinator_fails_loudly(broker, uniq):
     client.close()
 
 
+def test_an_abort_finishes_an_earlier_decided_batch_before_its_sweep(broker, uniq):
+    """A crashed run left batch 3 decided with a transaction still open; the next run's batch 4
+    is given up (Spark's abort()). The abort's orphan sweep must not abort batch 3's transaction:
+    it rolls the decision forward first, so batch 3's rows become visible and 4's do not."""
+    topic = f"out-{uniq}"
+    create_topic(broker.bootstrap, topic, 1)
+    client = KafkaClient(broker.bootstrap)
+    prefix = f"q-{uniq}"
+    proto = CommitProtocol(client, broker.bootstrap, f"commits-{uniq}", prefix, 60_000)
+    decided = open_txn(client, f"{prefix}-g0-0-0", topic, [b"batch3"])
+    proto.log.ensure_topic()
+    proto.decider.init()
+    proto._write(Decision(3, PENDING, [Txn(decided.transactional_id, decided.producer_id, decided.producer_epoch)],
+                          "run0"))
+    given_up = open_txn(client, f"{prefix}-g1-0-0", topic, [b"batch4"])
+    assert proto.abort(4, [Txn(given_up.transactional_id, given_up.producer_id, given_up.producer_epoch)]) == "aborted"
+    rows = consume_all(broker.bootstrap, topic, 1, expected=2, timeout=5, isolation="read_committed")[0]
+    assert [v for _o, _k, v, _h in rows] == [b"batch3"]
+    assert proto.log.latest(prefix).state == "done"
+    client.close()
+
+
 def test_a_batch_is_complete_before_its_barrier_ends(broker, uniq):
     complete_before_barrier_ends(broker, uniq, rounds=10)
 
