@@ -597,11 +597,12 @@ class Run:
             self._absorb()
             if time.monotonic() - self.disk_at >= a.disk_every:
                 self.disk()
+            count = min(self.done(q) for q in QUERIES)
+            # Heap probes in the window (its last one is the sample's own).
             if a.heap_probes > 1 and count - self.probed_at >= a.every // a.heap_probes \
                     and count < (len(self.windows) + 1) * a.every:
                 self.probed_at = count
                 self.probe_heaps()
-            count = min(self.done(q) for q in QUERIES)
             now = time.monotonic()
             if count != last_count:
                 last_progress, last_count = now, count
@@ -660,6 +661,8 @@ class Run:
         self.disk_peak = {}
         w.update(driver_memory(self.driver.pgid))
         self.probe_heaps()
+        self.probed_at = hi
+        w["broker_heap_after_gc_mib"] = w["driver_heap_after_gc_mib"] = None
         for key, probes in self.heap_probes.items():
             w[key] = _round(min(probes)) if probes else None
             w[f"{key}_probes"] = [_round(p) for p in probes]
@@ -860,6 +863,8 @@ def plot(path: str, results: dict, args) -> None:
     import matplotlib.pyplot as plt
 
     keys = [k for k in PLOT_SERIES if any(w.get(k) is not None for r in results.values() for w in r["windows"])]
+    if not keys:
+        return  # no window was sampled
     cols = 3
     rows = math.ceil(len(keys) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.0 * rows), dpi=100, squeeze=False)
@@ -954,7 +959,7 @@ def parse_args(argv: list[str] | None):
                     help="a Spark setting for the driver that the job's session does not set itself, e.g. "
                          "spark.sql.streaming.minBatchesToRetain=10 (repeatable)")
     ap.add_argument("--disk-every", type=float, default=5.0, help="seconds between looks at the sizes on disk")
-    ap.add_argument("--heap-probes", type=int, default=4,
+    ap.add_argument("--heap-probes", type=int, default=8,
                     help="full-GC heap probes of the JVMs per window (each window reports the least)")
     ap.add_argument("--no-jvm-cache", action="store_true", help="do not map the demo's class-data archive")
     ap.add_argument("--driver-java-options", default="-XX:TieredStopAtLevel=4",
