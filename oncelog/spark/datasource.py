@@ -65,7 +65,7 @@ class OncelogDataSource(DataSource):
     atomicity : {"batch", "partition"}, default "batch"
         ``batch``: a micro-batch commits whole; ``partition``: each task commits its own (needs deterministic replay).
     transactionalIdPrefix : str, default "oncelog-<query id>"
-        Names the query's transactions; stable across restarts.
+        Names the query's transactions (tasks: ``<prefix>-g<0|1>-<task>-<attempt>``, a bounded pool); stable across restarts.
     transaction.timeout.ms : int, default 300000
         Must outlast a restart; checked against the broker's maximum at start.
     commitLogTopic : str, default "oncelog-spark-commits"
