@@ -148,7 +148,8 @@ def apache_kafka_cluster(_apache_kafka_3):
 _PROCESS_FIXTURES = {"broker", "broker_factory", "spark"} | _APACHE_KAFKA_FIXTURES
 
 
-_SPARK_PATHS = ("tests/spark/", "tests/test_demo.py", "tests/test_demo_kafka.py")  # every test that starts Spark, and only those
+_SPARK_PATHS = ("tests/spark/", "tests/test_demo.py", "tests/test_demo_kafka.py",
+                "tests/test_bench_endurance.py")  # every test that starts Spark, and only those
 
 
 def _starts_spark(nodeid: str) -> bool:

@@ -1,0 +1,94 @@
+"""``python -m bench endurance`` (bench/endurance.py) small, in CI: the demo's two output paths (the
+streaming sink, ``writeStream.format("oncelog")``, and the ``foreachBatch`` batch writer with
+``txnAppId``/``txnVersion``) side by side for :data:`BATCHES` micro-batches on a real oncelog broker
+and a real Spark driver, and the bounds of issue 32 asserted after warm-up:
+
+* transactional ids held by the broker (ListTransactions, every state) never above the pool bound
+  the bench derives from the job's shape (a naming that makes new ids per micro-batch passes it
+  within a few dozen batches);
+* the broker's RSS, the driver's RSS (JVM and Python), the checkpoints and the segments of
+  ``__transaction_state`` and of the commit-log topic: the last window within 10% of the first
+  window after warm-up (a window's peak, for the sizes on disk);
+* the streaming path's output audited exactly once (oncelog's auditor).
+
+Cheap settings so that it fits in CI (a micro-batch of both queries costs ~1.5 CPU seconds here,
+nearly all Spark's JVM and its Python workers, whatever the input; ~6 minutes in all on a quiet
+machine): one partition per topic, no fsync, trigger 0, and
+what makes the bounded series reach their level within a few hundred micro-batches instead of
+thousands: Spark retains 10 batches of checkpoint (not 100) and tracks 50 jobs and stages and 20 SQL
+executions (not 1,000), and the two compacted topics roll 64 KiB segments (not 16 MiB / 1 GiB), so
+compaction runs during the test. Latencies are printed, never asserted. ``ONCELOG_SOAK=full`` runs
+1,000 micro-batches (~18 minutes). Apache Kafka is the long benchmark's, not this test's: the same
+micro-batches, plus Kafka's start and its broker's CPU per micro-batch, in a CI already ~24 minutes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import endurance
+
+from .conftest import soak_scale
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+BATCHES = soak_scale(1000, 300)
+EVERY = 100
+WARMUP = 1  # windows
+# The driver JVM's heap after a full GC is the benchmark's, not this test's: with both queries always
+# busy its live set varies by +-20% with the micro-batches in flight, and even the least of 8 probes
+# per 100 micro-batches moved 18% between two windows once (2,000 micro-batches in 250-batch
+# windows, BENCHMARKS.md: within 8%).
+BOUNDED = ("txn_ids", "broker_rss_mib", "driver_rss_mib", "checkpoint_bytes", "txn_state_bytes", "commit_log_bytes")
+# Growth found by this benchmark, not fixed yet (issue 32): the test fails on anything else and
+# reports these as an expected failure until they are flat.
+KNOWN_GROWTH = {
+    "commit_log_bytes": "oncelog's cleaner keeps transactional batches whole (storage/cleaner.py "
+                        "_compactable), and the sink writes its commit log only in transactions: never compacted",
+    "checkpoint_bytes": "Spark's RocksDB state store (the totals query) zips RocksDB's whole MANIFEST, which "
+                        "grows by a version edit per micro-batch (Spark sets no max_manifest_file_size), into "
+                        "every retained version",
+}
+SPARK_CONF = ("spark.sql.streaming.minBatchesToRetain=10", "spark.sql.streaming.stateStore.maintenanceInterval=5s",
+              "spark.ui.retainedJobs=50", "spark.ui.retainedStages=50", "spark.sql.ui.retainedExecutions=20")
+
+
+def test_the_demo_output_paths_stay_bounded_over_many_micro_batches(tmp_path, capsys):
+    report = tmp_path / "endurance.json"
+    argv = ["--broker", "oncelog", "--batches", str(BATCHES), "--every", str(EVERY), "--warmup", str(WARMUP),
+            "--input-partitions", "1", "--enriched-partitions", "1", "--totals-partitions", "1",
+            "--fsync", "never", "--trigger-ms", "0", "--txn-every-ms", "50", "--segment-bytes", "65536",
+            "--stall-seconds", "180", "--max-seconds", str(BATCHES * 4), "--work-dir", str(tmp_path),
+            "--report", str(report)]
+    for kv in SPARK_CONF:
+        argv += ["--spark-conf", kv]
+    endurance.main(argv)
+    printed = capsys.readouterr().out
+    doc = json.loads(report.read_text())
+    r = doc["results"]["oncelog"]
+    assert "error" not in r, f"{r.get('error')}\n{printed}"
+    # Both queries ran the micro-batches asked for, each with input, and the samples cover them.
+    assert min(r["batches"].values()) >= BATCHES, r["batches"]
+    windows = r["windows"]
+    assert [w["batches"] for w in windows] == list(range(EVERY, BATCHES + 1, EVERY))
+    for w in windows:
+        assert w["enrich_input_rows"] >= EVERY and w["totals_input_rows"] > 0, w
+
+    bound = doc["config"]["max_ids"]
+    assert bound == endurance.derived_id_bound(1, 2, 3)
+    after = windows[WARMUP:]
+    ids = [w["txn_ids"] for w in after]
+    assert max(ids) <= bound, f"transactional ids {ids} per {EVERY} micro-batches after warm-up, bound {bound}: " \
+                              f"{[w['txn_ids_by_owner'] for w in after]}"
+    failed = {k: r["verdicts"][k] for k in BOUNDED if not r["verdicts"][k]["ok"]}
+    why = "\n".join(f"{k}: {v['verdict']} ({[w.get(k) for w in windows]})" for k, v in failed.items()) \
+        + f"\ncheckpoints by part: {[w['checkpoint_bytes_by_part'] for w in windows]}"
+    assert not set(failed) - set(KNOWN_GROWTH), why
+
+    audit = r["audit"]
+    assert audit["ok"], audit
+    assert audit["input_records"] == audit["output_records"] > BATCHES
+    if failed:  # the rest holds; what is known to grow still does (see KNOWN_GROWTH)
+        pytest.xfail("; ".join(f"{k} grows: {KNOWN_GROWTH[k]}" for k in failed) + "\n" + why)
