@@ -106,7 +106,7 @@ def snapshot(api: Api):
     groups = {g.group_id: (g.state, g.generation, tuple(sorted(g.members)), tuple(sorted(g.offsets.items())))
               for g in b.groups.list_groups()}
     txns = {t.transactional_id: (t.state, t.producer_id, t.producer_epoch, tuple(sorted(t.partitions)))
-            for t in b.txn.list_transactions().transactions}
+            for t in (b.txn.describe(x.transactional_id) for x in b.txn.list_transactions().transactions)}
     return topics, groups, txns, b.producer_ids.next_id, len(b.acls), b.scram_credentials.users()
 
 
