@@ -28,6 +28,10 @@ if __name__ == "__main__":
         from .txnids import main as txnids_main
 
         sys.exit(txnids_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "commit":
+        from .commit import main as commit_main
+
+        sys.exit(commit_main(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "chaos-check":
         from .chaos_check import main as chaos_check_main
 
