@@ -669,10 +669,12 @@ class KafkaClient:
                                 self.forget_coordinator(txn_id, COORDINATOR_TRANSACTION)
                         else:
                             result[txn_id] = code
-                except (OSError, ConnectionError):
+                except (OSError, ConnectionError) as exc:
                     self.drop(conn)
                     if time.monotonic() > deadline:
                         raise
+                    log.warning("the transaction coordinator of %s went away, asking for its successor: %s",
+                                ", ".join(ids), exc)
                     for txn_id in ids:
                         if txn_id not in result:
                             retry[txn_id] = todo[txn_id]
@@ -688,10 +690,12 @@ class KafkaClient:
         seconds) before ``deadline``, after which the error is raised."""
         try:
             return self.coordinator(transactional_id, COORDINATOR_TRANSACTION)
-        except (OSError, ConnectionError):
+        except (OSError, ConnectionError) as exc:
             self.forget_coordinator(transactional_id, COORDINATOR_TRANSACTION)
             if time.monotonic() > deadline:
                 raise
+            log.warning("the transaction coordinator of %s is unreachable, asking for its successor: %s",
+                        transactional_id, exc)
             time.sleep(0.1)
             return None
 
