@@ -28,7 +28,7 @@ from kio.schema.errors import ErrorCode
 from . import apis
 from .config import registry
 from .apis import api_versions
-from .apis._base import Applied, CloseConnection, RequestContext
+from .apis._base import Applied, CloseConnection, EncodeAside, RequestContext
 from .errors import KafkaError
 from .notices import log_rejections
 from .config.settings import BrokerConfig
@@ -294,8 +294,13 @@ class Broker:
 
     async def _finish(self, correlation_id: int, awaitable, ctx=None, request=None):
         response = await awaitable
+        aside = isinstance(response, EncodeAside)
+        if aside:
+            response = response.response
         if ctx is not None:
             self._log_rejections(ctx, response, request)
+        if aside:
+            return await asyncio.to_thread(codec.encode_response, correlation_id, response)
         return codec.encode_response(correlation_id, response)
 
     @staticmethod

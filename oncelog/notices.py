@@ -47,6 +47,7 @@ def notice(logger: logging.Logger, fmt: str, *args, level: int = logging.INFO, k
 
 import dataclasses  # noqa: E402
 import functools  # noqa: E402
+import typing  # noqa: E402
 
 from kio.schema.errors import ErrorCode  # noqa: E402
 
@@ -74,6 +75,27 @@ def notable_errors(response) -> list[tuple[ErrorCode, str, str | None]]:
     return found
 
 
+@functools.cache
+def _may_hold_codes(cls: type) -> bool:
+    """Whether an instance of the dataclass ``cls`` can hold an ``error_code`` at any depth (from
+    its type hints; when they cannot be read, yes). A response listing a million entries without
+    codes (ListTransactions, every id a broker holds) is then not walked entry by entry: that
+    walk held the event loop ~1 s per 500,000 entries."""
+    if "error_code" in _fields(cls):
+        return True
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:
+        return True
+
+    def nested(tp) -> bool:
+        if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+            return _may_hold_codes(tp)
+        return any(nested(a) for a in typing.get_args(tp))
+
+    return any(nested(hints.get(n)) for n in _fields(cls) if hints.get(n) is not None)
+
+
 def _walk(obj, context: tuple, found: list) -> None:
     names = _fields(type(obj))
     here = context + tuple(f"{n}={getattr(obj, n)}" for n in _NAMING
@@ -84,6 +106,8 @@ def _walk(obj, context: tuple, found: list) -> None:
     for n in names:
         value = getattr(obj, n)
         if isinstance(value, tuple):
+            if value and dataclasses.is_dataclass(value[0]) and not _may_hold_codes(type(value[0])):
+                continue  # entries of one type (a schema's array): none holds a code
             for item in value:
                 if dataclasses.is_dataclass(item):
                     _walk(item, here, found)

@@ -178,3 +178,15 @@ class Applied:
 
     def __init__(self, awaitable) -> None:
         self.awaitable = awaitable
+
+
+class EncodeAside:
+    """A response to encode off the event loop (a thread), for an answer with very many entries
+    (ListTransactions lists every id a broker holds: a million entries took ~2 s to encode, a
+    pause of every connection). The thread still takes turns at the GIL with the loop, which
+    keeps serving requests meanwhile."""
+
+    __slots__ = ("response",)
+
+    def __init__(self, response) -> None:
+        self.response = response

@@ -30,7 +30,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import EntityType
 
 from oncelog.apis import HANDLERS
-from oncelog.apis._base import Applied, RequestContext
+from oncelog.apis._base import Applied, EncodeAside, RequestContext
 from oncelog.broker import GROUP_APIS, Broker
 from oncelog.config.settings import BrokerConfig
 from oncelog.protocol import records as rb
@@ -140,6 +140,8 @@ class Api:
             result = result.awaitable
         if inspect.isawaitable(result):
             result = await asyncio.wait_for(result, WAIT_S)
+        if isinstance(result, EncodeAside):  # what the server encodes off its event loop
+            result = result.response
         return result
 
     def partition(self, topic: str, index: int = 0):

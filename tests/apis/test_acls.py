@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from oncelog.apis import HANDLERS
-from oncelog.apis._base import RequestContext
+from oncelog.apis._base import EncodeAside, RequestContext
 from oncelog.security.acls import STANDARD_AUTHORIZER, AclOperation as Op, PatternType as P, PermissionType as Perm
 from oncelog.security.acls import ResourceType as R
 
@@ -34,7 +34,8 @@ class AclApi:
     async def call(self, api_key, version, request):
         ctx = RequestContext(self.api.broker, version, 1, "acl-tests", self.peer, principal=self.principal)
         result = HANDLERS[api_key].handle(ctx, request)
-        return await result if asyncio.iscoroutine(result) else result
+        result = await result if asyncio.iscoroutine(result) else result
+        return result.response if isinstance(result, EncodeAside) else result
 
     async def create(self, *bindings, version=3):
         m = request_module(CREATE_ACLS, version)

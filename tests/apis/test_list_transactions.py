@@ -34,3 +34,24 @@ def test_a_pattern_that_does_not_compile_lists_nothing(tmp_path):
         assert await _list(api, "(unclosed") == (E.invalid_regular_expression, [])
 
     run(tmp_path, scenario)
+
+
+def test_a_long_listing_is_made_in_chunks_and_answers_every_id(tmp_path, monkeypatch):
+    """Above CHUNK ids the listing is made a chunk at a time (the event loop serves other requests
+    in between) and encoded off the loop: the same ids, filters and ACLs apply."""
+    from oncelog.apis import list_transactions
+
+    monkeypatch.setattr(list_transactions, "CHUNK", 3)
+
+    async def scenario(api):
+        ids = [f"orders-{i}" for i in range(10)] + ["payments-1"]
+        for t in ids:
+            await api.producer(t)
+        assert await _list(api, None) == (E.none, sorted(ids))
+        assert await _list(api, "orders-.*") == (E.none, sorted(ids[:10]))
+        m = request_module(LIST_TRANSACTIONS, 0)
+        resp = await api.call(LIST_TRANSACTIONS, 0, m.ListTransactionsRequest(
+            state_filters=("Ongoing",), producer_id_filters=()))
+        assert (resp.error_code, resp.transaction_states) == (E.none, ())
+
+    run(tmp_path, scenario)

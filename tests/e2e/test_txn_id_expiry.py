@@ -200,3 +200,45 @@ def test_thousands_of_expired_ids_leave_nothing_held_nor_replayed(broker_factory
     b.start()
     assert list_transactions(b.bootstrap)[0] == 0 and producers_held(b.bootstrap, 3) == 0
     assert loaded_records(b)[1] == 0
+
+
+def test_a_listing_longer_than_a_chunk_answers_every_id_while_the_broker_serves_others(broker_factory):
+    # ListTransactions of more ids than apis/list_transactions.CHUNK is made a chunk at a time and
+    # encoded off the event loop (the server's other path): every id is listed, as Kafka lists
+    # them, and a second connection is answered while the listing is asked for again and again.
+    from bench.txnids import create_ids, list_transactions
+    from oncelog.apis.list_transactions import CHUNK
+
+    b = broker_factory(extra_args=["--fsync", "never"])
+    count = CHUNK + 300
+    stats = asyncio.run(create_ids(b.bootstrap, "listed", count, committed=0, partitions=1, connections=16,
+                                   in_flight=2))
+    assert stats.ids == count
+    client = KafkaClient(b.bootstrap)
+    try:
+        listed = client.list_transactions()
+        assert sorted(t for t, _pid, _state in listed) == [f"listed-{i:07d}" for i in range(count)]
+        assert {s for _t, _pid, s in listed} == {"Empty"}
+        assert client.list_transactions(states=("Ongoing",)) == []
+    finally:
+        client.close()
+
+    answered = []
+
+    async def listings_and_a_probe():
+        def metadata():
+            c = KafkaClient(b.bootstrap)
+            try:
+                return c.metadata([])
+            finally:
+                c.close()
+
+        async def probe():
+            for _ in range(20):
+                answered.append(await asyncio.to_thread(metadata))
+        lister = asyncio.gather(*(asyncio.to_thread(list_transactions, b.bootstrap) for _ in range(3)))
+        results, _ = await asyncio.gather(lister, probe())
+        return results
+
+    assert [n for n, _s in asyncio.run(listings_and_a_probe())] == [count] * 3
+    assert len(answered) == 20
