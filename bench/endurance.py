@@ -46,10 +46,11 @@ sample:
   deletes old batches' files every micro-batch and RocksDB's old versions every minute), so they
   are looked at every ``--disk-every`` seconds and a window reports its peak (``*_end``: the
   size at the window's end). Compaction only works on closed segments: with the defaults
-  (``__transaction_state`` segments of 100 MiB on Kafka, 16 MiB on oncelog; the commit log at
-  the broker's ``segment.bytes``, 1 GiB) a topic grows for a long time before its first
-  compaction; ``--segment-bytes`` sets both smaller so that a run shows the level compaction
-  keeps them at;
+  (``__transaction_state`` segments of 100 MiB on Kafka, 16 MiB on oncelog; the sink's commit
+  log in 1 MiB segments) a topic grows for a long time before its first compaction;
+  ``--segment-bytes`` sets both smaller so that a run shows the level compaction keeps them at.
+  The commit log's level also holds the COMMIT markers of the last ``delete.retention.ms`` (the
+  sink's: 1 hour; ``--marker-retention-ms``);
 * per query, over the window's batches: ``durationMs.addBatch`` p50/p99 (for ``enrich`` the
   write tasks plus the driver's two-phase commit; for ``totals`` the whole ``foreachBatch``, i.e.
   the batch write and its commit) and ``triggerExecution`` p50/p99, from the queries' progress;
@@ -392,7 +393,7 @@ def _round(x: float | None, digits: int = 1) -> float | None:
 # The job's progress
 
 
-def create_compacted_topic(bootstrap: str, topic: str, segment: int) -> None:
+def create_compacted_topic(bootstrap: str, topic: str, segment: int, marker_retention_ms: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from oncelog.pipeline.events import quiet_logger
@@ -400,7 +401,8 @@ def create_compacted_topic(bootstrap: str, topic: str, segment: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet_logger()})
     # Below Kafka 4's 1 MiB minimum of segment.bytes: its testing-only internal.segment.bytes,
     # which both brokers honour.
-    config = {"cleanup.policy": "compact", "segment.bytes" if segment >= MIB else "internal.segment.bytes": str(segment)}
+    config = {"cleanup.policy": "compact", "segment.bytes" if segment >= MIB else "internal.segment.bytes": str(segment),
+              "delete.retention.ms": str(marker_retention_ms)}
     admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(30)
 
 
@@ -487,9 +489,9 @@ class Run:
         create_topics(bootstrap, {self.topics["input"]: a.input_partitions, self.topics["enriched"]: a.enriched_partitions,
                                   self.topics["totals"]: a.totals_partitions})
         if a.segment_bytes:
-            # The sink makes its commit log (cleanup.policy=compact, the broker's segment.bytes:
-            # 1 GiB) when it is missing and uses it as it finds it: made here first, as a user may.
-            create_compacted_topic(bootstrap, a.commit_log_topic, a.segment_bytes)
+            # The sink makes its commit log (cleanup.policy=compact, 1 MiB segments, markers kept
+            # an hour) when it is missing and uses it as it finds it: made here first, as a user may.
+            create_compacted_topic(bootstrap, a.commit_log_topic, a.segment_bytes, a.marker_retention_ms)
         every_ms = a.txn_every_ms or max(10, a.trigger_ms // 2)
         rate = a.records_per_txn * 1000 / every_ms
         self.generator = Generator(bootstrap, self.topics["input"], GeneratorConfig(
@@ -954,7 +956,12 @@ def parse_args(argv: list[str] | None):
                          "1 MiB) and of the commit-log topic (the bench creates it compacted with this segment.bytes, "
                          "below 1 MiB as internal.segment.bytes): compaction only works on closed segments. Default: "
                          "the brokers' and the sink's own (100 MiB on Kafka and 16 MiB on oncelog for "
-                         "__transaction_state, 1 GiB for the commit log)")
+                         "__transaction_state, 1 MiB for the commit log)")
+    ap.add_argument("--marker-retention-ms", type=int, default=3_600_000,
+                    help="delete.retention.ms of the commit-log topic the bench creates (with --segment-bytes): "
+                         "how long a cleaner keeps a decision's COMMIT marker after its record was compacted away, "
+                         "so the level the commit log reaches after this long (default: the sink's own, 1 hour; "
+                         "a short run sets it shorter to reach that level within the run)")
     ap.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark setting for the driver that the job's session does not set itself, e.g. "
                          "spark.sql.streaming.minBatchesToRetain=10 (repeatable)")

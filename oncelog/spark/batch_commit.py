@@ -159,7 +159,13 @@ class CommitLog:
         # Compacted, and in small segments: a query writes two decisions per micro-batch under
         # one key, and a broker compacts only segments that rolled (Kafka's default segment is
         # 1 GiB, ~20 days of a 1 s trigger); 1 MiB or an hour keeps the topic a few MiB for good.
-        config = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20), "segment.ms": "3600000"}
+        # Each decision is a transaction, whose COMMIT marker a cleaner keeps delete.retention.ms
+        # after its record was compacted away (Kafka's LogCleaner, and ours): at the default 24 h
+        # that is a day of markers (~90 bytes each, ~30 MiB at a 1 s trigger). An hour is plenty:
+        # the log's only readers are the sink's drivers, and a marker goes only once its
+        # transaction has no record left, so no reader can miss an outcome.
+        config = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20), "segment.ms": "3600000",
+                  "delete.retention.ms": "3600000"}
         fut = admin.create_topics([NewTopic(self.topic, 1, -1, config=config)])[self.topic]
         try:
             fut.result(timeout=30)

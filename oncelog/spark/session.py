@@ -53,8 +53,16 @@ def local_session(master: str = "local[2]", *, app_name: str = "oncelog", shuffl
                .config("spark.python.worker.faulthandler.enabled", "true")
                .config("spark.driver.extraJavaOptions", f"{DRIVER_JAVA_OPTIONS} {java_options}".strip()))
     if rocksdb:
-        builder = builder.config("spark.sql.streaming.stateStore.providerClass",
-                                 "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+        # Changelog checkpointing (Spark's advice for RocksDB since 3.4): a micro-batch uploads its
+        # changes, a snapshot is zipped every few batches in the background. Without it every
+        # micro-batch zips RocksDB's MANIFEST, which grows by a version edit per batch (Spark
+        # sets no max_manifest_file_size), and the checkpoint grew ~880 bytes per micro-batch
+        # for good: measured ~180 bytes of MANIFEST per batch without, ~17 with (issue 32,
+        # BENCHMARKS.md "A month of micro-batches"). A checkpoint may switch either way.
+        builder = (builder
+                   .config("spark.sql.streaming.stateStore.providerClass",
+                           "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+                   .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true"))
     if _workers_run_this_interpreter():
         # Task workers forked from a daemon that imported the connector already (workerdaemon).
         builder = builder.config("spark.python.daemon.module", "oncelog.spark.workerdaemon")
