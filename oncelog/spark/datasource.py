@@ -69,7 +69,8 @@ class OncelogDataSource(DataSource):
     transaction.timeout.ms : int, default 300000
         Must outlast a restart; checked against the broker's maximum at start.
     commitLogTopic : str, default "oncelog-spark-commits"
-        Compacted topic of each query's commit decisions (and ``atomicity=partition`` markers).
+        Compacted topic of each query's commit decisions (and ``atomicity=partition`` markers); made when
+        missing with 1 MiB segments, ``segment.ms`` 1 h and ``delete.retention.ms`` 1 h (its size stays ~flat).
     txnAppId, txnVersion : str, int; optional
         ``df.write`` inside ``foreachBatch``: a version already committed is not written again.
 
