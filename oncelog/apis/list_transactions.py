@@ -37,30 +37,29 @@ def handle(ctx, request):
     except re.error:
         return build(m.ListTransactionsResponse, throttle_time=NO_THROTTLE,
                      error_code=ErrorCode.invalid_regular_expression, unknown_state_filters=(), transaction_states=())
-    listing = ctx.broker.txn.list_transactions(set(request.state_filters), set(request.producer_id_filters),
-                                               getattr(request, "duration_filter", -1))
-    if len(listing.transactions) <= CHUNK:
-        return _response(m, listing, _entries(ctx, m, listing.transactions, matches))
-    return _in_chunks(ctx, m, listing, matches)
+    held, select, unknown = ctx.broker.txn.select_transactions(
+        set(request.state_filters), set(request.producer_id_filters), getattr(request, "duration_filter", -1))
+    if len(held) <= CHUNK:
+        return _response(m, unknown, _entries(ctx, m, held, select, matches))
+    return _in_chunks(ctx, m, held, select, unknown, matches)
 
 
-async def _in_chunks(ctx, m, listing, matches):
+async def _in_chunks(ctx, m, held, select, unknown, matches):
     entries: list = []
-    txns = listing.transactions
-    for start in range(0, len(txns), CHUNK):
-        entries += _entries(ctx, m, txns[start:start + CHUNK], matches)
+    for start in range(0, len(held), CHUNK):
+        entries += _entries(ctx, m, held[start:start + CHUNK], select, matches)
         await asyncio.sleep(0)
-    return EncodeAside(_response(m, listing, tuple(entries)))
+    return EncodeAside(_response(m, unknown, tuple(entries)))
 
 
-def _entries(ctx, m, txns, matches) -> tuple:
+def _entries(ctx, m, held, select, matches) -> tuple:
     return tuple(m.TransactionState(transactional_id=t.transactional_id, producer_id=t.producer_id,
                                     transaction_state=t.state.kafka_name)
-                 for t in txns
-                 if (matches is None or matches(t.transactional_id))
+                 for t in map(select, held)
+                 if t is not None and (matches is None or matches(t.transactional_id))
                  and _authz.transactional_id(ctx, _authz.Op.DESCRIBE, t.transactional_id))
 
 
-def _response(m, listing, entries: tuple):
+def _response(m, unknown: tuple[str, ...], entries: tuple):
     return build(m.ListTransactionsResponse, throttle_time=NO_THROTTLE, error_code=OK,
-                 unknown_state_filters=listing.unknown_state_filters, transaction_states=entries)
+                 unknown_state_filters=unknown, transaction_states=entries)

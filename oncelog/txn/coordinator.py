@@ -563,22 +563,34 @@ class TransactionCoordinator:
         producer ids, open for strictly longer than ``min_duration_ms`` (-1: any). Dead (an id
         being expired) is never listed. One small tuple per id listed, nothing copied: a broker
         may hold a million ids, and the answer lists them all (as Kafka's)."""
+        held, select, unknown = self.select_transactions(state_filters, producer_id_filters, min_duration_ms)
+        return TransactionListing([t for t in map(select, held) if t is not None], unknown)
+
+    def select_transactions(self, state_filters: set[str] | None = None, producer_id_filters: set[int] | None = None,
+                            min_duration_ms: int = -1
+                            ) -> tuple[list[TransactionMetadata], Callable[[TransactionMetadata], ListedTransaction | None],
+                                       tuple[str, ...]]:
+        """:meth:`list_transactions` in parts: the ids held now (a snapshot of the table, so a
+        caller may go through it a chunk at a time, serving other requests in between), the
+        filter that lists one (None: left out; an id whose state changed meanwhile is judged by
+        its state then), and the unknown state filters."""
         now = self.clock()
         states = [s for s in TransactionState if s is not T.DEAD
                   and (not state_filters or s.kafka_name in state_filters)]
         if len(states) == len(TransactionState) - 1:
             states = None  # every state: no check per id
-        out = []
-        for m in self.txns.values():
+
+        def select(m: TransactionMetadata) -> ListedTransaction | None:
             if (states is not None and m.state not in states) or m.state is T.DEAD:
-                continue
+                return None
             if producer_id_filters and m.producer_id not in producer_id_filters:
-                continue
+                return None
             # KIP-994: strictly longer than the filter (Kafka counts from start -1 for Empty).
             if min_duration_ms >= 0 and now - m.start_ms <= min_duration_ms:
-                continue
-            out.append(ListedTransaction(m.transactional_id, m.producer_id, m.state))
-        return TransactionListing(out, tuple(sorted(set(state_filters or ()) - STATE_NAMES)))
+                return None
+            return ListedTransaction(m.transactional_id, m.producer_id, m.state)
+
+        return list(self.txns.values()), select, tuple(sorted(set(state_filters or ()) - STATE_NAMES))
 
     # ------------------------------------------------------------------ replay
 
