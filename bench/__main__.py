@@ -32,6 +32,10 @@ if __name__ == "__main__":
         from .commit import main as commit_main
 
         sys.exit(commit_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "list-pause":
+        from .list_pause import main as list_pause_main
+
+        sys.exit(list_pause_main(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "chaos-check":
         from .chaos_check import main as chaos_check_main
 
