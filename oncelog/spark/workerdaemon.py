@@ -10,7 +10,10 @@ fork for free. ``pyspark.daemon`` imports the worker module after the fork becau
 pyarrow start some threads when they are imported": pyarrow starts jemalloc's background thread
 and NumPy OpenBLAS's, and both register fork handlers (jemalloc's prefork/postfork, OpenBLAS's
 thread shutdown), which is what makes forking after importing them safe, as Python's
-``multiprocessing`` does daily. pandas is not imported here (the connector does not use it).
+``multiprocessing`` does daily. pandas is imported too: the connector does not use it, but
+PySpark's write path does (``write_into_data_source``'s write function imports it in every
+writer worker: ~0.5 s of CPU each, 2.2 s of a restart's first micro-batch in a py-spy profile of
+``bench restart``); it starts no thread of its own (NumPy's are there already).
 
 Used through ``spark.python.daemon.module`` (:func:`oncelog.spark.session.local_session`, only
 when the workers run this interpreter). Only task workers go through it: Spark starts its
@@ -26,7 +29,7 @@ def preload() -> None:
     to the worker, which reports it as it always did."""
     import importlib
 
-    for name in ("pyspark.worker", "oncelog.spark.source", "oncelog.spark.sink"):
+    for name in ("pyspark.worker", "oncelog.spark.source", "oncelog.spark.sink", "pandas"):
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the forked worker imports it again and fails visibly

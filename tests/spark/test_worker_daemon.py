@@ -23,12 +23,13 @@ def _worker_view(_):
 
     with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
         parent = [a.decode() for a in f.read().split(b"\0") if a]
-    return (tuple(parent[1:3]), "oncelog.spark.source" in sys.modules, "pyarrow" in sys.modules)
+    return (tuple(parent[1:3]), "oncelog.spark.source" in sys.modules, "pyarrow" in sys.modules,
+            "pandas" in sys.modules)
 
 
 def test_task_workers_are_forked_from_the_connectors_daemon_with_it_imported(spark):
     views = set(spark.sparkContext.parallelize(range(4), 2).map(_worker_view).collect())
-    assert views == {(("-m", "oncelog.spark.workerdaemon"), True, True)}, views
+    assert views == {(("-m", "oncelog.spark.workerdaemon"), True, True, True)}, views
 
 
 def test_the_connectors_bytecode_is_written_when_python_writes_none(tmp_path):
