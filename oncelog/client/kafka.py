@@ -645,11 +645,12 @@ class KafkaClient:
         todo = {t[0]: t for t in txns}
         result: dict[str, ErrorCode] = {}
         deadline = time.monotonic() + self.timeout
+        warned: set[str] = set()
         while todo:
             by_conn: dict[int, tuple[Connection, list[str]]] = {}
             retry = {}
             for txn_id in todo:
-                conn = self._txn_coordinator(txn_id, deadline)
+                conn = self._txn_coordinator(txn_id, deadline, warned)
                 if conn is None:
                     retry[txn_id] = todo[txn_id]
                     continue
@@ -684,18 +685,21 @@ class KafkaClient:
                 time.sleep(0.02)
         return result
 
-    def _txn_coordinator(self, transactional_id: str, deadline: float) -> Connection | None:
+    def _txn_coordinator(self, transactional_id: str, deadline: float, warned: set[str]) -> Connection | None:
         """A connection to ``transactional_id``'s coordinator, or None (to be asked again) when the
         broker we had cached or asked is unreachable (SIGKILLed: its successor is elected within
-        seconds) before ``deadline``, after which the error is raised."""
+        seconds) before ``deadline``, after which the error is raised. Says so once per id in
+        ``warned`` (the caller's, per call: it asks every ~0.1 s until the successor answers)."""
         try:
             return self.coordinator(transactional_id, COORDINATOR_TRANSACTION)
         except (OSError, ConnectionError) as exc:
             self.forget_coordinator(transactional_id, COORDINATOR_TRANSACTION)
             if time.monotonic() > deadline:
                 raise
-            log.warning("the transaction coordinator of %s is unreachable, asking for its successor: %s",
-                        transactional_id, exc)
+            if transactional_id not in warned:
+                warned.add(transactional_id)
+                log.warning("the transaction coordinator of %s is unreachable, asking for its successor: %s",
+                            transactional_id, exc)
             time.sleep(0.1)
             return None
 
@@ -731,11 +735,12 @@ class KafkaClient:
         result: dict[str, TxnDescription] = {}
         todo = list(dict.fromkeys(transactional_ids))
         deadline = time.monotonic() + self.timeout
+        warned: set[str] = set()
         while todo:
             by_conn: dict[int, tuple[Connection, list[str]]] = {}
             retry = []
             for txn_id in todo:
-                conn = self._txn_coordinator(txn_id, deadline)
+                conn = self._txn_coordinator(txn_id, deadline, warned)
                 if conn is None:
                     retry.append(txn_id)
                     continue
