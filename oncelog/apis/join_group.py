@@ -1,4 +1,5 @@
-"""JoinGroup (key 11), v2-9. The answer waits until the rebalance completes (see
+"""JoinGroup (key 11), v0-9 (Kafka 4.4 still serves v0-1; they carry no rebalance timeout, so the
+session timeout stands for it, as in Kafka). The answer waits until the rebalance completes (see
 :class:`oncelog.groups.coordinator.GroupCoordinator`). v4+ requires a known member id: a first
 join gets MEMBER_ID_REQUIRED with the id to use (KIP-394).
 
@@ -14,7 +15,7 @@ from ._base import NO_THROTTLE, build, response_module, reply_later
 from ._groups import error_code
 
 API_KEY = 11
-MIN_VERSION = 2
+MIN_VERSION = 0
 MAX_VERSION = 9
 
 

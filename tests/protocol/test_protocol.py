@@ -67,7 +67,34 @@ def test_api_versions_advertises_exactly_the_handlers(tmp_path):
     assert size == len(raw) - 4 and correlation_id == 42
     resp, _ = codec.reader(codec.response_class(18, 3))(raw, 8)  # header v0: no tag byte
     advertised = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert advertised == {key: (m.MIN_VERSION, m.MAX_VERSION) for key, m in HANDLERS.items()}
+    # Produce is advertised from v0 as Kafka 4.4 does (KAFKA-18659) and served from v3
+    assert advertised == {key: (getattr(m, "ADVERTISED_MIN_VERSION", m.MIN_VERSION), m.MAX_VERSION)
+                          for key, m in HANDLERS.items()}
+    assert advertised[0] == (0, 13) and HANDLERS[0].MIN_VERSION == 3
+
+
+def _api_versions_frame(version: int) -> bytes:
+    """An ApiVersions request of ``version`` (v3+: client software name and version, tag bytes)."""
+    frame = struct.pack(">hhih", 18, version, 9, -1)
+    if version >= 3:  # compact strings (length + 1) and an empty tag section, in the header and the body
+        frame += b"\x00" + bytes([len("java") + 1]) + b"java" + bytes([len("3.4.0") + 1]) + b"3.4.0" + b"\x00"
+    return frame
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_api_versions_features_by_version(tmp_path, version):
+    """KAFKA-17492: below ApiVersions v4 a supported feature with minimum 0 is left out (kafka-clients
+    3.0-3.8 refuse it and drop the connection); finalized features are there at every flexible version."""
+    broker = Broker(BrokerConfig(data_dir=str(tmp_path)))
+    raw = b"".join(broker.handle_frame(_api_versions_frame(version), "test"))
+    resp, _ = codec.reader(codec.response_class(18, version))(raw, 8)
+    supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
+    finalized = {f.name: (f.min_version_level, f.max_version_level) for f in resp.finalized_features}
+    assert finalized == {"transaction.version": (2, 2), "group.version": (1, 1)}
+    if version < 4:
+        assert supported == {}
+    else:
+        assert supported == {"transaction.version": (0, 2), "group.version": (0, 1)}
 
 
 def test_unknown_api_versions_version_gets_v0_unsupported_version(tmp_path):

@@ -1109,6 +1109,85 @@ def api_versions_client_versions(k):
             for key, v in sorted(JAVA_CLIENT_4_4.items())}
 
 
+def _api_versions_at(k, version: int):
+    m = mod(API_VERSIONS, version)
+    fields = {"client_software_name": "apache-kafka-java", "client_software_version": "3.4.0"} if version >= 3 else {}
+    return k.send(m.ApiVersionsRequest(**fields))
+
+
+def _served_keys():
+    from oncelog import apis
+    return sorted(apis.HANDLERS)
+
+
+@scenario("admin")
+def api_versions_min_versions(k):
+    """ApiVersions v0-v4: the lowest version advertised for each API oncelog serves (Produce from v0, KAFKA-18659; JoinGroup from v0)."""
+    out = {}
+    for v in range(0, 5):
+        r = _api_versions_at(k, v)
+        got = {int(a.api_key): int(a.min_version) for a in r.api_keys}
+        out[f"v{v}"] = [int(r.error_code), {str(key): got.get(key) for key in _served_keys()}]
+    return out
+
+
+def _oncelog_feature_names():
+    from oncelog.apis.api_versions import FEATURES
+    return [f.name for f in FEATURES]
+
+
+@scenario("admin")
+def api_versions_features_by_version(k):
+    """ApiVersions v0-v4: the features oncelog implements, supported and finalized, as each version carries them (no supported feature with minimum 0 below v4, KAFKA-17492)."""
+    out = {}
+    names = _oncelog_feature_names()
+    for v in range(0, 5):
+        r = _api_versions_at(k, v)
+        supported = {f.name: [int(f.min_version), int(f.max_version)] for f in getattr(r, "supported_features", ())}
+        finalized = {f.name: [int(f.min_version_level), int(f.max_version_level)]
+                     for f in getattr(r, "finalized_features", ())}
+        out[f"v{v}"] = {"supported": {n: supported.get(n) for n in names},
+                        "finalized": {n: finalized.get(n) for n in names},
+                        "supported_with_min_0": sorted(n for n, (lo, _) in supported.items() if lo == 0),
+                        "finalized_at_level_0": sorted(n for n, (lo, _) in finalized.items() if lo == 0),
+                        "epoch_known": getattr(r, "finalized_features_epoch", -1) >= 0 if v >= 3 else None}
+    # which features with minimum 0 are left out below v4 is compared for those both brokers share
+    for v in ("v3", "v4"):
+        out[v]["supported_with_min_0"] = [n for n in out[v]["supported_with_min_0"] if n in names]
+    return out
+
+
+@scenario("admin", differs="by design: Kafka also advertises metadata.version, kraft.version, share.version, "
+                           "streams.version and eligible.leader.replicas.version (KRaft metadata, share and streams "
+                           "groups, ELR): oncelog implements none of them and does not claim them (README "
+                           "'Differences from Kafka')")
+def api_versions_feature_names(k):
+    """ApiVersions v4: the names of the supported and finalized features."""
+    r = _api_versions_at(k, 4)
+    return {"supported": sorted(f.name for f in r.supported_features),
+            "finalized": sorted(f.name for f in r.finalized_features)}
+
+
+@scenario("admin")
+def produce_removed_versions(k):
+    """Produce v0-v2 (message formats 0 and 1, removed in Kafka 4, KIP-896) although ApiVersions advertises v0: the connection is closed."""
+    import struct
+
+    def s(x: str) -> bytes:
+        return struct.pack(">h", len(x)) + x.encode()
+
+    out = {}
+    for v in (0, 1, 2):
+        body = struct.pack(">hi", 1, 5000) + struct.pack(">i", 1) + s(k.name("t")) + struct.pack(">iii", 1, 0, -1)
+        c = k.connect()
+        try:
+            c.send_frame(struct.pack(">hhi", 0, v, 7) + s("conformance") + body)
+            out[f"v{v}"] = f"answered {len(c.recv_frame())} bytes"
+        except (ConnectionError, OSError) as exc:
+            out[f"v{v}"] = "connection closed" if "closed" in str(exc) or isinstance(exc, ConnectionError) else repr(exc)
+    return out
+
+
 @scenario("admin")
 def api_versions_error_and_features(k):
     """ApiVersions v3: error NONE and transaction.version finalized at 2 (TV2)."""

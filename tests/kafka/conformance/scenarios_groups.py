@@ -287,6 +287,21 @@ def join_v3_without_member_id(k):
 
 
 @scenario("groups")
+def join_v0_without_member_id(k):
+    """JoinGroup v0 (no rebalance timeout: the session timeout stands for it), then SyncGroup v0: Kafka 4.4 still serves both."""
+    g = k.name("g")
+    j = join(k, g, version=0)
+    s = sync(k, g, j.generation_id, j.member_id, {j.member_id: assignment({k.name("t"): [0]})}, version=0)
+    return [j, s]
+
+
+@scenario("groups")
+def join_v1_without_member_id(k):
+    """JoinGroup v1 (the first with a rebalance timeout) without a member id joins at once."""
+    return join(k, k.name("g"), version=1)
+
+
+@scenario("groups")
 def join_unknown_member_id(k):
     """JoinGroup with a member id the group never gave: UNKNOWN_MEMBER_ID."""
     g = k.name("g")
