@@ -154,6 +154,63 @@ def fetch(kafka_version: str | None = None, *, quiet: bool = True) -> Installati
     return Installation(kafka_version, home, java_path)
 
 
+# The Java client versions the compatibility matrix holds against both brokers (issue 33): what
+# production applications still run (Flink 1.20's connector ships 3.4; Spark 3.5 ships 3.4; Kafka
+# Streams and Connect deployments lag a release or three) up to today's.
+JAVA_CLIENT_VERSIONS = ("2.8.2", "3.0.2", "3.4.0", "3.6.2", "3.9.1", "4.0.1", "4.4.0")
+
+
+@dataclass
+class ClientJars:
+    """``org.apache.kafka:kafka-clients`` of one version and its runtime dependencies, alone (no
+    broker, no tools): what an application built on that client has on its classpath. Has the
+    fields :func:`compile_java` uses of an :class:`Installation`."""
+
+    version: str
+    home: str  # user_cache("kafka-clients", version)
+    java: str
+
+    @property
+    def lib(self) -> str:
+        return os.path.join(self.home, "lib")
+
+    @property
+    def classpath(self) -> str:
+        return os.path.join(self.lib, "*")
+
+
+def _client_pom(client_version: str) -> str:
+    # slf4j-simple 1.7 binds the slf4j-api 1.7 every client version up to 4.4 depends on, so the
+    # client's warnings reach stderr (the program sets the level to WARN).
+    return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>oncelog</groupId><artifactId>kafka-clients-runtime</artifactId><version>{client_version}</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-clients</artifactId><version>{client_version}</version></dependency>
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>1.7.36</version></dependency>
+  </dependencies>
+</project>
+"""
+
+
+def fetch_client(client_version: str, *, quiet: bool = True) -> ClientJars:
+    """kafka-clients ``client_version`` in the user's cache (``.../kafka-clients/<version>/lib``),
+    fetched with Maven on the first call (~4 jars, a few MB). Raises ApacheKafkaUnavailable."""
+    java_path = java()
+    home = user_cache("kafka-clients", client_version)
+    maven_fetch(home, _client_pom(client_version), f"kafka-clients {client_version}", quiet=quiet)
+    return ClientJars(client_version, home, java_path)
+
+
+def client_command(jars: ClientJars, classes: str, main_class: str, args=(), *, heap: str = "192m") -> list[str]:
+    """``main_class`` from ``classes`` (compiled by :func:`compile_java` against ``jars``) on that
+    client version's classpath alone, sized and quick-started as Kafka's tools are here."""
+    return [jars.java, f"-Xmx{heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-Dorg.slf4j.simpleLogger.logFile=System.err",
+            "-cp", os.pathsep.join([classes, jars.classpath]), main_class, *map(str, args)]
+
+
 def maven_fetch(home: str, pom: str, what: str, *, quiet: bool = True, finish=None) -> str:
     """``home/lib``: the runtime dependencies of ``pom`` copied there by ``mvn
     dependency:copy-dependencies`` on the first call; later calls return at once. ``lib`` appears
@@ -299,8 +356,9 @@ def javac() -> str:
     return path
 
 
-def compile_java(sources, *, installation: Installation | None = None) -> str:
-    """The classes of the Java ``sources`` (paths) compiled against Kafka's jars, in the cache
+def compile_java(sources, *, installation: "Installation | ClientJars | None" = None) -> str:
+    """The classes of the Java ``sources`` (paths) compiled against Kafka's jars (or one client
+    version's, :func:`fetch_client`), in the cache
     (``cache_dir()/classes/<hash>``), never beside the sources: the folder is keyed by a hash of
     Kafka's version and every source's name and text, so a changed source compiles again and an
     unchanged one is compiled once per machine. The folder appears whole or not at all (compiled

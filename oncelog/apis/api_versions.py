@@ -12,13 +12,14 @@ is answered by the dispatcher with a v0 response carrying UNSUPPORTED_VERSION an
 Features (v3+, tagged fields). :data:`FEATURES` lists what oncelog implements: its supported
 range and its finalized level. As Kafka's ``ApiVersionsResponse`` does:
 - below v4, a supported feature whose minimum is 0 is left out (KAFKA-17492): kafka-clients
-  before 3.9 (Flink 1.20's connector ships 3.4) refuse a SupportedFeatureKey with minimum 0
+  3.4 and 3.6 (Flink 1.20's connector ships 3.4; 2.8, 3.0 and 3.9+ accept it, measured in
+  tests/kafka/test_client_versions.py) refuse a SupportedFeatureKey with minimum 0
   ("Expected minValue >= 1") and drop the connection, so such a client could not talk to us;
 - a finalized feature at level 0 is left out, the others have min = max = the level;
 - the epoch is that of the finalized set (ours is fixed: the set never changes at run time).
-Kafka also advertises metadata.version, kraft.version, share.version and streams.version (KRaft,
-share groups, streams groups): oncelog implements none of them and does not claim them
-(CONFORMANCE.md, ``admin.api_versions_features_v*``).
+Kafka also advertises metadata.version, kraft.version, share.version, streams.version and
+eligible.leader.replicas.version (KRaft, share groups, streams groups, ELR): oncelog implements
+none of them and does not claim them (CONFORMANCE.md, ``admin.api_versions_feature_names``).
 
 The response is the same for every request of a version, so it is encoded once per version and
 cached.

@@ -84,7 +84,7 @@ def _api_versions_frame(version: int) -> bytes:
 @pytest.mark.parametrize("version", [3, 4])
 def test_api_versions_features_by_version(tmp_path, version):
     """KAFKA-17492: below ApiVersions v4 a supported feature with minimum 0 is left out (kafka-clients
-    3.0-3.8 refuse it and drop the connection); finalized features are there at every flexible version."""
+    3.4 and 3.6 refuse it and drop the connection); finalized features are there at every flexible version."""
     broker = Broker(BrokerConfig(data_dir=str(tmp_path)))
     raw = b"".join(broker.handle_frame(_api_versions_frame(version), "test"))
     resp, _ = codec.reader(codec.response_class(18, version))(raw, 8)
