@@ -34,6 +34,9 @@ class OncelogDataSource(DataSource):
         Kafka client settings under their Java names: ``kafka.security.protocol``, ``kafka.sasl.*``,
         ``kafka.ssl.*``, ``kafka.isolation.level`` (default **read_committed**), ``kafka.compression.type``
         (and ``.<codec>.level``), ``kafka.max.partition.fetch.bytes``, ``kafka.delivery.timeout.ms``.
+        Checked as the Java client checks them (names, types, ranges of kafka-clients 4.4): an
+        unknown name, a bad value, a Java class or (sink) ``acks`` other than ``all`` is refused;
+        a valid setting the connector does not read is logged as ignored, with the reason.
     subscribe, subscribePattern, assign : str
         Source, exactly one: topics (comma list), a regex, or JSON ``{"t":[0,1]}``.
     startingOffsets : str, default "latest" (stream), "earliest" (batch)

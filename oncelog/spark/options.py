@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from .faults import TEST_OPTION_PREFIX, test_options
+from .kafka_configs import KafkaConfigError
+from .kafka_configs import check as check_kafka_config
 
 DEFAULT_COMMIT_LOG_TOPIC = "oncelog-spark-commits"
 DEFAULT_TRANSACTION_TIMEOUT_MS = 300_000
@@ -120,6 +122,14 @@ def clean(validate, options: Mapping[str, str], **kwargs):
 def kafka_config(options: Mapping[str, str]) -> dict[str, str]:
     """The ``kafka.*`` options with the prefix removed (keys lower-case, as Spark hands them)."""
     return {k[len("kafka."):]: str(v) for k, v in options.items() if k.startswith("kafka.")}
+
+
+def _check_kafka(kconf: Mapping[str, str], role: str) -> None:
+    """The kafka.* options against the Kafka client's own definitions (oncelog.spark.kafka_configs)."""
+    try:
+        check_kafka_config(kconf, role)
+    except KafkaConfigError as exc:
+        raise OptionError(str(exc)) from None
 
 
 def bootstrap_servers(options: Mapping[str, str]) -> str:
@@ -309,6 +319,7 @@ def source_options(options: Mapping[str, str], *, batch: bool | None = False) ->
         if forbidden in kconf:
             raise OptionError(f"option kafka.{forbidden} is not supported: the source manages offsets itself "
                               "(use startingOffsets)")
+    _check_kafka(kconf, "source")
     isolation = kconf.get("isolation.level", "read_committed").lower()
     if isolation not in ("read_committed", "read_uncommitted"):
         raise OptionError(f"option kafka.isolation.level={isolation!r} must be read_committed or read_uncommitted")
@@ -402,6 +413,7 @@ def sink_options(options: Mapping[str, str], *, batch: bool = False) -> SinkOpti
         if forbidden in kconf:
             raise OptionError(f"option kafka.{forbidden} is not supported: the sink manages it (see "
                               "deliveryGuarantee and transactionalIdPrefix)")
+    _check_kafka(kconf, "sink")
     timeout = _int(options, "transaction.timeout.ms", None, minimum=1000)
     if timeout is None:
         timeout = int(kconf.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))

@@ -408,7 +408,9 @@ def sink(**kw) -> CaseInsensitiveDict:
 def test_sink_compression_type_and_level():
     assert sink_options(sink()).compression == 0
     for name, codec in COMPRESSION_CODECS.items():
-        assert sink_options(sink(kafka__compression__type=name.upper())).compression == codec
+        assert sink_options(sink(kafka__compression__type=name)).compression == codec
+    with pytest.raises(OptionError, match="must be one of"):  # case-sensitive, as Kafka's ConfigDef.ValidString
+        sink_options(sink(kafka__compression__type="GZIP"))
     o = sink_options(sink(kafka__compression__type="zstd", kafka__compression__zstd__level="7",
                           kafka__compression__gzip__level="2"))
     assert (o.compression, o.compression_level) == (4, 7)  # the gzip level is for gzip only

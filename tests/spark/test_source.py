@@ -864,6 +864,15 @@ def test_option_errors_surface_at_load_with_a_clean_message(spark, broker, tmp_p
         with pytest.raises(Exception, match="unknown source option endingtimestmap"):
             (reader.format("oncelog").option("kafka.bootstrap.servers", broker.bootstrap).option("subscribe", "t")
              .option("endingTimestmap", "5").load())
+    # kafka.* checked as the Java client checks its configuration (tests/spark/test_kafka_options.py)
+    for fresh in (lambda: spark.read, lambda: spark.readStream):  # a reader keeps its options: a new one each
+        with pytest.raises(Exception, match=r"kafka\.isolaton\.level is not a Kafka client configuration .*"
+                                            r"did you mean kafka\.isolation\.level"):
+            (fresh().format("oncelog").option("kafka.bootstrap.servers", broker.bootstrap).option("subscribe", "t")
+             .option("kafka.isolaton.level", "read_committed").load())
+        with pytest.raises(Exception, match=r"Invalid value abc for configuration fetch\.max\.wait\.ms: Not a number"):
+            (fresh().format("oncelog").option("kafka.bootstrap.servers", broker.bootstrap).option("subscribe", "t")
+             .option("kafka.fetch.max.wait.ms", "abc").load())
     # a rule of one mode waits for the query of that mode: no PySpark UnboundLocalError after it
     df = stream(spark, broker, subscribe="t", endingOffsets="latest")
     q = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ck")).start()
