@@ -11,9 +11,12 @@ a limit (:mod:`oncelog.partition.validation`), before anything is written; a par
 bad batch gets CORRUPT_MESSAGE / INVALID_RECORD / MESSAGE_TOO_LARGE and nothing of it is stored.
 A zstd batch in a Produce below v7 is UNSUPPORTED_COMPRESSION_TYPE (Kafka's KIP-110 rule). Valid batches
 are appended with offsets patched in. acks=0 gets no response (and with an error the connection
-is closed, as Kafka does, so the producer refreshes its metadata); acks=1 is answered once the
-bytes are in the log (page cache); acks=-1 (all) under ``--fsync always`` once a group-commit
-fsync covering them has finished (see :mod:`oncelog.storage.flusher`). Clients may not write to
+is closed, as Kafka does, so the producer refreshes its metadata); acks=1 and acks=-1 (all)
+under ``--fsync always`` once a group-commit fsync covering them has finished (see
+:mod:`oncelog.storage.flusher`): consumers see only fsynced data there, and on a one-node Kafka an
+acknowledged write is visible at once (the leader is the whole ISR), so acks=1 waits too, or a
+client reading right after its acknowledged write would miss it (read-your-writes; issue 33).
+Under ``interval``/``never`` both are answered once the bytes are in the log (page cache). Clients may not write to
 internal topics (names starting with ``__``).
 
 ACLs (Kafka's KafkaApis.handleProduceRequest), before anything is written: with a transactional
@@ -85,10 +88,11 @@ def append_partition(ctx, topic: str, partition: int, records, now_ms: int, acks
     part = partitions.get(topic, partition)
     appended = part.append(records, now_ms=now_ms, acks=acks, verify_txn=verify_txn)
     # A retry of a batch already in the log is acknowledged with its original offset. It may
-    # still be waiting for its fsync, so an acks=all retry waits for the next round too.
+    # still be waiting for its fsync, so a retry waits for the next round too. acks=1 waits as
+    # acks=all does: the answer must not precede the write's visibility (read-your-writes).
     durable = None
     if not appended.duplicate or appended.last_offset >= part.log.flushed_offset:
-        durable = partitions.flusher.mark(part.log, wait=acks == -1)
+        durable = partitions.flusher.mark(part.log, wait=acks != 0)
     if not appended.duplicate:
         partitions.logs.after_append(part.log, now_ms)  # flush.messages
     return appended.first_offset, appended.log_start_offset, durable, appended.log_append_time
