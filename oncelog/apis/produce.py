@@ -75,7 +75,7 @@ from ._base import NO_THROTTLE, OK, Applied, CloseConnection, build, last_wins, 
 
 API_KEY = 0
 MIN_VERSION = 3  # v0-2 (message formats 0/1) are refused by closing the connection, as Kafka 4 does (KIP-896)
-ADVERTISED_MIN_VERSION = 0  # as Kafka 4.4 advertises it for librdkafka < 2.10 (KAFKA-18659; api_versions.py)
+ADVERTISED_MIN_VERSION = 0  # as Kafka 4.4 advertises it (KAFKA-18659, for librdkafka; api_versions.py)
 MAX_VERSION = 13  # v12: transaction version 2 (implicit AddPartitionsToTxn, KIP-890 part 2); v13: topic ids (KIP-516)
 
 log = logging.getLogger("oncelog.produce")

@@ -8,20 +8,23 @@ import json
 import os
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RUN = os.path.join(REPO, "build", "compat-java.json")
+RUN = os.path.join(REPO, "build", "compat.json")
 COMMITTED = os.path.join(REPO, "docs", "COMPATIBILITY.md")
-CHECKS = ["admin", "idempotent", "transactional", "group-classic", "group-consumer"]
+CHECKS = ["admin", "idempotent", "compressed", "transactional", "group-classic", "group-consumer"]
 
 HEADER = """# Client compatibility
 
 Generated from the last run of `tests/kafka/test_client_versions.py` by
-`python -m tests.kafka.compat_report`. Each client version runs
+`python -m tests.kafka.compat_report`. Each Java client version runs
 `tests/kafka/compat/ClientCell.java`, compiled against that version's own `kafka-clients` jar
-(fetched with Maven into `~/.cache/oncelog/kafka-clients/<version>`), against a fresh oncelog
-broker and against a one-node Apache Kafka 4.4 in the same test: admin basics, an idempotent
-producer, a transactional producer with a read_committed consumer, a consumer group with committed
-offsets (classic, and `group.protocol=consumer` from 4.0). A cell says `ok` or the failure; CI fails
-when oncelog's cell differs from Kafka's.
+(fetched with Maven into `~/.cache/oncelog/kafka-clients/<version>`); each Python client version
+runs `tests/kafka/compat/client_cell.py` in a venv holding only that version
+(`~/.cache/oncelog/pyclients/`; confluent-kafka 1.9.2 on CPython 3.10, it has no newer wheels).
+Each against a fresh oncelog broker and against a one-node Apache Kafka 4.4 in the same test:
+admin basics, an idempotent producer, a transactional producer with a read_committed consumer, a
+consumer group with committed offsets (classic, and `group.protocol=consumer` where the client has
+it). A cell says `ok`, `—` (the client version has no such feature), or the failure; CI fails when
+oncelog's cell differs from Kafka's.
 
 | client | version | check | Apache Kafka 4.4 | oncelog |
 |---|---|---|---|---|
@@ -29,25 +32,33 @@ when oncelog's cell differs from Kafka's.
 
 
 def _cell(result: dict | None) -> str:
-    if result is None:
+    if result is None or result["ok"] is None:
         return "—"
     return "ok" if result["ok"] else "fails: " + result["detail"].replace("|", "/")[:120]
 
 
+def _order(key: str):
+    client, version = key.split("|")
+    return (client != "kafka-clients (Java)", client, tuple(int(x) for x in version.split(".") if x.isdigit()))
+
+
 def render(results: dict) -> str:
     rows = []
-    for version in sorted(results, key=lambda v: tuple(int(x) for x in v.split("."))):
-        both = results[version]
+    for key in sorted(results, key=_order):
+        client, version = key.split("|")
+        both = results[key]
         for check in CHECKS:
             k, o = both["apache-kafka"].get(check), both["oncelog"].get(check)
             if k is None and o is None:
                 continue
-            rows.append(f"| kafka-clients (Java) | {version} | {check} | {_cell(k)} | {_cell(o)} |")
+            rows.append(f"| {client} | {version} | {check} | {_cell(k)} | {_cell(o)} |")
     return HEADER + "\n".join(rows) + "\n"
 
 
-def versions_listed(text: str) -> set[str]:
-    return {line.split("|")[2].strip() for line in text.splitlines() if line.startswith("| kafka-clients")}
+def versions_listed(text: str) -> set[tuple[str, str]]:
+    """{(client, version)} of the table's rows."""
+    rows = [line.split("|") for line in text.splitlines() if line.startswith("| ") and not line.startswith("| client")]
+    return {(r[1].strip(), r[2].strip()) for r in rows}
 
 
 def write() -> None:
