@@ -6,6 +6,10 @@ exactly what it implements.
 
 from . import (
     add_offsets_to_txn,
+    alter_partition_reassignments,
+    alter_replica_log_dirs,
+    describe_quorum,
+    list_config_resources,
     alter_configs,
     incremental_alter_configs,
     create_acls,
@@ -61,6 +65,7 @@ MODULES = [
     add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit, write_txn_markers,
     list_transactions, describe_transactions,
     describe_log_dirs, describe_topic_partitions, list_partition_reassignments, elect_leaders,
+    alter_partition_reassignments, alter_replica_log_dirs, describe_quorum, list_config_resources,
     alter_configs, incremental_alter_configs,
     describe_acls, create_acls, delete_acls,
     describe_user_scram_credentials, alter_user_scram_credentials,

@@ -48,6 +48,10 @@ class GroupConfigStore:
         """The group's own configs (empty if none)."""
         return dict(self._configs.get(group_id, {}))
 
+    def group_ids(self) -> list[str]:
+        """The groups that have configs of their own (ListConfigResources' GROUP resources)."""
+        return sorted(g for g, props in self._configs.items() if props)
+
     def consumer_settings(self, group_id: str) -> Mapping[str, int]:
         """The coordinator's hook: the group's own consumer.* settings in force."""
         return self._effective.get(group_id, {})

@@ -344,6 +344,31 @@ def _list_partition_reassignments(m, fx):
     return m.ListPartitionReassignmentsRequest(timeout=SECONDS, topics=None)
 
 
+def _alter_partition_reassignments(m, fx):
+    return _known(m.AlterPartitionReassignmentsRequest, timeout=SECONDS, allow_replication_factor_change=True,
+                  topics=(m.ReassignableTopic(name=TOPIC, partitions=(
+                      m.ReassignablePartition(partition_index=0, replicas=(1,)),)),))
+
+
+async def _learn_log_dir(admin, fx):
+    resp = await admin.call(35, 4, request_module(35, 4).DescribeLogDirsRequest(topics=None))
+    fx.extra["log_dir"] = resp.results[0].log_dir
+
+
+def _alter_replica_log_dirs(m, fx):
+    return m.AlterReplicaLogDirsRequest(dirs=(m.AlterReplicaLogDir(path=fx.extra["log_dir"], topics=(
+        m.AlterReplicaLogDirTopic(name=TOPIC, partitions=(0,)),)),))
+
+
+def _describe_quorum(m, fx):
+    return m.DescribeQuorumRequest(topics=(m.TopicData(topic_name="__cluster_metadata", partitions=(
+        m.PartitionData(partition_index=0),)),))
+
+
+def _list_config_resources(m, fx):
+    return m.ListConfigResourcesRequest(resource_types=())
+
+
 def _offset_delete(m, fx):
     return m.OffsetDeleteRequest(group_id=GROUP, topics=(m.OffsetDeleteRequestTopic(
         name=TOPIC, partitions=(m.OffsetDeleteRequestPartition(partition_index=0),)),))
@@ -464,7 +489,14 @@ MATRIX: dict[int, Entry] = {
               allowed=_elect_allowed),
     44: Entry(call(44, 1, _incremental_alter_configs), ((R.TOPIC, TOPIC, Op.ALTER_CONFIGS),),
               E.topic_authorization_failed),
+    34: Entry(call(34, 2, _alter_replica_log_dirs), (cluster(Op.ALTER),), E.cluster_authorization_failed,
+              setup=_learn_log_dir),
+    45: Entry(call(45, 1, _alter_partition_reassignments), (cluster(Op.ALTER),), E.cluster_authorization_failed),
     46: Entry(call(46, 0, _list_partition_reassignments), (cluster(Op.DESCRIBE),), E.cluster_authorization_failed),
+    55: Entry(call(55, 2, _describe_quorum), (cluster(Op.DESCRIBE),), E.cluster_authorization_failed),
+    74: Entry(call(74, 1, _list_config_resources), (cluster(Op.DESCRIBE_CONFIGS),), E.cluster_authorization_failed,
+              allowed=lambda resp: resp.error_code == E.none and (2, TOPIC) in {
+                  (int(r.resource_type), r.resource_name) for r in resp.config_resources}),
     47: Entry(call(47, 0, _offset_delete), ((R.GROUP, GROUP, Op.DELETE), TOPIC_READ), E.group_authorization_failed,
               setup=_end_admin_txn),
     50: Entry(call(50, 0, _describe_scram), (cluster(Op.DESCRIBE),), E.cluster_authorization_failed),

@@ -1089,11 +1089,10 @@ def _api_versions(k):
     return k.send(m.ApiVersionsRequest(client_software_name="oncelog-conformance", client_software_version="1"))
 
 
-@scenario("admin", differs="by design: Kafka also serves replication (OffsetForLeaderEpoch 23, AlterReplicaLogDirs 34, "
-                           "AlterPartitionReassignments 45), KRaft (DescribeQuorum 55, UpdateFeatures 57, "
-                           "UnregisterBroker 64, Add/RemoveRaftVoter 80/81), delegation tokens (38-41), client quotas "
-                           "(48/49), client telemetry (74), share and streams groups "
-                           "(76-79, 83-94): README 'Not implemented' and 'Differences from Kafka'")
+@scenario("admin", differs="by design: Kafka also serves replication (OffsetForLeaderEpoch 23), KRaft "
+                           "(UpdateFeatures 57, UnregisterBroker 64, Add/RemoveRaftVoter 80/81), delegation tokens "
+                           "(38-41), client quotas (48/49), share and streams groups (76-79, 83-94): README "
+                           "'Not implemented' and 'Differences from Kafka'")
 def api_versions_keys(k):
     """ApiVersions v3: the API keys each broker serves."""
     return sorted(int(a.api_key) for a in _api_versions(k).api_keys)
@@ -1219,3 +1218,123 @@ def api_versions_unsupported_version(k):
 def request_class_v0():
     from .framework import request_class
     return request_class(API_VERSIONS, 0)
+
+
+# ---------------------------------------------------------------------- the cluster APIs a one-node Kafka answers (issue 33)
+
+LIST_CONFIG_RESOURCES, DESCRIBE_QUORUM, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 74, 55, 45, 46
+ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35
+
+
+def _node_id(k) -> int:
+    return int(k.metadata([]).brokers[0].node_id)
+
+
+def _set_group_config(k, group: str):
+    m = mod(INCREMENTAL_ALTER_CONFIGS, 1)
+    r = k.send(m.IncrementalAlterConfigsRequest(validate_only=False, resources=(m.AlterConfigsResource(
+        resource_type=GROUP, resource_name=group, configs=(m.AlterableConfig(
+            name="consumer.session.timeout.ms", config_operation=0, value="50000"),)),)))
+    assert r.responses[0].error_code == 0, r
+
+
+def _config_resources(k, version: int, types=()):
+    """ListConfigResources, this run's topics and groups only (the session's Kafka holds other
+    scenarios' too), this broker's node id as "node"."""
+    m = mod(LIST_CONFIG_RESOURCES, version)
+    r = k.send(m.ListConfigResourcesRequest(resource_types=tuple(types)) if version >= 1 else m.ListConfigResourcesRequest())
+    node = str(_node_id(k))
+    mine = []
+    for res in r.config_resources:
+        name, rtype = res.resource_name, int(res.resource_type)
+        if rtype in (4, 8):
+            mine.append((rtype, "node" if name == node else name))
+        elif name.startswith(k.prefix):
+            mine.append((rtype, name))
+    return [int(r.error_code), sorted(mine)]
+
+
+@scenario("admin")
+def list_config_resources(k):
+    """ListConfigResources v0 (client metrics: none) and v1 by type: topics without the internal ones, the broker and its loggers by node id, only groups with configs of their own, a type twice once, an unknown type UNSUPPORTED_VERSION."""
+    k.create_topic("t", partitions=2)
+    from .scenarios_groups import simple_commit
+    simple_commit(k, k.name("plain-group"), k.name("t"), 1)  # a group without configs: not listed
+    _set_group_config(k, k.name("configured-group"))
+    return {"v0": _config_resources(k, 0),
+            **{f"v1 {list(types)}": _config_resources(k, 1, types)
+               for types in ((), (2,), (4,), (8,), (16,), (32,), (2, 2), (2, 32), (99,))}}
+
+
+def _quorum(k, version: int, topic: str = "__cluster_metadata", partition: int = 0):
+    m = mod(DESCRIBE_QUORUM, version)
+    r = k.send(m.DescribeQuorumRequest(topics=(m.TopicData(topic_name=topic, partitions=(
+        m.PartitionData(partition_index=partition),)),)))
+    out = {"error_code": r.error_code, "topics": []}
+    for t in r.topics:
+        for p in t.partitions:
+            voters = [v.replica_id for v in p.current_voters]
+            out["topics"].append({
+                "topic": t.topic_name, "partition": p.partition_index, "error_code": p.error_code,
+                "error_message": getattr(p, "error_message", None), "leader_is_the_voter": voters == [p.leader_id],
+                "leader_epoch": p.leader_epoch, "voters": len(voters), "observers": len(p.observers),
+                "voter_at_high_watermark": [v.log_end_offset == p.high_watermark for v in p.current_voters]})
+    if hasattr(r, "nodes"):
+        out["nodes"] = [[lst.name for lst in n.listeners] for n in r.nodes]
+    return out
+
+
+@scenario("admin")
+def describe_quorum(k):
+    """DescribeQuorum v0-v2 of __cluster_metadata-0: a one-voter quorum, the voter its leader at epoch 1, no observers, (v2) the node under listener CONTROLLER."""
+    return {f"v{v}": _quorum(k, v) for v in (0, 1, 2)}
+
+
+@scenario("admin")
+def describe_quorum_other_partitions(k):
+    """DescribeQuorum of another topic, and of partition 1 of __cluster_metadata: UNKNOWN_TOPIC_OR_PARTITION for the partition asked, no error at the top."""
+    return [_quorum(k, 2, "other", 0), _quorum(k, 2, "__cluster_metadata", 1), _quorum(k, 0, "other", 0)]
+
+
+def _reassign(k, version: int, cases):
+    m = mod(ALTER_PARTITION_REASSIGNMENTS, version)
+    topics = {}
+    for topic, partition, replicas in cases:
+        topics.setdefault(topic, []).append(m.ReassignablePartition(partition_index=partition, replicas=replicas))
+    r = k.send(build(ALTER_PARTITION_REASSIGNMENTS, version, timeout=datetime.timedelta(seconds=30),
+                     allow_replication_factor_change=True, topics=tuple(
+                         m.ReassignableTopic(name=t, partitions=tuple(ps)) for t, ps in topics.items())))
+    return r
+
+
+@scenario("admin")
+def alter_partition_reassignments(k):
+    """AlterPartitionReassignments v0 and v1 on one node: to the replica it has NONE, cancel NO_REASSIGNMENT_IN_PROGRESS, another or a doubled or no broker INVALID_REPLICA_ASSIGNMENT, unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION, each with Kafka's message; then nothing is reassigning."""
+    k.create_topic("t", partitions=2)
+    node = _node_id(k)
+    t = k.name("t")
+    cases = [(t, 0, (node,)), (t, 1, None), (t, 0, (node + 1,)), (t, 0, (node, node + 1)), (t, 0, (node, node)),
+             (t, 1, ()), (t, 0, (-1,)), (t, 5, (node,)), (k.name("nope"), 0, (node,))]
+    answers = {f"v{v}": _reassign(k, v, cases) for v in (0, 1)}
+    m = mod(LIST_PARTITION_REASSIGNMENTS, 0)
+    listed = k.send(m.ListPartitionReassignmentsRequest(timeout=datetime.timedelta(seconds=30), topics=None))
+    return {**answers, "listed": [listed.error_code, [x.name for x in listed.topics if x.name.startswith(k.prefix)]]}
+
+
+@scenario("admin")
+def alter_replica_log_dirs(k):
+    """AlterReplicaLogDirs v1/v2: to the broker's own log directory NONE (unknown topic UNKNOWN_TOPIC_OR_PARTITION), to any other path LOG_DIR_NOT_FOUND for every partition."""
+    k.create_topic("t", partitions=2)
+    dirs = k.send(mod(DESCRIBE_LOG_DIRS, 4).DescribeLogDirsRequest(topics=None))
+    here = dirs.results[0].log_dir
+    out = {}
+    for v in (1, 2):
+        m = mod(ALTER_REPLICA_LOG_DIRS, v)
+        for label, path in (("own dir", here), ("other dir", "/nonexistent/oncelog-conformance")):
+            r = k.send(m.AlterReplicaLogDirsRequest(dirs=(m.AlterReplicaLogDir(path=path, topics=(
+                m.AlterReplicaLogDirTopic(name=k.name("t"), partitions=(0, 1, 7)),
+                m.AlterReplicaLogDirTopic(name=k.name("nope"), partitions=(0,)))),)))
+            # per topic, partitions sorted: Kafka answers in its hash map's order
+            out[f"v{v} {label}"] = {t.topic_name[len(k.prefix):]: sorted((p.partition_index, p.error_code) for p in t.partitions)
+                                    for t in r.results}
+    return out
