@@ -20,10 +20,53 @@ from rich.table import Table
 CONFIG_SOURCES = {1: "topic", 2: "dynamic broker", 3: "dynamic default broker", 4: "static broker", 5: "default"}
 
 
+def _admin_conf(args) -> dict:
+    """librdkafka settings from ``--bootstrap-server`` and ``--command-config`` (a secured listener's
+    security.protocol, sasl.*, ssl.*: oncelog.client.security translates Kafka's Java names).
+    librdkafka's own log lines are dropped: a failure is reported in one line (:func:`_fail`)."""
+    quiet = logging.getLogger("oncelog.admin.librdkafka.quiet")
+    quiet.propagate = False
+    quiet.addHandler(logging.NullHandler())
+    return {"socket.timeout.ms": 10000, **command_config(getattr(args, "command_config", None)),
+            "bootstrap.servers": args.bootstrap, "logger": quiet}
+
+
+def _protocol_client(args, client_id: str):
+    """The project's protocol client over the same settings (it names a security.protocol mismatch)."""
+    from .client.kafka import KafkaClient
+
+    return KafkaClient(args.bootstrap, _read_command_config(getattr(args, "command_config", None)),
+                       client_id=client_id, timeout=10)
+
+
+def diagnose(args) -> str | None:
+    """Why the listener at ``--bootstrap-server`` does not answer these settings, when the
+    protocol client can tell (a TLS listener answered in plaintext, a SASL listener closing the
+    connection of a client that did not authenticate, a refused login), else None."""
+    from .client.kafka import KafkaProtocolError, KafkaSecurityError, UnsupportedBroker
+
+    try:
+        client = _protocol_client(args, "oncelog-diagnose")
+        try:
+            client.metadata([])
+        finally:
+            client.close()
+    except (CommandError, KafkaProtocolError, KafkaSecurityError, UnsupportedBroker, OSError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+def _fail(command: str, exc, args) -> int:
+    why = diagnose(args)
+    print(f"oncelog {command}: {exc.args[0] if getattr(exc, 'args', None) else exc}"
+          + (f"; {why}" if why else ""), file=sys.stderr)
+    return 1
+
+
 def topics_command(args) -> int:
-    admin = AdminClient({"bootstrap.servers": args.bootstrap, "socket.timeout.ms": 10000})
     console = Console()
     try:
+        admin = AdminClient(_admin_conf(args))
         if args.action == "create":
             config = dict(kv.split("=", 1) for kv in args.config)
             admin.create_topics([NewTopic(args.name, args.partitions, 1, config=config)])[args.name].result(30)
@@ -44,7 +87,7 @@ def topics_command(args) -> int:
                 raise KafkaException(topic.error if topic else f"unknown topic {args.name}")
             from confluent_kafka import Consumer, TopicPartition
 
-            consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": "oncelog-cli"})
+            consumer = Consumer({**_admin_conf(args), "group.id": "oncelog-cli"})
             table = Table("partition", "leader", "log start", "high watermark", title=args.name)
             for p in sorted(topic.partitions):
                 low, high = consumer.get_watermark_offsets(TopicPartition(args.name, p), timeout=10)
@@ -59,27 +102,38 @@ def topics_command(args) -> int:
                 ctable.add_row(name, str(entry.value), CONFIG_SOURCES.get(int(entry.source), str(entry.source)))
             console.print(ctable)
     except KafkaException as exc:
-        print(f"oncelog topics {args.action}: {exc.args[0]}", file=sys.stderr)
+        return _fail(f"topics {args.action}", exc, args)
+    except CommandError as exc:
+        print(f"oncelog topics {args.action}: {exc}", file=sys.stderr)
         return 1
     return 0
 
 
 def producers_command(args) -> int:
     """``oncelog producers describe TOPIC``: DescribeProducers for every partition."""
-    from .client.wire import RawClient, request_module
+    from .client.kafka import KafkaProtocolError, KafkaSecurityError, UnsupportedBroker
+    from .client.wire import request_module
 
     console = Console()
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
-    md = admin.list_topics(args.topic, timeout=10)
-    topic = md.topics.get(args.topic)
-    if topic is None or topic.error is not None:
-        print(f"oncelog producers describe: {topic.error if topic else 'unknown topic'}", file=sys.stderr)
+    try:
+        admin = AdminClient(_admin_conf(args))
+        md = admin.list_topics(args.topic, timeout=10)
+        topic = md.topics.get(args.topic)
+        if topic is None or topic.error is not None:
+            print(f"oncelog producers describe: {topic.error if topic else 'unknown topic'}", file=sys.stderr)
+            return 1
+        m = request_module(61, 0)
+        client = _protocol_client(args, "oncelog-producers")
+        try:
+            resp = client.any_connection().request(m.DescribeProducersRequest(topics=(
+                m.TopicRequest(name=args.topic, partition_indexes=tuple(sorted(topic.partitions))),)))
+        finally:
+            client.close()
+    except KafkaException as exc:
+        return _fail("producers describe", exc, args)
+    except (CommandError, KafkaProtocolError, KafkaSecurityError, UnsupportedBroker, OSError) as exc:
+        print(f"oncelog producers describe: {exc}", file=sys.stderr)
         return 1
-    m = request_module(61, 0)
-    client = RawClient(args.bootstrap)
-    resp = client.request(m.DescribeProducersRequest(topics=(
-        m.TopicRequest(name=args.topic, partition_indexes=tuple(sorted(topic.partitions))),)))
-    client.close()
     table = Table("partition", "producer id", "epoch", "last sequence", "last append", title=args.topic)
     import datetime
 
@@ -129,14 +183,32 @@ def _open_producer_txns(client, admin):
 
 def transactions_command(args) -> int:
     """``oncelog transactions list|describe|hanging|abort`` (KIP-664 tools)."""
+    from .client.kafka import KafkaProtocolError, KafkaSecurityError, UnsupportedBroker
+
+    try:
+        protocol = _protocol_client(args, "oncelog-transactions")
+    except (CommandError, KafkaProtocolError, KafkaSecurityError, UnsupportedBroker, OSError) as exc:
+        print(f"oncelog transactions {args.action}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return _transactions(args, protocol.any_connection(), AdminClient(_admin_conf(args)))
+    except KafkaException as exc:
+        return _fail(f"transactions {args.action}", exc, args)
+    except (CommandError, KafkaProtocolError, KafkaSecurityError, UnsupportedBroker, OSError) as exc:
+        print(f"oncelog transactions {args.action}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        protocol.close()
+
+
+def _transactions(args, client, admin) -> int:
+    """The verbs of :func:`transactions_command`; ``client`` is a protocol connection (``request``)."""
     import datetime
     import time
 
-    from .client.wire import RawClient, request_module
+    from .client.wire import request_module
 
     console = Console()
-    client = RawClient(args.bootstrap)
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
     now_ms = int(time.time() * 1000)
     if args.action == "list":
         table = Table("transactional id", "producer id", "state")

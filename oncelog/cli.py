@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("name")
     x = tsub.add_parser("delete")
     x.add_argument("name")
-    _bootstrap_option(t, [c, tl, d, x])
+    _command_config_option(t, [c, tl, d, x])
 
     g = sub.add_parser("groups", help="list, describe (with lag) or delete consumer groups, classic or KIP-848",
                        description="Consumer groups of both protocols: classic (JoinGroup/SyncGroup) and consumer "
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     prsub = pr.add_subparsers(dest="action", required=True)
     prd = prsub.add_parser("describe")
     prd.add_argument("topic")
-    _bootstrap_option(pr, [prd])
+    _command_config_option(pr, [prd])
 
     tx = sub.add_parser("transactions", help="list, describe, find hanging, or abort transactions (KIP-664)")
     txsub = tx.add_subparsers(dest="action", required=True)
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     txa.add_argument("--topic", required=True)
     txa.add_argument("--partition", type=int, required=True)
     txa.add_argument("--producer-id", type=int, default=None)
-    _bootstrap_option(tx, [txl, txd, txh, txa])
+    _command_config_option(tx, [txl, txd, txh, txa])
 
     _security_parsers(sub)
 

@@ -190,6 +190,11 @@ class Connection:
         try:
             head = self._recv_exactly(4)
         except ConnectionError as exc:
+            if self.responses == 0 and not (self.security and self.security.tls):
+                # Closed before the first answer (ApiVersions): what a TLS listener does with a
+                # plaintext request when its TLS stack sends no alert (oncelog's, Python's ssl).
+                raise ConnectionError(f"{exc} before answering ApiVersions (if its listener is SSL or SASL_SSL, "
+                                      "it expects TLS: set security.protocol accordingly)") from None
             if self.responses == 1 and not (self.security and self.security.sasl):
                 # Only ApiVersions answered, then closed at the first real request: what a SASL
                 # listener does to a client that did not authenticate (it may also be a restart).

@@ -191,3 +191,27 @@ def test_over_sasl_ssl_with_a_pem_truststore(broker, tmp_path):
         f"ssl.truststore.location={broker.dir / 'ca.pem'}\n", ""))
     proc = oncelog("acls", "list", *tls)
     assert proc.returncode == 1 and "cannot log in" in proc.stderr and "Traceback" not in proc.stderr, proc
+
+
+def test_every_admin_verb_takes_command_config(broker, tmp_path):
+    """topics, producers and transactions connect with --command-config as acls/users/groups do
+    (issue 33): over SASL_PLAINTEXT as the admin, the same answers as a plaintext broker gives."""
+    props = _properties(tmp_path / "admin.properties", "PLAIN", "admin", "admin-secret")
+    common = ["--bootstrap-server", broker.sasl, "--command-config", props]
+    _ok(oncelog("topics", "create", "cc-topic", "--partitions", "2", *common))
+    assert "cc-topic" in _ok(oncelog("topics", "list", *common))
+    described = _ok(oncelog("topics", "describe", "cc-topic", *common))
+    assert "high watermark" in described and "cleanup.policy" in described
+    assert "cc-topic" in _ok(oncelog("producers", "describe", "cc-topic", *common))
+    assert "transactional id" in _ok(oncelog("transactions", "list", *common))
+
+
+@pytest.mark.parametrize("listener, says", [("sasl", "SASL_PLAINTEXT or SASL_SSL"), ("sasl_ssl", "TLS")])
+def test_a_plaintext_client_on_a_secured_listener_is_told_why(broker, listener, says):
+    """No --command-config against a SASL or TLS listener: one line naming the mismatch, exit 1."""
+    address = getattr(broker, listener)
+    for verb in (["topics", "list"], ["transactions", "list"], ["producers", "describe", "x"]):
+        proc = oncelog(*verb, "--bootstrap-server", address)
+        assert proc.returncode == 1, proc
+        assert says in proc.stderr and "security.protocol" in proc.stderr, (verb, proc.stderr)
+        assert "Traceback" not in proc.stderr, proc.stderr
