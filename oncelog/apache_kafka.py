@@ -121,9 +121,14 @@ def _pom(kafka_version: str) -> str:
 
 
 @dataclass
-class Installation:
+class ClientJars:
+    """Jars of one version in the user's cache (``home/lib``): ``org.apache.kafka:kafka-clients``
+    and its runtime dependencies alone (:func:`fetch_client`: what an application built on that
+    client has on its classpath), or any Maven runtime fetched the same way (Flink, Kafka Streams
+    in the tests); :class:`Installation` is Kafka's own. What :func:`compile_java` compiles against."""
+
     version: str
-    home: str  # cache_dir(version)
+    home: str  # user_cache(..., version)
     java: str
 
     @property
@@ -133,6 +138,12 @@ class Installation:
     @property
     def classpath(self) -> str:
         return os.path.join(self.lib, "*")
+
+
+@dataclass
+class Installation(ClientJars):
+    """Apache Kafka's broker, tools and client jars of one release (:func:`fetch`); ``home`` is
+    cache_dir(version)."""
 
     @property
     def log4j_config(self) -> str:
@@ -158,25 +169,6 @@ def fetch(kafka_version: str | None = None, *, quiet: bool = True) -> Installati
 # production applications still run (Flink 1.20's connector ships 3.4; Spark 3.5 ships 3.4; Kafka
 # Streams and Connect deployments lag a release or three) up to today's.
 JAVA_CLIENT_VERSIONS = ("2.8.2", "3.0.2", "3.4.0", "3.6.2", "3.9.1", "4.0.1", "4.4.0")
-
-
-@dataclass
-class ClientJars:
-    """``org.apache.kafka:kafka-clients`` of one version and its runtime dependencies, alone (no
-    broker, no tools): what an application built on that client has on its classpath. Has the
-    fields :func:`compile_java` uses of an :class:`Installation`."""
-
-    version: str
-    home: str  # user_cache("kafka-clients", version)
-    java: str
-
-    @property
-    def lib(self) -> str:
-        return os.path.join(self.home, "lib")
-
-    @property
-    def classpath(self) -> str:
-        return os.path.join(self.lib, "*")
 
 
 def _client_pom(client_version: str) -> str:
@@ -356,7 +348,7 @@ def javac() -> str:
     return path
 
 
-def compile_java(sources, *, installation: "Installation | ClientJars | None" = None) -> str:
+def compile_java(sources, *, installation: ClientJars | None = None) -> str:
     """The classes of the Java ``sources`` (paths) compiled against Kafka's jars (or one client
     version's, :func:`fetch_client`), in the cache
     (``cache_dir()/classes/<hash>``), never beside the sources: the folder is keyed by a hash of
