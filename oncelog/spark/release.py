@@ -383,12 +383,18 @@ def install(spark) -> bool:
     SparkContext. Returns whether they are installed (not off Linux, nor without a JVM pid)."""
     from pyspark.sql.streaming import StreamingQueryListener
 
+    if _is_spark_connect(spark):
+        # A Spark Connect client has no SparkContext and no driver JVM of its own: the hooks
+        # cannot run here (README, "Spark Connect"); a stopped query's transactions end with
+        # the next run's prepare/commit/sweep or transaction.timeout.ms.
+        log.info("Spark Connect session: the sink's release hooks are not installed on the client")
+        return False
     sc = spark.sparkContext
     if id(sc) in _INSTALLED:
         return True
     try:
         jvm_pid = int(sc._jvm.java.lang.ProcessHandle.current().pid())
-    except Exception:  # noqa: BLE001 - e.g. Spark Connect: no JVM here
+    except Exception:  # noqa: BLE001 - no JVM reachable from this Python
         return False
     hooks = _Hooks(spark, jvm_pid)
     if hooks.registry is None:
@@ -426,6 +432,14 @@ def install(spark) -> bool:
     atexit.register(hooks.at_exit)
     _INSTALLED[id(sc)] = hooks
     return True
+
+
+def _is_spark_connect(spark) -> bool:
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except Exception:  # noqa: BLE001 - pyspark without the connect extra: no Connect session can exist
+        return False
+    return isinstance(spark, ConnectSession)
 
 
 def release_on_stop(spark) -> bool:
