@@ -438,11 +438,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.bad_input(f"SASL {session.mechanism_name} authentication failed: {exc.detail or exc}")
             return
         if done:
-            session.principal = session.mechanism.principal
-            session.state = SaslState.AUTHENTICATED
-            session.mechanism, session.raw_tokens = None, False
-            log.info("%s authenticated with SASL %s (handshake v0) from %s", session.principal,
-                     session.mechanism_name, self.peer)
+            # The same rules as SaslAuthenticate (Kafka checks them on its legacy branch too): a
+            # re-authentication keeps its principal, and the session expires.
+            refused, _ = session.authenticated(self.broker.config.connections_max_reauth_ms, self.broker.clock())
+            session.raw_tokens = False
+            if refused:
+                self._release(nbytes)
+                self.bad_input(f"SASL {session.mechanism_name} re-authentication refused (handshake v0): {refused}")
+                return
+            log.info("%s %s with SASL %s (handshake v0) from %s", session.principal,
+                     "re-authenticated" if session.reauthenticating else "authenticated", session.mechanism_name,
+                     self.peer)
         chunks = [struct.pack(">i", len(answer)), answer]
         if self.slots:
             self.slots.append((chunks, nbytes))

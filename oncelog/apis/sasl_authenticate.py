@@ -55,20 +55,14 @@ def handle(ctx, request):
     if not done:
         return build(m.SaslAuthenticateResponse, error_code=OK, error_message=None, auth_bytes=answer,
                      session_lifetime=NO_LIFETIME)
-    principal = session.mechanism.principal
-    if session.reauthenticating and principal != session.principal:
-        session.state = SaslState.FAILED
-        message = f"Cannot change principals during re-authentication from {session.principal}: {principal}"
-        notice(log, "SASL re-authentication refused from %s: %s", ctx.peer, message, level=logging.WARNING,
+    now_ms = ctx.broker.clock()
+    refused, lifetime_ms = session.authenticated(ctx.broker.config.connections_max_reauth_ms, now_ms)
+    if refused:
+        notice(log, "SASL re-authentication refused from %s: %s", ctx.peer, refused, level=logging.WARNING,
                key=_failure_key(ctx, session))
         return build(m.SaslAuthenticateResponse, error_code=ErrorCode.sasl_authentication_failed,
-                     error_message=message, auth_bytes=b"", session_lifetime=NO_LIFETIME)
-    lifetime_ms = _session_lifetime_ms(ctx, session.mechanism)
-    session.principal = principal
-    session.state = SaslState.AUTHENTICATED
-    session.expires_at_ms = ctx.broker.clock() + lifetime_ms if lifetime_ms else None
-    session.mechanism = None
-    log.info("%s %s with SASL %s from %s", principal,
+                     error_message=refused, auth_bytes=b"", session_lifetime=NO_LIFETIME)
+    log.info("%s %s with SASL %s from %s", session.principal,
              "re-authenticated" if session.reauthenticating else "authenticated", session.mechanism_name, ctx.peer)
     return build(m.SaslAuthenticateResponse, error_code=OK, error_message=None, auth_bytes=answer,
                  session_lifetime=datetime.timedelta(milliseconds=lifetime_ms))
@@ -77,15 +71,3 @@ def handle(ctx, request):
 def _failure_key(ctx, session) -> tuple:
     """One log line a minute per client address and mechanism."""
     return ("sasl-failure", ctx.peer.rpartition(":")[0], session.mechanism_name)
-
-
-def _session_lifetime_ms(ctx, mechanism) -> int:
-    """KIP-368: connections.max.reauth.ms, shortened to the credential's expiry (an OAUTHBEARER
-    token's ``exp``); 0 = no re-authentication required."""
-    limit = ctx.broker.config.connections_max_reauth_ms
-    expiry = getattr(mechanism, "session_expiry_ms", None)
-    if not limit and expiry is None:
-        return 0
-    now = ctx.broker.clock()
-    remaining = [v for v in (limit or None, (expiry - now) if expiry is not None else None) if v is not None]
-    return max(min(remaining), 1)

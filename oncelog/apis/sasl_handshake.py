@@ -5,8 +5,9 @@ Version notes: after v0 the tokens travel as raw size-prefixed frames, not SaslA
 requests (Kafka 0.10's framing; the server's connection code exchanges them with the mechanism,
 and a failure closes the connection without an answer, as Kafka's); v1 (every client since
 Kafka 1.0: librdkafka, kafka-python, aiokafka) is followed by SaslAuthenticate. An authenticated connection may send it again to re-authenticate (KIP-368),
-with the same mechanism. On a listener without SASL, or while an exchange is under way, the answer
-is ILLEGAL_SASL_STATE as Kafka's; a mechanism not offered is UNSUPPORTED_SASL_MECHANISM (the
+with the same mechanism. On a listener without SASL the answer is ILLEGAL_SASL_STATE as Kafka's;
+while an exchange is under way it is ILLEGAL_SASL_STATE and the connection is then closed (Kafka's
+SaslServerAuthenticator); a mechanism not offered is UNSUPPORTED_SASL_MECHANISM (the
 connection is then closed, as Kafka's SaslServerAuthenticator does)."""
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ def handle(ctx, request):
     session = ctx.session
     reauthentication = session is not None and session.sasl and session.state is SaslState.AUTHENTICATED
     if session is None or not session.sasl or session.state not in (SaslState.HANDSHAKE, SaslState.AUTHENTICATED):
+        if session is not None and session.sasl:
+            # A second handshake during an exchange: Kafka answers ILLEGAL_SASL_STATE ("Unexpected
+            # Kafka request of type SASL_HANDSHAKE during SASL authentication") and closes.
+            session.state = SaslState.FAILED
         return build(m.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
     mechanisms = ctx.broker.sasl_for(session.listener)
     offered = mechanisms.enabled_mechanisms

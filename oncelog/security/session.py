@@ -16,6 +16,11 @@ SaslAuthenticate handlers move it)::
 Before AUTHENTICATED a connection may send only ApiVersions, SaslHandshake and
 SaslAuthenticate (Kafka's SaslServerAuthenticator); anything else closes it. After its session
 expired, a connection may only re-authenticate; any other request closes it (KIP-368).
+
+Both ways in — SaslAuthenticate (handshake v1) and the raw tokens after handshake v0 — end in
+:meth:`Session.authenticated`, so the rules hold on both as in Kafka (which checks them on its
+legacy branch too): a re-authentication keeps its principal, and the session's lifetime is
+``connections.max.reauth.ms`` shortened to the credential's expiry.
 """
 
 from __future__ import annotations
@@ -67,3 +72,30 @@ class Session:
 
     def expired(self, now_ms: int) -> bool:
         return self.expires_at_ms is not None and now_ms >= self.expires_at_ms
+
+    def authenticated(self, reauth_limit_ms: int, now_ms: int) -> tuple[str | None, int]:
+        """The mechanism's exchange completed: move to AUTHENTICATED as its principal, with the
+        session's lifetime (0: none). Returns (why it is refused, lifetime): a re-authentication
+        that names another principal is refused (state FAILED, nothing else changes)."""
+        principal = self.mechanism.principal
+        if self.reauthenticating and principal != self.principal:
+            self.state = SaslState.FAILED
+            return f"Cannot change principals during re-authentication from {self.principal}: {principal}", 0
+        lifetime_ms = session_lifetime_ms(reauth_limit_ms, self.mechanism, now_ms)
+        self.principal = principal
+        self.state = SaslState.AUTHENTICATED
+        self.expires_at_ms = now_ms + lifetime_ms if lifetime_ms else None
+        self.mechanism = None
+        return None, lifetime_ms
+
+
+def session_lifetime_ms(reauth_limit_ms: int, mechanism, now_ms: int) -> int:
+    """KIP-368: connections.max.reauth.ms, shortened to the credential's expiry (an OAUTHBEARER
+    token's ``exp``, ``mechanism.session_expiry_ms``); 0 = no re-authentication required. At
+    least 1 ms when bounded: a credential already expired still ends the session at once."""
+    expiry = getattr(mechanism, "session_expiry_ms", None)
+    if not reauth_limit_ms and expiry is None:
+        return 0
+    remaining = [v for v in (reauth_limit_ms or None, (expiry - now_ms) if expiry is not None else None)
+                 if v is not None]
+    return max(min(remaining), 1)

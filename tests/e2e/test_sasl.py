@@ -320,3 +320,55 @@ def test_sasl_handshake_v0_with_raw_tokens(broker):
         assert c.is_closed()
     finally:
         c.close()
+
+
+def _raw_plain_login(c: RawClient, user: str, password: str) -> bytes:
+    """SaslHandshake v0, then PLAIN's token as a raw frame (Kafka 0.10's framing)."""
+    assert c.request(request_module(17, 0).SaslHandshakeRequest(mechanism="PLAIN")).error_code == ErrorCode.none
+    c.send_frame(f"\0{user}\0{password}".encode())
+    return c.recv_frame()
+
+
+def test_handshake_v0_reauthentication_keeps_the_principal(broker):
+    """The legacy path checks what SaslAuthenticate checks (Kafka's ensurePrincipalUnchanged on
+    both branches): re-authenticating as the same user works, as another user closes the
+    connection and the session does not become that user's."""
+    c = RawClient(f"127.0.0.1:{broker.sasl_port}")
+    try:
+        assert _raw_plain_login(c, "alice", "alice-secret") == b""
+        assert _raw_plain_login(c, "alice", "alice-secret") == b""  # same principal: fine
+        assert _metadata(c).brokers
+        assert c.request(request_module(17, 0).SaslHandshakeRequest(mechanism="PLAIN")).error_code == ErrorCode.none
+        c.send_frame(b"\0admin\0admin-secret")
+        assert c.is_closed(), "re-authentication through handshake v0 switched alice to admin"
+    finally:
+        c.close()
+
+
+def test_handshake_v0_sessions_expire(reauth_broker):
+    """connections.max.reauth.ms holds on the legacy path too: past it, the next request
+    closes the connection (Kafka computes the session lifetime on both branches)."""
+    import time
+
+    c = RawClient(f"127.0.0.1:{reauth_broker.sasl_port}")
+    try:
+        assert _raw_plain_login(c, "alice", "alice-secret") == b""
+        assert _metadata(c).brokers  # within the session
+        time.sleep(1.7)
+        c.send_frame(c.encode(request_module(3, 1).MetadataRequest(topics=None)))
+        assert c.is_closed(), "a handshake-v0 session was served past connections.max.reauth.ms"
+    finally:
+        c.close()
+
+
+def test_a_second_handshake_during_an_exchange_is_illegal_and_closes(broker):
+    """Kafka answers ILLEGAL_SASL_STATE to a SaslHandshake sent while an exchange is under way,
+    then closes the connection."""
+    c = RawClient(f"127.0.0.1:{broker.sasl_port}")
+    try:
+        assert c.request(request_module(17, 1).SaslHandshakeRequest(mechanism="PLAIN")).error_code == ErrorCode.none
+        again = c.request(request_module(17, 1).SaslHandshakeRequest(mechanism="PLAIN"))
+        assert again.error_code == ErrorCode.illegal_sasl_state
+        assert c.is_closed()
+    finally:
+        c.close()
