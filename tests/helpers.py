@@ -69,6 +69,33 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, *, t
     return out
 
 
+def read_committed_to_end(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0
+                          ) -> tuple[list[bytes], dict[int, bool]]:
+    """Every value of ``topic`` at read_committed (an independent reader of what an engine or the
+    connector committed), read until each partition's position reaches the high watermark taken
+    at the start; also {partition: position reached the high watermark}, i.e. no transaction
+    left open (the last stable offset is the end). Duplicates are kept: the caller counts them."""
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": unique("committed-reader"),
+                     "enable.auto.commit": False, "isolation.level": "read_committed",
+                     "auto.offset.reset": "earliest"})
+    ends = {p: c.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+    c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            for m in c.consume(1000, 0.3):
+                assert m.error() is None, m.error()
+                values.append(m.value())
+            positions = {tp.partition: tp.offset for tp in c.position([ck.TopicPartition(topic, p)
+                                                                       for p in range(partitions)])}
+            if all(positions[p] >= ends[p] or ends[p] == 0 for p in range(partitions)):
+                return values, {p: positions[p] >= ends[p] for p in range(partitions)}
+        raise AssertionError(f"read_committed did not reach the end {ends} in {timeout} s (an open transaction?)")
+    finally:
+        c.close()
+
+
 def first_difference(actual: list, expected: list) -> int:
     """Index of the first element where two sequences differ (or the shorter length)."""
     return next((i for i, (a, b) in enumerate(zip(actual, expected)) if a != b), min(len(actual), len(expected)))

@@ -23,11 +23,13 @@ from oncelog import apache_kafka as ak
 from oncelog.cachedir import user_cache
 
 from ..helpers import create_topic, need_apache_kafka, unique
+from .engine_results import engine_cell
 
 pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka]
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compat", "StreamsExactlyOnce.java")
 VERSIONS = ("3.9.1", "4.4.0")
+ENGINE, CHECK = "Kafka Streams exactly_once_v2", "two instances, one SIGKILLed"
 PARTITIONS = 2
 KEYS, PER_KEY = 20, 800
 TIMEOUT = 240.0
@@ -100,8 +102,9 @@ def _done(counts: dict) -> bool:
 @pytest.mark.parametrize("kind", ["oncelog", "apache-kafka"])
 @pytest.mark.parametrize("version", VERSIONS)
 def test_two_instances_one_killed_count_exactly_once(version, kind, broker_factory, apache_kafka, tmp_path):
-    wrong = _run(version, kind, broker_factory, apache_kafka, tmp_path, "exactly_once_v2")
-    assert not wrong, wrong
+    with engine_cell(ENGINE, version, CHECK, kind):
+        wrong = _run(version, kind, broker_factory, apache_kafka, tmp_path, "exactly_once_v2")
+        assert not wrong, wrong
 
 
 @pytest.mark.slow
