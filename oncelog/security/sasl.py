@@ -40,7 +40,10 @@ Mechanisms:
   ``session_expiry_ms`` is the token's ``exp`` (for KIP-368's session lifetime). With
   ``sasl.oauthbearer.jwks.endpoint.url`` configured, the token must instead be a JWS signed with
   a key of that JWKS, validated as Kafka's OAuthBearerValidatorCallbackHandler does
-  (:class:`~oncelog.security.jwt.JwksValidator`; alg ``none`` refused).
+  (:class:`~oncelog.security.jwt.JwksValidator`; alg ``none`` refused). Either validator raises
+  :class:`~oncelog.security.jwt.InvalidToken` and nothing else for any token (JSON of any shape,
+  numbers beyond range, bytes that are not UTF-8 or base64url), so a malformed token is answered
+  as an invalid one.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from typing import Callable, Mapping, Protocol
 import scramp
 
 from .jaas import JaasConfigError, login_module_matches, parse_jaas_entries
-from .jwt import InvalidToken, b64url_json, number_claim
+from .jwt import InvalidToken, b64url_json, millis, number_claim, optional_string, shown
 from .scram import ScramCredentialStore, auth_info
 
 PLAIN = "PLAIN"
@@ -273,7 +276,19 @@ class UnsecuredJwsValidator:
         raise JaasConfigError(f"no {OAUTHBEARER_LOGIN_MODULE} entry in the JAAS config")
 
     def validate(self, token: str, now_ms: int) -> tuple[str, int]:
-        """(principal name, expiry in ms) of a valid token; raises :class:`InvalidToken`."""
+        """(principal name, expiry in ms) of a valid token; raises :class:`InvalidToken` and
+        nothing else, whatever the token holds (it is read before anyone is authenticated).
+
+        Kafka's OAuthBearerUnsecuredJws and the handler's checks: three parts, base64url JSON
+        objects (:func:`~oncelog.security.jwt.b64url_json`: strict base64url, UTF-8, unique
+        member names), an empty signature, ``alg`` the string ``none``; the principal claim a
+        non-blank string; ``exp`` required, ``iat`` optional, both numeric dates
+        (:func:`~oncelog.security.jwt.number_claim`: finite, in range); ``exp`` after now and
+        after ``iat``, ``iat`` not after now (with the skew); the scope claim a string or a list
+        of strings. Beyond Kafka's checks (types only, so that every claim is what a reader
+        expects): header ``kid``/``typ`` strings if present, ``nbf`` a numeric date if present
+        (its time is not enforced, as Kafka), a list scope's elements strings (Kafka turns any
+        element into text)."""
         parts = token.split(".")
         if len(parts) != 3:
             raise InvalidToken(f"an unsecured JWS has 3 dot-separated parts, not {len(parts)}")
@@ -281,7 +296,9 @@ class UnsecuredJwsValidator:
         if parts[2]:
             raise InvalidToken("an unsecured JWS must have an empty signature")
         if header.get("alg") != "none":
-            raise InvalidToken(f"unsecured JWS: alg must be 'none', not {header.get('alg')!r}")
+            raise InvalidToken(f"unsecured JWS: alg must be 'none', not {shown(header.get('alg'))}")
+        for name in ("kid", "typ"):
+            optional_string(header, name, "header")
         principal = claims.get(self.principal_claim)
         if principal is None:
             raise InvalidToken(f"Required claim missing: {self.principal_claim}")
@@ -299,17 +316,27 @@ class UnsecuredJwsValidator:
                                f"({exp * 1000:.0f} ms)")
         if iat is not None and exp <= iat:
             raise InvalidToken("The Expiration Time is not after the Issued At time")
+        number_claim(claims, "nbf")
+        scope = claims.get(self.scope_claim)
+        if scope is not None and not isinstance(scope, str) and not (
+                isinstance(scope, list) and all(isinstance(s, str) for s in scope)):
+            # Kafka: "The 'scope' claim was not of type List"; a list's elements must be strings
+            # here (a set of them is taken below: a list or an object element is unhashable).
+            raise InvalidToken(f"The '{self.scope_claim}' claim is not a string or a list of strings: "
+                               f"{shown(scope)}")
         if self.required_scope:
-            scope = claims.get(self.scope_claim)
-            granted = set(scope.split() if isinstance(scope, str) else scope if isinstance(scope, list) else ())
+            granted = set(scope.split() if isinstance(scope, str) else scope or ())
             missing = [s for s in self.required_scope if s not in granted]
             if missing:
-                raise InvalidToken(f"The provided scope ({sorted(granted)}) was missing a required scope "
+                raise InvalidToken(f"The provided scope ({shown(sorted(granted))}) was missing a required scope "
                                    f"({missing[0]})")
-        return principal, int(exp * 1000)
+        return principal, millis(exp)
 
 
 INVALID_TOKEN_RESPONSE = '{"status":"invalid_token"}'
+# The longest session a token's exp gives (~31,700 years): far beyond any real token, and within
+# what SaslAuthenticate's session_lifetime_ms can carry (a timedelta, an int64).
+MAX_SESSION_LIFETIME_MS = 10 ** 15
 
 
 class OAuthBearerServer(_Base):
@@ -353,7 +380,9 @@ class OAuthBearerServer(_Base):
             raise self._fail(f"Authentication failed: Client requested an authorization id ({authzid}) that is "
                              f"different from the token's principal name ({principal})")
         self.extensions = extensions
-        self.session_expiry_ms = expiry_ms
+        # A token may be valid for ~292 million years (the NumericDate range); the session
+        # lifetime SaslAuthenticate answers is a timedelta, which ends at 999,999,999 days.
+        self.session_expiry_ms = min(expiry_ms, self._clock() + MAX_SESSION_LIFETIME_MS)
         self._done(principal)
         return b"", True
 
