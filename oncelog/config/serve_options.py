@@ -390,7 +390,10 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
     4. the topic configs' broker defaults, resolved through the layers as Kafka resolves synonyms;
     5. the checks across settings (node.id vs broker.id, the session timeout bounds);
     6. no listener without authentication beyond loopback unless
-       ``oncelog.allow.unauthenticated.listeners=true`` (then a WARNING note)."""
+       ``oncelog.allow.unauthenticated.listeners=true`` (then a WARNING note). A SASL listener
+       counts as unauthenticated when any mechanism it offers proves nothing
+       (:func:`_unproven_mechanisms`: unsecured OAUTHBEARER), mTLS or not: a client picks the
+       mechanism, and the session's principal is then the one it wrote itself."""
     values: dict[str, Setting] = {}
     for s in given:
         values[s.name] = s
@@ -497,25 +500,51 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
                           txn=TxnConfig(**txn), listeners=listeners if "listeners" in values else (), given=static)
     # Step 6. The safe default: no unauthenticated listener beyond loopback unless asked for.
     for lc in listeners:
-        if _authenticated(lc) or _loopback(lc.host):
+        unproven = _unproven_mechanisms(lc)
+        if (_authenticated(lc) and not unproven) or _loopback(lc.host):
             continue
-        what = (f"listener {lc.name} on {lc.host}:{lc.port} has no authentication: any client that can reach "
-                f"it acts as User:ANONYMOUS")
-        if config.authorizer_class_name:
-            what += f" and may do what the ACLs allow User:ANONYMOUS (allow.everyone.if.no.acl.found=" \
-                    f"{str(config.allow_everyone_if_no_acl_found).lower()})"
+        where = f"listener {lc.name} on {lc.host}:{lc.port}"
+        if unproven:
+            what = (f"{where} authenticates no one: it offers unsecured OAUTHBEARER (no {JWKS_URL}: tokens "
+                    f"with alg none, signed by nobody), so any client that can reach it names its own principal")
+            if config.authorizer_class_name:
+                admins = sorted(u.strip() for u in (config.super_users or "").split(";") if u.strip())
+                what += (f", {admins[0]} included (a super user)" if admins
+                         else " and may do what the ACLs allow any principal")
+            else:
+                what += (" and, with no authorizer (authorizer.class.name), may read, write, alter and delete every "
+                         "topic, group, transaction and config")
+            fix = (f"Bind it to 127.0.0.1, set listener.name.{lc.name.lower()}.oauthbearer.{JWKS_URL} (signed "
+                   f"tokens only) or take OAUTHBEARER out of its sasl.enabled.mechanisms, or set "
+                   f"oncelog.allow.unauthenticated.listeners=true to accept that")
         else:
-            what += (" and, with no authorizer (authorizer.class.name), may read, write, alter and delete every "
-                     "topic, group, transaction and config")
+            what = f"{where} has no authentication: any client that can reach it acts as User:ANONYMOUS"
+            if config.authorizer_class_name:
+                what += f" and may do what the ACLs allow User:ANONYMOUS (allow.everyone.if.no.acl.found=" \
+                        f"{str(config.allow_everyone_if_no_acl_found).lower()})"
+            else:
+                what += (" and, with no authorizer (authorizer.class.name), may read, write, alter and delete every "
+                         "topic, group, transaction and config")
+            fix = ("Bind it to 127.0.0.1, use SASL or mTLS (ssl.client.auth=required), or set "
+                   "oncelog.allow.unauthenticated.listeners=true to accept that")
         if not config.allow_unauthenticated_listeners:
-            raise ServeConfigError(f"{what}. Bind it to 127.0.0.1, use SASL or mTLS (ssl.client.auth=required), or "
-                                   f"set oncelog.allow.unauthenticated.listeners=true to accept that")
+            raise ServeConfigError(f"{what}. {fix}")
         notes.append(f"WARNING: {what} (oncelog.allow.unauthenticated.listeners=true)")
     return config, notes
 
 
 def _authenticated(lc: ListenerConfig) -> bool:
     return lc.security_protocol.startswith("SASL_") or (lc.ssl is not None and lc.ssl.client_auth == "required")
+
+
+def _unproven_mechanisms(lc: ListenerConfig) -> list[str]:
+    """The SASL mechanisms a listener offers that prove nothing about the client: OAUTHBEARER
+    without ``sasl.oauthbearer.jwks.endpoint.url`` validates unsecured tokens (Kafka's
+    OAuthBearerUnsecuredValidatorCallbackHandler), whose principal claim the client writes. PLAIN
+    and SCRAM check a password or a key; OAUTHBEARER with a JWKS checks a signature."""
+    if not lc.sasl:
+        return []
+    return [m for m in lc.sasl_mechanisms if m == "OAUTHBEARER" and not dict(lc.oauthbearer).get(JWKS_URL)]
 
 
 def _loopback(host: str) -> bool:
