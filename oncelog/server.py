@@ -22,6 +22,14 @@ broker hold is bounded (Kafka's names; each is a ``serve`` option and in Describ
   than what is left always completes and the broker never deadlocks on its own memory.
   Bound: the limit + one frame + one read (64 KiB) per connection.
 * ``max.connections`` / ``max.connections.per.ip``: a connection over either is closed at once.
+  Connections are counted when accepted, before a TLS handshake (Kafka's ConnectionQuotas): the
+  handshake runs after the count (:class:`_TlsListener`, at most ``TLS_HANDSHAKE_TIMEOUT_S``), so
+  idle half-open TLS connections cannot hold more than the quotas allow.
+* ``sasl.server.max.receive.size``: on a SASL listener, until the connection's first
+  authentication completes, frames over this size (512 KiB, Kafka's default) close the
+  connection, and those frames are held outside ``queued.max.request.bytes`` (Kafka reads them
+  outside its memory pool): unauthenticated clients can neither take request memory from
+  authenticated ones nor declare 100 MiB frames.
 * ``connections.max.idle.ms``: a connection with nothing received, in progress or queued for
   that long is closed (one periodic sweep over the connections, no timer per connection).
 * ``oncelog.request.read.timeout.ms`` (oncelog's own): a frame must arrive completely within
@@ -43,6 +51,7 @@ import ctypes
 import logging
 import resource
 import signal
+import socket
 import struct
 import time
 
@@ -57,6 +66,7 @@ from .protocol.framing import SCRATCH_BYTES, BufferedFrameReader, FrameTooLarge,
 log = logging.getLogger("oncelog.server")
 
 MAX_IN_FLIGHT = 1000  # pipelined requests per connection before we stop reading
+TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a TLS connection not through its handshake by then is closed
 PRODUCE = 0
 MIN_READ = 64 * 1024  # a read over queued.max.request.bytes takes at most this much
 # glibc keeps freed request buffers on its heap (its mmap threshold rises to the largest buffer
@@ -112,6 +122,7 @@ class Limits:
         self.max_frame = config.socket_request_max_bytes
         q = config.queued_max_request_bytes
         self.memory_limit = q if q > 0 else None
+        self.sasl_max_receive = config.sasl_server_max_receive_size
         self.max_connections = config.max_connections
         self.max_per_ip = config.max_connections_per_ip
         idle = config.connections_max_idle_ms
@@ -215,6 +226,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # client certificate's DN (set in connection_made), or the SASL user once authenticated.
         self.session = Session.for_listener(listener, security_protocol)
         self.reader = BufferedFrameReader(limits.max_frame, scratch=limits.scratch)
+        # Whether this connection's bytes count in queued.max.request.bytes: from the start, but on
+        # a SASL listener only once it has authenticated (before that the frame cap bounds it).
+        self.in_pool = not self.session.sasl
+        if not self.in_pool:
+            self.reader.limit(limits.sasl_max_receive, "sasl.server.max.receive.size")
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.ip: str | None = None  # set once admitted (counted in limits.per_ip)
@@ -235,9 +251,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # ---------------------------------------------------------------- connection life
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        peer = transport.get_extra_info("peername")
+    def admit(self, peer) -> bool:
+        """Count this connection against ``max.connections`` and ``max.connections.per.ip`` as
+        it is accepted — before any TLS handshake, as Kafka's ConnectionQuotas — or refuse it
+        (False; one rate-limited WARNING)."""
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         ip = peer[0] if peer else "?"
         limits = self.limits
@@ -245,19 +262,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.closed = True
             limits.bad.log(logging.WARNING, "refused connection from %s: max.connections=%d reached",
                            self.peer, limits.max_connections)
-            transport.abort()
-            return
+            return False
         if limits.per_ip[ip] >= limits.max_per_ip:
             self.closed = True
             limits.bad.log(logging.WARNING, "refused connection from %s: max.connections.per.ip=%d reached for %s",
                            self.peer, limits.max_per_ip, ip)
-            transport.abort()
-            return
+            return False
         self.ip = ip
         limits.per_ip[ip] += 1
         limits.connections.add(self)
-        # Over TLS, asyncio calls connection_made after the handshake: the client's certificate,
-        # if it sent one (ssl.client.auth requested/required), names the principal.
+        return True
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        if self.ip is None and not self.admit(transport.get_extra_info("peername")):
+            transport.abort()  # a plain listener's connection, counted here as it is accepted
+            return
+        # Over TLS (_TlsListener: admitted at accept), connection_made comes after the
+        # handshake: the client's certificate, if it sent one (ssl.client.auth
+        # requested/required), names the principal.
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is not None:
             cert = ssl_object.getpeercert()
@@ -268,7 +291,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.closed = True
         limits = self.limits
         if self.ip is None:
-            return  # refused in connection_made
+            return  # refused (admit), or already uncounted
         limits.connections.discard(self)
         limits.per_ip[self.ip] -= 1
         if not limits.per_ip[self.ip]:
@@ -283,7 +306,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         limits.waiting.pop(self, None)
         held, self.held, self.reading = self.held, 0, 0
         limits.freed += CONNECTION_BYTES
-        limits.release(held)
+        if self.in_pool:
+            limits.release(held)
         if limits.exceeder is self:
             limits.pass_token()
 
@@ -299,8 +323,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         limits = self.limits
-        # The exceed token's holder may finish its frame over the limit, at full speed.
-        return self.reader.get_buffer(None if limits.exceeder is self else limits.budget())
+        # The exceed token's holder may finish its frame over the limit, at full speed; a
+        # connection outside the pool (before SASL authentication) is bounded by its frame cap.
+        return self.reader.get_buffer(None if limits.exceeder is self or not self.in_pool else limits.budget())
 
     def buffer_updated(self, nbytes: int) -> None:
         if self.closed:
@@ -319,7 +344,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             added += len(frame)
         self.reading = buffered
         self.held += added
-        limits.used += added
+        if self.in_pool:
+            limits.used += added
         if reader.in_progress:
             if self.frame_started is None or frames:
                 self.frame_started = now
@@ -337,6 +363,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if len(self.slots) + len(self.queued) > MAX_IN_FLIGHT:
             self.pause(_PAUSE_IN_FLIGHT)
+        if not self.in_pool:
+            return
         passed = limits.exceeder is self and reader.completed != self.exceed_frame
         if passed:
             limits.pass_token()  # its frame is complete: another's may finish now, not its next one
@@ -387,6 +415,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.bad_input(f"{_describe(frame)} {why} on listener {self.session.listener}", frame)
                 return
             result = self.broker.handle_frame(frame, self.peer, self.session)
+            if not self.in_pool and self.session.state is SaslState.AUTHENTICATED:
+                self._enter_pool()
         except ProtocolViolation as exc:
             self.bad_input(f"malformed or unsupported request: {exc}", frame)
             return
@@ -446,6 +476,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._release(nbytes)
                 self.bad_input(f"SASL {session.mechanism_name} re-authentication refused (handshake v0): {refused}")
                 return
+            if not self.in_pool:
+                self._enter_pool()
             log.info("%s %s with SASL %s (handshake v0) from %s", session.principal,
                      "re-authenticated" if session.reauthenticating else "authenticated", session.mechanism_name,
                      self.peer)
@@ -456,9 +488,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.transport.writelines(chunks)
             self._release(nbytes)
 
+    def _enter_pool(self) -> None:
+        """First authentication done: this connection's bytes count in queued.max.request.bytes
+        from now on (what it holds already included), and frames may be as large as
+        socket.request.max.bytes."""
+        self.in_pool = True
+        self.limits.used += self.held
+        self.reader.limit(self.limits.max_frame, "socket.request.max.bytes")
+
     def _release(self, nbytes: int) -> None:
         self.held -= nbytes
-        self.limits.release(nbytes)
+        if self.in_pool:
+            self.limits.release(nbytes)
 
     def _on_applied_done(self, task: asyncio.Future) -> None:
         self.applied_waits -= 1
@@ -587,6 +628,85 @@ def _raise_fd_limit(needed: int) -> None:
                         target, needed)
 
 
+class _TlsListener:
+    """A TLS listener's accept loop. asyncio's ``create_server(ssl=...)`` hands a connection to
+    the protocol only after its handshake, so idle half-open TLS connections escaped the
+    connection quotas; here each accepted socket is counted first (:meth:`KafkaConnection.admit`,
+    refused at once over a quota) and only then shakes hands (``connect_accepted_socket``, at
+    most ``TLS_HANDSHAKE_TIMEOUT_S``). A failed or timed-out handshake is uncounted here: asyncio
+    never reports it to the protocol. The interface is the part of ``asyncio.Server`` that
+    :func:`serve` uses."""
+
+    def __init__(self, sockets: list, factory, context, loop) -> None:
+        self.sockets = sockets
+        self.factory, self.context, self.loop = factory, context, loop
+        self.handshakes: set[asyncio.Task] = set()
+        self.acceptors = [loop.create_task(self._accept(sock)) for sock in sockets]
+
+    @classmethod
+    async def start(cls, host: str, port: int, factory, context) -> "_TlsListener":
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        sockets = []
+        try:
+            for family, kind, proto, _, address in dict.fromkeys(infos):
+                sock = socket.socket(family, kind, proto)
+                sockets.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind((address[0], port, *address[2:]))
+                if not port:  # one ephemeral port for every address, as asyncio's create_server
+                    port = sock.getsockname()[1]
+                sock.listen(1024)
+                sock.setblocking(False)
+        except BaseException:
+            for sock in sockets:
+                sock.close()
+            raise
+        return cls(sockets, factory, context, loop)
+
+    async def _accept(self, sock) -> None:
+        limits = None
+        while True:
+            try:
+                conn, address = await self.loop.sock_accept(sock)
+            except OSError as exc:  # e.g. EMFILE: say so (rate limited), let descriptors free up
+                if limits is not None:
+                    limits.bad.log(logging.WARNING, "accept failed on %s: %r", sock.getsockname(), exc)
+                await asyncio.sleep(0.05)
+                continue
+            protocol = self.factory()
+            limits = protocol.limits
+            if not protocol.admit(address):
+                conn.close()
+                continue
+            task = self.loop.create_task(self._handshake(conn, protocol))
+            self.handshakes.add(task)
+            task.add_done_callback(self.handshakes.discard)
+
+    async def _handshake(self, conn, protocol) -> None:
+        try:
+            await self.loop.connect_accepted_socket(lambda: protocol, conn, ssl=self.context,
+                                                    ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        except BaseException as exc:  # a failed or timed-out handshake, a reset, or shutdown
+            conn.close()
+            if protocol.transport is None:
+                protocol.connection_lost(exc)  # never connected: uncount it
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            log.debug("TLS handshake with %s failed: %r", protocol.peer, exc)
+
+    def close(self) -> None:
+        for task in [*self.acceptors, *self.handshakes]:
+            task.cancel()
+        for sock in self.sockets:
+            sock.close()
+
+    async def wait_closed(self) -> None:
+        await asyncio.gather(*self.acceptors, *self.handshakes, return_exceptions=True)
+
+
 async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:
     """Run until ``stop`` is set or SIGTERM/SIGINT arrives; then stop accepting, close
     connections, flush and checkpoint every log, and mark the shutdown clean."""
@@ -599,9 +719,11 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
     bound = []
     for lc in broker.config.all_listeners():
         context = tls.server_context(lc.ssl) if lc.ssl is not None else None
-        server = await loop.create_server(lambda lc=lc: KafkaConnection(broker, limits, lc.name, lc.security_protocol),
-                                          lc.host, lc.port, reuse_address=True, backlog=1024, ssl=context,
-                                          ssl_handshake_timeout=10 if context is not None else None)
+        factory = (lambda lc=lc: KafkaConnection(broker, limits, lc.name, lc.security_protocol))
+        if context is None:
+            server = await loop.create_server(factory, lc.host, lc.port, reuse_address=True, backlog=1024)
+        else:  # counted at accept, before the handshake (_TlsListener)
+            server = await _TlsListener.start(lc.host, lc.port, factory, context)
         servers.append(server)
         sock = server.sockets[0].getsockname()
         broker.set_listening(sock[0], sock[1], lc.name)

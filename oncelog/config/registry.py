@@ -798,6 +798,12 @@ _BROKER_OWN = [
                     "client is told the lifetime in SaslAuthenticate and must re-authenticate on the same "
                     "connection before it ends, else its next request closes the connection. 0: sessions "
                     "never expire.", validator=at_least(0), setting="connections_max_reauth_ms"),
+    BrokerConfigDef("sasl.server.max.receive.size", T.INT, str(512 * 1024), None,
+                    "The largest request frame a SASL listener reads before and during a connection's first "
+                    "authentication (ApiVersions, SaslHandshake, SaslAuthenticate); a larger size prefix closes "
+                    "the connection. Those frames are read outside queued.max.request.bytes, so unauthenticated "
+                    "clients cannot take request memory from authenticated ones.",
+                    validator=at_least(1), setting="sasl_server_max_receive_size"),
     BrokerConfigDef("oncelog.allow.unauthenticated.listeners", T.BOOLEAN, None, None,
                     "oncelog's own: a PLAINTEXT or SSL listener without client certificates (no authentication: "
                     "every client is User:ANONYMOUS) may bind beyond loopback only when this is true; the broker "

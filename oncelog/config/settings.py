@@ -304,6 +304,7 @@ class BrokerConfig:
         initial_rebalance_delay_ms=default("group.initial.rebalance.delay.ms")))
     node_id: int = default("node.id")
     connections_max_reauth_ms: int = default("connections.max.reauth.ms")
+    sasl_server_max_receive_size: int = default("sasl.server.max.receive.size")
     allow_unauthenticated_listeners: bool = default("oncelog.allow.unauthenticated.listeners")
     authorizer_class_name: str = default("authorizer.class.name")
     super_users: str = default("super.users")

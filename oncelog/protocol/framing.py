@@ -34,8 +34,8 @@ GROWTH = 4  # a large frame's buffer is at most GROWTH x the bytes received (or 
 
 
 class FrameTooLarge(ValueError):
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"request frame of {size} bytes exceeds socket.request.max.bytes={limit}")
+    def __init__(self, size: int, limit: int, setting: str = "socket.request.max.bytes") -> None:
+        super().__init__(f"request frame of {size} bytes exceeds {setting}={limit}")
         self.size = size
         self.limit = limit
 
@@ -57,10 +57,11 @@ class BufferedFrameReader:
     geometrically (a new buffer and one copy of what arrived) otherwise.
     """
 
-    __slots__ = ("_max", "_scratch", "_partial", "_frame", "_got", "_size", "_budget", "completed")
+    __slots__ = ("_max", "_max_setting", "_scratch", "_partial", "_frame", "_got", "_size", "_budget", "completed")
 
     def __init__(self, max_frame_bytes: int, chunk: int = SCRATCH_BYTES, scratch: bytearray | None = None) -> None:
         self._max = max_frame_bytes
+        self._max_setting = "socket.request.max.bytes"
         self._scratch = scratch if scratch is not None else bytearray(chunk)
         self._partial: bytearray | None = None  # a small frame's bytes so far, prefix included
         self._frame: bytearray | None = None  # a large frame's buffer (body only)
@@ -68,6 +69,11 @@ class BufferedFrameReader:
         self._size = 0  # its declared size
         self._budget: int | None = None  # the last read's budget: also caps what a buffer may grow by
         self.completed = 0  # frames returned so far: identifies the frame in progress
+
+    def limit(self, max_frame_bytes: int, setting: str) -> None:
+        """From the next size prefix on, frames over ``max_frame_bytes`` raise FrameTooLarge
+        naming ``setting`` (a SASL listener's pre-authentication cap, then the usual one)."""
+        self._max, self._max_setting = max_frame_bytes, setting
 
     @property
     def in_progress(self) -> bool:
@@ -201,5 +207,5 @@ class BufferedFrameReader:
         if size < 0:
             raise InvalidFrame(f"negative frame size {size}")
         if size > self._max:
-            raise FrameTooLarge(size, self._max)
+            raise FrameTooLarge(size, self._max, self._max_setting)
         return size
