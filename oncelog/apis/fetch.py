@@ -8,7 +8,9 @@ partition whose next batch does not fit in what is left gets no data (as Kafka's
 one batch. Reads stop at
 the high watermark (read_uncommitted) or the last stable offset (read_committed; equal to the
 HW until transactions exist). Long poll: when fewer than ``min_bytes`` are ready the request
-waits on the partitions it names until data arrives or ``max_wait`` passes.
+waits on the partitions it names until data arrives or ``max_wait`` passes; a request that names
+no partition (a Java consumer's close of its fetch session: epoch -1, nothing to read) is
+answered at once, as Kafka's ReplicaManager.fetchMessages does.
 
 Fetch sessions (KIP-227): not kept. Every response carries session id 0, which tells the client
 no session was created, so it keeps sending full fetch requests; a request naming a session id
@@ -50,7 +52,10 @@ def handle(ctx, request):
         return _error_response(ctx, ErrorCode.fetch_session_id_not_found)
     result, total, has_error = _collect(ctx, request)
     max_wait_s = request.max_wait.total_seconds()
-    if total >= request.min_bytes or max_wait_s <= 0 or has_error:
+    # A request naming no partition is answered at once, as Kafka does (fetchInfos.isEmpty): a
+    # Java consumer's close sends one to end its fetch session and waits for the answer.
+    named = any(t.partitions for t in request.topics)
+    if total >= request.min_bytes or max_wait_s <= 0 or has_error or not named:
         return _response(ctx, result)
     return _long_poll(ctx, request, time.monotonic() + max_wait_s)
 

@@ -256,3 +256,22 @@ def test_a_partition_named_twice_counts_once(tmp_path):
 
     run(tmp_path, scenario)
 
+
+
+def test_a_fetch_naming_no_partition_is_answered_at_once(tmp_path):
+    """A Fetch that names no partition is answered at once, whatever its min_bytes and max_wait,
+    as Kafka answers it (KafkaApis.handleFetchRequest with no partition to read;
+    ReplicaManager.fetchMessages' ``fetchInfos.isEmpty``). It is what a Java consumer sends on
+    close to end its fetch session (FetchSessionHandler.notifyClose: epoch -1, no partitions,
+    min_bytes 1, max_wait fetch.max.wait.ms), and its close waits for the answer: long-polled to
+    max_wait, it held every Java consumer's close 500 ms, and each stop of a Kafka Connect
+    worker's internal-topic readers (tests/kafka/test_kafka_connect.py) with it."""
+    async def scenario(api):
+        await api.create_topic("t")
+        for version in (12, 13, 17):
+            started = time.monotonic()
+            resp = await api.fetch_request({}, min_bytes=1, max_wait_ms=3000, version=version)
+            assert time.monotonic() - started < 1.5, f"v{version} was long-polled"
+            assert (resp.error_code, resp.session_id, resp.responses) == (E.none, 0, ())
+
+    run(tmp_path, scenario)

@@ -268,6 +268,17 @@ def min_bytes_wait(k):
         forgotten_topics_data=(), rack_id=""))
 
 
+@scenario("fetch")
+def no_partition_answered_at_once(k):
+    """A Fetch naming no partition (a Java consumer closing its fetch session), min_bytes 1, max_wait 5 s: answered at once."""
+    m = mod(FETCH, 12)
+    started = time.monotonic()
+    resp = k.send(m.FetchRequest(
+        replica_id=-1, max_wait=datetime.timedelta(seconds=5), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+        session_id=0, session_epoch=-1, topics=(), forgotten_topics_data=(), rack_id=""))
+    return {"answered_before_max_wait": time.monotonic() - started < 2.5, "response": resp}
+
+
 # ---------------------------------------------------------------------- fetch: transactions
 
 
