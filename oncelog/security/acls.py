@@ -34,12 +34,15 @@ from __future__ import annotations
 
 import enum
 import json
+import logging
 import os
 from dataclasses import dataclass
 from typing import Iterable
 
 from ..errors import InvalidRequest
-from ..storage.files import atomic_write
+from ..storage.files import SECRET_MODE, atomic_write, restrict_mode
+
+log = logging.getLogger(__name__)
 
 FILE_NAME = "acls.json"
 FORMAT_VERSION = 1
@@ -390,7 +393,9 @@ class AclStore:
     ``enabled`` is whether ``authorizer.class.name`` is set: without it the ACL APIs answer
     SECURITY_DISABLED and :meth:`authorize` allows everything (Kafka with no authorizer).
 
-    ``acls.json`` (written whole, write-then-rename, after every change)::
+    ``acls.json`` (written whole, write-then-rename, after every change; mode 0600 from the moment
+    it exists, and made 0600 on open if found readable by others: who may do what, and who is
+    denied, is a map for an attacker)::
 
         {"version": 1, "acls": [{"resource_type": "TOPIC", "resource_name": "orders",
           "pattern_type": "LITERAL", "principal": "User:alice", "host": "*",
@@ -400,6 +405,8 @@ class AclStore:
     def __init__(self, data_dir: str, *, enabled: bool = False, super_users: Iterable[str] | str = (),
                  allow_everyone_if_no_acl_found: bool = False) -> None:
         self.path = os.path.join(data_dir, FILE_NAME)
+        if restrict_mode(self.path):
+            log.warning("%s was readable by other users: its mode is now 0600", self.path)
         self.enabled = enabled
         if isinstance(super_users, str):
             super_users = parse_super_users(super_users)
@@ -426,7 +433,7 @@ class AclStore:
 
     def _save(self) -> None:
         doc = {"version": FORMAT_VERSION, "acls": [b.to_json() for b in sorted(self._bindings)]}
-        atomic_write(self.path, json.dumps(doc, indent=1) + "\n")
+        atomic_write(self.path, json.dumps(doc, indent=1) + "\n", mode=SECRET_MODE)
         self.authorizer.update(self._bindings)
 
     def __len__(self) -> int:

@@ -15,6 +15,9 @@ Invariants:
 - Persisted in ``<data-dir>/scram-credentials.json``, rewritten whole with
   :func:`~oncelog.storage.files.atomic_write` (a crash leaves the old or the new file) before the
   in-memory map changes, so what a client was told succeeded survives a restart.
+- The file is mode 0600, from the moment it exists (``atomic_write(..., mode=0o600)``): the salt,
+  iterations and StoredKey allow an offline dictionary attack on the passwords, and the ServerKey
+  lets its holder pose as this broker. A file found readable by others is made 0600 on open.
 - One AlterUserScramCredentials request is applied atomically (Kafka's ``atomicOf``): one write
   holds every accepted deletion and upsertion of it.
 - Validation is Kafka's, with its error codes and messages: a user named twice in one request
@@ -44,7 +47,7 @@ from typing import Iterable
 
 from kio.schema.errors import ErrorCode
 
-from ..storage.files import atomic_write
+from ..storage.files import SECRET_MODE, atomic_write, restrict_mode
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +154,8 @@ class ScramCredentialStore:
 
     def __init__(self, data_dir: str) -> None:
         self.path = os.path.join(data_dir, FILE_NAME)
+        if restrict_mode(self.path):
+            log.warning("%s was readable by other users: its mode is now 0600", self.path)
         self._credentials: dict[str, dict[int, ScramCredential]] = self._load()
 
     # -- reading
@@ -290,8 +295,8 @@ class ScramCredentialStore:
                                            "iterations": c.iterations}
                    for code, c in sorted(mechs.items())}
             for user, mechs in sorted(credentials.items())}}
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+        atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True) + "\n", mode=SECRET_MODE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -253,7 +253,9 @@ class LogManager:
     # ------------------------------------------------------------------ start / stop
 
     def open(self) -> None:
-        os.makedirs(self.data_dir, exist_ok=True)
+        # 0700: the data dir holds the SCRAM credentials and the ACLs (a directory that exists
+        # keeps its mode: the operator chose it).
+        os.makedirs(self.data_dir, mode=0o700, exist_ok=True)
         meta_path = os.path.join(self.data_dir, "meta.json")
         fresh = not os.path.exists(meta_path)
         if not fresh:
