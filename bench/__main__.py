@@ -36,6 +36,10 @@ if __name__ == "__main__":
         from .list_pause import main as list_pause_main
 
         sys.exit(list_pause_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "preauth":
+        from .preauth import main as preauth_main
+
+        sys.exit(preauth_main(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "chaos-check":
         from .chaos_check import main as chaos_check_main
 

@@ -144,3 +144,25 @@ def test_pre_authentication_frames_do_not_take_request_memory(sasl_broker):
         for s in attackers:
             s.close()
         c.close()
+
+
+def test_2000_hostile_sockets_stay_bounded_and_authenticated_clients_are_served(tmp_path):
+    """bench/preauth.py's attack as a test, asserting bounds only (its latency ratio is a
+    benchmark figure, BENCHMARKS.md): 2,000 hostile sockets (no handshake, idle TLS, parked
+    pre-auth frames, oversized pre-auth prefixes) against the default max.connections (1000):
+    the broker holds at most that many descriptors for them, its memory grows by less than
+    1000 x its pre-auth frame cap, and an authenticated client is answered throughout."""
+    from bench.preauth import KINDS, attack, start_broker
+
+    broker, port, ca_path = start_broker(str(tmp_path))
+    try:
+        r = attack(broker, port, ca_path, 2000, probe_seconds=2.0)
+    finally:
+        broker.kill()
+    assert r["attacked"], "the authenticated probe got no answer under attack"
+    assert max(r["attacked"]) < 5.0, f"an authenticated Metadata took {max(r['attacked']):.1f} s under attack"
+    assert r["under"]["fds"] - r["before"]["fds"] <= 1000 + 16, (r["before"], r["under"])
+    assert r["peak"]["VmHWM"] - r["before"]["VmRSS"] < 512, (r["before"], r["peak"])  # MiB, << 1000 x 512 KiB
+    assert r["alive"]["oversize"] == 0, r["alive"]  # a 3 MiB pre-auth prefix is closed at once
+    assert sum(r["alive"].values()) <= 1000, r["alive"]
+    assert set(r["alive"]) == set(KINDS)
