@@ -695,7 +695,9 @@ class _TlsListener:
                 protocol.connection_lost(exc)  # never connected: uncount it
             if isinstance(exc, asyncio.CancelledError):
                 raise
-            log.debug("TLS handshake with %s failed: %r", protocol.peer, exc)
+            # As Kafka's "Failed authentication with <address> (SSL handshake failed)": INFO,
+            # rate limited with the bad-input lines (an open port sees scanners).
+            protocol.limits.bad.log(logging.INFO, "TLS handshake with %s failed: %r", protocol.peer, exc)
 
     def close(self) -> None:
         for task in [*self.acceptors, *self.handshakes]:
