@@ -60,6 +60,13 @@ def filter_topics(ctx, op: AclOperation, names) -> set[str]:
     return {n for n in set(names) if n is not None and topic(ctx, op, n)}
 
 
+def describable_topics(ctx):
+    """``names -> the names the request's principal may DESCRIBE``, for the group coordinator to
+    resolve KIP-848 regexes with (Kafka's TopicRegexResolver.filterTopicDescribeAuthorizedTopics:
+    a regex resolves only to topics its member's principal may describe)."""
+    return lambda names: filter_topics(ctx, Op.DESCRIBE, names)
+
+
 def any_topic(ctx, op: AclOperation) -> bool:
     """May the principal ``op`` *some* topic (Kafka's authorizeByResourceType)?"""
     store = ctx.broker.acls

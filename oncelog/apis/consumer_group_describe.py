@@ -5,7 +5,11 @@ GROUP_ID_NOT_FOUND with Kafka's message (classic groups are DescribeGroups' busi
 each member's type (0: a classic-protocol member, 1: a consumer-protocol one).
 
 ACLs (Kafka's KafkaApis.handleConsumerGroupDescribe): DESCRIBE on each group, else that group is
-GROUP_AUTHORIZATION_FAILED; authorized operations (asked for) are the principal's on the group.
+GROUP_AUTHORIZATION_FAILED; authorized operations (asked for) are the principal's on the group. A
+group whose members' current or target assignments hold a topic the principal may not DESCRIBE
+is TOPIC_AUTHORIZATION_FAILED ("The group has described topic(s) that the client is not
+authorized to describe.") with nothing else of it — no members, epochs, state or assignor — so no
+topic name, id or partition count leaks through a group (Kafka 4.4, KAFKA-18813).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 CONSUMER_MEMBER_TYPE, CLASSIC_MEMBER_TYPE = 1, 0  # Kafka's MemberType
+TOPICS_DENIED_MESSAGE = "The group has described topic(s) that the client is not authorized to describe."  # Kafka's
 
 
 def handle(ctx, request):
@@ -61,6 +66,11 @@ def handle(ctx, request):
                   target_assignment=assignment(group.target.get(mem.member_id, {})),
                   member_type=CONSUMER_MEMBER_TYPE if mem.classic is None else CLASSIC_MEMBER_TYPE)
             for mem in group.members.values())
+        topics = {tp.topic_name for mem in members for a in (mem.assignment, mem.target_assignment)
+                  for tp in a.topic_partitions if tp.topic_name}
+        if topics - _authz.filter_topics(ctx, _authz.Op.DESCRIBE, topics):
+            out.append(failed(gid, _authz.TOPIC_DENIED, TOPICS_DENIED_MESSAGE))
+            continue
         out.append(build(m.DescribedGroup, error_code=OK, error_message=None, group_id=gid,
                          group_state=group.state.value, group_epoch=group.group_epoch,
                          assignment_epoch=group.assignment_epoch, assignor_name=consumer.assignor_name(group),

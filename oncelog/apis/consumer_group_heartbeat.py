@@ -8,7 +8,11 @@ topic).
 
 ACLs (Kafka's KafkaApis.handleConsumerGroupHeartbeatRequest): READ on the group, else
 GROUP_AUTHORIZATION_FAILED and the group is not touched; subscribing by name to a topic the
-principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED naming the topics.
+principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED naming the topics. A regex
+(``subscribed_topic_regex``) is not refused for what it matches: when this heartbeat resolves the
+group's regexes, they resolve only to topics this member's principal may DESCRIBE (Kafka's
+TopicRegexResolver.filterTopicDescribeAuthorizedTopics; see
+:meth:`~oncelog.groups.consumer_coordinator.ConsumerGroupCoordinator._maybe_resolve_regexes`).
 """
 
 from __future__ import annotations
@@ -70,7 +74,8 @@ def handle(ctx, request):
             client_id=ctx.client_id or "", client_host="/" + ctx.peer.rsplit(":", 1)[0],
             subscribed_topic_names=tuple(names) if names is not None else None,
             subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
-            server_assignor=request.server_assignor, owned=owned, api_version=ctx.api_version, respond=respond)
+            server_assignor=request.server_assignor, owned=owned, api_version=ctx.api_version, respond=respond,
+            describable=_authz.describable_topics(ctx))
     except errors.KafkaError as exc:  # not expected: the coordinator answers through respond
         return refuse(error_code(exc), error_message(exc))
     return fut

@@ -45,5 +45,6 @@ def handle(ctx, request):
         rebalance_timeout_ms=int(rebalance_timeout.total_seconds() * 1000) if rebalance_timeout else -1,
         protocol_type=request.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
-        require_known_member_id=ctx.api_version >= 4, skip_assignment=ctx.api_version >= 9, respond=respond)
+        require_known_member_id=ctx.api_version >= 4, skip_assignment=ctx.api_version >= 9, respond=respond,
+        describable=_authz.describable_topics(ctx))
     return fut

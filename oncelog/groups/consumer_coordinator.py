@@ -14,8 +14,10 @@ Kafka's GroupMetadataManager.consumerGroupHeartbeat, step by step (:meth:`heartb
 4. The member: a new one (epoch 0), a static member taking over its instance id (only from one
    that left with epoch -2: UNRELEASED_INSTANCE_ID otherwise), or a known one whose epoch must be
    its current one or, if its last answer was lost, the previous one (FENCED_MEMBER_EPOCH).
-5. Its subscription and metadata are updated; a subscription change, or a change of the
-   subscribed topics' partitions, bumps the group epoch.
+5. Its subscription and metadata are updated; the group's regexes are resolved again when
+   needed (:meth:`_maybe_resolve_regexes`: only to topics the heartbeating member's principal
+   may DESCRIBE); a subscription change, or a change of the subscribed topics' partitions,
+   bumps the group epoch.
 6. If the group epoch is ahead of the assignment epoch, the target assignment is computed again
    by the group's assignor (``uniform`` or ``range``).
 7. The member is reconciled one step towards its target (:func:`next_member_state`).
@@ -68,6 +70,21 @@ Topics = Callable[[], Mapping[str, tuple[TopicId, int]]]
 Record = tuple[bytes, bytes | None]
 # A per-partition offset-commit check: (topic name, partition) -> None or why not.
 PartitionCheck = Callable[[str, int], "KafkaError | None"]
+# describable(names): those of the topic names the principal of the request at hand may DESCRIBE
+# (KafkaApis' filterByAuthorized). A regex resolves only to topics its resolving member's
+# principal may describe (Kafka's TopicRegexResolver.filterTopicDescribeAuthorizedTopics).
+Describable = Callable[[frozenset[str]], "set[str] | frozenset[str]"]
+
+
+def every_topic_describable(names: frozenset[str]) -> frozenset[str]:
+    """The :data:`Describable` of a broker without an authorizer: every topic."""
+    return names
+
+
+# Kafka's group.consumer.regex.refresh.interval.ms default (10 minutes; not configurable here):
+# regexes are resolved again this long after their last resolution even if no topic was created
+# meanwhile, so ACLs granted or removed since are taken into account.
+REGEX_REFRESH_INTERVAL_MS = 600_000
 
 
 @dataclass(frozen=True)
@@ -111,6 +128,7 @@ class ConsumerGroupCoordinator:
         self.on_downgrade: Callable[[ConsumerGroup], None] | None = None
         self.assignors = {name: asg.ASSIGNORS[name] for name in config.consumer_assignors}
         self._regex_cache: dict[str, Callable[[str], bool]] = {}
+        self._topic_names: frozenset[str] = frozenset()  # the last set of topic names seen, shared
 
     # ------------------------------------------------------------------ ConsumerGroupHeartbeat
 
@@ -118,8 +136,12 @@ class ConsumerGroupCoordinator:
                   rack_id: str | None, rebalance_timeout_ms: int, client_id: str, client_host: str,
                   subscribed_topic_names: tuple[str, ...] | None, subscribed_topic_regex: str | None,
                   server_assignor: str | None, owned: Partitions | None, api_version: int,
-                  respond: Callable[[HeartbeatResult], None]) -> None:
-        """ConsumerGroupHeartbeat; ``respond`` is called once (after the records are durable)."""
+                  respond: Callable[[HeartbeatResult], None],
+                  describable: Describable = every_topic_describable) -> None:
+        """ConsumerGroupHeartbeat; ``respond`` is called once (after the records are durable).
+        ``describable``: the topics the member's principal may DESCRIBE, which are all the
+        group's regexes can resolve to if this heartbeat resolves them (the API layer passes its
+        principal's; the default, every topic, is a broker's without an authorizer)."""
         try:
             self._check_request(group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                                 subscribed_topic_names, subscribed_topic_regex, server_assignor, owned,
@@ -144,7 +166,8 @@ class ConsumerGroupCoordinator:
             member = self._member_for_heartbeat(group, member_id, member_epoch, instance_id, owned, records, now)
             result = self._update_and_reconcile(group, member, member_epoch, instance_id, rack_id,
                                                 rebalance_timeout_ms, client_id, client_host, subscribed_topic_names,
-                                                subscribed_topic_regex, server_assignor, owned, records, now)
+                                                subscribed_topic_regex, server_assignor, owned, records, now,
+                                                describable)
         except KafkaError as exc:
             self._put_back(group_id, existing, before)
             return respond(HeartbeatResult(exc, member_id, member_epoch))
@@ -281,9 +304,12 @@ class ConsumerGroupCoordinator:
     def classic_join(self, group: ConsumerGroup, *, member_id: str, instance_id: str | None, client_id: str,
                      client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
                      protocols: list[tuple[str, bytes]], require_known_member_id: bool,
-                     respond: Callable[[JoinResult], None]) -> None:
+                     respond: Callable[[JoinResult], None],
+                     describable: Describable = every_topic_describable) -> None:
         """JoinGroup of a classic-protocol consumer into a consumer group (Kafka's
-        classicGroupJoinToConsumerGroup); ``respond`` once the records are durable."""
+        classicGroupJoinToConsumerGroup); ``respond`` once the records are durable. The group's
+        regexes, if this join resolves them, resolve to what ``describable`` allows (the joining
+        member's principal's, as Kafka)."""
         now = self.clock()
         gid = group.group_id
 
@@ -329,7 +355,7 @@ class ConsumerGroupCoordinator:
         owned = classic.by_id(owned_by_name, topics)
         try:
             self._update_and_reconcile(group, member, -1, instance_id, None, rebalance_timeout_ms, client_id,
-                                       client_host, subscribed, None, None, owned, records, now)
+                                       client_host, subscribed, None, None, owned, records, now, describable)
         except KafkaError as exc:
             group.restore_from(before)
             return fail(exc)
@@ -542,7 +568,7 @@ class ConsumerGroupCoordinator:
     def _update_and_reconcile(self, group: ConsumerGroup, member: ConsumerMember, member_epoch: int,
                               instance_id, rack_id, rebalance_timeout_ms, client_id, client_host, names, regex,
                               server_assignor, owned: Partitions | None, records: list[Record],
-                              now: int) -> HeartbeatResult:
+                              now: int, describable: Describable) -> HeartbeatResult:
         """Steps 5 to 8."""
         gid = group.group_id
         group.touch(member)
@@ -571,6 +597,7 @@ class ConsumerGroupCoordinator:
             group.subscriptions_changed()
         if new_member or member.metadata() != old_metadata:
             records.append(self._member_metadata_record(gid, member))
+        self._maybe_resolve_regexes(group, describable, records, now)
         metadata = self._subscription_metadata(group)
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
@@ -631,22 +658,91 @@ class ConsumerGroupCoordinator:
             else self.setting(group_id, "session.timeout.ms")
 
     def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[TopicId, int]]:
-        """The subscribed topics that exist, by name or regex, with their ids and partitions."""
+        """The subscribed topics that exist, by name or through a regex as last resolved (an
+        unresolved regex: none), with their ids and partitions."""
         topics = self.topics()
         subscribed, regexes = group.subscriptions()
         names = {n for n in subscribed if n in topics}
         for regex in regexes:
-            matches = self._regex(regex)
-            names.update(n for n in topics if matches(n))
+            names.update(n for n in group.resolved_regexes.get(regex, ()) if n in topics)
         return {n: topics[n] for n in sorted(names)}
 
     def _member_topics(self, group: ConsumerGroup, member: ConsumerMember) -> frozenset[TopicId]:
         meta = group.subscription_metadata
         ids = {meta[n][0] for n in member.subscribed_topic_names if n in meta}
         if member.subscribed_topic_regex:
-            matches = self._regex(member.subscribed_topic_regex)
-            ids.update(tid for n, (tid, _) in meta.items() if matches(n))
+            ids.update(meta[n][0] for n in group.resolved_regexes.get(member.subscribed_topic_regex, ())
+                       if n in meta)
         return frozenset(ids)
+
+    # ------------------------------------------------------------------ regexes (KIP-848)
+
+    def _maybe_resolve_regexes(self, group: ConsumerGroup, describable: Describable, records: list[Record],
+                               now: int) -> None:
+        """Kafka's maybeUpdateRegularExpressions and TopicRegexResolver, at a member's heartbeat.
+
+        Every regex some member subscribes to is resolved again, all of them at once, when one
+        of them is unresolved (a member brought it; nobody else subscribes to it), when a topic
+        was created since the last resolution, or :data:`REGEX_REFRESH_INTERVAL_MS` after it. A
+        regex resolves to the topics whose whole name it matches (internal topics too) that
+        ``describable`` — the heartbeating member's principal — may DESCRIBE: resolutions are
+        the group's, shared by every member subscribing to the regex, and made in the context of
+        the member whose heartbeat made them, as in Kafka 4.4 (a member joining with a regex
+        another member resolved gets that resolution until the next one). A regex nobody
+        subscribes to any more is forgotten. Changes are recorded (type 16, a tombstone for a
+        forgotten regex); the caller's metadata comparison bumps the group epoch if the
+        subscribed topics changed.
+
+        Not as in Kafka: resolution is synchronous (Kafka's is asynchronous, for the next
+        heartbeat) and a created topic is picked up at the next heartbeat (Kafka waits at least
+        10 s between resolutions).
+        """
+        _, regexes = group.subscriptions()
+        resolved = group.resolved_regexes
+        gone = [r for r in resolved if r not in regexes]
+        topics = None
+        stale = any(r not in resolved for r in regexes)
+        if regexes and not stale:
+            last = group.regexes_resolved_ms
+            stale = last is None or now - last >= REGEX_REFRESH_INTERVAL_MS
+            if not stale:
+                topics = self.topics()
+                seen = group.regexes_resolved_against
+                stale = seen is None or any(n not in seen for n in topics)
+        if not stale and not gone:
+            return
+        kept = {r: t for r, t in resolved.items() if r in regexes}
+        for regex in gone:
+            records.append((cr.encode_consumer_key(cr.ConsumerGroupRegularExpressionKey(group.group_id, regex)), None))
+        if stale:
+            topics = self.topics() if topics is None else topics
+            matched = {r: self._matching(r, topics) for r in regexes}
+            candidates = frozenset().union(*matched.values())
+            allowed = describable(candidates) if candidates else frozenset()
+            for regex in sorted(regexes):
+                names = frozenset(matched[regex] & allowed)
+                if resolved.get(regex) != names:
+                    records.append(cr_record(cr.ConsumerGroupRegularExpressionKey(group.group_id, regex),
+                                             cr.ConsumerGroupRegularExpressionValue(tuple(sorted(names)), -1, now)))
+                kept[regex] = names
+            group.regexes_resolved_ms, group.regexes_resolved_against = now, self._names(topics)
+        group.resolved_regexes = kept
+
+    def _matching(self, regex: str, topics) -> frozenset[str]:
+        """The topic names ``regex`` matches in full; none for a regex that does not compile
+        (Kafka logs and ignores it: the heartbeat that brought it was refused)."""
+        try:
+            matches = self._regex(regex)
+        except errors.InvalidRegularExpression:
+            return frozenset()
+        return frozenset(n for n in topics if matches(n))
+
+    def _names(self, topics) -> frozenset[str]:
+        """The topic names as a frozenset, one object while they stay the same (so the groups
+        resolved against them share it)."""
+        if len(topics) != len(self._topic_names) or any(n not in self._topic_names for n in topics):
+            self._topic_names = frozenset(topics)
+        return self._topic_names
 
     def assignor_name(self, group: ConsumerGroup) -> str:
         """The assignor most members ask for (Kafka's ConsumerGroup.computePreferredServerAssignor),
@@ -744,6 +840,7 @@ class ConsumerGroupCoordinator:
         if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
             del group.static_members[member.instance_id]
         records += member_tombstones(gid, member.member_id)
+        self._forget_unused_regexes(group, records)
         metadata = self._subscription_metadata(group)
         group.subscription_metadata, group.metadata_hash = metadata, metadata_hash(metadata)
         group.group_epoch += 1
@@ -754,6 +851,17 @@ class ConsumerGroupCoordinator:
             records.append(cr_record(cr.ConsumerGroupTargetAssignmentMetadataKey(gid),
                                      cr.ConsumerGroupTargetAssignmentMetadataValue(group.assignment_epoch)))
         group.update_state(now)
+
+    @staticmethod
+    def _forget_unused_regexes(group: ConsumerGroup, records: list[Record]) -> None:
+        """Kafka's maybeDeleteResolvedRegularExpressions: a resolved regex no member subscribes
+        to any more is deleted (a tombstone of its record)."""
+        _, regexes = group.subscriptions()
+        gone = [r for r in group.resolved_regexes if r not in regexes]
+        if gone:
+            records.extend((cr.encode_consumer_key(cr.ConsumerGroupRegularExpressionKey(group.group_id, r)), None)
+                           for r in gone)
+            group.resolved_regexes = {r: t for r, t in group.resolved_regexes.items() if r in regexes}
 
     def _fence(self, group: ConsumerGroup, member: ConsumerMember, reason: str) -> None:
         """A timer fences a member: remove it, write it; nothing to answer."""
@@ -982,7 +1090,12 @@ class ConsumerGroupCoordinator:
                     for parts, epochs in ((member.assigned, value.assigned_epochs),
                                           (member.pending_revocation, value.pending_revocation_epochs))
                     for t, ps in parts.items() for p in ps}
-        # Regular-expression records (type 16) are not needed: regexes are resolved again.
+        elif isinstance(key, cr.ConsumerGroupRegularExpressionKey):
+            # A regex as last resolved (already filtered by its resolving member's ACLs).
+            rest = {r: t for r, t in group.resolved_regexes.items() if r != key.regex}
+            if value is not None:
+                rest[key.regex] = frozenset(value.topics)
+            group.resolved_regexes = rest
 
     def finish_load(self) -> None:
         """After replay: what the groups were assigned against, their states, their timers

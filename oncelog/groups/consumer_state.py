@@ -188,6 +188,16 @@ class ConsumerGroup:
     # its digest (ConsumerGroupMetadataValue.metadata_hash); a change bumps the group epoch.
     subscription_metadata: dict[str, tuple[TopicId, int]] = field(default_factory=dict)
     metadata_hash: int = 0
+    # The members' regexes as last resolved (Kafka's resolvedRegularExpressions, records of type
+    # 16): regex -> the names of the topics it matched that the principal of the member whose
+    # heartbeat resolved it may DESCRIBE. A regex without an entry is unresolved (it subscribes
+    # to nothing yet). Replaced, never changed in place, so a snapshot keeps the old mapping.
+    resolved_regexes: dict[str, frozenset[str]] = field(default_factory=dict)
+    # When the regexes were last resolved, and the topic names that existed then (not stored:
+    # None until the first resolution since the broker started, which resolves them again). A
+    # topic created since, or Kafka's refresh interval past, resolves them again.
+    regexes_resolved_ms: int | None = None
+    regexes_resolved_against: frozenset[str] | None = None
     state_timestamp_ms: int = 0
     # Assignment batching (KIP-1263, not stored): when the target was last computed (None: not
     # since the broker started); the next waits group.consumer.assignment.interval.ms from then.
@@ -275,6 +285,8 @@ class ConsumerGroup:
         gid = self.group_id
         out = [r for mid in self.members for r in member_tombstones(gid, mid)]
         out.append((cr.encode_consumer_key(cr.ConsumerGroupTargetAssignmentMetadataKey(gid)), None))
+        out += [(cr.encode_consumer_key(cr.ConsumerGroupRegularExpressionKey(gid, regex)), None)
+                for regex in self.resolved_regexes]
         out.append((cr.encode_consumer_key(cr.ConsumerGroupMetadataKey(gid)), None))
         return out
 

@@ -77,10 +77,13 @@ class GroupCoordinator:
     def join(self, *, group_id: str, member_id: str, group_instance_id: str | None, client_id: str,
              client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
              protocols: list[tuple[str, bytes]], require_known_member_id: bool,
-             respond: Callable[[JoinResult], None], skip_assignment: bool = True) -> None:
+             respond: Callable[[JoinResult], None], skip_assignment: bool = True,
+             describable=None) -> None:
         """JoinGroup (Kafka's classic protocol, KIP-394, KIP-345). ``respond`` is called once,
         at once or when the rebalance the join starts or waits for completes. ``skip_assignment``:
-        the request's version can answer SkipAssignment (JoinGroup v9+).
+        the request's version can answer SkipAssignment (JoinGroup v9+). ``describable``: the
+        topics the joining member's principal may DESCRIBE (a consumer group's regexes resolved
+        at a classic member's join resolve to those; None: every topic, no authorizer).
 
         1. Check the request: a group id; a session timeout within
            ``group.min/max.session.timeout.ms``.
@@ -123,7 +126,8 @@ class GroupCoordinator:
                     client_host=client_host, session_timeout_ms=session_timeout_ms,
                     rebalance_timeout_ms=rebalance_timeout_ms if rebalance_timeout_ms > 0 else session_timeout_ms,
                     protocol_type=protocol_type, protocols=list(protocols),
-                    require_known_member_id=require_known_member_id, respond=respond)
+                    require_known_member_id=require_known_member_id, respond=respond,
+                    **({} if describable is None else {"describable": describable}))
             group = self._convert_empty_consumer_group(group, now)
         if group is None:
             if member_id:

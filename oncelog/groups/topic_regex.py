@@ -17,6 +17,9 @@ whose counts multiply past 1000 (``(a{500}){3}``), which RE2J accepts.
 Internal topics: Kafka 4.4 does not leave them out — ``.*`` matches ``__consumer_offsets`` and a
 member subscribed to it is assigned that topic's partitions (seen against Kafka 4.4 with
 confluent-kafka). :func:`matching_topics` does the same unless asked to ``exclude_internal``.
+What a regex matches is not yet what it subscribes to: with an authorizer, the coordinator keeps
+only the topics the resolving member's principal may DESCRIBE (Kafka's
+TopicRegexResolver.filterTopicDescribeAuthorizedTopics; ``ConsumerGroupCoordinator._maybe_resolve_regexes``).
 
 Deliberately stricter than Kafka: a pattern longer than :data:`MAX_PATTERN_LENGTH` characters is
 refused as invalid (RE2 bounds time, this bounds what one heartbeat can make us compile), and so

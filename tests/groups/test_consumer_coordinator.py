@@ -48,7 +48,7 @@ class Harness:
         self.coord = GroupCoordinator(lambda: self.now, persist, cfg, topics=lambda: self.topics)
 
     def hb(self, member_id, epoch, owned=None, *, names=..., regex=None, instance_id=None, group="g",
-           rebalance_timeout_ms=None, assignor=None, version=1):
+           rebalance_timeout_ms=None, assignor=None, version=1, describable=None):
         if epoch == 0:
             names = ("t",) if names is ... and regex is None else names
             owned = {} if owned is None else owned
@@ -59,7 +59,8 @@ class Harness:
             group_id=group, member_id=member_id, member_epoch=epoch, instance_id=instance_id, rack_id=None,
             rebalance_timeout_ms=-1 if rebalance_timeout_ms is None else rebalance_timeout_ms, client_id="c",
             client_host="/127.0.0.1", subscribed_topic_names=names, subscribed_topic_regex=regex,
-            server_assignor=assignor, owned=owned, api_version=version, respond=got.append)
+            server_assignor=assignor, owned=owned, api_version=version, respond=got.append,
+            **({} if describable is None else {"describable": describable}))
         assert len(got) == 1
         return got[0]
 

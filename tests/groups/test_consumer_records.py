@@ -565,6 +565,9 @@ def check_live_run(run: LiveRun) -> None:
     assert metadata["b"].instance_id == "instance-b" and metadata["b"].subscribed_topic_names == ()
     regex = metadata["b"].subscribed_topic_regex
     assert regex is not None and run.topic in regex  # librdkafka sends it parenthesised
+    # B's regex as resolved (type 16): the group's one topic
+    regexes = [(k, v) for k, v in run.decoded if isinstance(k, ConsumerGroupRegularExpressionKey) and v is not None]
+    assert regexes and all(k.regex == regex and v.topics == (run.topic,) for k, v in regexes), regexes
 
     # topic ids and partitions: the last target assignment before the first leave (after it, the
     # members still heartbeating may get a new one) is what the clients held
@@ -599,6 +602,5 @@ def check_live_run(run: LiveRun) -> None:
 
 def test_oncelog_written_consumer_group_records_decode_and_reencode_byte_for_byte(broker):
     """The same group on oncelog (the classic member aside: oncelog refuses a classic member into a
-    non-empty consumer group, Kafka 4.4 takes it). Kafka also writes a regular-expression record
-    (type 16) for B, oncelog resolves regexes again instead (reported to the lead)."""
+    non-empty consumer group, Kafka 4.4 takes it), B's resolved regex (type 16) included."""
     check_live_run(live_run(broker.bootstrap, classic_member=False))
