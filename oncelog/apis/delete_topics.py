@@ -1,7 +1,10 @@
 """DeleteTopics (key 20), v1-6. Topics are named (v0-5) or named or identified (v6+).
 
-ACLs (Kafka's KafkaApis.handleDeleteTopicsRequest): DELETE on the topic, else
-TOPIC_AUTHORIZATION_FAILED and the topic stays.
+ACLs (Kafka's KafkaApis.handleDeleteTopicsRequest, in KRaft ControllerApis.deleteTopics): DELETE
+on the topic, else TOPIC_AUTHORIZATION_FAILED and the topic stays. A topic named by id (v6+) that
+the principal may not DELETE is answered with its id echoed and its name only if the principal
+may DESCRIBE it, else a null name, as Kafka; an unknown id is UNKNOWN_TOPIC_ID (ids are not
+secret). The message is Kafka 4.4's, "Topic authorization failed." (by name and by id).
 """
 
 from __future__ import annotations
@@ -30,14 +33,16 @@ async def handle(ctx, request):
     for name, topic_id in wanted:
         code, message = OK, None
         try:
-            if name is None:
+            by_id = name is None
+            if by_id:
                 topic = logs.topics_by_id.get(topic_id)
                 if topic is None:
                     raise errors.UnknownTopicId("This server does not host this topic ID.")  # Kafka's text
                 name = topic.name
             if not _authz.topic(ctx, _authz.Op.DELETE, name):
-                results.append(build(m.DeletableTopicResult, name=name, topic_id=topic_id,
-                                     error_code=_authz.TOPIC_DENIED, error_message="Authorization failed."))
+                shown = name if not by_id or _authz.topic(ctx, _authz.Op.DESCRIBE, name) else None
+                results.append(build(m.DeletableTopicResult, name=shown, topic_id=topic_id,
+                                     error_code=_authz.TOPIC_DENIED, error_message="Topic authorization failed."))
                 continue
             topic = logs.topics.get(name)
             if topic is None:

@@ -1,12 +1,13 @@
 """DescribeCluster (key 60), v0-2: this one broker, which is also the controller. v2
 (KIP-1073) may ask for fenced brokers too: there are none, the broker is never fenced.
 
-ACLs (Kafka's KafkaApis.handleDescribeCluster): DESCRIBE on the cluster, else
-CLUSTER_AUTHORIZATION_FAILED; the authorized operations are the principal's."""
+ACLs (Kafka's KafkaApis.handleDescribeCluster and AuthHelper.computeDescribeClusterResponse):
+none needed. Any authenticated principal is answered the cluster id, the controller and the
+brokers, as Kafka answers (clients find the cluster with it). Only the authorized operations,
+when asked for, depend on DESCRIBE on the cluster: with it, the principal's operations on the
+cluster; without it, 0 (no operation), as Kafka."""
 
 from __future__ import annotations
-
-from kio.schema.errors import ErrorCode
 
 from . import _authz
 from ._acl import authorized
@@ -20,13 +21,13 @@ MAX_VERSION = 2
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     b = ctx.broker
-    if not _authz.cluster(ctx, _authz.Op.DESCRIBE):
-        return build(m.DescribeClusterResponse, throttle_time=NO_THROTTLE,
-                     error_code=ErrorCode.cluster_authorization_failed, error_message=None, endpoint_type=1,
-                     cluster_id="", controller_id=-1, brokers=(), cluster_authorized_operations=-2147483648)
+    asked = getattr(request, "include_cluster_authorized_operations", False)
+    if asked and not _authz.cluster(ctx, _authz.Op.DESCRIBE):
+        operations = 0
+    else:
+        operations = authorized(ctx, _authz.R.CLUSTER, _authz.CLUSTER_NAME, asked)
     host, port = b.advertised_for(ctx.listener)
     broker = build(m.DescribeClusterBroker, broker_id=b.node_id, host=host, port=port, rack=None, is_fenced=False)
     return build(m.DescribeClusterResponse, throttle_time=NO_THROTTLE, error_code=OK, error_message=None,
                  endpoint_type=1, cluster_id=b.logs.cluster_id, controller_id=b.node_id, brokers=(broker,),
-                 cluster_authorized_operations=authorized(
-                     ctx, _authz.R.CLUSTER, _authz.CLUSTER_NAME, getattr(request, "include_cluster_authorized_operations", False)))
+                 cluster_authorized_operations=operations)

@@ -4,13 +4,18 @@ One broker leads every partition. Topics a client names that do not exist are cr
 ``allow_auto_topic_creation`` (v4+; always for v0-3) and the broker's ``auto.create.topics``
 setting both allow it; otherwise UNKNOWN_TOPIC_OR_PARTITION. An illegal name gets
 INVALID_TOPIC_EXCEPTION. A null topic list means all topics (v1+; v0 uses an empty list).
-Topic names are never null in a response (librdkafka crashes on that). Topic ids (v10+) may be
+Topic names are never null in a response to a request by name (librdkafka crashes on that); by
+id, an unknown or denied topic's is, as Kafka's (librdkafka asks by id only for the topics of a
+KIP-848 assignment, and copes with Kafka's nulls). Topic ids (v10+) may be
 requested instead of names (v12+). Authorized operations (v8+) when asked: see ``_acl``.
 
 ACLs (Kafka's KafkaApis.handleTopicMetadataRequest): DESCRIBE on a topic to see it. All topics
-asked: those without it are left out, silently. Named (or by id): TOPIC_AUTHORIZATION_FAILED,
-whether the topic exists or not. Auto-creation of a missing topic needs CREATE on the cluster
-or on the topic, else TOPIC_AUTHORIZATION_FAILED and nothing is created.
+asked: those without it are left out, silently (so a client resolving a pattern subscription
+from them never learns of them). Named: TOPIC_AUTHORIZATION_FAILED, whether the topic exists or
+not. By id (v12+): an unknown id is UNKNOWN_TOPIC_ID (ids are not secret, as in Kafka); a known
+one the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED with its id echoed, as Kafka
+answers — both with a null name: the name is never revealed. Auto-creation of a missing topic needs
+CREATE on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED and nothing is created.
 v13's top-level error code (KIP-1102: REBOOTSTRAP_REQUIRED) is always NONE: one broker, never
 a reason to send a client back to its bootstrap list.
 """
@@ -52,7 +57,10 @@ def handle(ctx, request):
         if name is None and topic_id not in (None, ZERO_UUID):
             topic = logs.topics_by_id.get(topic_id)
             if topic is None:
-                results.append(_topic_error(m, "", topic_id, errors.UnknownTopicId()))
+                results.append(_topic_error(m, None, topic_id, errors.UnknownTopicId()))  # Kafka's null
+                continue
+            if not _authz.topic(ctx, _authz.Op.DESCRIBE, topic.name):
+                results.append(_topic_denied(m, None, topic_id))  # the id, not the name
                 continue
             name = topic.name
         if not all_topics and not _authz.topic(ctx, _authz.Op.DESCRIBE, name):

@@ -8,13 +8,17 @@ open) is set up by ``User:admin``, a super user.
 
 An API module without an entry fails :func:`test_every_api_has_an_entry`. An entry may be
 ``exempt`` (needs no authorization, as in Kafka: ApiVersions and the SASL requests, which run
-before a principal exists).
+before a principal exists). Where Kafka answers without the ACLs but withholds part of the
+answer — a list filtered silently, a topic named by id whose name stays null, DescribeCluster's
+authorized operations — ``refused`` says what the withheld answer is (issue 34 added the last
+kinds; tests/apis/test_authorization_leaks.py has the rest of that issue).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -103,8 +107,9 @@ def snapshot(api: Api):
     topics = {t.name: (t.partitions, dict(t.overrides), tuple((lg.log_start_offset, lg.log_end_offset)
                                                               for lg in t.logs))
               for t in b.logs.topics.values()}
-    groups = {g.group_id: (g.state, g.generation, tuple(sorted(g.members)), tuple(sorted(g.offsets.items())))
-              for g in b.groups.list_groups()}
+    groups = {g.group_id: (g.state, getattr(g, "generation", None), getattr(g, "group_epoch", None),
+                           tuple(sorted(g.members)), tuple(sorted(g.offsets.items())))
+              for g in b.groups.list_groups()}  # classic groups have generations, consumer groups epochs
     txns = {t.transactional_id: (t.state, t.producer_id, t.producer_epoch, tuple(sorted(t.partitions)))
             for t in (b.txn.describe(x.transactional_id) for x in b.txn.list_transactions().transactions)}
     return topics, groups, txns, b.producer_ids.next_id, len(b.acls), b.scram_credentials.users()
@@ -140,7 +145,10 @@ class Entry:
     request: Callable[[Api, Fixture], Awaitable[Any]] | None = None  # the response
     acls: tuple[tuple[R, str, Op], ...] = ()
     denied: ErrorCode | None = None  # every code in the refused response is this or NONE
-    refused: Callable[[Any], bool] | None = None  # for lists filtered silently: is the answer empty?
+    # Instead of ``denied``, what the answer without the ACLs must be: for lists filtered
+    # silently, is it empty? For answers that withhold part (a name, authorized operations),
+    # is it withheld?
+    refused: Callable[[Any], bool] | None = None
     setup: Callable[[Api, Fixture], Awaitable[None]] | None = None  # more of the fixture, as admin
     allowed: Callable[[Any], bool] | None = None  # the success check (default: every code NONE)
     exempt: str | None = None  # why the API needs no authorization
@@ -428,6 +436,38 @@ async def _alice_reads_cg(admin: Api, fx: Fixture) -> None:
     _grant(admin, [(R.GROUP, "cg", Op.READ)])
 
 
+async def _admin_consumes_t_in_cg2(admin: Api, fx: Fixture) -> None:
+    """A KIP-848 group "cg2" whose one member (admin's) is assigned TOPIC; alice may describe the
+    group, not the topic."""
+    m = request_module(68, 1)
+    resp = await admin.call(68, 1, m.ConsumerGroupHeartbeatRequest(
+        group_id="cg2", member_id="m-admin", member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=(TOPIC,),
+        subscribed_topic_regex=None, server_assignor=None, topic_partitions=()))
+    assert resp.error_code == E.none and resp.assignment.topic_partitions, resp
+    _grant(admin, [(R.GROUP, "cg2", Op.DESCRIBE)])
+
+
+def _topic_ids(m, fx, names):
+    return tuple(m.MetadataRequestTopic(topic_id=fx.extra["ids"][n], name=None) for n in names)
+
+
+async def _learn_topic_ids(admin: Api, fx: Fixture) -> None:
+    fx.extra["ids"] = {t.name: t.topic_id for t in admin.broker.logs.topics.values()}
+
+
+async def _learn_ids_alice_describes_doomed(admin: Api, fx: Fixture) -> None:
+    await _learn_topic_ids(admin, fx)
+    _grant(admin, [(R.TOPIC, "doomed", Op.DESCRIBE)])
+
+
+def _by_id_refused(resp, name=None):
+    """One topic (Metadata) or result (DeleteTopics) by id, refused: TOPIC_AUTHORIZATION_FAILED,
+    the id echoed, the name ``name`` (None: withheld)."""
+    [t] = getattr(resp, "topics", None) or resp.responses
+    return (t.error_code, t.name, t.topic_id != uuid.UUID(int=0)) == (E.topic_authorization_failed, name, True)
+
+
 def _consumer_group_describe(m, fx):
     return m.ConsumerGroupDescribeRequest(group_ids=("cg",), include_authorized_operations=True)
 
@@ -501,7 +541,12 @@ MATRIX: dict[int, Entry] = {
               setup=_end_admin_txn),
     50: Entry(call(50, 0, _describe_scram), (cluster(Op.DESCRIBE),), E.cluster_authorization_failed),
     51: Entry(call(51, 0, _alter_scram), (cluster(Op.ALTER),), E.cluster_authorization_failed),
-    60: Entry(call(60, 1, _describe_cluster), (cluster(Op.DESCRIBE),), E.cluster_authorization_failed),
+    # Answered to any principal, as Kafka (clients find the cluster with it); only the authorized
+    # operations need DESCRIBE on the cluster: 0 without it.
+    60: Entry(call(60, 1, _describe_cluster), (cluster(Op.DESCRIBE),),
+              refused=lambda resp: (resp.error_code, len(resp.brokers), resp.cluster_authorized_operations) == (
+                  E.none, 1, 0),
+              allowed=lambda resp: resp.error_code == E.none and resp.cluster_authorized_operations == 1 << Op.DESCRIBE),
     61: Entry(call(61, 0, _describe_producers), (TOPIC_READ,), E.topic_authorization_failed),
     65: Entry(call(65, 0, _describe_transactions), ((R.TRANSACTIONAL_ID, TXN, Op.DESCRIBE),),
               E.transactional_id_authorization_failed),
@@ -545,6 +590,26 @@ EXTRA: dict[str, tuple[int, Entry]] = {
         topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)),
         (TOPIC_DESCRIBE,), refused=lambda resp: resp.topics == (),
         allowed=lambda resp: [t.name for t in resp.topics] == [TOPIC])),
+    # Issue 34: by id, a topic the principal may not DESCRIBE is not named (Kafka: null, id echoed).
+    "Metadata of a topic by id": (3, Entry(call(3, 12, lambda m, fx: m.MetadataRequest(
+        topics=_topic_ids(m, fx, [TOPIC]), allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False)), (TOPIC_DESCRIBE,), refused=_by_id_refused,
+        setup=_learn_topic_ids, allowed=lambda resp: [(t.error_code, t.name) for t in resp.topics] == [
+            (E.none, TOPIC)])),
+    "DeleteTopics of a topic by id": (20, Entry(call(20, 6, lambda m, fx: m.DeleteTopicsRequest(
+        topics=(m.DeleteTopicState(name=None, topic_id=fx.extra["ids"]["doomed"]),), timeout=SECONDS)),
+        ((R.TOPIC, "doomed", Op.DELETE),), refused=_by_id_refused, setup=_learn_topic_ids)),
+    "DeleteTopics by id of a topic the principal may describe, not delete": (20, Entry(
+        call(20, 6, lambda m, fx: m.DeleteTopicsRequest(
+            topics=(m.DeleteTopicState(name=None, topic_id=fx.extra["ids"]["doomed"]),), timeout=SECONDS)),
+        ((R.TOPIC, "doomed", Op.DELETE),), refused=lambda resp: _by_id_refused(resp, "doomed"),
+        setup=_learn_ids_alice_describes_doomed)),
+    # Issue 34: a group's assignments name topics; describing it needs DESCRIBE on them too.
+    "ConsumerGroupDescribe of a group assigned a topic the principal may not describe": (69, Entry(
+        call(69, 1, lambda m, fx: m.ConsumerGroupDescribeRequest(group_ids=("cg2",),
+                                                                  include_authorized_operations=False)),
+        (TOPIC_DESCRIBE,), E.topic_authorization_failed, setup=_admin_consumes_t_in_cg2,
+        allowed=lambda resp: resp.groups[0].error_code == E.none and len(resp.groups[0].members) == 1)),
 }
 
 
