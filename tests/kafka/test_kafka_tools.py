@@ -71,10 +71,13 @@ class Copier:
         self.proc: subprocess.Popen | None = None
         self.status: dict = {}
         self.starts = 0
+        self.revivals = 0  # restarts after the copier gave up on a client timeout (revive_if_timed_out)
+        self.err_from = 0  # where this process's stderr begins in stderr_path
 
     def start(self) -> None:
         self.status = {}
         self.starts += 1
+        self.err_from = os.path.getsize(self.stderr_path) if os.path.exists(self.stderr_path) else 0
         with open(self.stderr_path, "a") as err:
             self.proc = apache_kafka.start_tool(COPIER, self.args, stdout=subprocess.PIPE, stderr=err, text=True)
         threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
@@ -104,12 +107,30 @@ class Copier:
         with open(self.stderr_path, errors="replace") as f:
             return f.read()[-chars:]
 
+    def revive_if_timed_out(self) -> bool:
+        """The process exited because a client call timed out (the copier's consumer gives up
+        on its position after 60 s, e.g. while a loaded machine restarts the broker and the
+        coordinator reloads): start it again, as a supervisor would, at most twice. It is a
+        crash of the copier like the test's own kills, and the check of the output covers it;
+        any other exit is a failure. Measured once in CI on Apache Kafka at load average 14."""
+        if self.proc.poll() in (None, 0) or self.revivals >= 2:
+            return False
+        with open(self.stderr_path, errors="replace") as f:
+            f.seek(self.err_from)
+            mine = f.read()
+        if "org.apache.kafka.common.errors.TimeoutException" not in mine:
+            return False
+        self.revivals += 1
+        print(f"copier-{self.index} exited {self.proc.returncode} on a client timeout: started again")
+        self.start()
+        return True
+
 
 def _wait_for(condition, what: str, timeout: float = PROGRESS_TIMEOUT, copiers=()) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         for c in copiers:
-            if c.proc.poll() not in (None, 0):
+            if c.proc.poll() not in (None, 0) and not c.revive_if_timed_out():
                 raise AssertionError(f"copier {c.index} exited {c.proc.returncode} while waiting for {what}:\n"
                                      f"{c.stderr_tail()}")
         if time.monotonic() > deadline:
@@ -177,7 +198,8 @@ def _diagnosis(target, seen: dict) -> str:
     out = ["timeline:", *seen.get("timeline", [])]
     for c in seen.get("copiers", []):
         rc = c.proc.poll() if c.proc is not None else None
-        out.append(f"copier-{c.index}: {c.starts} start(s), exit code {rc}, last status {c.status}")
+        out.append(f"copier-{c.index}: {c.starts} start(s) ({c.revivals} after a client timeout), exit code {rc}, "
+                   f"last status {c.status}")
     group = seen.get("group", "")
     lines = [line for line in target.tail_log(5000).splitlines()
              if (group and group in line) or " WARN " in line or " ERROR " in line]
@@ -246,10 +268,14 @@ def _copy_through(target, tmp_path, *, input_partitions: int, output_partitions:
                 c.kill()
                 c.start()
         for c in running:
-            try:
-                rc = c.proc.wait(PROGRESS_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                raise AssertionError(f"copier {c.index} did not finish: {c.status}\n{c.stderr_tail()}") from None
+            while True:
+                try:
+                    rc = c.proc.wait(PROGRESS_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    raise AssertionError(f"copier {c.index} did not finish: {c.status}\n{c.stderr_tail()}") from None
+                if not c.revive_if_timed_out():
+                    break
+                note(f"copier-{c.index} revived after a client timeout")
             assert rc == 0, f"copier {c.index} exited {rc}:\n{c.stderr_tail()}"
             note(f"copier-{c.index} done ({c.starts} starts)")
     finally:
