@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import ctypes
+import datetime
 import logging
 import resource
 import signal
@@ -55,11 +56,14 @@ import socket
 import struct
 import time
 
-from .apis._base import Applied, CloseConnection
+from kio.schema.errors import ErrorCode
+
+from .apis import HANDLERS, api_versions
+from .apis._base import NO_THROTTLE, Applied, CloseConnection, build, response_module
 from .broker import Broker, ProtocolViolation
 from .security import tls
 from .security.sasl import SaslAuthenticationFailed
-from .security.session import SaslState, Session
+from .security.session import API_VERSIONS, SASL_APIS, SASL_HANDSHAKE, SaslState, Session, Verdict
 from .protocol import codec
 from .protocol.framing import SCRATCH_BYTES, BufferedFrameReader, FrameTooLarge, InvalidFrame
 
@@ -404,17 +408,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _dispatch(self, frame) -> None:
         nbytes = len(frame)
-        if self.session.raw_tokens and self.session.state is SaslState.AUTHENTICATE:
+        session = self.session
+        if session.raw_tokens and session.state is SaslState.AUTHENTICATE:
             self._raw_sasl_token(frame, nbytes)
             return
         try:
-            if not self.session.open and not self.session.may_send(_api_key(frame), self.broker.clock()):
-                why = ("after the SASL session expired (connections.max.reauth.ms) without re-authentication"
-                       if self.session.state is SaslState.AUTHENTICATED else
-                       f"before SASL authentication completed ({self.session.state.value})")
-                self.bad_input(f"{_describe(frame)} {why} on listener {self.session.listener}", frame)
-                return
-            result = self.broker.handle_frame(frame, self.peer, self.session)
+            api_key = _api_key(frame)
+            if not session.open or api_key in SASL_APIS:
+                verdict = session.admit(api_key, self.broker.clock())
+                if verdict is not Verdict.SERVE:
+                    self._refuse(frame, nbytes, verdict)
+                    return
+                if api_key == API_VERSIONS and session.state is SaslState.HANDSHAKE:
+                    # Kafka answers one ApiVersions before SaslHandshake; one of a version we
+                    # do not know is answered UNSUPPORTED_VERSION and may be retried (KIP-511).
+                    session.api_versions_answered = _api_version(frame) <= api_versions.MAX_VERSION
+            result = self.broker.handle_frame(frame, self.peer, session)
             if not self.in_pool and self.session.state is SaslState.AUTHENTICATED:
                 self._enter_pool()
         except ProtocolViolation as exc:
@@ -454,6 +463,35 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.busy = task
             task.add_done_callback(self._on_busy_done)
         self.slots.append((task, nbytes))
+
+    def _refuse(self, frame, nbytes: int, verdict: Verdict) -> None:
+        """A request its session's state does not allow (:meth:`Session.admit`): closed without
+        an answer, or answered ILLEGAL_SASL_STATE (then closed, for ILLEGAL_STATE_CLOSE)."""
+        session = self.session
+        chunks = None if verdict is Verdict.CLOSE else _sasl_state_error(frame)
+        if chunks is None:
+            state = session.state
+            if state is SaslState.AUTHENTICATED:
+                why = "after the SASL session expired (connections.max.reauth.ms) without re-authentication"
+            elif state is SaslState.HANDSHAKE and _api_key(frame) == API_VERSIONS:
+                why = "a second ApiVersions before SaslHandshake"
+            elif session.reauthenticating and state is SaslState.AUTHENTICATE:
+                why = f"during SASL re-authentication ({state.value})"
+            else:
+                why = f"before SASL authentication completed ({state.value})"
+            self.bad_input(f"{_describe(frame)} {why} on listener {session.listener}", frame)
+            return
+        if verdict is Verdict.ILLEGAL_STATE_CLOSE:
+            session.state = SaslState.FAILED
+            self.slots.append((chunks, nbytes))
+            self.slots.append((CloseConnection(f"{_describe(frame)} during SASL authentication: answered "
+                                               f"ILLEGAL_SASL_STATE"), 0))
+            self._flush()
+        elif self.slots:  # answered in order (no _flush here: _pump goes on with the next frame)
+            self.slots.append((chunks, nbytes))
+        else:
+            self.transport.writelines(chunks)
+            self._release(nbytes)
 
     def _raw_sasl_token(self, frame, nbytes: int) -> None:
         """A SASL token after SaslHandshake v0: the frame is the token itself; the answer is the
@@ -598,6 +636,35 @@ def _client_id(frame) -> str | None:
 
 def _api_key(frame) -> int:
     return int.from_bytes(frame[0:2], "big", signed=True) if len(frame) >= 2 else -1
+
+
+def _api_version(frame) -> int:
+    return int.from_bytes(frame[2:4], "big", signed=True) if len(frame) >= 4 else -1
+
+
+def _sasl_state_error(frame) -> list[bytes] | None:
+    """Kafka's ILLEGAL_SASL_STATE answer: to ApiVersions during a SASL exchange (the request's
+    error response, no API listed: SaslServerAuthenticator), to SaslHandshake and SaslAuthenticate
+    on an authenticated SASL connection (KafkaApis). None if the frame's version is not served."""
+    try:
+        api_key, version, correlation_id = codec.peek_header(frame)
+    except codec.DecodeError:
+        return None
+    module = HANDLERS.get(api_key)
+    if module is None or not module.MIN_VERSION <= version <= module.MAX_VERSION:
+        return None
+    m = response_module(api_key, version)
+    code = ErrorCode.illegal_sasl_state
+    if api_key == API_VERSIONS:
+        response = build(m.ApiVersionsResponse, error_code=code, api_keys=(), throttle_time=NO_THROTTLE,
+                         supported_features=(), finalized_features_epoch=-1, finalized_features=(),
+                         zk_migration_ready=False)
+        return codec.encode_response(correlation_id, response, header_v0=True)
+    if api_key == SASL_HANDSHAKE:
+        return codec.encode_response(correlation_id, build(m.SaslHandshakeResponse, error_code=code, mechanisms=()))
+    return codec.encode_response(correlation_id, build(
+        m.SaslAuthenticateResponse, error_code=code, auth_bytes=b"", session_lifetime=datetime.timedelta(0),
+        error_message="SaslAuthenticate request received after successful authentication"))
 
 
 def _describe(frame) -> str:

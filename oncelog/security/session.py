@@ -13,9 +13,22 @@ SaslAuthenticate handlers move it)::
                                    any --failure--> FAILED (the answer is sent, then the
                                    connection is closed)
 
-Before AUTHENTICATED a connection may send only ApiVersions, SaslHandshake and
-SaslAuthenticate (Kafka's SaslServerAuthenticator); anything else closes it. After its session
-expired, a connection may only re-authenticate; any other request closes it (KIP-368).
+What a request gets in each state is :meth:`Session.admit`'s :class:`Verdict`, Kafka 4.4's
+(SaslServerAuthenticator, KafkaChannel, SocketServer, KafkaApis; tests/e2e/test_session_attack_matrix.py
+holds the broker to it for every API):
+
+* HANDSHAKE: one ApiVersions (a second closes the connection) and SaslHandshake are served;
+  anything else, SaslAuthenticate too, closes the connection without an answer.
+* AUTHENTICATE (SaslAuthenticate framing; raw tokens never get here): SaslAuthenticate is served,
+  SaslHandshake too (its handler answers ILLEGAL_SASL_STATE and fails the session); ApiVersions is
+  answered ILLEGAL_SASL_STATE, then the connection closed; anything else closes it (Kafka answers
+  the request's own error response first).
+* AUTHENTICATED: everything is served, on a SASL listener with two exceptions (KafkaApis):
+  SaslAuthenticate is answered ILLEGAL_SASL_STATE and the connection stays open, and SaslHandshake
+  begins a re-authentication only when the session has a lifetime and none began in the last
+  second (KafkaChannel.maybeBeginServerReauthentication), else it is answered ILLEGAL_SASL_STATE.
+* Past the session's lifetime (KIP-368) only a re-authentication's SaslHandshake is served;
+  anything else, ApiVersions too, closes the connection without an answer.
 
 Both ways in — SaslAuthenticate (handshake v1) and the raw tokens after handshake v0 — end in
 :meth:`Session.authenticated`, so the rules hold on both as in Kafka (which checks them on its
@@ -29,8 +42,19 @@ import enum
 from dataclasses import dataclass, field
 
 ANONYMOUS = "User:ANONYMOUS"
-# ApiVersions, SaslHandshake, SaslAuthenticate: what a connection may send before authenticating.
-PRE_AUTHENTICATION_APIS = frozenset({18, 17, 36})
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+SASL_APIS = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
+# KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS: re-authentications begin at most this often.
+MIN_REAUTH_INTERVAL_MS = 1000
+
+
+class Verdict(enum.Enum):
+    """What the connection does with a request (:meth:`Session.admit`)."""
+
+    SERVE = "served"
+    CLOSE = "closed without an answer"
+    ILLEGAL_STATE = "answered ILLEGAL_SASL_STATE"  # the connection stays open
+    ILLEGAL_STATE_CLOSE = "answered ILLEGAL_SASL_STATE, then closed"
 
 
 class SaslState(enum.Enum):
@@ -53,6 +77,8 @@ class Session:
     # SaslHandshake v0 (Kafka 0.10's framing): the tokens that follow are raw size-prefixed
     # frames, not SaslAuthenticate requests.
     raw_tokens: bool = False
+    api_versions_answered: bool = False  # HANDSHAKE: Kafka answers one ApiVersions, then wants SaslHandshake
+    reauth_started_ms: int | None = None  # when the last re-authentication began
 
     @classmethod
     def for_listener(cls, listener: str, security_protocol: str) -> "Session":
@@ -61,14 +87,36 @@ class Session:
 
     @property
     def open(self) -> bool:
-        """Authenticated with no session expiry: every request may be sent, no clock needed
-        (the connection code's per-request fast path)."""
+        """Authenticated with no session expiry: every request but SaslHandshake and
+        SaslAuthenticate is served, no clock needed (the connection code's per-request fast
+        path; those two go through :meth:`admit`)."""
         return self.state is SaslState.AUTHENTICATED and self.expires_at_ms is None
 
-    def may_send(self, api_key: int, now_ms: int) -> bool:
-        if self.state is SaslState.AUTHENTICATED and not self.expired(now_ms):
-            return True
-        return self.state is not SaslState.FAILED and api_key in PRE_AUTHENTICATION_APIS
+    def admit(self, api_key: int, now_ms: int) -> Verdict:
+        """What a request of ``api_key`` gets now (the rules are in the module docstring).
+        Admitting a re-authentication's SaslHandshake starts its one-second interval."""
+        state = self.state
+        if state is SaslState.AUTHENTICATED:
+            if not self.sasl:
+                return Verdict.SERVE  # the SASL handlers answer ILLEGAL_SASL_STATE themselves
+            if api_key == SASL_HANDSHAKE:
+                if self.expires_at_ms is not None and (self.reauth_started_ms is None
+                                                       or now_ms - self.reauth_started_ms >= MIN_REAUTH_INTERVAL_MS):
+                    self.reauth_started_ms = now_ms
+                    return Verdict.SERVE
+                return Verdict.CLOSE if self.expired(now_ms) else Verdict.ILLEGAL_STATE
+            if self.expired(now_ms):
+                return Verdict.CLOSE
+            return Verdict.ILLEGAL_STATE if api_key == SASL_AUTHENTICATE else Verdict.SERVE
+        if state is SaslState.HANDSHAKE:
+            if api_key == SASL_HANDSHAKE or (api_key == API_VERSIONS and not self.api_versions_answered):
+                return Verdict.SERVE
+            return Verdict.CLOSE
+        if state is SaslState.AUTHENTICATE:
+            if api_key in SASL_APIS:
+                return Verdict.SERVE
+            return Verdict.ILLEGAL_STATE_CLOSE if api_key == API_VERSIONS else Verdict.CLOSE
+        return Verdict.CLOSE  # FAILED
 
     def expired(self, now_ms: int) -> bool:
         return self.expires_at_ms is not None and now_ms >= self.expires_at_ms

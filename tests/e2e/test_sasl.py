@@ -213,6 +213,7 @@ def test_reauthentication_extends_the_session_and_keeps_the_principal(reauth_bro
         assert _plain_login(c, "alice", "alice-secret").error_code == ErrorCode.none  # re-authenticated
         time.sleep(0.8)  # 1.8 s after the first login, 0.8 s after the second
         assert _metadata(c).brokers
+        time.sleep(0.3)  # Kafka begins at most one re-authentication a second (KafkaChannel)
         changed = _plain_login(c, "admin", "admin-secret")
         assert changed.error_code == ErrorCode.sasl_authentication_failed
         assert changed.error_message == "Cannot change principals during re-authentication from User:alice: User:admin"
@@ -329,15 +330,19 @@ def _raw_plain_login(c: RawClient, user: str, password: str) -> bytes:
     return c.recv_frame()
 
 
-def test_handshake_v0_reauthentication_keeps_the_principal(broker):
+def test_handshake_v0_reauthentication_keeps_the_principal(reauth_broker):
     """The legacy path checks what SaslAuthenticate checks (Kafka's ensurePrincipalUnchanged on
     both branches): re-authenticating as the same user works, as another user closes the
-    connection and the session does not become that user's."""
-    c = RawClient(f"127.0.0.1:{broker.sasl_port}")
+    connection and the session does not become that user's. (Only a session with a lifetime
+    re-authenticates, at most once a second: reauth_broker's.)"""
+    import time
+
+    c = RawClient(f"127.0.0.1:{reauth_broker.sasl_port}")
     try:
         assert _raw_plain_login(c, "alice", "alice-secret") == b""
         assert _raw_plain_login(c, "alice", "alice-secret") == b""  # same principal: fine
         assert _metadata(c).brokers
+        time.sleep(1.05)
         assert c.request(request_module(17, 0).SaslHandshakeRequest(mechanism="PLAIN")).error_code == ErrorCode.none
         c.send_frame(b"\0admin\0admin-secret")
         assert c.is_closed(), "re-authentication through handshake v0 switched alice to admin"
