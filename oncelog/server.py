@@ -498,6 +498,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         mechanism's token, size-prefixed. A failure closes the connection (Kafka's legacy
         framing has no error answer)."""
         session = self.session
+        if session.reauth_bad_mechanism:
+            session.state = SaslState.FAILED
+            self._release(nbytes)
+            self.bad_input("SASL re-authentication with another mechanism than the session's (handshake v0)")
+            return
         try:
             answer, done = session.mechanism.step(bytes(frame))
         except SaslAuthenticationFailed as exc:

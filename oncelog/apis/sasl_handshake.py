@@ -35,10 +35,15 @@ def handle(ctx, request):
         return build(m.SaslHandshakeResponse, error_code=ErrorCode.illegal_sasl_state, mechanisms=())
     mechanisms = ctx.broker.sasl_for(session.listener)
     offered = mechanisms.enabled_mechanisms
-    if reauthentication and request.mechanism != session.mechanism_name:
-        # KIP-368: a session re-authenticates with the mechanism it began with.
-        session.state = SaslState.FAILED
-        return build(m.SaslHandshakeResponse, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=offered)
+    if reauthentication and request.mechanism != session.mechanism_name and request.mechanism in offered:
+        # KIP-368: a session re-authenticates with the mechanism it began with. Kafka answers the
+        # handshake as any other and fails the exchange at its first token (REAUTH_BAD_MECHANISM:
+        # the connection is closed without an answer, Session.admit / the raw-token path).
+        session.reauth_bad_mechanism = True
+        session.mechanism = None
+        session.raw_tokens = ctx.api_version == 0
+        session.state = SaslState.AUTHENTICATE
+        return build(m.SaslHandshakeResponse, error_code=OK, mechanisms=offered)
     try:
         session.mechanism = mechanisms.start(request.mechanism, reauthentication=reauthentication)
     except UnsupportedSaslMechanism:

@@ -79,6 +79,10 @@ class Session:
     raw_tokens: bool = False
     api_versions_answered: bool = False  # HANDSHAKE: Kafka answers one ApiVersions, then wants SaslHandshake
     reauth_started_ms: int | None = None  # when the last re-authentication began
+    # A re-authentication's SaslHandshake named another (enabled) mechanism: Kafka answers the
+    # handshake and fails the exchange at its first token, closing without an answer
+    # (SaslServerAuthenticator's REAUTH_BAD_MECHANISM).
+    reauth_bad_mechanism: bool = False
 
     @classmethod
     def for_listener(cls, listener: str, security_protocol: str) -> "Session":
@@ -113,6 +117,8 @@ class Session:
                 return Verdict.SERVE
             return Verdict.CLOSE
         if state is SaslState.AUTHENTICATE:
+            if self.reauth_bad_mechanism and api_key == SASL_AUTHENTICATE:
+                return Verdict.CLOSE
             if api_key in SASL_APIS:
                 return Verdict.SERVE
             return Verdict.ILLEGAL_STATE_CLOSE if api_key == API_VERSIONS else Verdict.CLOSE

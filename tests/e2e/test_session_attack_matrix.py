@@ -866,7 +866,6 @@ def test_one_api_versions_before_the_handshake(target):
         c.close()
 
 
-@pytest.mark.xfail(strict=True, reason="oncelog/apis/sasl_handshake.py answers UNSUPPORTED_SASL_MECHANISM at once")
 def test_reauthentication_with_another_mechanism_fails_at_its_first_token(target):
     """Kafka (SaslServerAuthenticator, REAUTH_BAD_MECHANISM) answers the handshake of a
     re-authentication with another mechanism as any other (NONE, the mechanisms), and fails the
