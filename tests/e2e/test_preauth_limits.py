@@ -85,6 +85,30 @@ def test_tls_connections_are_counted_before_their_handshake(broker_factory, tmp_
         assert answer.error_code == ErrorCode.none
 
 
+def test_a_tls_connection_that_never_finishes_its_handshake_is_closed(broker_factory, tmp_path):
+    """Idle half-open TLS: a TCP connection that never sends a ClientHello (or stops halfway)
+    holds its slot for TLS_HANDSHAKE_TIMEOUT_S (10 s) at most, then the broker closes it."""
+    from oncelog.server import TLS_HANDSHAKE_TIMEOUT_S
+
+    ca = trustme.CA()
+    keystore = str(tmp_path / "broker.pem")
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(keystore)
+    ssl_port = free_port()
+    broker_factory(extra_args=["--override", f"listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl_port}",
+                               "--override", f"ssl.keystore.location={keystore}"])
+    silent, halfway = _tcp(ssl_port, ATTACKER), _tcp(ssl_port, ATTACKER)
+    halfway.sendall(bytes.fromhex("160301") + struct.pack(">H", 512) + os.urandom(40))  # a record cut short
+    start = time.monotonic()
+    try:
+        assert closed_by_broker(silent, TLS_HANDSHAKE_TIMEOUT_S + 10)
+        assert closed_by_broker(halfway, 5)
+        took = time.monotonic() - start
+        assert took >= TLS_HANDSHAKE_TIMEOUT_S - 1, f"closed after {took:.1f} s, before the handshake timeout"
+    finally:
+        silent.close()
+        halfway.close()
+
+
 @pytest.fixture
 def sasl_broker(broker_factory):
     port = free_port()
