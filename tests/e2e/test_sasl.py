@@ -364,16 +364,3 @@ def test_handshake_v0_sessions_expire(reauth_broker):
         assert c.is_closed(), "a handshake-v0 session was served past connections.max.reauth.ms"
     finally:
         c.close()
-
-
-def test_a_second_handshake_during_an_exchange_is_illegal_and_closes(broker):
-    """Kafka answers ILLEGAL_SASL_STATE to a SaslHandshake sent while an exchange is under way,
-    then closes the connection."""
-    c = RawClient(f"127.0.0.1:{broker.sasl_port}")
-    try:
-        assert c.request(request_module(17, 1).SaslHandshakeRequest(mechanism="PLAIN")).error_code == ErrorCode.none
-        again = c.request(request_module(17, 1).SaslHandshakeRequest(mechanism="PLAIN"))
-        assert again.error_code == ErrorCode.illegal_sasl_state
-        assert c.is_closed()
-    finally:
-        c.close()
