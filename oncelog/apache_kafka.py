@@ -56,7 +56,7 @@ VERSION_ENV = "ONCELOG_APACHE_KAFKA_VERSION"  # another 4.x, e.g. 4.3.1
 MIN_JAVA = 17  # Kafka 4.x brokers and tools need Java 17+
 FETCH_TIMEOUT = 900.0  # a first fetch on a slow mirror; the usual one takes seconds
 
-_LOG4J2 = """\
+LOG4J2 = """\
 status = warn
 appender.out.type = Console
 appender.out.name = OUT
@@ -159,7 +159,7 @@ def fetch(kafka_version: str | None = None, *, quiet: bool = True) -> Installati
 
     def finish(work: str) -> None:
         with open(os.path.join(home, "log4j2.properties"), "w") as f:
-            f.write(_LOG4J2)
+            f.write(LOG4J2)
 
     maven_fetch(home, _pom(kafka_version), f"Apache Kafka {kafka_version}", quiet=quiet, finish=finish)
     return Installation(kafka_version, home, java_path)

@@ -70,16 +70,7 @@ TASKS = 2
 TIMEOUT = 240.0  # one run, from the first worker's start to the last record read
 FENCED = re.compile(r"Finished fencing out (\d+) task producers")
 
-_LOG4J2 = """\
-status = warn
-appender.out.type = Console
-appender.out.name = OUT
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.out.ref = OUT
-logger.config.name = org.apache.kafka.common.config.AbstractConfig
-logger.config.level = WARN
+_LOG4J2 = ak.LOG4J2 + """\
 logger.reflections.name = org.reflections
 logger.reflections.level = ERROR
 # "Finished fencing out N task producers": the zombie fencing round ran (the test looks for it)
