@@ -1,4 +1,4 @@
-"""Produce (key 0), v3-12: magic-v2 record batches only, exactly one per partition.
+"""Produce (key 0), v3-13: magic-v2 record batches only, exactly one per partition.
 
 A partition named twice counts once, with its last records (Kafka reads the request into a map).
 Per partition, as Kafka's KafkaApis and ReplicaManager: an unknown partition is
@@ -57,6 +57,26 @@ record-level reads happen only when a config needs them: the timestamp bounds ar
 against the batch header's max timestamp (as sent by the producer), so with the default
 ``message.timestamp.before.max.ms`` a batch's records are read only if that header is already
 too far in the future.
+
+Version notes:
+
+Produce: v3-13 (advertised from v0, as Kafka 4.4 does for librdkafka, KAFKA-18659; a request
+below v3 closes the connection, as Kafka 4 does, KIP-896)
+
+- v3: the oldest served: magic-v2 batches, ``transactional_id`` in the request.
+- v4: the schema of v3 (Kafka added KAFKA_STORAGE_ERROR to the answers).
+- v5: ``log_start_offset`` in the answer.
+- v6: the schema of v5 (KIP-219: the client, not the broker, applies the throttle).
+- v7: zstd batches allowed; below v7 they are UNSUPPORTED_COMPRESSION_TYPE (KIP-110).
+- v8: ``record_errors`` and ``error_message`` in the answer (KIP-467).
+- v9: flexible versions (compact strings and arrays, tagged fields).
+- v10: ``current_leader`` and ``node_endpoints`` tagged fields (KIP-951), left at their defaults:
+  a one-broker cluster never answers NOT_LEADER_OR_FOLLOWER.
+- v11: a partition not in the transaction is TRANSACTION_ABORTABLE; below v11 INVALID_TXN_STATE
+  (KIP-890 part 1).
+- v12: transaction version 2: a transactional batch adds its partition to the transaction
+  (implicit AddPartitionsToTxn, KIP-890 part 2).
+- v13: topics named by id, not name (KIP-516); an unknown id is UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
@@ -174,6 +194,19 @@ def _has_idempotent_batch(request) -> bool:
     return False
 
 
+@dataclasses.dataclass
+class _PartitionAnswer:
+    """One partition's answer as the handler builds it (filled in by the append, then by the wait
+    for durability): the fields of a PartitionProduceResponse."""
+    index: int
+    error_code: object = OK  # a kio ErrorCode
+    base_offset: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+    record_errors: tuple = ()  # (batch index, message) of each refused record (KIP-467)
+    log_append_time: int = -1  # ms; -1: none
+
+
 @dataclasses.dataclass(frozen=True)
 class _TopicById:
     """A v13 request topic with its name looked up (None: no topic has that id)."""
@@ -241,14 +274,14 @@ def _append_all(ctx, request, denied=None):
     acks = request.acks
     now_ms = ctx.broker.clock()
     verify_txn = _txn_verifier(ctx.broker.txn, request.transactional_id, ctx.api_version)
-    outcome: list[tuple[str, list[list]]] = []
+    outcome: list[tuple[object, list[_PartitionAnswer]]] = []
     pending = []
     for topic_data in request.topic_data:
         parts = []
         for pd in topic_data.partition_data:
-            entry = [pd.index, OK, -1, -1, None, (), -1]
+            entry = _PartitionAnswer(pd.index)
             if denied is not None and (not isinstance(denied, set) or topic_data.name in denied):
-                entry[1] = denied if not isinstance(denied, set) else _authz.TOPIC_DENIED
+                entry.error_code = denied if not isinstance(denied, set) else _authz.TOPIC_DENIED
                 parts.append(entry)
                 continue
             try:
@@ -260,20 +293,22 @@ def _append_all(ctx, request, denied=None):
                     raise errors.InvalidRequiredAcks(f"acks must be 0, 1 or -1, not {acks}")
                 base, start, durable, append_time = append_partition(ctx, topic_data.name, pd.index, pd.records,
                                                                      now_ms, acks, verify_txn)
-                entry[2], entry[3], entry[6] = base, start, append_time
+                entry.base_offset, entry.log_start_offset, entry.log_append_time = base, start, append_time
                 if durable is not None:
                     pending.append(durable)
             except errors.KafkaError as exc:
-                entry[1] = errors.error_code_for(exc)
-                entry[3] = getattr(exc, "log_start_offset", -1)  # set by the partition for record/state errors
-                entry[4] = str(exc) or None
-                entry[5] = exc.record_errors
-                log_rejection(ctx, exc, entry[1])
+                entry.error_code = errors.error_code_for(exc)
+                # set by the partition for record/state errors
+                entry.log_start_offset = getattr(exc, "log_start_offset", -1)
+                entry.error_message = str(exc) or None
+                entry.record_errors = exc.record_errors
+                log_rejection(ctx, exc, entry.error_code)
             parts.append(entry)
         outcome.append((topic_data, parts))
     if acks == 0:
         # Kafka's KafkaApis.handleProduceRequest: no response; an error closes the connection.
-        failed = [f"{t.name or t.topic_id}-{e[0]}: {e[1].name.upper()}" for t, parts in outcome for e in parts if e[1] != OK]
+        failed = [f"{t.name or t.topic_id}-{e.index}: {e.error_code.name.upper()}"
+                  for t, parts in outcome for e in parts if e.error_code != OK]
         return CloseConnection(f"acks=0 Produce failed ({', '.join(failed)})") if failed else None
     if not pending:
         return _response(ctx, outcome)
@@ -291,8 +326,8 @@ async def _respond_when_durable(ctx, outcome, pending, timeout_s):
         code = ErrorCode.kafka_storage_error if storage else ErrorCode.request_timed_out
         for _, parts in outcome:
             for entry in parts:
-                if entry[1] == OK:
-                    entry[1], entry[4] = code, "not acknowledged: data not known to be on disk"
+                if entry.error_code == OK:
+                    entry.error_code, entry.error_message = code, "not acknowledged: data not known to be on disk"
     return _response(ctx, outcome)
 
 
@@ -303,12 +338,12 @@ def _response(ctx, outcome):
         build(
             m.TopicProduceResponse, name=t.name, topic_id=getattr(t, "topic_id", None),
             partition_responses=tuple(
-                build(m.PartitionProduceResponse, index=index, error_code=code, base_offset=base,
-                      log_append_time=None if append_time < 0 else _utc(append_time), log_start_offset=start,
-                      error_message=msg,
+                build(m.PartitionProduceResponse, index=e.index, error_code=e.error_code, base_offset=e.base_offset,
+                      log_append_time=None if e.log_append_time < 0 else _utc(e.log_append_time),
+                      log_start_offset=e.log_start_offset, error_message=e.error_message,
                       record_errors=tuple(record_error(batch_index=i, batch_index_error_message=text)
-                                          for i, text in rec) if record_error else ())
-                for index, code, base, start, msg, rec, append_time in parts
+                                          for i, text in e.record_errors) if record_error else ())
+                for e in parts
             ),
         )
         for t, parts in outcome
