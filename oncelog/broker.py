@@ -30,6 +30,7 @@ from .config import registry
 from .apis import api_versions
 from .apis._base import Applied, CloseConnection, EncodeAside, RequestContext
 from .errors import KafkaError
+from .faults import FaultHandle, Faults
 from .notices import log_rejections
 from .config.settings import BrokerConfig
 from .groups.coordinator import GroupCoordinator
@@ -68,6 +69,9 @@ class Broker:
     def __init__(self, config: BrokerConfig, clock: Callable[[], int] = wall_clock_ms) -> None:
         self.config = config
         self.clock = clock  # milliseconds; the coordinators, the markers and handlers take time from it
+        # Faults a test injects (in-process, or ``oncelog serve`` from its environment): the
+        # stores and the markers consult it at named points; handle_frame its control functions.
+        self.faults = Faults()
         self.node_id = config.node_id
         self.logs = LogManager(config.data_dir, config.fsync, config.log, static=config.static_layer(),
                                node_id=config.node_id,
@@ -104,7 +108,7 @@ class Broker:
         self.node_id = self.logs.node_id
         self.producer_ids = ProducerIdManager(self.logs.data_dir)
         self.offsets_topic = OffsetsTopic(self.partitions, self.config.offsets_topic_partitions,
-                                          self.config.offsets_topic_segment_bytes)
+                                          self.config.offsets_topic_segment_bytes, faults=self.faults)
         logs = self.logs
         # KIP-848's GROUP config resource: each group's own consumer.* settings, which the
         # coordinator reads at every use (so an IncrementalAlterConfigs applies at once).
@@ -119,9 +123,10 @@ class Broker:
         # The two coordinators meet only here, through callbacks: markers reaching
         # __consumer_offsets settle the group side's pending transactional offsets, and the
         # transaction side asks where a group's offsets live (AddOffsetsToTxn, TxnOffsetCommit).
-        self.markers = MarkerWriter(self.partitions, self.clock, on_txn_marker=self.groups.complete_txn_offsets)
+        self.markers = MarkerWriter(self.partitions, self.clock, on_txn_marker=self.groups.complete_txn_offsets,
+                                    faults=self.faults)
         txn_topic = TransactionStateTopic(self.partitions, self.config.transaction_topic_partitions,
-                                          self.config.transaction_topic_segment_bytes)
+                                          self.config.transaction_topic_segment_bytes, faults=self.faults)
         offsets_topic = self.offsets_topic
         self.txn = TransactionCoordinator(
             self.clock, self.producer_ids.allocate, txn_topic.persist, self.markers.write,
@@ -254,6 +259,12 @@ class Broker:
 
     # ------------------------------------------------------------------ dispatch
 
+    def control(self, api_key: int, fn, count: int = 0) -> FaultHandle:
+        """Intercept requests of ``api_key`` (franz-go kfake's ControlKey): ``fn(ctx, request)``
+        runs before the API's handler and answers (returns what a handler returns) or passes the
+        request on (None). ``count`` answers, 0 = until ``handle.remove()``."""
+        return self.faults.control(api_key, fn, count)
+
     def handle_frame(self, frame: bytes, peer: str, session: Session | None = None):
         try:
             api_key, version, correlation_id = codec.peek_header(frame)
@@ -277,7 +288,10 @@ class Broker:
         else:
             ctx = RequestContext(self, version, correlation_id, header.client_id, peer, session.listener,
                                  session.principal, session)
-        result = module.handle(ctx, request)
+        # A test's control function answers first, or passes the request on (oncelog.faults).
+        result = self.faults.answer(api_key, ctx, request) if self.faults.controls else None
+        if result is None:
+            result = module.handle(ctx, request)
         if api_key in GROUP_APIS:
             self.schedule_group_timer()
         if result is None or isinstance(result, CloseConnection):

@@ -290,7 +290,10 @@ def cmd_serve(args) -> int:
         from . import faults
         from .broker import wall_clock_ms
 
-        asyncio.run(serve(Broker(config, clock=faults.broker_clock(wall_clock_ms))))
+        # The process edge: the fault variables of the environment become the broker's faults.
+        broker = Broker(config, clock=faults.broker_clock(wall_clock_ms))
+        faults.install_from_env(broker.faults)
+        asyncio.run(serve(broker))
     except (DataDirMismatch, JwksConfigError, JaasConfigError, ssl.SSLError) as exc:
         print(f"oncelog serve: {exc}", file=sys.stderr)
         return 2

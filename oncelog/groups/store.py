@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from .. import errors, faults
+from .. import errors
 from ..errors import KafkaError
+from ..faults import Faults
 from ..protocol import records as rb
 from ..partition.internal_topic import OFFSETS_TOPIC, InternalTopic
 from ..partition.manager import PartitionManager
@@ -27,8 +28,10 @@ log = logging.getLogger("oncelog.groups")
 class OffsetsTopic(InternalTopic):
     key_kind = "group"
 
-    def __init__(self, manager: PartitionManager, partitions: int, segment_bytes: int = 16 << 20) -> None:
+    def __init__(self, manager: PartitionManager, partitions: int, segment_bytes: int = 16 << 20,
+                 faults: Faults | None = None) -> None:
         super().__init__(manager, OFFSETS_TOPIC, partitions, segment_bytes)
+        self.faults = faults if faults is not None else Faults()  # the broker's: offsets-txn-write
 
     def persist(self, group_id: str, records: list[tuple[bytes, bytes | None]],
                 on_done: Callable[[KafkaError | None], None]) -> None:
@@ -42,8 +45,8 @@ class OffsetsTopic(InternalTopic):
         """TxnOffsetCommit: offsets written as part of a producer's transaction; they take
         effect when its COMMIT marker reaches this partition (see the coordinator). ``on_done``
         as :meth:`persist`."""
-        if faults.fault_fires("offsets-txn-write", 1):
-            on_done(errors.KafkaStorageError(f"{OFFSETS_TOPIC}: write failed (fault switch offsets-txn-write)"))
+        if self.faults and self.faults.fire("offsets-txn-write"):
+            on_done(errors.KafkaStorageError(f"{OFFSETS_TOPIC}: write failed (fault offsets-txn-write)"))
             return
         self.append(group_id, records, on_done, producer_id=producer_id,
                     producer_epoch=producer_epoch, transactional=True)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .. import errors, faults
+from .. import errors
 from ..errors import KafkaError
+from ..faults import Faults
 from ..partition.internal_topic import OFFSETS_TOPIC
 from ..partition.manager import PartitionManager
 from ..storage.flusher import when_durable
@@ -28,10 +29,12 @@ OnTxnMarker = Callable[[int, bool], None]
 class MarkerWriter:
     """Writes COMMIT/ABORT markers to a transaction's partitions and reports durability."""
 
-    def __init__(self, partitions: PartitionManager, clock: Callable[[], int], on_txn_marker: OnTxnMarker) -> None:
+    def __init__(self, partitions: PartitionManager, clock: Callable[[], int], on_txn_marker: OnTxnMarker,
+                 faults: Faults | None = None) -> None:
         self.partitions = partitions
         self.clock = clock
         self.on_txn_marker = on_txn_marker
+        self.faults = faults if faults is not None else Faults()  # the broker's (tests add to it)
 
     def write(self, producer_id: int, producer_epoch: int, commit: bool, partitions: set[tuple[str, int]],
               on_done: Callable[[KafkaError | None], None],
@@ -42,12 +45,14 @@ class MarkerWriter:
         now = self.clock()
         written, results = [], {}
         touches_offsets = False
-        # The marker-drop fault switch (sensitivity tests only): one data partition of every
-        # n-th transaction over two or more never gets its marker.
+        # The fault ``markers:drop`` (sensitivity tests only): one data partition of a
+        # transaction over two or more never gets its marker.
         dropped = None
-        data_partitions = sorted(tp for tp in partitions if tp[0] != OFFSETS_TOPIC)
-        if len(data_partitions) > 1 and faults.fault_fires("markers:drop", 3, every=True):
-            dropped = data_partitions[-1]
+        faults = self.faults
+        if faults:
+            data_partitions = sorted(tp for tp in partitions if tp[0] != OFFSETS_TOPIC)
+            if len(data_partitions) > 1 and faults.fire("markers:drop"):
+                dropped = data_partitions[-1]
         for topic, partition in sorted(partitions):
             if (topic, partition) == dropped:
                 results[(topic, partition)] = None
@@ -59,9 +64,9 @@ class MarkerWriter:
                 continue
             part.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, now)
             written.append(part.log)
-            if faults.CRASH_POINT == "markers:after-first" and len(partitions) > 1:
-                part.log.active.flush()
-                faults.crash_if("markers:after-first")
+            if faults and len(partitions) > 1 and faults.armed("markers:after-first"):
+                part.log.active.flush()  # the first marker is written when the point is reached
+                faults.fire("markers:after-first")
             results[(topic, partition)] = None
             touches_offsets |= topic == OFFSETS_TOPIC
 

@@ -11,8 +11,8 @@ import logging
 import struct
 from typing import Callable
 
-from .. import faults
 from ..errors import KafkaError
+from ..faults import Faults
 from ..protocol import records as rb
 from ..partition.internal_topic import TXN_TOPIC, InternalTopic
 from ..partition.manager import PartitionManager
@@ -31,8 +31,10 @@ TOMBSTONE_BATCH_SLACK = 1024
 class TransactionStateTopic(InternalTopic):
     key_kind = "transactional id"
 
-    def __init__(self, manager: PartitionManager, partitions: int, segment_bytes: int = 16 << 20) -> None:
+    def __init__(self, manager: PartitionManager, partitions: int, segment_bytes: int = 16 << 20,
+                 faults: Faults | None = None) -> None:
         super().__init__(manager, TXN_TOPIC, partitions, segment_bytes)
+        self.faults = faults if faults is not None else Faults()  # the broker's: crash points txn-durable:<State>
 
     def persist(self, txn_id: str, m: TransactionMetadata, on_done: Callable[[KafkaError | None], None]) -> None:
         """The coordinator's ``persist``: append ``m`` (a tombstone once it is Dead) and answer
@@ -40,8 +42,8 @@ class TransactionStateTopic(InternalTopic):
         value = value_of(m)
 
         def durable(error: KafkaError | None) -> None:
-            if error is None and faults.CRASH_POINT and value is not None:
-                faults.crash_if(f"txn-durable:{m.state.kafka_name}")
+            if error is None and self.faults and value is not None:
+                self.faults.fire(f"txn-durable:{m.state.kafka_name}")
             on_done(error)
 
         self.append(txn_id, [(encode_key(txn_id), value)], durable)
