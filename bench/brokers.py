@@ -5,7 +5,7 @@ Every broker listens on loopback only. A target with a security protocol (``+ssl
 ``client_config`` are what its clients use there. oncelog runs through :class:`oncelog.process.BrokerProcess`
 (its stderr goes to ``<data dir>.log``); Tansu runs with its in-memory storage engine, stdout and
 stderr to ``tansu.log``; Apache Kafka (``kafka``, ``kafka+flush1``) through
-oncelog.apache_kafka.KafkaCluster (bench/kafka.py), its log in ``<work dir>/kafka*/node-1/kafka.log``.
+oncelog.tools.apache_kafka.KafkaCluster (bench/kafka.py), its log in ``<work dir>/kafka*/node-1/kafka.log``.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class RunningBroker:
         # what every client of this target's cells adds to its config (security protocol, TLS
         # trust, SASL credentials); empty for PLAINTEXT
         self.client_config: dict = {}
-        self._kafka = None  # oncelog.apache_kafka.KafkaCluster of a kafka target
+        self._kafka = None  # oncelog.tools.apache_kafka.KafkaCluster of a kafka target
         self.kafka_config: dict = {}  # extra server properties of a kafka target (--kafka-config)
         self.settings = ""  # what the run's header says of this broker's settings
 

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             if target == "oncelog":
                 cluster = BrokerProcess(os.path.join(work, "broker"), fsync=args.fsync).start()
             else:
-                from oncelog.apache_kafka import KafkaCluster
+                from oncelog.tools.apache_kafka import KafkaCluster
 
                 cluster = KafkaCluster(nodes=1, workdir=os.path.join(work, "kafka"), quick_start=False, heap="1g").start()
             try:

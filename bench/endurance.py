@@ -23,7 +23,7 @@ trigger), one transactional id for the whole run; one transaction in eight is ab
 as in the demo.
 
 Brokers (``--broker``): an oncelog broker (``oncelog serve``, ``--fsync always`` as the demo) and
-Apache Kafka 4.4, one KRaft node (:class:`oncelog.apache_kafka.KafkaCluster`, full JIT, 1 GB
+Apache Kafka 4.4, one KRaft node (:class:`oncelog.tools.apache_kafka.KafkaCluster`, full JIT, 1 GB
 heap, Kafka's defaults otherwise), one after the other, each with a fresh driver and checkpoints.
 The driver's JVM runs with the full JIT (``--driver-java-options``): the demo's session stops it
 at C1 for a fast start, which costs ~10% more CPU per micro-batch in a long run.
@@ -164,7 +164,7 @@ def pss_mib(pid: int) -> float | None:
 
 
 def jcmd_path() -> str | None:
-    from oncelog.apache_kafka import ApacheKafkaUnavailable, java
+    from oncelog.tools.apache_kafka import ApacheKafkaUnavailable, java
 
     try:
         candidate = os.path.join(os.path.dirname(os.path.realpath(java())), "jcmd")
@@ -339,7 +339,7 @@ class KafkaTarget:
     name = "apache-kafka"
 
     def __init__(self, root: str, args) -> None:
-        from oncelog.apache_kafka import KafkaCluster
+        from oncelog.tools.apache_kafka import KafkaCluster
 
         # Kafka cannot make __transaction_state with segments below 1 MiB (its coordinator never loads).
         self.config = {TXN_SEGMENT_CONFIG: str(max(MIB, args.segment_bytes))} if args.segment_bytes else {}

@@ -1,6 +1,6 @@
 """Apache Kafka as a benchmark target, and Kafka's own perf tools as load generators (issue 21 item 4).
 
-Targets. ``kafka`` is one Apache Kafka node (oncelog.apache_kafka.KafkaCluster: KRaft, combined
+Targets. ``kafka`` is one Apache Kafka node (oncelog.tools.apache_kafka.KafkaCluster: KRaft, combined
 controller+broker, loopback) with the full JIT (``quick_start=False``) and a :data:`HEAP` heap;
 its settings are Kafka's defaults except what :func:`broker_config` lists (KafkaCluster's own
 choices for a 2-core machine: 2 network and 2 I/O threads, replication factor 1, no initial
@@ -37,7 +37,7 @@ import re
 import subprocess
 import time
 
-from oncelog import apache_kafka
+from oncelog.tools import apache_kafka
 
 HEAP = "1g"  # -Xmx of the Kafka node (Kafka's own kafka-server-start.sh uses 1 GB)
 CLIENT_HEAP = "512m"  # -Xmx of each perf-tool JVM
@@ -89,7 +89,7 @@ def start(flush1: bool, work_dir: str, partitions: int, extra: dict | None = Non
 # --------------------------------------------------------------------------- Java perf tools
 
 def tool_command(main_class: str, args: list[str]) -> list[str]:
-    """``java ... main_class args`` on the cached Kafka jars (oncelog.apache_kafka.tool_command:
+    """``java ... main_class args`` on the cached Kafka jars (oncelog.tools.apache_kafka.tool_command:
     log4j2 at WARN to stderr, so stdout is the tool's output alone), with the full JIT."""
     return apache_kafka.tool_command(main_class, args, heap=CLIENT_HEAP, quick_start=False)
 

@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                 b = BrokerProcess(os.path.join(work, "broker"), fsync=args.fsync).start()
                 clusters[target], boot[target] = b, b.bootstrap
             else:
-                from oncelog.apache_kafka import KafkaCluster
+                from oncelog.tools.apache_kafka import KafkaCluster
 
                 # Full JIT and a bigger heap than the tests' quick-start nodes: this is a benchmark.
                 k = KafkaCluster(nodes=1, workdir=os.path.join(work, "apache-kafka"), quick_start=False,

@@ -38,7 +38,7 @@ Memory per id is (RSS held - RSS empty) / ids. Between stages the bench waits fo
 sweep to finish (DescribeTransactions of the stage's last-created expiring id says not found) and
 for the cleaner (``__transaction_state`` bytes unchanged for a few seconds).
 
-Apache Kafka (``--broker oncelog,kafka``): one node (oncelog.apache_kafka, full JIT,
+Apache Kafka (``--broker oncelog,kafka``): one node (oncelog.tools.apache_kafka, full JIT,
 ``--kafka-heap``), the same generator; stages ``empty``, ``held`` (every id), then a restart with
 ``transactional.id.expiration.ms`` and its check interval at 1 s (Kafka's clock cannot be moved)
 and ``expired``. Its memory is the heap after a full GC (``jcmd GC.run`` then ``GC.heap_info``:
@@ -360,7 +360,7 @@ class KafkaTarget:
     label = "Apache Kafka"
 
     def __init__(self, work_dir: str, args) -> None:
-        from oncelog import apache_kafka
+        from oncelog.tools import apache_kafka
 
         self.cluster = apache_kafka.KafkaCluster(nodes=1, heap=args.kafka_heap, quick_start=False,
                                                  workdir=os.path.join(work_dir, "kafka"), config={})

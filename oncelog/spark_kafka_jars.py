@@ -3,7 +3,7 @@ side-by-side runs of ``oncelog demo --sink spark-kafka`` and ``python -m bench s
 
 :func:`spark_kafka_jars` fetches ``org.apache.spark:spark-sql-kafka-0-10_2.13`` of one Spark
 version and what it needs at run time (``kafka-clients``, ``commons-pool2``,
-``spark-token-provider-kafka-0-10``) with Maven, through :func:`oncelog.apache_kafka.maven_fetch`
+``spark-token-provider-kafka-0-10``) with Maven, through :func:`oncelog.tools.apache_kafka.maven_fetch`
 (same cache root, lock and whole-or-absent ``lib``), into
 ``$XDG_CACHE_HOME/oncelog/spark-sql-kafka/<version>/lib``; the paths go to ``spark.jars``.
 
@@ -31,7 +31,7 @@ import sysconfig
 import time
 from dataclasses import dataclass
 
-from .apache_kafka import ApacheKafkaUnavailable, maven_fetch
+from .tools.apache_kafka import ApacheKafkaUnavailable, maven_fetch
 from .cachedir import user_cache
 
 FALLBACK_VERSION = "4.2.0"  # newest Spark with both pyspark on PyPI and spark-sql-kafka on Maven Central

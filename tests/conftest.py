@@ -83,7 +83,7 @@ def _on_apache_kafka(nodeid: str) -> bool:
     return nodeid.startswith(_APACHE_KAFKA_PATHS) or bool(_VARIANT.search(nodeid))
 
 
-# Apache Kafka itself (oncelog.apache_kafka): one single node and one 3-node cluster per test
+# Apache Kafka itself (oncelog.tools.apache_kafka): one single node and one 3-node cluster per test
 # session (per xdist worker), each started on first use and shared by the tests that ask for it;
 # a test that kills a node need not restart it (the next user gets every node running again).
 # Tests using them are marked `apache_kafka` (and e2e) and must live under tests/kafka/, which
@@ -98,7 +98,7 @@ _apache_kafka_clusters: dict = {}  # nodes -> this session's KafkaCluster
 
 
 def _apache_kafka_session(nodes: int):
-    from oncelog.apache_kafka import KafkaCluster
+    from oncelog.tools.apache_kafka import KafkaCluster
 
     from .helpers import start_apache_kafka
 

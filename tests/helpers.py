@@ -109,7 +109,7 @@ def need_apache_kafka(what: str, fn):
 
     import pytest
 
-    from oncelog.apache_kafka import ApacheKafkaUnavailable
+    from oncelog.tools.apache_kafka import ApacheKafkaUnavailable
 
     try:
         return fn()
@@ -120,7 +120,7 @@ def need_apache_kafka(what: str, fn):
 
 
 def start_apache_kafka(cluster):
-    """Start an ``oncelog.apache_kafka.KafkaCluster`` (see :func:`need_apache_kafka`)."""
+    """Start an ``oncelog.tools.apache_kafka.KafkaCluster`` (see :func:`need_apache_kafka`)."""
     return need_apache_kafka("Apache Kafka", cluster.start)
 
 
@@ -177,7 +177,7 @@ def unique(name: str) -> str:
 
 class ApacheKafkaBroker:
     """The ``broker`` fixture's ``apache-kafka`` variant (tests/conftest.py, marker ``both_brokers``):
-    the session's one-node Apache Kafka (``oncelog.apache_kafka.KafkaCluster``) seen through the
+    the session's one-node Apache Kafka (``oncelog.tools.apache_kafka.KafkaCluster``) seen through the
     part of ``oncelog.process.BrokerProcess`` a portable test uses: ``bootstrap``, the node's
     ``data_dir`` (``log.dirs``), its log. It is shared by every test of the session, so names must
     be :func:`unique`; crashing or restarting it, or reading oncelog's own log, is what an

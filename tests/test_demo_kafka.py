@@ -26,7 +26,7 @@ def _context(r: dict, out: str) -> str:
 
 @pytest.mark.apache_kafka
 def test_demo_on_apache_kafka_through_a_leader_kill(tmp_path):
-    from oncelog.apache_kafka import fetch
+    from oncelog.tools.apache_kafka import fetch
 
     _need("Apache Kafka", fetch)
     rc, out, r = run_demo(tmp_path, "--broker", "apache-kafka", "--records", "5000", "--driver-kills", "1",

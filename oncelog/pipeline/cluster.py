@@ -2,7 +2,7 @@
 
 * :class:`OncelogCluster`: one ``oncelog serve`` child process (``fsync=always``) in the run's
   folder; a kill is a SIGKILL of it, a restart starts it again on the same data and port.
-* :class:`ApacheKafkaCluster`: Apache Kafka from the user's cache (:mod:`oncelog.apache_kafka`),
+* :class:`ApacheKafkaCluster`: Apache Kafka from the user's cache (:mod:`oncelog.tools.apache_kafka`),
   1 or 3 KRaft nodes on loopback; a kill is a SIGKILL of one node's JVM, chosen as the node that
   matters most at that moment, in turn: the leader of a partition of the enriched output, the
   transaction coordinator of the generator's transactional id, the leader of an input partition.
@@ -59,7 +59,7 @@ class ApacheKafkaCluster:
     can_kill = True
 
     def __init__(self, folder: str, nodes: int) -> None:
-        from ..apache_kafka import KafkaCluster
+        from ..tools.apache_kafka import KafkaCluster
 
         self.nodes = nodes
         self.cluster = KafkaCluster(nodes=nodes, workdir=os.path.join(folder, "apache-kafka"))

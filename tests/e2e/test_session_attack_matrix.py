@@ -40,7 +40,7 @@ What Kafka 4.4 does (SaslServerAuthenticator, KafkaChannel, SocketServer, KafkaA
 
 These expectations were checked by running this module's :func:`run_matrix` against a one-node
 Apache Kafka 4.4 (a SASL_PLAINTEXT listener with the four mechanisms, both framings, the same
-connections.max.reauth.ms; oncelog.apache_kafka.KafkaCluster): every cell but ``after`` came out
+connections.max.reauth.ms; oncelog.tools.apache_kafka.KafkaCluster): every cell but ``after`` came out
 as :func:`expected` says (in ``after``, Kafka's transaction coordinator leaves the minimal
 AddPartitionsToTxn v5 unanswered longer than the pipelined sweep waits: a handler's matter, not
 the session's), and so did the separate tests below, the xfail one included.

@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 
-from oncelog import apache_kafka as ak
+from oncelog.tools import apache_kafka as ak
 from oncelog.spark.kafka_configs import TABLE_PATH, TABLE_CLIENT_VERSION
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compat", "ClientConfigDefs.java")

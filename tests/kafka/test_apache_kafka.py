@@ -1,4 +1,4 @@
-"""Apache Kafka itself (oncelog.apache_kafka) as the reference the connector is held to: the single
+"""Apache Kafka itself (oncelog.tools.apache_kafka) as the reference the connector is held to: the single
 node and the 3-node KRaft cluster start from the Maven Central cache, a confluent-kafka
 transactional producer commits and a read_committed consumer reads exactly that back, and on the
 3-node cluster a SIGKILLed partition leader or transaction coordinator costs no committed record.
@@ -24,11 +24,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.apache_kafka]
 def test_two_first_fetches_at_once_run_maven_once(tmp_path):
     """The cache is shared: of two processes fetching into an empty cache at the same moment, one
     runs Maven and the other waits on the lock and finds the jars; later calls run nothing."""
-    from oncelog.apache_kafka import fetch
+    from oncelog.tools.apache_kafka import fetch
 
     need_apache_kafka("Apache Kafka", fetch)  # Maven's repository warm: the fetches below download nothing
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
-    code = "from oncelog.apache_kafka import fetch; print(fetch(quiet=False).lib)"
+    code = "from oncelog.tools.apache_kafka import fetch; print(fetch(quiet=False).lib)"
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.apache_kafka, pytest.mark.e2e]
 
 @pytest.fixture(scope="module")
 def world():
-    from oncelog.apache_kafka import KafkaCluster
+    from oncelog.tools.apache_kafka import KafkaCluster
 
     config = {**cases.AUTHORIZER_SETTINGS, "super.users": "User:admin;User:ANONYMOUS",
               "sasl.enabled.mechanisms": "PLAIN",

@@ -36,7 +36,7 @@ def test_kafka_target_names_and_pairs():
 
 
 def test_bench_runs_kafka_beside_oncelog(tmp_path):
-    from oncelog.apache_kafka import fetch
+    from oncelog.tools.apache_kafka import fetch
 
     from bench.cli import main
 

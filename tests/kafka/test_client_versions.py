@@ -31,7 +31,7 @@ import subprocess
 
 import pytest
 
-from oncelog import apache_kafka as ak
+from oncelog.tools import apache_kafka as ak
 
 from ..helpers import create_topic, need_apache_kafka, unique
 from .pyclients import PY_CLIENTS, PyClient, Unavailable, python_for

@@ -1,6 +1,6 @@
 """docs/COMPATIBILITY.md lists every client version the matrix runs and every engine check (tests/kafka/compat_report.py)."""
 
-from oncelog.apache_kafka import JAVA_CLIENT_VERSIONS
+from oncelog.tools.apache_kafka import JAVA_CLIENT_VERSIONS
 
 from .compat_report import COMMITTED, engines_listed, versions_listed
 from .pyclients import PY_CLIENTS

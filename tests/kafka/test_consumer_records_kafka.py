@@ -30,7 +30,7 @@ import uuid
 
 import pytest
 
-from oncelog import apache_kafka
+from oncelog.tools import apache_kafka
 from oncelog.groups import consumer_records as cr
 
 from ..groups.test_consumer_records import KAFKA_RECORDS, ROUND_TRIPS, check_live_run, live_run

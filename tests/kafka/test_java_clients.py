@@ -27,7 +27,7 @@ import time
 
 import pytest
 
-from oncelog import apache_kafka
+from oncelog.tools import apache_kafka
 from oncelog.client.wire import RawClient, request_module
 
 from ..helpers import create_topic, unique

@@ -26,7 +26,7 @@ import time
 import confluent_kafka as ck
 import pytest
 
-from oncelog import apache_kafka
+from oncelog.tools import apache_kafka
 
 from .. import consumer_protocol_cases as cases
 from ..helpers import create_topic, unique

@@ -52,7 +52,7 @@ import urllib.request
 import confluent_kafka as ck
 import pytest
 
-from oncelog import apache_kafka as ak
+from oncelog.tools import apache_kafka as ak
 from oncelog.cachedir import user_cache
 
 from ..helpers import create_topic, free_port, need_apache_kafka, unique

@@ -19,7 +19,7 @@ import time
 import confluent_kafka as ck
 import pytest
 
-from oncelog import apache_kafka as ak
+from oncelog.tools import apache_kafka as ak
 from oncelog.cachedir import user_cache
 
 from ..helpers import create_topic, need_apache_kafka, unique

@@ -36,7 +36,7 @@ import time
 
 import pytest
 
-from oncelog import apache_kafka
+from oncelog.tools import apache_kafka
 from oncelog.client.wire import RawClient, list_offsets_latest
 
 from ..conftest import soak_scale

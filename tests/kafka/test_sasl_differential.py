@@ -21,7 +21,7 @@ import time
 import pytest
 from kio.schema.errors import ErrorCode
 
-from oncelog.apache_kafka import KafkaCluster
+from oncelog.tools.apache_kafka import KafkaCluster
 from oncelog.client.wire import RawClient, request_module
 from oncelog.process import BrokerProcess
 

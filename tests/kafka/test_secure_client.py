@@ -213,13 +213,13 @@ def test_settings_refused_at_start_with_the_reason(certs, tmp_path):
 
 
 def _free_ports(n):
-    from oncelog.apache_kafka import _free_ports
+    from oncelog.tools.apache_kafka import _free_ports
 
     return _free_ports(n)
 
 
 def _secure_cluster(certs: Certs):
-    from oncelog.apache_kafka import KafkaCluster
+    from oncelog.tools.apache_kafka import KafkaCluster
 
     class SecureCluster(KafkaCluster):
         """KafkaCluster's CLIENT listener as SASL_SSL, plus MTLS, OTHERNAME and SASLPLAIN listeners."""

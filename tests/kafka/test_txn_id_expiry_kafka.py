@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.apache_kafka, pytest.mark.e2e]
 
 @pytest.fixture(scope="module")
 def kafka():
-    from oncelog.apache_kafka import KafkaCluster
+    from oncelog.tools.apache_kafka import KafkaCluster
 
     cluster = KafkaCluster(nodes=1, config=dict(cases.SETTINGS))
     start_apache_kafka(cluster)

@@ -1,5 +1,5 @@
 """The connector against Apache Kafka itself (issue 18): the same source, sink and crash tests
-that run against oncelog, on Apache Kafka 4.x from Maven Central (``oncelog.apache_kafka``).
+that run against oncelog, on Apache Kafka 4.x from Maven Central (``oncelog.tools.apache_kafka``).
 
 Single node (the ``apache_kafka`` fixture), in this session's SparkSession: the source's
 read_committed reads (aborted transactions, the last stable offset, control records), the

@@ -9,7 +9,7 @@ same port and data, and the broker's log. Names on the shared Apache Kafka must 
 (:func:`tests.helpers.unique`): it outlives the test.
 
 The Java programs are compiled once per source text into the user's cache
-(``oncelog.apache_kafka.compile_java``), never into the repository. :data:`REQUEST_LOG4J` is a
+(``oncelog.tools.apache_kafka.compile_java``), never into the repository. :data:`REQUEST_LOG4J` is a
 log4j2 configuration under which the Java client logs every request it sends with its API and
 version (``org.apache.kafka.clients.NetworkClient`` at DEBUG, to stderr); :func:`sent_requests`
 counts them, which is how a test shows the client used Produce v12 and EndTxn v5 (transaction
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from oncelog import apache_kafka
+from oncelog.tools import apache_kafka
 from oncelog.client.wire import RawClient, request_module
 from oncelog.protocol.records import HEADER_SIZE, BatchHeader, control_type, parse_header
 
@@ -67,7 +67,7 @@ class Target:
 
     kind: str
     process: object = None  # oncelog.process.BrokerProcess
-    cluster: object = None  # oncelog.apache_kafka.KafkaCluster, one node
+    cluster: object = None  # oncelog.tools.apache_kafka.KafkaCluster, one node
 
     @property
     def bootstrap(self) -> str:

@@ -49,7 +49,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from .cachedir import user_cache
+from ..cachedir import user_cache
 
 DEFAULT_VERSION = "4.4.0"
 VERSION_ENV = "ONCELOG_APACHE_KAFKA_VERSION"  # another 4.x, e.g. 4.3.1
@@ -573,7 +573,7 @@ class KafkaCluster:
 
     def metadata(self, topics: list[str] | None = None, via: int | None = None):
         """A Metadata (v12) response from node ``via`` (default: any live node) over INTERNAL."""
-        from .client.wire import RawClient, request_module
+        from ..client.wire import RawClient, request_module
 
         m = request_module(3, 12)
         req = m.MetadataRequest(
@@ -621,7 +621,7 @@ class KafkaCluster:
         """The node that coordinates ``key``: a transactional id (``key_type=1``, the transaction
         coordinator) or a group id (0). Retries while the coordinator's state log is still
         being created or loaded, as clients do."""
-        from .client.wire import RawClient, request_module
+        from ..client.wire import RawClient, request_module
 
         m = request_module(10, 4)
         req = m.FindCoordinatorRequest(key_type=key_type, coordinator_keys=(key,))
@@ -777,11 +777,11 @@ class _PortTaken(RuntimeError):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m oncelog.apache_kafka [--nodes 3] [--fetch-only]``: fetch, start, print the
+    """``python -m oncelog.tools.apache_kafka [--nodes 3] [--fetch-only]``: fetch, start, print the
     bootstrap address and the measured start-up time and memory, run until Ctrl-C."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m oncelog.apache_kafka", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m oncelog.tools.apache_kafka", description=main.__doc__)
     parser.add_argument("--nodes", type=int, default=1)
     parser.add_argument("--fetch-only", action="store_true")
     parser.add_argument("--heap", default="384m")
