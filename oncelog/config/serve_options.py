@@ -31,6 +31,7 @@ from typing import Iterable
 from urllib.parse import unquote
 
 from . import registry
+from .java_strings import PROPERTIES, unescape
 from .settings import BrokerConfig, FsyncPolicy, GroupConfig, ListenerConfig, LogConfig, SslConfig, TxnConfig, default
 
 
@@ -132,27 +133,6 @@ def _continues(line: str) -> bool:
     return (len(line) - len(line.rstrip("\\"))) % 2 == 1
 
 
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(text: str) -> str:
-    out, i = [], 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and i + 1 < len(text):
-            n = text[i + 1]
-            if n == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2:i + 6]):
-                out.append(chr(int(text[i + 2:i + 6], 16)))
-                i += 6
-                continue
-            out.append(_ESCAPES.get(n, n))
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
 def _split_property(line: str) -> tuple[str, str]:
     i = 0
     while i < len(line):
@@ -167,7 +147,7 @@ def _split_property(line: str) -> tuple[str, str]:
     rest = line[i:].lstrip(" \t\f")
     if rest[:1] in ("=", ":") and (i == len(line) or line[i] in " \t\f=:"):
         rest = rest[1:].lstrip(" \t\f")
-    return _unescape(key), _unescape(rest)
+    return unescape(key, PROPERTIES), unescape(rest, PROPERTIES)
 
 
 def settings_from_args(args: argparse.Namespace) -> list[Setting]:

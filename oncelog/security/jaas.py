@@ -18,11 +18,11 @@ logged or echoed in errors (they are passwords).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from ..config.java_strings import TOKENIZER, unescape
+
 CONTROL_FLAGS = ("required", "requisite", "sufficient", "optional")
-_ESCAPES = {"n": "\n", "t": "\t", "b": "\b", "r": "\r", "f": "\f", "a": "\a", "v": "\v"}
 
 
 class JaasConfigError(ValueError):
@@ -53,24 +53,12 @@ def jaas_tokens(text: str):
             j = text.find("*/", i + 2)
             i = n if j < 0 else j + 2
         elif c in "\"'":
-            out = []
-            i += 1
-            while i < n and text[i] != c and text[i] not in "\r\n":
-                ch = text[i]
-                if ch == "\\" and i + 1 < n:
-                    nxt = text[i + 1]
-                    m = re.match(r"[0-7]{1,3}", text[i + 1:i + 4]) if nxt in "01234567" else None
-                    if m:
-                        out.append(chr(int(m.group(0), 8) & 0xFF))
-                        i += 1 + len(m.group(0))
-                        continue
-                    out.append(_ESCAPES.get(nxt, nxt))
-                    i += 2
-                    continue
-                out.append(ch)
-                i += 1
-            i += 1  # the closing quote (or the line end)
-            yield "string", "".join(out)
+            j = i + 1
+            while j < n and text[j] != c and text[j] not in "\r\n":
+                j += 2 if text[j] == "\\" else 1  # an escaped quote or line end does not end it
+            j = min(j, n)
+            yield "string", unescape(text[i + 1:j], TOKENIZER)
+            i = j + 1  # the closing quote (or the line end)
         elif c.isalnum() or c in "._-$" or "\u00a0" <= c <= "\u00ff":
             j = i
             while j < n and (text[j].isalnum() or text[j] in "._-$" or "\u00a0" <= text[j] <= "\u00ff"):
