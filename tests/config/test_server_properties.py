@@ -209,9 +209,9 @@ def test_no_unauthenticated_listener_beyond_loopback_unless_asked(overrides, ref
         assert not any(n.startswith("WARNING:") for n in notes)
 
 
-def test_the_readmes_security_example_means_what_it_says(tmp_path):
-    """The server.properties of README's "Security" section, as written there."""
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+def test_the_security_docs_example_means_what_it_says(tmp_path):
+    """The server.properties of docs/security.md, as written there."""
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "security.md")).read()
     block = readme.split("```properties\n# server.properties\n", 1)[1].split("```", 1)[0]
     path = write(tmp_path, block)
     config, notes = build("--config", path)

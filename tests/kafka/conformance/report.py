@@ -1,6 +1,7 @@
-"""CONFORMANCE.md, the committed copy of the last conformance run's table (build/conformance.md):
-``python -m tests.kafka.conformance.report`` writes it; :func:`committed_rows` reads its verdicts
-back for test_registry.py."""
+"""docs/conformance.md: what the conformance suite holds oncelog to, then the committed copy of the last
+conformance run's table (build/conformance.md). ``python -m tests.kafka.conformance.report`` rewrites
+everything below the file's MARKER line with the run's table and keeps the prose above it;
+:func:`committed_rows` reads its verdicts back for test_registry.py."""
 
 from __future__ import annotations
 
@@ -8,23 +9,18 @@ import os
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-COMMITTED = os.path.join(REPO, "CONFORMANCE.md")
+COMMITTED = os.path.join(REPO, "docs", "conformance.md")
 RUN = os.path.join(REPO, "build", "conformance.md")
 
+MARKER = ("<!-- Everything below this line is written by `python -m tests.kafka.conformance.report` "
+          "from build/conformance.md. -->")
+
+# Used only when docs/conformance.md is missing or has lost its MARKER line.
 HEADER = """# Conformance with Apache Kafka
 
 Each scenario below is a short conversation held, in the same test run, with a one-node Apache
-Kafka 4.4 (KRaft, from Maven Central) and with oncelog, through the project's protocol client
-(`oncelog.client.wire`, kio's request classes at the versions the scenario names). Both answers
-are normalised (opaque ids numbered by first appearance, records decoded, timestamps, node ids
-and addresses dropped; see `tests/kafka/conformance/framework.py`) and compared field by field.
-A difference is either fixed in oncelog or declared beside its scenario with its reason; an
-undeclared difference fails CI, and so does a declared one that has gone.
-
-Run: `pytest tests/kafka/conformance` (part of the test command; needs Java 17 and Maven).
-The run writes this table to `build/conformance.md`; `python -m tests.kafka.conformance.report`
-copies it here. The Apache Kafka / oncelog columns show the whole answer when they agree and
-the first differing field when they do not.
+Kafka 4.4 (KRaft, from Maven Central) and with oncelog, through the project's protocol client.
+Run: `pytest tests/kafka/conformance`; then `python -m tests.kafka.conformance.report`.
 
 """
 
@@ -32,12 +28,18 @@ the first differing field when they do not.
 def write() -> None:
     with open(RUN) as f:
         body = f.read()
+    prose = HEADER + MARKER + "\n"
+    if os.path.exists(COMMITTED):
+        with open(COMMITTED) as f:
+            text = f.read()
+        if MARKER in text:
+            prose = text[:text.index(MARKER)] + MARKER + "\n"
     with open(COMMITTED, "w") as f:
-        f.write(HEADER + body)
+        f.write(prose + "\n" + body)
 
 
 def committed_rows() -> dict[str, str]:
-    """scenario name -> its 'equal?' cell, from CONFORMANCE.md."""
+    """scenario name -> its 'equal?' cell, from docs/conformance.md."""
     rows = {}
     if not os.path.exists(COMMITTED):
         return rows

@@ -5,7 +5,7 @@ identical, or when they differ and the scenario declares why (``differs=``); an 
 difference fails, and so does a declared one that is gone.
 
 The run writes its table to ``build/conformance.md`` (and the answers to ``build/conformance.json``);
-CONFORMANCE.md is the committed copy the README summarises, and
+docs/conformance.md holds the committed copy below its prose, and
 ``test_committed_table_matches_the_registry`` keeps its verdicts equal to the declarations."""
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""The conformance suite's bookkeeping, without any broker: the committed CONFORMANCE.md names
+"""The conformance suite's bookkeeping, without any broker: the committed docs/conformance.md names
 exactly the registered scenarios, each with the verdict its declaration implies ("yes" when no
-difference is declared, the declared reason otherwise), so the README's summary and the table
+difference is declared, the declared reason otherwise), so the summary above the table and the table
 cannot drift from the scenarios the CI run holds to. (Whether the declarations are true is what
 test_conformance.py checks against both brokers.)
 
 Regenerate after a run: ``python -m tests.kafka.conformance.report`` (copies build/conformance.md
-under CONFORMANCE.md's header)."""
+under docs/conformance.md's prose)."""
 
 from __future__ import annotations
 
