@@ -1,75 +1,30 @@
-"""The Kafka APIs oncelog implements: one module per API, each declaring its version range.
+"""The Kafka APIs oncelog implements: one module per API, each declaring its key and version range
+(``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION``) and ``handle(ctx, request)``. A module registers
+itself by being here: every module of this package whose name does not start with ``_`` is a
+handler (``_base``, ``_groups`` ... are shared helpers). Each handler's docstring opens with
+``<Name> (key <k>), v<MIN>-<MAX>`` and lists ``Version notes:`` (tests/apis/test_registry.py).
 
-``HANDLERS`` feeds both request dispatch and the ApiVersions response, so the broker advertises
-exactly what it implements.
+``HANDLERS`` (API key -> module) feeds both request dispatch and the ApiVersions response, so
+the broker advertises exactly what it implements.
 """
 
-from . import (
-    add_offsets_to_txn,
-    alter_partition_reassignments,
-    alter_replica_log_dirs,
-    describe_quorum,
-    list_config_resources,
-    alter_configs,
-    incremental_alter_configs,
-    create_acls,
-    delete_acls,
-    describe_acls,
-    alter_user_scram_credentials,
-    describe_user_scram_credentials,
-    sasl_authenticate,
-    sasl_handshake,
-    add_partitions_to_txn,
-    api_versions,
-    describe_transactions,
-    end_txn,
-    list_transactions,
-    txn_offset_commit,
-    write_txn_markers,
-    delete_groups,
-    describe_groups,
-    find_coordinator,
-    heartbeat,
-    join_group,
-    leave_group,
-    list_groups,
-    offset_commit,
-    offset_delete,
-    offset_fetch,
-    sync_group,
-    consumer_group_heartbeat,
-    consumer_group_describe,
-    create_partitions,
-    create_topics,
-    delete_records,
-    delete_topics,
-    describe_cluster,
-    describe_configs,
-    describe_log_dirs,
-    describe_producers,
-    describe_topic_partitions,
-    elect_leaders,
-    fetch,
-    init_producer_id,
-    list_offsets,
-    list_partition_reassignments,
-    metadata,
-    produce,
-)
+from __future__ import annotations
 
-MODULES = [
-    produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_topics, delete_records,
-    describe_configs, create_partitions, describe_cluster, init_producer_id, describe_producers,
-    find_coordinator, join_group, sync_group, heartbeat, leave_group, describe_groups, list_groups,
-    delete_groups, offset_commit, offset_fetch, offset_delete, consumer_group_heartbeat, consumer_group_describe,
-    add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit, write_txn_markers,
-    list_transactions, describe_transactions,
-    describe_log_dirs, describe_topic_partitions, list_partition_reassignments, elect_leaders,
-    alter_partition_reassignments, alter_replica_log_dirs, describe_quorum, list_config_resources,
-    alter_configs, incremental_alter_configs,
-    describe_acls, create_acls, delete_acls,
-    describe_user_scram_credentials, alter_user_scram_credentials,
-    sasl_handshake, sasl_authenticate,
-]
+import importlib
+import pkgutil
+from types import ModuleType
 
-HANDLERS = {m.API_KEY: m for m in MODULES}
+
+def _discover() -> dict[int, ModuleType]:
+    handlers: dict[int, ModuleType] = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        other = handlers.setdefault(module.API_KEY, module)
+        if other is not module:
+            raise ImportError(f"API key {module.API_KEY} served twice: {other.__name__} and {module.__name__}")
+    return dict(sorted(handlers.items()))
+
+
+HANDLERS = _discover()

@@ -2,7 +2,19 @@
 transaction, so TxnOffsetCommit may write there and the markers reach it.
 
 ACLs (Kafka's KafkaApis.handleAddOffsetsToTxnRequest): WRITE on the transactional id, else
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED; READ on the group, else GROUP_AUTHORIZATION_FAILED."""
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; READ on the group, else GROUP_AUTHORIZATION_FAILED.
+
+Version notes:
+
+AddOffsetsToTxn: v0-4
+
+- v0: the oldest served.
+- v1: the schema of v0; the throttle is applied after the answer (KIP-219).
+- v2: PRODUCER_FENCED may be answered (KIP-588); below v2 a fenced producer gets
+  INVALID_PRODUCER_EPOCH.
+- v3: flexible versions (compact strings and arrays, tagged fields).
+- v4: TRANSACTION_ABORTABLE may be answered (KIP-890 part 1).
+"""
 
 from __future__ import annotations
 

@@ -7,7 +7,20 @@ ACLs (Kafka's KafkaApis.handleAddPartitionsToTxnRequest): v0-3 need WRITE on the
 id (else every partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (else
 its partitions are TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED); v4+, sent
 by brokers, need CLUSTER_ACTION on the cluster (else CLUSTER_AUTHORIZATION_FAILED). Nothing is
-added when any is refused."""
+added when any is refused.
+
+Version notes:
+
+AddPartitionsToTxn: v0-5
+
+- v0: the oldest served: one transaction, from a client.
+- v1: the schema of v0; the throttle is applied after the answer (KIP-219).
+- v2: PRODUCER_FENCED may be answered (KIP-588).
+- v3: flexible versions (compact strings and arrays, tagged fields); the last client version.
+- v4: sent by brokers: several transactions in one request, ``verify_only``, a top-level error code
+  (KIP-890 part 1); CLUSTER_ACTION needed.
+- v5: TRANSACTION_ABORTABLE may be answered (KIP-890 part 1).
+"""
 
 from __future__ import annotations
 

@@ -18,6 +18,14 @@ everything and changes nothing.
 ACLs (Kafka's ConfigAdminManager, both alter APIs): ALTER_CONFIGS on the topic
 (TOPIC_AUTHORIZATION_FAILED), on the group (GROUP_AUTHORIZATION_FAILED) or, for the broker, on the
 cluster (CLUSTER_AUTHORIZATION_FAILED), per resource; a refused resource is left as it is.
+
+Version notes:
+
+AlterConfigs: v0-2
+
+- v0: the oldest served.
+- v1: the schema of v0; the throttle is applied after the answer (KIP-219).
+- v2: flexible versions (compact strings and arrays, tagged fields).
 """
 
 from __future__ import annotations

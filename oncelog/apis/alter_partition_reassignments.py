@@ -12,6 +12,14 @@ ReplicationControlManager answers (measured against it), per partition, in this 
 
 ACLs (Kafka's KafkaApis.handleAlterPartitionReassignmentsRequest): ALTER on the cluster, else
 CLUSTER_AUTHORIZATION_FAILED at the top and for every partition.
+
+Version notes:
+
+AlterPartitionReassignments: v0-1
+
+- v0: the oldest served (KIP-455).
+- v1: ``allow_replication_factor_change`` in the request (KIP-860); nothing here changes a
+  replication factor.
 """
 
 from __future__ import annotations

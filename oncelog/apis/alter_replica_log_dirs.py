@@ -9,6 +9,13 @@ answers (measured against it), per partition:
 
 ACLs (Kafka's KafkaApis.handleAlterReplicaLogDirsRequest): ALTER on the cluster, else
 CLUSTER_AUTHORIZATION_FAILED for every partition.
+
+Version notes:
+
+AlterReplicaLogDirs: v1-2 (v0, deprecated by KIP-896, is not served)
+
+- v1: the schema of v0; the throttle is applied after the answer (KIP-219).
+- v2: flexible versions (compact strings and arrays, tagged fields).
 """
 
 from __future__ import annotations

@@ -10,6 +10,12 @@ cluster when an authorizer is configured: not checked here yet (issue 20).
 
 ACLs (Kafka's KafkaApis.handleAlterUserScramCredentialsRequest): ALTER on the cluster, else every
 user's result is CLUSTER_AUTHORIZATION_FAILED and no credential changes.
+
+Version notes:
+
+AlterUserScramCredentials: v0
+
+- v0: the only version (KIP-554), flexible versions (compact strings and arrays, tagged fields).
 """
 
 from __future__ import annotations

@@ -24,6 +24,18 @@ none of them and does not claim them (CONFORMANCE.md, ``admin.api_versions_featu
 
 The response is the same for every request of a version, so it is encoded once per version and
 cached.
+
+Version notes:
+
+ApiVersions: v0-4 (an unknown version is answered at v0 with UNSUPPORTED_VERSION, KIP-511)
+
+- v0: the oldest served: the API ranges only.
+- v1: ``throttle_time_ms`` in the answer.
+- v2: the schema of v1; the throttle is applied after the answer (KIP-219).
+- v3: flexible (the body only; the answer's header stays v0); the client's software name and
+  version; features in tagged fields (KIP-511, KIP-584).
+- v4: a supported feature may have minimum 0 (KAFKA-17011); below v4 such a feature is left out
+  (KAFKA-17492).
 """
 
 from __future__ import annotations

@@ -10,6 +10,13 @@ group whose members' current or target assignments hold a topic the principal ma
 is TOPIC_AUTHORIZATION_FAILED ("The group has described topic(s) that the client is not
 authorized to describe.") with nothing else of it — no members, epochs, state or assignor — so no
 topic name, id or partition count leaks through a group (Kafka 4.4, KAFKA-18813).
+
+Version notes:
+
+ConsumerGroupDescribe: v0-1
+
+- v0: the oldest served (KIP-848), flexible versions (compact strings and arrays, tagged fields).
+- v1: each member's ``member_type`` in the answer (KIP-1099).
 """
 
 from __future__ import annotations

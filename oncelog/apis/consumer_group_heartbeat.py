@@ -13,6 +13,13 @@ principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED naming the topics. A re
 group's regexes, they resolve only to topics this member's principal may DESCRIBE (Kafka's
 TopicRegexResolver.filterTopicDescribeAuthorizedTopics; see
 :meth:`~oncelog.groups.consumer_coordinator.ConsumerGroupCoordinator._maybe_resolve_regexes`).
+
+Version notes:
+
+ConsumerGroupHeartbeat: v0-1
+
+- v0: the oldest served (KIP-848), flexible versions (compact strings and arrays, tagged fields).
+- v1: ``subscribed_topic_regex`` in the request; INVALID_REGULAR_EXPRESSION may be answered.
 """
 
 from __future__ import annotations

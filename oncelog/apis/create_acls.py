@@ -7,6 +7,14 @@ Step 3. Each binding on its own: INVALID_REQUEST with Kafka's message for a bind
 (a CLUSTER resource not named ``kafka-cluster``, an empty name, ANY or MATCH where a binding needs
 a definite value, a principal not ``Type:name``, an unknown code); else created (creating one
 that exists succeeds and changes nothing). The accepted bindings are persisted before the answer.
+
+Version notes:
+
+CreateAcls: v1-3 (v0, deprecated by KIP-896, is not served)
+
+- v1: the resource pattern type (KIP-290: LITERAL, PREFIXED).
+- v2: flexible versions (compact strings and arrays, tagged fields).
+- v3: the USER resource type (KIP-554).
 """
 
 from __future__ import annotations

@@ -5,6 +5,15 @@ manual assignments (one per new partition), and each assignment (this broker onl
 
 ACLs (Kafka's KafkaApis.handleCreatePartitionsRequest): ALTER on the topic, else
 TOPIC_AUTHORIZATION_FAILED and its partition count stays.
+
+Version notes:
+
+CreatePartitions: v0-3
+
+- v0: the oldest served.
+- v1: the schema of v0; the throttle is applied after the answer (KIP-219).
+- v2: flexible versions (compact strings and arrays, tagged fields).
+- v3: the schema of v2; THROTTLING_QUOTA_EXCEEDED may be answered (KIP-599; oncelog has no quotas).
 """
 
 from __future__ import annotations

@@ -14,6 +14,20 @@ reports them.
 
 ACLs (Kafka's KafkaApis.handleCreateTopicsRequest): CREATE on the cluster, or on the topic,
 else TOPIC_AUTHORIZATION_FAILED ("Authorization failed.") and nothing is created.
+
+Version notes:
+
+CreateTopics: v2-7 (v0-1, deprecated by KIP-896, are not served)
+
+- v2: the oldest served: ``validate_only`` (v1), per-topic error messages (v1) and the throttle
+  time.
+- v3: the schema of v2; the throttle is applied after the answer (KIP-219).
+- v4: partitions and replication factor may be -1 (the broker's defaults) without assignments
+  (KIP-464).
+- v5: flexible versions (compact strings and arrays, tagged fields); the answer has each topic's
+  partitions, replication factor and configs (KIP-525).
+- v6: the schema of v5; THROTTLING_QUOTA_EXCEEDED may be answered (KIP-599).
+- v7: the topic id in the answer (KIP-516).
 """
 
 from __future__ import annotations

@@ -9,6 +9,14 @@ Step 3. Each filter's result lists the bindings it matched (ANY/MATCH semantics:
 oncelog.security.acls), all deleted together and persisted before the answer; a binding two
 filters match is listed under both. An unknown code in a filter answers that filter with
 INVALID_REQUEST (Kafka rejects the whole request).
+
+Version notes:
+
+DeleteAcls: v1-3 (v0, deprecated by KIP-896, is not served)
+
+- v1: the resource pattern type in filters and matches (KIP-290).
+- v2: flexible versions (compact strings and arrays, tagged fields).
+- v3: the USER resource type (KIP-554).
 """
 
 from __future__ import annotations

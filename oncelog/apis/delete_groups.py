@@ -3,6 +3,14 @@ and metadata get tombstones in ``__consumer_offsets``.
 
 ACLs (Kafka's KafkaApis.handleDeleteGroupsRequest): DELETE on each group, else that group is
 GROUP_AUTHORIZATION_FAILED and left as it is.
+
+Version notes:
+
+DeleteGroups: v0-2
+
+- v0: the oldest served.
+- v1: the schema of v0; the throttle is applied after the answer (KIP-219).
+- v2: flexible versions (compact strings and arrays, tagged fields).
 """
 
 from __future__ import annotations

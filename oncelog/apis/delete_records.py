@@ -5,6 +5,14 @@ aborted transactions it no longer needs (:meth:`oncelog.partition.Partition.dele
 
 ACLs (Kafka's KafkaApis.handleDeleteRecordsRequest): DELETE on the topic, else its partitions are
 TOPIC_AUTHORIZATION_FAILED and keep their records.
+
+Version notes:
+
+DeleteRecords: v0-2
+
+- v0: the oldest served.
+- v1: the schema of v0; the throttle is applied after the answer (KIP-219).
+- v2: flexible versions (compact strings and arrays, tagged fields).
 """
 
 from __future__ import annotations

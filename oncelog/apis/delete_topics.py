@@ -5,6 +5,17 @@ on the topic, else TOPIC_AUTHORIZATION_FAILED and the topic stays. A topic named
 the principal may not DELETE is answered with its id echoed and its name only if the principal
 may DESCRIBE it, else a null name, as Kafka; an unknown id is UNKNOWN_TOPIC_ID (ids are not
 secret). The message is Kafka 4.4's, "Topic authorization failed." (by name and by id).
+
+Version notes:
+
+DeleteTopics: v1-6 (v0, deprecated by KIP-896, is not served)
+
+- v1: the throttle time in the answer.
+- v2: the schema of v1; the throttle is applied after the answer (KIP-219).
+- v3: the schema of v2; TOPIC_DELETION_DISABLED may be answered (never here).
+- v4: flexible versions (compact strings and arrays, tagged fields).
+- v5: a per-topic ``error_message``; THROTTLING_QUOTA_EXCEEDED may be answered (KIP-599).
+- v6: topics named or identified by id, names may be null; ids in the answer (KIP-516).
 """
 
 from __future__ import annotations

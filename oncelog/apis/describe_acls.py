@@ -7,6 +7,14 @@ Step 2. Without an authorizer: SECURITY_DISABLED, "No Authorizer is configured o
 Step 3. The bindings the filter matches (ANY/MATCH semantics: oncelog.security.acls), one
 resource entry per (resource type, name, pattern type), sorted. An unknown code in the filter
 answers INVALID_REQUEST (Kafka closes the connection instead).
+
+Version notes:
+
+DescribeAcls: v1-3 (v0, deprecated by KIP-896, is not served)
+
+- v1: the resource pattern type in the filter and the answer (KIP-290).
+- v2: flexible versions (compact strings and arrays, tagged fields).
+- v3: the USER resource type (KIP-554).
 """
 
 from __future__ import annotations

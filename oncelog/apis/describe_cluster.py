@@ -5,7 +5,18 @@ ACLs (Kafka's KafkaApis.handleDescribeCluster and AuthHelper.computeDescribeClus
 none needed. Any authenticated principal is answered the cluster id, the controller and the
 brokers, as Kafka answers (clients find the cluster with it). Only the authorized operations,
 when asked for, depend on DESCRIBE on the cluster: with it, the principal's operations on the
-cluster; without it, 0 (no operation), as Kafka."""
+cluster; without it, 0 (no operation), as Kafka.
+
+Version notes:
+
+DescribeCluster: v0-2
+
+- v0: the oldest served (KIP-700), flexible versions (compact strings and arrays, tagged fields).
+- v1: ``endpoint_type`` (KIP-919): brokers, or controllers (MISMATCHED_ENDPOINT_TYPE on a broker
+  listener).
+- v2: ``include_fenced_brokers`` in the request, ``is_fenced`` per broker (KIP-1073): never fenced
+  here.
+"""
 
 from __future__ import annotations
 

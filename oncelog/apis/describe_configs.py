@@ -21,6 +21,15 @@ exist; the empty name is INVALID_REQUEST ("Group name must not be empty").
 ACLs: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED), on the group
 (GROUP_AUTHORIZATION_FAILED) or, for the broker, on the cluster (CLUSTER_AUTHORIZATION_FAILED),
 per resource, as Kafka's ConfigHelper.
+
+Version notes:
+
+DescribeConfigs: v1-4 (v0, deprecated by KIP-896, is not served)
+
+- v1: ``include_synonyms``; each config's source and synonyms.
+- v2: the schema of v1; the throttle is applied after the answer (KIP-219).
+- v3: ``include_documentation``; each config's type and documentation (KIP-569).
+- v4: flexible versions (compact strings and arrays, tagged fields).
 """
 
 from __future__ import annotations

@@ -8,7 +8,20 @@ A consumer (KIP-848) group is described as a group that does not exist, as Kafka
 
 ACLs (Kafka's KafkaApis.handleDescribeGroupsRequest): DESCRIBE on each group, else that group is
 answered GROUP_AUTHORIZATION_FAILED with nothing of it; authorized operations are the
-principal's on the group."""
+principal's on the group.
+
+Version notes:
+
+DescribeGroups: v0-6
+
+- v0: the oldest served.
+- v1: the throttle time in the answer.
+- v2: the schema of v1; the throttle is applied after the answer (KIP-219).
+- v3: ``include_authorized_operations`` (KIP-430).
+- v4: members' ``group_instance_id`` in the answer (KIP-345).
+- v5: flexible versions (compact strings and arrays, tagged fields).
+- v6: a per-group ``error_message``; an unknown group is GROUP_ID_NOT_FOUND (KIP-1043).
+"""
 
 from __future__ import annotations
 

@@ -8,6 +8,16 @@ does not host are left out, and so are topics with none left.
 
 ACLs (Kafka's KafkaApis.handleDescribeLogDirsRequest): DESCRIBE on the cluster, else
 CLUSTER_AUTHORIZATION_FAILED (v3+; below, no log dir described) as Kafka answers.
+
+Version notes:
+
+DescribeLogDirs: v1-5 (v0, deprecated by KIP-896, is not served)
+
+- v1: the schema of v0; the throttle is applied after the answer (KIP-219).
+- v2: flexible versions (compact strings and arrays, tagged fields).
+- v3: a top-level error code.
+- v4: each directory's total and usable bytes (KIP-827).
+- v5: each directory's ``is_cordoned`` (KIP-1066): never cordoned here.
 """
 
 from __future__ import annotations

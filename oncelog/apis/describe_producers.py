@@ -3,6 +3,12 @@ their epoch, last sequence and last append time.
 
 ACLs (Kafka's KafkaApis.handleDescribeProducersRequest): READ on the topic, else its partitions
 are TOPIC_AUTHORIZATION_FAILED.
+
+Version notes:
+
+DescribeProducers: v0
+
+- v0: the only version (KIP-664), flexible versions (compact strings and arrays, tagged fields).
 """
 
 from __future__ import annotations

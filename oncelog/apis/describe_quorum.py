@@ -12,6 +12,14 @@ KafkaRaftClient does: no error at the top, the (first) partition asked UNKNOWN_T
 
 ACLs (Kafka's KafkaApis.handleDescribeQuorum): DESCRIBE on the cluster, else
 CLUSTER_AUTHORIZATION_FAILED at the top.
+
+Version notes:
+
+DescribeQuorum: v0-2
+
+- v0: the oldest served (KIP-595), flexible versions (compact strings and arrays, tagged fields).
+- v1: each replica's last fetch and last caught-up timestamps (KIP-836).
+- v2: error messages, the voters' nodes and endpoints, each replica's directory id (KIP-853).
 """
 
 from __future__ import annotations

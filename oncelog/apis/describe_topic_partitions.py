@@ -20,6 +20,12 @@ eligible leader replicas (KIP-966) and the last known ELR are empty, nothing is 
 ACLs (Kafka's DescribeTopicPartitionsRequestHandler): DESCRIBE on a topic; all topics asked,
 those without it are left out; a named one is TOPIC_AUTHORIZATION_FAILED (exists or not).
 Authorized operations are the principal's (every topic operation with no authorizer).
+
+Version notes:
+
+DescribeTopicPartitions: v0
+
+- v0: the only version (KIP-966), flexible versions (compact strings and arrays, tagged fields).
 """
 
 from __future__ import annotations

@@ -3,6 +3,12 @@ epoch, and the partitions of each transaction.
 
 ACLs (Kafka's KafkaApis.handleDescribeTransactionsRequest): DESCRIBE on each transactional id,
 else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for it.
+
+Version notes:
+
+DescribeTransactions: v0
+
+- v0: the only version (KIP-664), flexible versions (compact strings and arrays, tagged fields).
 """
 
 from __future__ import annotations

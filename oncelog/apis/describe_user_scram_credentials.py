@@ -3,6 +3,12 @@ iteration counts — never salts or keys — as Kafka's ScramImage.describe answ
 users: every user with a credential; a user named twice is DUPLICATE_RESOURCE, one without
 credentials RESOURCE_NOT_FOUND, with Kafka's messages; the top-level error is NONE. ACLs (Kafka's KafkaApis.handleDescribeUserScramCredentialsRequest): DESCRIBE on the cluster, else
 the top-level error is CLUSTER_AUTHORIZATION_FAILED and nothing is described.
+
+Version notes:
+
+DescribeUserScramCredentials: v0
+
+- v0: the only version (KIP-554), flexible versions (compact strings and arrays, tagged fields).
 """
 
 from __future__ import annotations

@@ -12,6 +12,14 @@ so there is nothing to elect. As Kafka's ReplicationControlManager.electLeaders 
 
 ACLs (Kafka's KafkaApis.handleElectLeaders): ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED
 at the top and for every partition.
+
+Version notes:
+
+ElectLeaders: v0-2
+
+- v0: the oldest served: preferred leader election (KIP-183).
+- v1: ``election_type`` (preferred or unclean, KIP-460) and a top-level error code.
+- v2: flexible versions (compact strings and arrays, tagged fields).
 """
 
 from __future__ import annotations

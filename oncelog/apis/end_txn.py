@@ -3,7 +3,20 @@ the Complete* record follow. v5+ is transaction version 2 (KIP-890 part 2): the 
 by every EndTxn and returned, so a late request of this transaction cannot touch the next.
 
 ACLs (Kafka's KafkaApis.handleEndTxnRequest): WRITE on the transactional id, else
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED and the transaction is left as it is."""
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED and the transaction is left as it is.
+
+Version notes:
+
+EndTxn: v0-5
+
+- v0: the oldest served.
+- v1: the schema of v0; the throttle is applied after the answer (KIP-219).
+- v2: PRODUCER_FENCED may be answered (KIP-588).
+- v3: flexible versions (compact strings and arrays, tagged fields).
+- v4: TRANSACTION_ABORTABLE may be answered (KIP-890 part 1).
+- v5: transaction version 2: every EndTxn bumps the epoch; the producer id and epoch are in the
+  answer (KIP-890 part 2).
+"""
 
 from __future__ import annotations
 

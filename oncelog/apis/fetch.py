@@ -22,6 +22,27 @@ watermark (KIP-1166), a tagged field consumers leave at its default: nothing to 
 
 ACLs (Kafka's KafkaApis.handleFetchRequest): READ on each topic, else its partitions are
 TOPIC_AUTHORIZATION_FAILED with no data (the request still answers at once, as for any error).
+
+Version notes:
+
+Fetch: v4-18 (v0-3, deprecated by KIP-896, are not served)
+
+- v4: the oldest served: ``isolation_level`` and aborted transactions (magic-v2 batches, KIP-98).
+- v5: ``log_start_offset`` in the request and the answer.
+- v6: the schema of v5; KAFKA_STORAGE_ERROR may be answered.
+- v7: fetch sessions (KIP-227): ``session_id``, ``session_epoch``, ``forgotten_topics_data``.
+- v8: the schema of v7; the throttle is applied after the answer (KIP-219).
+- v9: ``current_leader_epoch`` (KIP-320).
+- v10: the schema of v9; zstd batches may be returned (KIP-110).
+- v11: ``rack_id`` (KIP-392) and ``preferred_read_replica`` in the answer.
+- v12: flexible versions (compact strings and arrays, tagged fields); ``last_fetched_epoch``, the
+  diverging epoch and the current leader in the answer.
+- v13: topics by id, not name (KIP-516); UNKNOWN_TOPIC_ID may be answered.
+- v14: the schema of v13; OFFSET_MOVED_TO_TIERED_STORAGE may be answered (KIP-405).
+- v15: ``replica_state`` replaces ``replica_id`` (KIP-903).
+- v16: ``node_endpoints`` in the answer (KIP-951).
+- v17: a follower's directory id (KIP-853).
+- v18: a follower's high watermark (KIP-1166).
 """
 
 from __future__ import annotations

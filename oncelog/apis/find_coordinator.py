@@ -10,7 +10,20 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED; per key from v4.
 
 Error messages are Kafka's: its Errors' own text for the code (the generic INVALID_REQUEST text
 for an unknown key type, as Kafka 4.4 sends it); a found coordinator has "NONE" up to v3
-(Kafka sets ``Errors.NONE.message()``) and "" from v4."""
+(Kafka sets ``Errors.NONE.message()``) and "" from v4.
+
+Version notes:
+
+FindCoordinator: v0-6
+
+- v0: the oldest served: groups only.
+- v1: ``key_type`` (transactional ids); the throttle time and an error message in the answer.
+- v2: the schema of v1; the throttle is applied after the answer (KIP-219).
+- v3: flexible versions (compact strings and arrays, tagged fields).
+- v4: several keys in one request, one answer per key (KIP-699).
+- v5: TRANSACTION_ABORTABLE may be answered (KIP-890 part 1).
+- v6: share group keys (key type 2, KIP-932).
+"""
 
 from __future__ import annotations
 

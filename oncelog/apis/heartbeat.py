@@ -2,6 +2,16 @@
 
 ACLs (Kafka's KafkaApis.handleHeartbeatRequest): READ on the group, else
 GROUP_AUTHORIZATION_FAILED.
+
+Version notes:
+
+Heartbeat: v0-4
+
+- v0: the oldest served.
+- v1: the throttle time in the answer.
+- v2: the schema of v1; the throttle is applied after the answer (KIP-219).
+- v3: ``group_instance_id`` (static membership, KIP-345).
+- v4: flexible versions (compact strings and arrays, tagged fields).
 """
 
 from __future__ import annotations

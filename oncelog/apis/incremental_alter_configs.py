@@ -7,6 +7,13 @@ persisted and applied exactly as :mod:`oncelog.apis.alter_configs` does. GROUP r
 INVALID_CONFIG for every group config, as Kafka answers.
 
 ACLs: ALTER_CONFIGS, checked in :func:`.alter_configs.answer` (shared).
+
+Version notes:
+
+IncrementalAlterConfigs: v0-1
+
+- v0: the oldest served (KIP-339).
+- v1: flexible versions (compact strings and arrays, tagged fields).
 """
 
 from __future__ import annotations

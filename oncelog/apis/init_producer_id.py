@@ -10,6 +10,17 @@ instance; CONCURRENT_TRANSACTIONS while its open transaction is aborted or compl
 ACLs (Kafka's KafkaApis.handleInitProducerIdRequest): with a transactional id, WRITE on it, else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without, IDEMPOTENT_WRITE on the cluster or WRITE on some
 topic (Kafka 3.x+), else CLUSTER_AUTHORIZATION_FAILED. No id is allocated when refused.
+
+Version notes:
+
+InitProducerId: v0-5
+
+- v0: the oldest served.
+- v1: the schema of v0; the throttle is applied after the answer (KIP-219).
+- v2: flexible versions (compact strings and arrays, tagged fields).
+- v3: ``producer_id`` and ``producer_epoch`` in the request, to resume after an error (KIP-360).
+- v4: PRODUCER_FENCED may be answered (KIP-588).
+- v5: TRANSACTION_ABORTABLE may be answered (KIP-890 part 1).
 """
 
 from __future__ import annotations

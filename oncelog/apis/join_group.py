@@ -5,6 +5,21 @@ join gets MEMBER_ID_REQUIRED with the id to use (KIP-394).
 
 ACLs (Kafka's KafkaApis.handleJoinGroupRequest): READ on the group, else
 GROUP_AUTHORIZATION_FAILED and the group is not touched.
+
+Version notes:
+
+JoinGroup: v0-9
+
+- v0: the oldest served: no rebalance timeout (the session timeout stands for it).
+- v1: ``rebalance_timeout_ms``.
+- v2: the throttle time in the answer.
+- v3: the schema of v2; the throttle is applied after the answer (KIP-219).
+- v4: a first join gets MEMBER_ID_REQUIRED and joins again with that id (KIP-394).
+- v5: ``group_instance_id`` (static membership, KIP-345).
+- v6: flexible versions (compact strings and arrays, tagged fields).
+- v7: ``protocol_type`` in the answer (KIP-559).
+- v8: ``reason`` in the request (KIP-800).
+- v9: ``skip_assignment`` in the answer (KIP-814).
 """
 
 from __future__ import annotations

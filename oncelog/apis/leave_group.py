@@ -2,6 +2,17 @@
 
 ACLs (Kafka's KafkaApis.handleLeaveGroupRequest): READ on the group, else
 GROUP_AUTHORIZATION_FAILED and no member leaves.
+
+Version notes:
+
+LeaveGroup: v0-5
+
+- v0: the oldest served: one member.
+- v1: the throttle time in the answer.
+- v2: the schema of v1; the throttle is applied after the answer (KIP-219).
+- v3: several members at once, static ones by ``group_instance_id`` (KIP-345).
+- v4: flexible versions (compact strings and arrays, tagged fields).
+- v5: a per-member ``reason`` (KIP-800).
 """
 
 from __future__ import annotations

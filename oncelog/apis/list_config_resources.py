@@ -12,6 +12,14 @@ resources that can have configs, as a one-node Kafka 4.4 lists them (measured ag
 
 ACLs (Kafka's KafkaApis.handleListConfigResources): DESCRIBE_CONFIGS on the cluster, else
 CLUSTER_AUTHORIZATION_FAILED.
+
+Version notes:
+
+ListConfigResources: v0-1
+
+- v0: ListClientMetricsResources (KIP-714): the client-metrics resources.
+- v1: renamed ListConfigResources; ``resource_types`` in the request, each resource's type in the
+  answer (KIP-1142).
 """
 
 from __future__ import annotations

@@ -3,6 +3,17 @@ Kafka's ConsumerGroupState names: Empty, Assigning, Reconciling, Stable).
 
 ACLs (Kafka's KafkaApis.handleListGroupsRequest): with DESCRIBE on the cluster every group,
 else only the groups the principal may DESCRIBE, the others left out silently.
+
+Version notes:
+
+ListGroups: v0-5
+
+- v0: the oldest served.
+- v1: the throttle time in the answer.
+- v2: the schema of v1; the throttle is applied after the answer (KIP-219).
+- v3: flexible versions (compact strings and arrays, tagged fields).
+- v4: ``states_filter``; each group's state in the answer (KIP-518).
+- v5: ``types_filter``; each group's type in the answer (KIP-848).
 """
 
 from __future__ import annotations

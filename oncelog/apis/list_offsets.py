@@ -21,6 +21,22 @@ UNKNOWN_LEADER_EPOCH (newer), as Kafka's Partition.checkCurrentLeaderEpoch answe
 
 ACLs (Kafka's KafkaApis.handleListOffsetRequest): DESCRIBE on each topic, else its partitions are
 TOPIC_AUTHORIZATION_FAILED.
+
+Version notes:
+
+ListOffsets: v1-11 (v0, deprecated by KIP-896, is not served)
+
+- v1: the oldest served: one offset per partition, with its timestamp.
+- v2: ``isolation_level``; the throttle time in the answer.
+- v3: the schema of v2; the throttle is applied after the answer (KIP-219).
+- v4: ``current_leader_epoch``; the leader epoch in the answer (KIP-320).
+- v5: the schema of v4; OFFSET_NOT_AVAILABLE may be answered.
+- v6: flexible versions (compact strings and arrays, tagged fields).
+- v7: timestamp -3, the max timestamp (KIP-734).
+- v8: timestamp -4, the earliest local offset (KIP-405).
+- v9: timestamp -5, the latest tiered offset (KIP-1005).
+- v10: ``timeout_ms`` for remote lookups (KIP-1075).
+- v11: timestamp -6, the earliest pending upload offset (KIP-1023).
 """
 
 from __future__ import annotations

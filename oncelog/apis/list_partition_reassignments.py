@@ -4,6 +4,12 @@ are left out (no error), like topics with nothing reassigning; null topics = all
 
 ACLs (Kafka's KafkaApis.handleListPartitionReassignmentsRequest): DESCRIBE on the cluster, else
 CLUSTER_AUTHORIZATION_FAILED.
+
+Version notes:
+
+ListPartitionReassignments: v0
+
+- v0: the only version (KIP-455), flexible versions (compact strings and arrays, tagged fields).
 """
 
 from __future__ import annotations

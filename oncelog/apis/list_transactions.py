@@ -6,6 +6,14 @@ Patterns are Python's ``re``, which reads the common Java syntax alike.
 
 ACLs (Kafka's KafkaApis.handleListTransactionsRequest): only the transactional ids the principal
 may DESCRIBE are listed, the others left out silently.
+
+Version notes:
+
+ListTransactions: v0-2
+
+- v0: the oldest served (KIP-664), flexible versions (compact strings and arrays, tagged fields).
+- v1: ``duration_filter`` (KIP-994).
+- v2: ``transactional_id_pattern`` (KIP-1152).
 """
 
 from __future__ import annotations

@@ -18,6 +18,25 @@ answers — both with a null name: the name is never revealed. Auto-creation of 
 CREATE on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED and nothing is created.
 v13's top-level error code (KIP-1102: REBOOTSTRAP_REQUIRED) is always NONE: one broker, never
 a reason to send a client back to its bootstrap list.
+
+Version notes:
+
+Metadata: v0-13
+
+- v0: the oldest served: an empty topic list means all topics.
+- v1: null topics mean all topics; each broker's rack, the controller id, ``is_internal``.
+- v2: the cluster id.
+- v3: the throttle time in the answer.
+- v4: ``allow_auto_topic_creation``.
+- v5: each partition's offline replicas.
+- v6: the schema of v5; the throttle is applied after the answer (KIP-219).
+- v7: each partition's leader epoch (KIP-320).
+- v8: authorized operations of topics and cluster, when asked (KIP-430).
+- v9: flexible versions (compact strings and arrays, tagged fields).
+- v10: topic ids in the answer (KIP-516).
+- v11: no cluster authorized operations (DescribeCluster has them, KIP-700).
+- v12: topics may be asked for by id (KIP-516).
+- v13: a top-level error code (KIP-1102).
 """
 
 from __future__ import annotations

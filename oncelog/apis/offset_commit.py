@@ -15,6 +15,20 @@ name. An unknown id gets UNKNOWN_TOPIC_ID for all its partitions, whatever the g
 ACLs (Kafka's KafkaApis.handleOffsetCommitRequest): READ on the group, else every partition is
 GROUP_AUTHORIZATION_FAILED; READ on each topic, else its partitions are TOPIC_AUTHORIZATION_FAILED;
 nothing is stored for a refused partition.
+
+Version notes:
+
+OffsetCommit: v2-10 (v0-1, deprecated by KIP-896, are not served)
+
+- v2: the oldest served: the group's generation and member, a retention time.
+- v3: the throttle time in the answer.
+- v4: the schema of v3; the throttle is applied after the answer (KIP-219).
+- v5: no retention time (the broker's ``offsets.retention.minutes``, KIP-211).
+- v6: each partition's committed leader epoch (KIP-320).
+- v7: ``group_instance_id`` (static membership, KIP-345).
+- v8: flexible versions (compact strings and arrays, tagged fields).
+- v9: the schema of v8, for consumer (KIP-848) groups too: STALE_MEMBER_EPOCH, GROUP_ID_NOT_FOUND.
+- v10: topics by id, not name (KIP-848).
 """
 
 from __future__ import annotations

@@ -6,6 +6,12 @@ partitions a topic does not have, are UNKNOWN_TOPIC_OR_PARTITION before the grou
 ACLs (Kafka's KafkaApis.handleOffsetDeleteRequest): DELETE on the group, else
 GROUP_AUTHORIZATION_FAILED; READ on each topic, else its partitions are TOPIC_AUTHORIZATION_FAILED
 and keep their offsets.
+
+Version notes:
+
+OffsetDelete: v0
+
+- v0: the only version (KIP-496).
 """
 
 from __future__ import annotations

@@ -12,6 +12,22 @@ no member id and epoch -1, is not checked; nor is any fetch of a classic group).
 ACLs (Kafka's KafkaApis.handleOffsetFetchRequest): DESCRIBE on the group, else
 GROUP_AUTHORIZATION_FAILED (per group from v8); DESCRIBE on each topic named, else its partitions
 are TOPIC_AUTHORIZATION_FAILED; with all topics asked, the others are left out.
+
+Version notes:
+
+OffsetFetch: v1-10 (v0, offsets in ZooKeeper, is not served)
+
+- v1: the oldest served: offsets from ``__consumer_offsets``.
+- v2: null topics mean all partitions; a top-level error code.
+- v3: the throttle time in the answer.
+- v4: the schema of v3; the throttle is applied after the answer (KIP-219).
+- v5: each offset's leader epoch (KIP-320).
+- v6: flexible versions (compact strings and arrays, tagged fields).
+- v7: ``require_stable``: UNSTABLE_OFFSET_COMMIT for a pending transactional commit (KIP-447).
+- v8: several groups in one request (KIP-709).
+- v9: the member id and epoch of a consumer-group member (KIP-848): STALE_MEMBER_EPOCH,
+  UNKNOWN_MEMBER_ID.
+- v10: topics by id, not name (KIP-848).
 """
 
 from __future__ import annotations

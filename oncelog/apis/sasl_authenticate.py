@@ -6,10 +6,16 @@ SASL_AUTHENTICATION_FAILED and Kafka's message (the client cannot tell an unknow
 wrong password), logged with the client's address and the real reason, and the connection is
 closed after the answer.
 
-Version notes: v1 adds ``session_lifetime_ms`` (KIP-368): ``connections.max.reauth.ms``, or less
-when the credential (an OAUTHBEARER token) expires sooner; 0 when neither limits the session. The
-client must re-authenticate (SaslHandshake + SaslAuthenticate on the same connection, the same
-principal) before then; after it, any other request closes the connection. v2 is flexible.
+Version notes:
+
+SaslAuthenticate: v0-2
+
+- v0: the oldest served (KIP-152).
+- v1: ``session_lifetime_ms`` in the answer (KIP-368): ``connections.max.reauth.ms``, or less when
+  the credential (an OAUTHBEARER token) expires sooner; 0 when neither limits the session. The
+  client must re-authenticate (SaslHandshake + SaslAuthenticate on the same connection, the same
+  principal) before then; after it, any other request closes the connection.
+- v2: flexible versions (compact strings and arrays, tagged fields).
 """
 
 from __future__ import annotations

@@ -1,14 +1,22 @@
-"""SaslHandshake (key 17), v1: the client names the SASL mechanism it will use; the answer lists
+"""SaslHandshake (key 17), v0-1: the client names the SASL mechanism it will use; the answer lists
 the mechanisms the connection's listener offers (``sasl.enabled.mechanisms``, those configured).
 
-Version notes: after v0 the tokens travel as raw size-prefixed frames, not SaslAuthenticate
-requests (Kafka 0.10's framing; the server's connection code exchanges them with the mechanism,
-and a failure closes the connection without an answer, as Kafka's); v1 (every client since
-Kafka 1.0: librdkafka, kafka-python, aiokafka) is followed by SaslAuthenticate. An authenticated connection may send it again to re-authenticate (KIP-368),
-with the same mechanism. On a listener without SASL the answer is ILLEGAL_SASL_STATE as Kafka's;
-while an exchange is under way it is ILLEGAL_SASL_STATE and the connection is then closed (Kafka's
-SaslServerAuthenticator); a mechanism not offered is UNSUPPORTED_SASL_MECHANISM (the
-connection is then closed, as Kafka's SaslServerAuthenticator does)."""
+An authenticated connection may send it again to re-authenticate (KIP-368), with the same
+mechanism. On a listener without SASL the answer is ILLEGAL_SASL_STATE as Kafka's; while an
+exchange is under way it is ILLEGAL_SASL_STATE and the connection is then closed (Kafka's
+SaslServerAuthenticator); a mechanism not offered is UNSUPPORTED_SASL_MECHANISM (the connection
+is then closed, as Kafka's SaslServerAuthenticator does).
+
+Version notes:
+
+SaslHandshake: v0-1
+
+- v0: the oldest served: after it the tokens travel as raw size-prefixed frames, not
+  SaslAuthenticate requests (Kafka 0.10's framing; the server's connection code exchanges them with
+  the mechanism, and a failure closes the connection without an answer, as Kafka's).
+- v1: followed by SaslAuthenticate requests (KIP-152; every client since Kafka 1.0: librdkafka,
+  kafka-python, aiokafka).
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,17 @@ ACLs (Kafka's KafkaApis.handleSyncGroupRequest): READ on the group, else
 GROUP_AUTHORIZATION_FAILED and the group is not touched. From v5 protocol type and name are
 mandatory: without either, INCONSISTENT_GROUP_PROTOCOL before the group is asked (Kafka's
 SyncGroupRequest.areMandatoryProtocolTypeAndNamePresent).
+
+Version notes:
+
+SyncGroup: v0-5
+
+- v0: the oldest served.
+- v1: the throttle time in the answer.
+- v2: the schema of v1; the throttle is applied after the answer (KIP-219).
+- v3: ``group_instance_id`` (static membership, KIP-345).
+- v4: flexible versions (compact strings and arrays, tagged fields).
+- v5: ``protocol_type`` and ``protocol_name`` in the request, checked, and in the answer (KIP-559).
 """
 
 from __future__ import annotations

@@ -19,7 +19,21 @@ require_stable — until the COMMIT marker (or vanish on ABORT).
 ACLs (Kafka's KafkaApis.handleTxnOffsetCommitRequest), before everything else: WRITE on the
 transactional id (else every partition is TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the
 group (else GROUP_AUTHORIZATION_FAILED), READ on each topic (else its partitions are
-TOPIC_AUTHORIZATION_FAILED, nothing staged for them)."""
+TOPIC_AUTHORIZATION_FAILED, nothing staged for them).
+
+Version notes:
+
+TxnOffsetCommit: v0-5
+
+- v0: the oldest served.
+- v1: the schema of v0; the throttle is applied after the answer (KIP-219).
+- v2: each partition's committed leader epoch (KIP-320).
+- v3: flexible versions (compact strings and arrays, tagged fields); the group's generation, member
+  id and instance id (KIP-447).
+- v4: TRANSACTION_ABORTABLE may be answered (KIP-890 part 1).
+- v5: transaction version 2: the offsets partition joins the transaction implicitly, no
+  AddOffsetsToTxn (KIP-890 part 2).
+"""
 
 from __future__ import annotations
 

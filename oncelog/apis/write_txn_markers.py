@@ -3,7 +3,15 @@ to abort a hanging transaction (KIP-664) whose coordinator no longer knows it.
 
 Kafka's KafkaApis.handleWriteTxnMarkersRequest: CLUSTER_ACTION on the cluster (in practice only
 super users: the brokers themselves) or every partition is CLUSTER_AUTHORIZATION_FAILED and
-nothing is written — else any client could commit another producer's open transaction."""
+nothing is written — else any client could commit another producer's open transaction.
+
+Version notes:
+
+WriteTxnMarkers: v1-2 (v0 is not served)
+
+- v1: the oldest served, flexible versions (compact strings and arrays, tagged fields).
+- v2: each marker's ``transaction_version``.
+"""
 
 from __future__ import annotations
 
