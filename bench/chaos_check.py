@@ -10,7 +10,7 @@ session), and a final reader that reads every partition to its end. Every event 
 history format's dicts; ``--json-lines`` also times the JSON round trip.
 
 Figures printed: generation (not the checker's), load (pairing), flatten, check; the target
-(issue 23) is seconds for 10^6 operations.
+is seconds for 10^6 operations.
 """
 
 from __future__ import annotations

@@ -53,10 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--suite", default="produce",
                    help="what to measure, comma-separated: produce (oncelog vs Tansu, --sizes x --modes), "
-                        "eos (issue 3: 1 KB at-most-once / at-least-once / idempotent), txn (issue 5: 1 KB "
+                        "eos (1 KB at-most-once / at-least-once / idempotent), txn (1 KB "
                         "transactional producers committing every 10 ms / 100 ms / 1 s, read_committed vs "
-                        "read_uncommitted, EndTxn latency), groups (issue 4: rebalance 1→4 members, "
-                        "OffsetCommit round trips), kafka (issue 21: 1 KB acks=1/acks=all/idempotent/txn 100ms "
+                        "read_uncommitted, EndTxn latency), groups (rebalance 1→4 members, "
+                        "OffsetCommit round trips), kafka (1 KB acks=1/acks=all/idempotent/txn 100ms "
                         "with librdkafka, the protocol-level producer and Kafka's own perf tools, plus the EndTxn "
                         "probe and the groups suite; run it with --targets including kafka, kafka+flush1), or all "
                         "(every suite but kafka). Cells of every selected suite are interleaved in "

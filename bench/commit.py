@@ -1,5 +1,5 @@
 """``python -m bench commit``: what the exactly-once sink's driver-side commit costs per batch, and
-what waiting for CompleteCommit before ending the barrier (issue 32, item 3) adds to it.
+what waiting for CompleteCommit before ending the barrier adds to it.
 
 No Spark: the batch commit protocol (:class:`oncelog.spark.batch_commit.CommitProtocol`) driven
 directly, as the driver runs it. Each batch: ``--tasks`` task transactions from the pool

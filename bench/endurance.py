@@ -1,6 +1,6 @@
 """``python -m bench endurance``: a long run of the demo's two output paths, and what it leaves behind.
 
-Issue 32 item 5. Users run a streaming query for months; a month at a one-second trigger is
+Users run a streaming query for months; a month at a one-second trigger is
 ~2.6 million micro-batches. Whatever the sink or the broker keeps per micro-batch (transactional
 ids, their records in ``__transaction_state``, decisions in the commit log, checkpoint files,
 memory) must stop growing once the query is warm. This benchmark runs many micro-batches at a

@@ -1,4 +1,4 @@
-"""Apache Kafka as a benchmark target, and Kafka's own perf tools as load generators (issue 21 item 4).
+"""Apache Kafka as a benchmark target, and Kafka's own perf tools as load generators.
 
 Targets. ``kafka`` is one Apache Kafka node (oncelog.tools.apache_kafka.KafkaCluster: KRaft, combined
 controller+broker, loopback) with the full JIT (``quick_start=False``) and a :data:`HEAP` heap;

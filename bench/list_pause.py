@@ -1,5 +1,5 @@
 """``python -m bench list-pause``: how long an oncelog broker leaves its other clients without an
-answer while it answers an unfiltered ListTransactions (issue 32).
+answer while it answers an unfiltered ListTransactions.
 
 Kafka's ListTransactions lists every transactional id a broker holds (a million, if clients made
 them), as ``kafka-transactions.sh list`` asks. The bench creates ``--ids`` ids (InitProducerId

@@ -233,7 +233,7 @@ COMPARISONS = [
 
 
 # The cost of a security protocol: every target ``X+<protocol>`` over ``X`` (the same broker over
-# PLAINTEXT), per record size and mode, produce and consume. Issue 20: TLS in Python's ssl should
+# PLAINTEXT), per record size and mode, produce and consume. TLS in Python's ssl should
 # cost less than 30%, so the rows of the TLS protocols have a goal of 0.7.
 SECURITY_GOAL = {"ssl": 0.7, "sasl_ssl": 0.7}
 
@@ -256,8 +256,8 @@ def security_comparisons(targets: list[Target], matrix: list[tuple[int, "Mode"]]
 # ------------------------------------------------------------------------------------- suites
 #
 # A suite is what one issue asks to measure. produce: the original broker-vs-broker run (sizes and
-# modes from --sizes/--modes). eos (issue 3) and txn (issue 5) add 1 KB cells of their modes to the
-# same interleaved matrix (at-least-once is shared); groups (issue 4) runs after the cells.
+# modes from --sizes/--modes). eos and txn add 1 KB cells of their modes to the
+# same interleaved matrix (at-least-once is shared); groups runs after the cells.
 
 SUITES = ["produce", "eos", "groups", "txn", "kafka"]
 # ``all`` is every suite but kafka (which needs Java 17 and the cached Apache Kafka jars)
@@ -268,7 +268,7 @@ SUITE_MODES = {
             "wire-at-most-once", "wire-at-least-once", "wire-acksall-mif5", "wire-idempotent"],
     "txn": ["at-least-once", "txn-10ms", "txn-100ms", "txn-1s",
             "wire-at-least-once", "wire-idempotent", "wire-txn-10ms", "wire-txn-100ms", "wire-txn-1s"],
-    # issue 21 item 4: oncelog beside Apache Kafka (targets kafka, kafka+flush1): acks=1, acks=all,
+    # oncelog beside Apache Kafka (targets kafka, kafka+flush1): acks=1, acks=all,
     # idempotent and transactional (100 ms) with each of the three load generators; the txn
     # cells are read back at both isolation levels; the suite also runs the EndTxn probe and the
     # groups suite (rebalance time, offset commits)

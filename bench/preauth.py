@@ -1,5 +1,5 @@
 """``python -m bench preauth``: what 2,000 hostile sockets on a SASL_SSL listener cost an oncelog
-broker and its authenticated clients (issue 34's pre-authentication limits).
+broker and its authenticated clients (the pre-authentication limits).
 
 An authenticated client (SASL_SSL, PLAIN; a process of its own) sends Metadata requests every
 10 ms, first alone (the baseline), then while this process holds ``--sockets`` hostile

@@ -1,6 +1,6 @@
 """``python -m bench rebalance``: how long a consumer group takes to take in a new member, and how many
 group-protocol round trips that costs, with the classic protocol and with the consumer protocol
-(KIP-848, ``group.protocol=consumer``) side by side in one run (issue 24).
+(KIP-848, ``group.protocol=consumer``) side by side in one run.
 
 A growth: a fresh group on a topic of ``--partitions`` (16) partitions grows 1 → ``--members`` (8),
 one member at a time. Members are confluent-kafka Consumers in this process, each polled by its own

@@ -94,7 +94,7 @@ def _pooled(cells: list[Cell], target: str, size: int, mode: str, figure) -> tup
 
 def kafka_ratios(cells: list[Cell], opts: Options, txn_rows: list[dict] | None = None,
                  group_rows: list[dict] | None = None) -> list[dict]:
-    """oncelog beside Apache Kafka (issue 21 item 4): for each pair of :data:`bench.kafka.PAIRS`
+    """oncelog beside Apache Kafka: for each pair of :data:`bench.kafka.PAIRS`
     in the run (oncelog --fsync never / Kafka's default; --fsync always / flush.messages=1), per
     record size and mode, produce and every read-back isolation level: records/s and broker CPU
     per record of both and their ratios oncelog/Kafka (goals: throughput ≥ 1.0×, CPU per record
@@ -286,7 +286,7 @@ def ratio_table(comps: list[dict], title: str = "oncelog / Tansu (records/s)",
 
 
 def kafka_table(rows: list[dict]) -> Table:
-    t = Table(title="oncelog / Apache Kafka (issue 21): records/s and broker CPU per record (all the broker's "
+    t = Table(title="oncelog / Apache Kafka: records/s and broker CPU per record (all the broker's "
                     "threads) side by side; goals: throughput ≥ 1.0×, CPU per record ≤ 1.5×",
               title_justify="left", header_style="bold",
               caption="Pairs: oncelog --fsync never with Kafka's default (no fsync per ack); oncelog --fsync always "
@@ -334,7 +334,7 @@ def _meets(flag) -> str:
 
 
 def mode_ratio_table(ratios: list[dict]) -> Table:
-    t = Table(title="Within each broker: EOS mode ratios, 1 KB records/s (issue 3: idempotence, issue 5: "
+    t = Table(title="Within each broker: EOS mode ratios, 1 KB records/s (idempotence, "
                     "transactions)", title_justify="left", header_style="bold")
     for col, just in [("ratio", "left"), ("broker", "left"), ("numerator rec/s", "right"),
                       ("denominator rec/s", "right"), ("ratio", "right"), ("by round", "right"), ("target", "right"),
@@ -353,7 +353,7 @@ def mode_ratio_table(ratios: list[dict]) -> Table:
 
 
 def txn_latency_table(rows: list[dict]) -> Table:
-    t = Table(title="EndTxn latency (issue 5): commit_transaction() after an explicit flush() = the EndTxn round "
+    t = Table(title="EndTxn latency: commit_transaction() after an explicit flush() = the EndTxn round "
                     "trip; 'flush + commit' = what a plain commit_transaction() waits under load",
               title_justify="left", header_style="bold")
     for col, just in [("broker", "left"), ("transactions", "left"), ("txn/s", "right"), ("commits", "right"),
@@ -379,7 +379,7 @@ def txn_latency_table(rows: list[dict]) -> Table:
 def groups_table(rows: list[dict], opts: Options) -> Table:
     g = opts.groups
     last = g.members
-    t = Table(title=f"Consumer groups (issue 4), rebalance: a group growing 1→{last} confluent-kafka consumers (one "
+    t = Table(title=f"Consumer groups, rebalance: a group growing 1→{last} confluent-kafka consumers (one "
                     f"thread each; heartbeat.interval.ms={g.heartbeat_ms}, session.timeout.ms={g.session_timeout_ms}"
                     f"{f', fetch.wait.max.ms={g.fetch_wait_ms}' if g.fetch_wait_ms is not None else ''}; eager range "
                     f"assignor; {last} partitions); median of "
@@ -411,7 +411,7 @@ def groups_table(rows: list[dict], opts: Options) -> Table:
 
 def commits_table(rows: list[dict], opts: Options) -> Table:
     g = opts.groups
-    t = Table(title=f"Consumer groups (issue 4), OffsetCommit round trips: {g.commit_consumers} members of one group "
+    t = Table(title=f"Consumer groups, OffsetCommit round trips: {g.commit_consumers} members of one group "
                     f"(one process each, {g.commit_consumers} partitions each), each commit(asynchronous=False) of "
                     f"its partitions in a loop for {g.commit_seconds:g} s × {opts.rounds} round(s)",
               title_justify="left", header_style="bold")
@@ -441,7 +441,7 @@ def print_report(console: Console, opts: Options, rows, comps, logs: dict, cells
         console.print(ratio_table(comps))
     if security_rows:
         console.print(ratio_table(security_rows, "Security protocols: the same broker over PLAINTEXT (records/s; "
-                                                 "TLS rows: issue 20 wants < 30% cost)", "secured", "PLAINTEXT"))
+                                                 "TLS rows: the goal is < 30% cost)", "secured", "PLAINTEXT"))
     if ratios:
         console.print(mode_ratio_table(ratios))
     if txn_rows:

@@ -31,9 +31,9 @@ The first run of each path (cold: new checkpoints, maybe no archive yet) is repo
 Rounds run every path once, in turn; rounds alternate between a quiet machine and one with a
 CPU hog (one busy Python process, as the demo's "with other work on the machine"), so both
 columns come from the same run; medians are reported. Targets: the connector's restart at most
-1.2x Spark's own Kafka job's (issue 32; the ratio of the medians and the median of the rounds'
+1.2x Spark's own Kafka job's (the ratio of the medians and the median of the rounds'
 ratios, a round's cells being seconds apart), and its median first batch <= 8 s quiet, <= 20 s
-with the hog (issue 22).
+with the hog.
 """
 
 from __future__ import annotations

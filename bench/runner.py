@@ -26,7 +26,7 @@ from .workers import WorkerPool
 
 @dataclass
 class GroupOptions:
-    """The groups suite (issue 4). Rebalance: a group grows 1 -> ``members`` consumers on a topic
+    """The groups suite. Rebalance: a group grows 1 -> ``members`` consumers on a topic
     of ``members`` partitions, ``repetitions`` times per broker. Commits: ``commit_consumers``
     members (one process each) of one group commit synchronously for ``commit_seconds``, once per
     round."""

@@ -1,5 +1,5 @@
 """Security protocols of the broker under test: the same oncelog broker over PLAINTEXT, SSL,
-SASL_PLAINTEXT or SASL_SSL, side by side in one run (issue 20: "produce/consume throughput over
+SASL_PLAINTEXT or SASL_SSL, side by side in one run ("produce/consume throughput over
 SASL_SSL vs PLAINTEXT in one bench run").
 
 A target ``oncelog-<fsync>+<protocol>`` (``+ssl``, ``+sasl_plaintext``, ``+sasl_ssl``) starts its

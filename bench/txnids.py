@@ -1,5 +1,5 @@
 """``python -m bench txnids``: what a client can make the broker remember — transactional ids and
-producer ids, held and expired (issue 32).
+producer ids, held and expired.
 
 A protocol-level generator creates ``--ids`` transactional ids (1,000,000) on one broker:
 InitProducerId per id (a new id: its Empty record in ``__transaction_state``), and for a
@@ -286,7 +286,7 @@ class OncelogTarget:
         extra = [arg for k, v in self.settings.items() for arg in ("--override", f"{k}={v}")]
         extra += ["--log-cleaner-interval-ms", "2000"]
         if "producer.id.expiration.check.interval.ms" not in known:
-            # an oncelog from before issue 32 expires producers at each retention check
+            # an older oncelog (802c6e8 and before) expires producers at each retention check
             extra += ["--retention-check-ms", "1000"]
         self.broker = BrokerProcess(os.path.join(work_dir, "oncelog"), fsync=args.fsync, extra_args=extra,
                                     env={"ONCELOG_FAULT_CLOCK": self.clock_file}, source_tree=args.source_tree)

@@ -1,4 +1,4 @@
-"""In-process cost of the Produce validation path (issue 17): µs per batch of
+"""In-process cost of the Produce validation path: µs per batch of
 ``validation.scan`` + ``validation.validate`` (headers and CRC, then every record walked,
 decompressed if needed), for batch shapes a producer sends.
 

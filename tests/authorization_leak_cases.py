@@ -1,4 +1,4 @@
-"""What a principal learns of topics it may not DESCRIBE (issue 34), as clients see it over
+"""What a principal learns of topics it may not DESCRIBE, as clients see it over
 SASL/PLAIN with ACLs on and ``allow.everyone.if.no.acl.found=false``: the cases run against Apache
 Kafka 4.4 (the reference, tests/kafka/test_authorization_leaks_kafka.py: a node of its own with
 SASL_PLAINTEXT and StandardAuthorizer) and against oncelog (tests/e2e/test_authorization_leaks.py)

@@ -1,4 +1,4 @@
-"""CRC-valid record batches that Kafka refuses: the reproducers of issue 17, item 3, and the
+"""CRC-valid record batches that Kafka refuses: the reproducers of the record-validation work, and the
 decompression bomb of item 4. Shared by the unit tests (tests/protocol/test_records_validation.py),
 the real-broker tests (tests/e2e/test_record_validation.py) and the fuzz seeds.
 

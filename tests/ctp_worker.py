@@ -15,7 +15,7 @@ over instead of the worker idling:
 * a blocking client call that has not returned ``stall_s`` seconds after it started ends the
   process (exit 1, with a traceback of where it hung), whatever the client's own timeouts say.
 
-Issue 11 (the soak stalled for its full 600 s): librdkafka 2.16's send_offsets_to_transaction()
+Once the soak stalled for its full 600 s: librdkafka 2.16's send_offsets_to_transaction()
 waits for ever, past its own timeout, in the first transaction after our single broker
 restarted. With every broker down librdkafka re-bootstraps and decommissions the broker object
 it still caches as group coordinator; the TxnOffsetCommit then waits for that dead object to

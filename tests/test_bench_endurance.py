@@ -1,7 +1,7 @@
 """``python -m bench endurance`` (bench/endurance.py) small, in CI: the demo's two output paths (the
 streaming sink, ``writeStream.format("oncelog")``, and the ``foreachBatch`` batch writer with
 ``txnAppId``/``txnVersion``) side by side for :data:`BATCHES` micro-batches on a real oncelog broker
-and a real Spark driver, and the bounds of issue 32 asserted after warm-up:
+and a real Spark driver, and the bounds of a month of micro-batches asserted after warm-up:
 
 * transactional ids held by the broker (ListTransactions, every state) never above the pool bound
   the bench derives from the job's shape (a naming that makes new ids per micro-batch passes it
@@ -51,14 +51,14 @@ BOUNDED = ("txn_ids", "broker_rss_mib", "driver_rss_mib", "checkpoint_bytes")
 SEGMENT_BYTES = 65536  # --segment-bytes below
 TXN_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions (Kafka's default, oncelog's too)
 COMMIT_LOG_PARTITIONS = 1  # the sink creates its commit log with one partition
-# Growth found by this benchmark that is Spark's, not ours (issue 32): the test fails on anything
+# Growth found by this benchmark that is Spark's, not ours: the test fails on anything
 # else and reports these as an expected failure while they grow. The commit log grew too (a day
 # of COMMIT markers, delete.retention.ms): the sink keeps them an hour now, the bench 30 s here.
 KNOWN_GROWTH = {
     "checkpoint_bytes": "Spark's RocksDB state store (the totals query) puts RocksDB's whole MANIFEST, which "
                         "grows by a version edit per micro-batch (Spark sets no max_manifest_file_size), into "
                         "every snapshot it zips: ~180 bytes per micro-batch without changelog checkpointing, "
-                        "~17 with it (the pipeline's session turns it on since issue 32)",
+                        "~17 with it (the pipeline's session turns it on)",
 }
 SPARK_CONF = ("spark.sql.streaming.minBatchesToRetain=10", "spark.sql.streaming.stateStore.maintenanceInterval=5s",
               "spark.ui.retainedJobs=50", "spark.ui.retainedStages=50", "spark.sql.ui.retainedExecutions=20")

@@ -2,7 +2,7 @@
 broker (the bench starts it): a group of confluent-kafka consumers grows 1 → 3 on 6 partitions with
 each protocol (classic eager, classic cooperative-sticky, consumer / KIP-848).
 
-Its figures back the issue-24 claim that the consumer protocol needs fewer round trips, so the
+Its figures back the claim that the consumer protocol needs fewer round trips, so the
 report must hold what it says: every step ended with the partitions shared out disjointly among all
 members, a step's end is after its assignment and the broker's Stable, and the requests counted are
 each protocol's own (JoinGroup/SyncGroup for classic — every member rejoins an eager rebalance —

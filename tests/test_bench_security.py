@@ -1,4 +1,4 @@
-"""The bench's security targets (bench/security.py, issue 20): target names, the broker's and
+"""The bench's security targets (bench/security.py): target names, the broker's and
 the clients' settings, and the "PROTOCOL / PLAINTEXT" ratio rows. Pure code: no broker."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The benchmark's protocol-level producer (bench/wireload.py) against a real broker.
 
-Its figures back the issue-3/5 throughput targets, so it must really do what each mode claims:
+Its figures back the idempotence and transaction throughput targets, so it must really do what each mode claims:
 every acknowledged record is in the log, an idempotent run leaves its producer id with the last
 sequence it sent in the broker's producer state, and a transactional run commits (read_committed
 sees every record, the last stable offset reaches the end). Read back with confluent-kafka."""

@@ -1,4 +1,4 @@
-"""``oncelog demo`` beyond oncelog (issue 18): on Apache Kafka fetched from Maven Central, and with
+"""``oncelog demo`` beyond oncelog: on Apache Kafka fetched from Maven Central, and with
 Spark's own Kafka sink in place of the connector's. Run as a user runs it (a subprocess, no
 PYSPARK_* variables), with small settings: a few thousand events, one driver SIGKILL, and on
 Apache Kafka one SIGKILL of the Kafka node leading an output partition.
@@ -108,7 +108,7 @@ def test_demo_on_an_existing_sasl_ssl_cluster(tmp_path):
 
 
 def test_demo_on_an_oncelog_sasl_ssl_listener(tmp_path):
-    """Issue 20 item 8: the same run against oncelog's own broker speaking only SASL_SSL to the
+    """The same run against oncelog's own broker speaking only SASL_SSL to the
     demo (SCRAM-SHA-512; the credential made with AlterUserScramCredentials over a loopback
     PLAINTEXT listener, as an operator would), with the settings a Java client takes."""
     import socket

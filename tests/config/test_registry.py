@@ -1,4 +1,4 @@
-"""Topic and broker configs, Kafka's way (issue 11 items 3 and 9): the pure registry, the storage
+"""Topic and broker configs, Kafka's way: the pure registry, the storage
 policies it drives, and a real broker process driven by confluent-kafka's AdminClient and
 Producer (plus raw protocol requests where the AdminClient hides a field: config_type,
 documentation, record_errors, the cluster-default broker resource)."""

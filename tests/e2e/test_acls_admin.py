@@ -1,5 +1,5 @@
 """CreateAcls, DescribeAcls and DeleteAcls from confluent-kafka's AdminClient against a real broker
-process (issue 20, item 4): SECURITY_DISABLED without ``authorizer.class.name``; with Kafka's
+process: SECURITY_DISABLED without ``authorizer.class.name``; with Kafka's
 StandardAuthorizer named, ACLs created, listed with MATCH filters, deleted, and still there after a
 restart; without ALTER on the cluster, CLUSTER_AUTHORIZATION_FAILED. The anonymous PLAINTEXT client
 is made a super user (``super.users=User:ANONYMOUS``) where it must administer ACLs."""

@@ -1,4 +1,4 @@
-"""Broker limits and the admin APIs a one-broker Kafka answers (issue 11, items 9 and 10),
+"""Broker limits and the admin APIs a one-broker Kafka answers,
 against real broker processes with real clients (confluent-kafka, kafka-python) or, where no
 client sends a version, the project's own wire client.
 

@@ -1,4 +1,4 @@
-"""ACLs enforced on a real broker process (issue 20, item 5), on a PLAINTEXT listener with Kafka's
+"""ACLs enforced on a real broker process, on a PLAINTEXT listener with Kafka's
 StandardAuthorizer named: the forged-marker scenario of the issue — a client writing a COMMIT
 marker into another producer's open transaction with WriteTxnMarkers — is refused with
 CLUSTER_AUTHORIZATION_FAILED, nothing is written, and the owner's abort still hides the

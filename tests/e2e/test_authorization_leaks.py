@@ -1,4 +1,4 @@
-"""oncelog answering the cases of tests/authorization_leak_cases.py (issue 34): a broker process
+"""oncelog answering the cases of tests/authorization_leak_cases.py: a broker process
 with a SASL_PLAINTEXT listener (PLAIN: admin, alice, bob), Kafka's StandardAuthorizer,
 ``super.users=User:admin`` and ``allow.everyone.if.no.acl.found=false``. Each answer must be the
 one Apache Kafka 4.4 gives with the same users and ACLs (tests/kafka/test_authorization_leaks_kafka.py):

@@ -1,4 +1,4 @@
-"""``oncelog acls`` and ``oncelog users`` (issue 20, item 6) as subprocesses against a real broker
+"""``oncelog acls`` and ``oncelog users`` as subprocesses against a real broker
 with a SASL_PLAINTEXT listener and the authorizer on (``super.users=User:admin``), connecting as
 Kafka's tools do with ``--command-config`` files naming the admin's PLAIN or SCRAM credentials:
 a credential added by the CLI logs in; an ACL added by the CLI lets a normal user produce and
@@ -194,8 +194,8 @@ def test_over_sasl_ssl_with_a_pem_truststore(broker, tmp_path):
 
 
 def test_every_admin_verb_takes_command_config(broker, tmp_path):
-    """topics, producers and transactions connect with --command-config as acls/users/groups do
-    (issue 33): over SASL_PLAINTEXT as the admin, the same answers as a plaintext broker gives."""
+    """topics, producers and transactions connect with --command-config as acls/users/groups do:
+    over SASL_PLAINTEXT as the admin, the same answers as a plaintext broker gives."""
     props = _properties(tmp_path / "admin.properties", "PLAIN", "admin", "admin-secret")
     common = ["--bootstrap-server", broker.sasl, "--command-config", props]
     _ok(oncelog("topics", "create", "cc-topic", "--partitions", "2", *common))

@@ -7,7 +7,7 @@ SIGKILLed and restarted (at least 5 times). At the end read_committed output mus
 one transformed record per input record, in input order per partition, and the group's committed
 offsets must equal the input's end.
 
-The soak once stalled (issue 11): a worker blocked for ever in a client call after a broker
+The soak once stalled: a worker blocked for ever in a client call after a broker
 restart, out of its group, and nothing restarted it. The focused tests below check the worker
 behaviour that keeps the restart loop in charge: a stuck client call or a fenced consumer ends
 the process instead of leaving it idle.
@@ -234,7 +234,7 @@ def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker_fa
 
 @pytest.mark.oncelog_only("SIGKILLs and restarts the broker")
 def test_worker_transaction_right_after_a_broker_restart_completes(broker, tmp_path):
-    """Issue 11's stall, made deterministic. The worker commits a first transaction (its producer
+    """The soak's stall, made deterministic. The worker commits a first transaction (its producer
     now caches the group coordinator), the broker is SIGKILLed and restarted while the worker has
     nothing to do, and new input arrives once the clients have reconnected. With librdkafka's
     default re-bootstrap the next send_offsets_to_transaction() never returns: the cached
@@ -295,7 +295,7 @@ def test_worker_stuck_in_a_client_call_exits_and_a_restarted_worker_finishes(bro
 
 def test_worker_whose_consumer_is_fenced_exits_instead_of_idling(broker, tmp_path):
     """A second instance takes over the static member ``ctp-worker``: the first one's consumer is
-    fenced (a fatal consumer error) and the worker must exit (status 3). Before issue 11 the
+    fenced (a fatal consumer error) and the worker must exit (status 3). Before the fix the
     worker dropped consumer errors, and a fenced instance with nothing to consume idled for ever
     (its producer, fenced too, was never called again to notice)."""
     create_topic(broker.bootstrap, "input", PARTITIONS)

@@ -1,4 +1,4 @@
-"""Kafka behaviours real clients' own test suites still miss (issue 11), each against a real
+"""Kafka behaviours real clients' own test suites still miss, each against a real
 broker process and a real client."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Kafka behaviours checked with real clients against a real broker process (issue 11, part 2):
+"""Kafka behaviours checked with real clients against a real broker process:
 ListOffsets by timestamp exact to the record, authorized operations, admin tool operability."""
 
 from __future__ import annotations

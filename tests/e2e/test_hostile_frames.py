@@ -1,4 +1,4 @@
-"""Frames that once killed the broker process (issue 17, item 1): against a real broker, each
+"""Frames that once killed the broker process: against a real broker, each
 closes its own connection with one log line naming the field, the process stays up with its
 memory where it was, and other clients — one connected throughout, and a new confluent-kafka
 producer and consumer — carry on.

@@ -1,4 +1,4 @@
-"""Resource limits against a real broker process (issue 17): what a stalled, flooding or
+"""Resource limits against a real broker process: what a stalled, flooding or
 garbage-sending client can make the broker hold is bounded, memory comes back, and other
 clients keep working. Memory is the broker process's own, from /proc/<pid>/status."""
 

@@ -1,4 +1,4 @@
-"""Signed OAUTHBEARER tokens on a real broker (issue 20 item 3, KIP-768's broker validator): a
+"""Signed OAUTHBEARER tokens on a real broker (KIP-768's broker validator): a
 SASL_PLAINTEXT listener with ``sasl.oauthbearer.jwks.endpoint.url`` a ``file:`` JWKS, the
 expected audience and issuer; tokens signed in the test with ``cryptography``. librdkafka
 (confluent-kafka's ``oauth_cb``) produces and consumes with a valid token and is refused with an

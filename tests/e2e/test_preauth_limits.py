@@ -1,4 +1,4 @@
-"""Pre-authentication limits (issue 34, items 4 and 5), against a real broker process, as an
+"""Pre-authentication limits, against a real broker process, as an
 attacker would try them:
 
 - connections to a TLS listener are counted when accepted, before their handshake (Kafka's

@@ -1,4 +1,4 @@
-"""Read-your-writes at acks=1 (issue 33): once a Produce is acknowledged, a ListOffsets(latest)
+"""Read-your-writes at acks=1: once a Produce is acknowledged, a ListOffsets(latest)
 and a fetch from the old end see the record, on oncelog (default ``--fsync always``) as on a
 one-node Kafka.
 

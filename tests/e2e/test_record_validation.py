@@ -1,4 +1,4 @@
-"""Issue 17, items 3 and 4, against a broker process: every CRC-valid batch Kafka refuses is
+"""Record validation and bounded decompression, against a broker process: every CRC-valid batch Kafka refuses is
 refused with its code and nothing of it is stored; the partition then serves a normal
 confluent-kafka producer and consumer from offset 0; a 32 KiB zstd batch holding 1 GiB is
 refused with MESSAGE_TOO_LARGE while the broker's peak RSS stays far below 600 MiB."""

@@ -1,4 +1,4 @@
-"""SASL on the broker (issue 20, part): SASL_PLAINTEXT and SASL_SSL listeners with PLAIN and
+"""SASL on the broker: SASL_PLAINTEXT and SASL_SSL listeners with PLAIN and
 SCRAM-SHA-256/512, real clients (confluent-kafka, kafka-python); a wrong password or an unknown
 user is refused with SASL_AUTHENTICATION_FAILED and nothing is written; a request before
 authentication closes the connection."""

@@ -1,4 +1,4 @@
-"""The session attack matrix (issue 34): every API the broker serves, sent in every state of a
+"""The session attack matrix: every API the broker serves, sent in every state of a
 connection's security session, on every kind of listener, with every SASL mechanism and both
 SaslHandshake framings, against one real broker process — and the outcome Apache Kafka 4.4 gives.
 

@@ -1,4 +1,4 @@
-"""TLS listeners (issue 20, first part): a broker with PLAINTEXT and SSL listeners at once, each
+"""TLS listeners: a broker with PLAINTEXT and SSL listeners at once, each
 client answered with its own listener's address; mTLS; TLS 1.2+ only; untrusted certificates
 refused with nothing written. Real broker process, real clients (confluent-kafka, kafka-python)."""
 

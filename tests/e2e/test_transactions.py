@@ -234,7 +234,7 @@ def test_transactional_offsets_are_pending_until_commit(broker):
 
 @pytest.mark.oncelog_only("SIGKILLs and restarts the broker")
 def test_init_producer_id_right_after_a_restart_aborts_the_open_transaction_at_once(broker):
-    """Issue 11 suspected the coordinator of answering CONCURRENT_TRANSACTIONS for 22 s across
+    """The soak's stall once suggested the coordinator of answering CONCURRENT_TRANSACTIONS for 22 s across
     broker restarts (it was twelve worker instances, each answered once). Right after a SIGKILL
     and restart, a new instance's InitProducerId finds the replayed Ongoing transaction (data on
     two partitions and a pending transactional offset commit): the first answer is

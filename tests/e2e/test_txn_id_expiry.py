@@ -1,6 +1,6 @@
 """Transactional ids and producer ids expire on oncelog as on Apache Kafka, through a real broker
-over TCP with real clients (confluent-kafka, oncelog.client), and stay expired across restarts
-(issue 32). The client-visible cases are tests/txn_id_expiry_cases.py, which
+over TCP with real clients (confluent-kafka, oncelog.client), and stay expired across restarts.
+The client-visible cases are tests/txn_id_expiry_cases.py, which
 tests/kafka/test_txn_id_expiry_kafka.py runs against Apache Kafka 4.4 with the same settings;
 here they run on oncelog, and then the broker is SIGKILLed and stopped cleanly: the replay of
 ``__transaction_state`` applies the tombstones, a partition's producer state is rebuilt without

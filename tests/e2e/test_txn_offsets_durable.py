@@ -1,4 +1,4 @@
-"""A transactional offset commit takes effect only if it is in the log (issue 23, item 6).
+"""A transactional offset commit takes effect only if it is in the log.
 
 TxnOffsetCommit's offsets become the group's committed offsets at the transaction's COMMIT
 marker. The broker used to stage them in memory *before* their write to ``__consumer_offsets``

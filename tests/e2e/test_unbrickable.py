@@ -1,6 +1,6 @@
 """A partition can never be bricked: a real broker process restarted on a log that holds a
 planted 2^31-record batch followed by batches beyond its segment's int32 offset range (the
-state a broker before issue 17 left after accepting such a batch) repairs the log at start-up,
+state a broker before record validation left after accepting such a batch) repairs the log at start-up,
 says so in its log, loses nothing, and serves producers and consumers again."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""atheris harness over the record-batch scan and validation (issue 17): the path every Produce's
+"""atheris harness over the record-batch scan and validation: the path every Produce's
 records go through before anything is written — :func:`oncelog.partition.validation.scan` (the
 headers: length, magic, CRC, codec, counts, control batches) and
 :func:`~oncelog.partition.validation.validate` (every record walked, decompressed within the

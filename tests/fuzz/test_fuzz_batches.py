@@ -1,4 +1,4 @@
-"""The record-batch validator under fuzzing (issue 17): the atheris harness
+"""The record-batch validator under fuzzing: the atheris harness
 (tests/fuzz/fuzz_batches.py) in a subprocess — a short pass in CI, ≥ 1,000,000 inputs under
 ``slow`` — and hypothesis properties in-process: any mutation of a valid batch (with its CRC
 rewritten or not) is either refused with a domain error or accepted and read back the same by a

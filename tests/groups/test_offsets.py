@@ -182,7 +182,7 @@ def test_delete_groups_waits_for_every_group_store():
 
 
 def test_delete_groups_whose_tombstones_are_refused_are_back_with_their_offsets():
-    """Issue 23, item 6's pattern: state changed before its records are durable. A group whose
+    """The pattern test_txn_offsets_durable.py checks for transactions: state changed before its records are durable. A group whose
     tombstones the log refused would come back at the next restart; it is reverted at once
     (Empty, its offsets kept), and only the groups whose tombstones are durable are gone."""
     h = Harness(persist_mode="defer")

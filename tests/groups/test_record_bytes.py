@@ -1,6 +1,6 @@
 """The bytes of ``__consumer_offsets`` records, pinned: the literals below were written by the
-codec before the internal-record codec moved to :mod:`oncelog.protocol.internal_records` (issue
-19), so records written by an older oncelog still replay, and new ones are byte-identical."""
+codec before the internal-record codec moved to :mod:`oncelog.protocol.internal_records`,
+so records written by an older oncelog still replay, and new ones are byte-identical."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""KIP-848 regex subscriptions and ACLs in the consumer coordinator (issue 34, item 3), sans-IO as
+"""KIP-848 regex subscriptions and ACLs in the consumer coordinator, sans-IO as
 test_consumer_coordinator.py drives it: a regex resolves only to the topics the resolving
 member's principal may DESCRIBE (Kafka 4.4's TopicRegexResolver.filterTopicDescribeAuthorizedTopics),
 here the heartbeat's ``describable``.

@@ -2,7 +2,7 @@
 node and the 3-node KRaft cluster start from the Maven Central cache, a confluent-kafka
 transactional producer commits and a read_committed consumer reads exactly that back, and on the
 3-node cluster a SIGKILLed partition leader or transaction coordinator costs no committed record.
-These tests check the harness that issue 18's connector tests and the demo stand on."""
+These tests check the harness that the connector's Apache Kafka tests and the demo stand on."""
 
 from __future__ import annotations
 

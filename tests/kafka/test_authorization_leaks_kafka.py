@@ -1,4 +1,4 @@
-"""Apache Kafka 4.4 answering the cases of tests/authorization_leak_cases.py (issue 34): the
+"""Apache Kafka 4.4 answering the cases of tests/authorization_leak_cases.py: the
 reference that oncelog's run of the same cases (tests/e2e/test_authorization_leaks.py) is held
 to. A node of this module's own, its client listener SASL_PLAINTEXT (PLAIN: admin, alice, bob)
 with StandardAuthorizer, ``super.users=User:admin`` and ``allow.everyone.if.no.acl.found=false``:

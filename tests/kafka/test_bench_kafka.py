@@ -1,4 +1,4 @@
-"""The bench's Apache Kafka targets (bench/kafka.py, issue 21 item 4): ``python -m bench`` starts a
+"""The bench's Apache Kafka targets (bench/kafka.py): ``python -m bench`` starts a
 one-node Kafka (full JIT) beside oncelog, runs a short cell of each load generator on both — Kafka's
 own ProducerPerformance/ConsumerPerformance (java-*), the protocol-level transactional producer
 (wire-txn-100ms, which must retry Kafka's CONCURRENT_TRANSACTIONS as the Java client does) — and

@@ -1,4 +1,4 @@
-"""The client versions applications run, on both brokers (issue 33): kafka-clients 2.8 to 4.4, and
+"""The client versions applications run, on both brokers: kafka-clients 2.8 to 4.4, and
 confluent-kafka (librdkafka) 1.9, 2.3 and the newest, kafka-python 2.0.2 and the newest, aiokafka 0.8
 and the newest.
 
@@ -11,7 +11,7 @@ fresh oncelog broker and against the session's one-node Apache Kafka 4.4; a cell
 answer alike and the check succeeded on Kafka (a client Kafka 4.4 refused would be listed in
 :data:`REFUSED_BY_KAFKA` and must be refused by oncelog the same way).
 
-Before issue 33, kafka-clients 3.0-3.6 could not talk to oncelog at all: oncelog's ApiVersions
+Before the ApiVersions fix (8abb371), kafka-clients 3.0-3.6 could not talk to oncelog at all: oncelog's ApiVersions
 answer carried ``transaction.version`` with minimum 0 below ApiVersions v4, which those clients
 reject (``IllegalArgumentException: Expected minValue >= 1``) on every connection (KAFKA-17492).
 

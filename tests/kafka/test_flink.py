@@ -1,4 +1,4 @@
-"""Flink's KafkaSink EXACTLY_ONCE on both brokers (issue 33), on the two Flink lines users run:
+"""Flink's KafkaSink EXACTLY_ONCE on both brokers, on the two Flink lines users run:
 Flink 1.20 (flink-connector-kafka 3.4.0-1.20, kafka-clients 3.4.0 — before the ApiVersions fix its
 clients could not connect to oncelog at all, KAFKA-17492) and Flink 2.2 (connector 5.0.0-2.2,
 kafka-clients 4.2, with both transaction naming strategies: INCREMENTING ids probed and aborted

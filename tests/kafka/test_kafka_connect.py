@@ -1,5 +1,5 @@
 """Kafka Connect 4.4.0 in distributed mode with ``exactly.once.source.support=enabled`` (KIP-618)
-on both brokers (issue 33). A worker (``ConnectDistributed``, its REST API on a free loopback
+on both brokers. A worker (``ConnectDistributed``, its REST API on a free loopback
 port, its group and internal topics unique per test) runs tests/kafka/compat/ConnectGenerator.java,
 a source connector whose two tasks each write their own numbered sequence, with
 ``exactly.once.support=required`` and ``transaction.boundary=interval`` (1 s): a task's records

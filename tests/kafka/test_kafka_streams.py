@@ -1,4 +1,4 @@
-"""Kafka Streams with ``processing.guarantee=exactly_once_v2`` on both brokers (issue 33), as
+"""Kafka Streams with ``processing.guarantee=exactly_once_v2`` on both brokers, as
 3.x and 4.4 applications run it: tests/kafka/compat/StreamsExactlyOnce.java (a re-key through a
 repartition topic, a count in a changelog-backed store, every new count to the output) in two
 instances of one application; one instance is SIGKILLed (its whole process group) mid-run and the

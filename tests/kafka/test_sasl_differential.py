@@ -1,4 +1,4 @@
-"""The SASL session rules of issue 34 on both brokers, with the same settings: a SASL_PLAINTEXT
+"""The SASL session rules on both brokers, with the same settings: a SASL_PLAINTEXT
 listener with PLAIN (users alice and admin) and ``connections.max.reauth.ms=2000``, on oncelog
 and on a one-node Apache Kafka 4.4 started for this module. Each test runs against both and
 asserts the same outcome, so a difference is a failure whichever broker changed:

@@ -286,7 +286,7 @@ def test_the_manager_hands_out_one_partition_per_log_and_forgets_deleted_topics(
     asyncio.run(run())
 
 
-# ---------------------------------------------------------------------- producer-id expiry across restarts (issue 32)
+# ---------------------------------------------------------------------- producer-id expiry across restarts
 
 def _manager(path, now: list, expiration_ms: int):
     logs = LogManager(str(path), FsyncPolicy("never"), LogConfig(segment_bytes=400),

@@ -134,7 +134,7 @@ def test_snapshot_round_trip_and_expiry_and_log_start():
     assert other.producers == {}
 
 
-# ---------------------------------------------------------------------- expiry (issue 32)
+# ---------------------------------------------------------------------- expiry
 
 def test_a_producer_expires_once_idle_for_exactly_the_expiration_as_kafka():
     # Kafka's isProducerExpired: currentTimeMs - lastTimestamp >= producer.id.expiration.ms

@@ -1,5 +1,5 @@
 """The frame reader, sans-IO: frames come out whole whatever the reads, and memory follows the
-bytes that arrived, not the size a prefix declares (issue 17)."""
+bytes that arrived, not the size a prefix declares."""
 
 from __future__ import annotations
 

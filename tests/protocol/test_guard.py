@@ -49,7 +49,7 @@ def header_v2(key: int, version: int) -> bytes:
 # --------------------------------------------------------------------------- the issue's frames
 
 def test_metadata_v12_with_a_huge_compact_topic_count_is_refused():
-    # Issue 17's reproducer: 20 bytes on the wire, 34 GB in kio.
+    # The reproducer: 20 bytes on the wire, 34 GB in kio.
     frame = bytes.fromhex("000000100003000c00000001ffff00ffffffff0f")[4:]
     msg = refused(frame)
     assert "MetadataRequest v12" in msg
@@ -190,7 +190,7 @@ def test_a_walk_is_generated_for_every_request_the_broker_serves():
 
 # Frames found by tests/fuzz/fuzz_requests.py run with the guard switched off: each made kio
 # ask for 28 to 272 GB and abort the process (found within 1,000 to 47,000 inputs per run).
-# With the guard on, the harness has found nothing (see the report of issue 17).
+# With the guard on, the harness has found nothing (see the fuzzing run's report).
 FUZZ_FINDS = [
     "001400050016000000000101009ffafafa3afafad1fa00131e1717171717610000d701012a000029000100",
     "0001001101000000000000520100010107000101012a01ffffffffffffffffffffffffff7e00",

@@ -1,5 +1,5 @@
 """Record validation as Kafka's LogValidator / DefaultRecord.readFrom do it, and bounded
-decompression (issue 17, items 3 and 4).
+decompression.
 
 Two levels: :func:`oncelog.protocol.records.check_records` with Kafka's messages, and a Produce
 through the in-process broker (tests/apis/harness.py) answering the right code with nothing of the

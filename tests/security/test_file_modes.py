@@ -1,4 +1,4 @@
-"""Secrets on disk (issue 34 item 9): ``scram-credentials.json`` (salt, iterations, StoredKey,
+"""Secrets on disk: ``scram-credentials.json`` (salt, iterations, StoredKey,
 ServerKey — enough for an offline dictionary attack) and ``acls.json`` are 0600 whatever the
 process umask, written through a temporary file created 0600 and renamed, so no moment exists
 when either is readable by others; a file an older oncelog left 0644 is made 0600 at start; the

@@ -1,4 +1,4 @@
-"""Hostile OAUTHBEARER tokens (issue 34 item 7): a token is read before anyone is authenticated,
+"""Hostile OAUTHBEARER tokens: a token is read before anyone is authenticated,
 so every malformed one — a header ``alg`` that is a list or an object, a numeric date of
 ``1e400``, ``NaN`` or ``10**400``, a claim of the wrong JSON type, duplicate member names,
 non-UTF-8 or non-base64url parts, JSON nested too deeply — ends in the validators' one refusal,

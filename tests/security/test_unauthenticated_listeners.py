@@ -1,4 +1,4 @@
-"""The safe default (issue 34 item 6): a listener beyond loopback must authenticate its clients
+"""The safe default: a listener beyond loopback must authenticate its clients
 unless ``oncelog.allow.unauthenticated.listeners=true``. A SASL listener offering OAUTHBEARER
 without ``sasl.oauthbearer.jwks.endpoint.url`` takes unsecured tokens (alg none): the client
 writes its own principal (``sub=admin``, a super user), so it authenticates no one — the broker

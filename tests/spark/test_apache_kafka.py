@@ -1,4 +1,4 @@
-"""The connector against Apache Kafka itself (issue 18): the same source, sink and crash tests
+"""The connector against Apache Kafka itself: the same source, sink and crash tests
 that run against oncelog, on Apache Kafka 4.x from Maven Central (``oncelog.tools.apache_kafka``).
 
 Single node (the ``apache_kafka`` fixture), in this session's SparkSession: the source's
@@ -452,7 +452,7 @@ def marker_window_run(cluster, tmp_path, uniq: str, *, batches: int, await_compl
 
 
 def test_barrier_waits_for_the_commit_markers_through_a_coordinator_sigkill(apache_kafka_cluster, tmp_path, uniq):
-    """Issue 32, item 3. Kafka answers EndTxn once a commit is prepared; its markers follow.
+    """Kafka answers EndTxn once a commit is prepared; its markers follow.
     Here the coordinator of a batch's still-open transactions is SIGKILLed between two of the
     batch's EndTxns, so the rest are answered by its successor after a failover and their
     markers follow that answer (to a partition that also lost its leader). The barrier must

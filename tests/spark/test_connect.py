@@ -1,4 +1,4 @@
-"""The connector through Spark Connect (issue 33): a thin client (``pyspark[connect]``, no JVM
+"""The connector through Spark Connect: a thin client (``pyspark[connect]``, no JVM
 of its own) talking gRPC to a local Spark Connect server, the way Databricks-style and
 ``spark.remote(...)`` users run it.
 

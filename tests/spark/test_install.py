@@ -1,4 +1,4 @@
-"""``format("oncelog")`` without a ``register`` call, after installing as the README says (issue 33).
+"""``format("oncelog")`` without a ``register`` call, after installing as the README says.
 
 PySpark finds Python data sources by listing top-level modules named ``pyspark_*`` with
 ``pkgutil.iter_modules()`` in a Python worker when the session starts; the module's

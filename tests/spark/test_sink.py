@@ -264,7 +264,7 @@ def test_a_batch_is_complete_before_its_barrier_ends(broker, uniq):
 
 
 def complete_before_barrier_ends(broker, uniq: str, rounds: int) -> int:
-    """Issue 32, item 3, at the protocol level. A broker answers EndTxn once the commit is
+    """At the protocol level: a broker answers EndTxn once the commit is
     prepared and writes the COMMIT markers after (Apache Kafka: DescribeTransactions right after
     the answer says PrepareCommit, every time on three nodes, for tens of milliseconds). The
     commit must therefore not end the barrier on EndTxn's answer: when ``commit()`` returns, every
@@ -301,7 +301,7 @@ def complete_before_barrier_ends(broker, uniq: str, rounds: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# Save modes and kafka.compression.type (issue 18)
+# Save modes and kafka.compression.type
 
 
 def test_overwrite_save_mode_is_refused_as_by_sparks_kafka_sink(spark, broker, uniq):

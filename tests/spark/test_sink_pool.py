@@ -1,4 +1,4 @@
-"""Bounded transactional ids (issue 32): the exactly-once sink's write tasks take their ids from
+"""Bounded transactional ids: the exactly-once sink's write tasks take their ids from
 a pool (oncelog/spark/txn_pool.py) in every write path: the streaming sink and ``df.write``
 from ``foreachBatch`` (txnAppId/txnVersion), micro-batch after micro-batch and run after run.
 Read from the broker (ListTransactions: every id it holds, in every state), never from the sink.

@@ -1,4 +1,4 @@
-"""Stopping releases what the sink holds open (issue 32; oncelog/spark/release.py).
+"""Stopping releases what the sink holds open (oncelog/spark/release.py).
 
 Each test stops a query in the middle of a micro-batch: the write tasks hold their
 transactions open for seconds (``oncelog.test.taskDelayMs``) and the visibility barrier is up,

@@ -1,4 +1,4 @@
-"""What a restarted query's Python workers no longer pay (issue 32, a driver restart on a fresh
+"""What a restarted query's Python workers no longer pay (a driver restart on a fresh
 clone): task workers are forked from the connector's daemon with pyarrow, NumPy and the connector
 imported already (:mod:`oncelog.spark.workerdaemon`), and with ``PYTHONDONTWRITEBYTECODE`` set the
 connector's bytecode is written once (:func:`oncelog.spark.session.compile_connector`) instead of

@@ -1,4 +1,4 @@
-"""What every Spark Python worker of the connector pays at start-up (issue 22, driver restart).
+"""What every Spark Python worker of the connector pays at start-up (driver restart).
 
 A (re)started query starts about ten Python processes one after another before its first
 micro-batch (the lookup of data sources, ``schema()``, the reader's and writers' factories, the

@@ -1,4 +1,4 @@
-"""The log cleaner and transactions (issue 32), at the storage level: committed transactions are
+"""The log cleaner and transactions, at the storage level: committed transactions are
 compacted like other records, aborted ones removed, undecided ones kept whole and superseding
 nothing, markers kept while their transaction has a batch left and then for delete.retention.ms
 — Kafka's LogCleaner. Checked on hand-made logs and on random ones against what a read_committed
@@ -216,7 +216,7 @@ def test_random_logs_read_the_same_committed_values_after_cleaning(tmp_path, see
 
 def test_a_compacted_topic_written_in_transactions_stays_the_size_of_its_keys(broker_factory):
     # The Spark sink's commit log: decisions written one transaction each under one key per query,
-    # on a compacted topic. Before issue 32 oncelog's cleaner kept every transactional batch and
+    # on a compacted topic. Up to 802c6e8 oncelog's cleaner kept every transactional batch and
     # marker: the topic grew by ~250 bytes a decision, for good.
     import confluent_kafka as ck
     from confluent_kafka.admin import AdminClient, NewTopic

@@ -1,6 +1,6 @@
 """A partition can never be bricked by offsets beyond a segment's int32 relative range.
 
-Before issue 17 a batch whose header claimed 2^31-1 records (with one record inside) was
+Before record validation a batch whose header claimed 2^31-1 records (with one record inside) was
 accepted; the end offset then jumped by 2^31 and, ~4 KiB later, every append failed in the
 segment index (relative offsets are int32) — also after any restart. Produce now refuses such a
 batch (record validation), and storage keeps the invariant on its own: the log rolls before an

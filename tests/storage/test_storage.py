@@ -217,7 +217,7 @@ def test_a_flush_round_waiting_for_the_cleaner_syncs_what_is_there_once_it_runs(
     # A flush round that started while the cleaner held the flusher lock must not fsync the
     # segments it would have taken before: the cleaner may have rewritten (and closed) them
     # meanwhile. Seen as "fsync failed: ValueError(fd -1)" and NOT_COORDINATOR answers on a busy
-    # __transaction_state with small segments (issue 32).
+    # __transaction_state with small segments.
     import asyncio
 
     from oncelog.config.settings import FsyncPolicy

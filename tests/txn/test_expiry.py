@@ -112,7 +112,7 @@ def test_the_default_is_kafkas_seven_days():
     assert TxnConfig().transactional_id_expiration_ms == 7 * 24 * 3600 * 1000
 
 
-# ---------------------------------------------------------------------- the sweep (issue 32)
+# ---------------------------------------------------------------------- the sweep
 
 def test_ids_expire_at_the_sweeps_every_cleanup_interval_counted_from_the_start():
     # Kafka's transaction.remove.expired.transaction.cleanup.interval.ms: the first sweep one

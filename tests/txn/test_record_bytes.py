@@ -1,5 +1,5 @@
 """The bytes of ``__transaction_state`` records, pinned: the literals below were written by the
-codec before it moved onto :mod:`oncelog.protocol.internal_records` (issue 19), so records written
+codec before it moved onto :mod:`oncelog.protocol.internal_records`, so records written
 by an older oncelog still replay, and new ones are byte-identical."""
 
 from __future__ import annotations

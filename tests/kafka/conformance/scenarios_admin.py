@@ -1238,7 +1238,7 @@ def request_class_v0():
     return request_class(API_VERSIONS, 0)
 
 
-# ---------------------------------------------------------------------- the cluster APIs a one-node Kafka answers (issue 33)
+# ---------------------------------------------------------------------- the cluster APIs a one-node Kafka answers
 
 LIST_CONFIG_RESOURCES, DESCRIBE_QUORUM, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 74, 55, 45, 46
 ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35

@@ -1,4 +1,4 @@
-"""The differential conformance suite (issue 21): every scenario of ``scenarios_*.py`` held with a
+"""The differential conformance suite: every scenario of ``scenarios_*.py`` held with a
 one-node Apache Kafka and with oncelog in the same run, the normalised answers compared field by
 field (tests/kafka/conformance/framework.py says how). A scenario passes when the answers are
 identical, or when they differ and the scenario declares why (``differs=``); an undeclared

@@ -14,7 +14,7 @@ import re
 from .framework import load_scenarios
 from .report import COMMITTED, committed_rows
 
-MIN_SCENARIOS = 150  # issue 21: at least 150 scenarios
+MIN_SCENARIOS = 150  # the suite's promise: at least 150 scenarios
 
 
 def test_enough_scenarios_in_every_area():
