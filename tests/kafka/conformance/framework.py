@@ -91,7 +91,7 @@ SCENARIOS: dict[str, Scenario] = {}
 
 def scenario(area: str, *, differs: str | None = None):
     """Register ``fn(k) -> answer`` as scenario ``area.<fn name>``; ``differs`` declares that the
-    answers differ and why ("by design: ..."), as the README's list of differences says it."""
+    answers differ and why ("by design: ..."), as docs/conformance.md's list of differences says it."""
 
     def register(fn):
         name = f"{area}.{fn.__name__}"

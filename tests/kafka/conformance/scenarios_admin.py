@@ -1109,8 +1109,8 @@ def _api_versions(k):
 
 @scenario("admin", differs="by design: Kafka also serves replication (OffsetForLeaderEpoch 23), KRaft "
                            "(UpdateFeatures 57, UnregisterBroker 64, Add/RemoveRaftVoter 80/81), delegation tokens "
-                           "(38-41), client quotas (48/49), share and streams groups (76-79, 83-94): README "
-                           "'Not implemented' and 'Differences from Kafka'")
+                           "(38-41), client quotas (48/49), share and streams groups (76-79, 83-94): docs/broker.md "
+                           "'Not implemented' and docs/conformance.md's differences")
 def api_versions_keys(k):
     """ApiVersions v3: the API keys each broker serves."""
     return sorted(int(a.api_key) for a in _api_versions(k).api_keys)
@@ -1176,8 +1176,8 @@ def api_versions_features_by_version(k):
 
 @scenario("admin", differs="by design: Kafka also advertises metadata.version, kraft.version, share.version, "
                            "streams.version and eligible.leader.replicas.version (KRaft metadata, share and streams "
-                           "groups, ELR): oncelog implements none of them and does not claim them (README "
-                           "'Differences from Kafka')")
+                           "groups, ELR): oncelog implements none of them and does not claim them (docs/conformance.md's "
+                           "differences)")
 def api_versions_feature_names(k):
     """ApiVersions v4: the names of the supported and finalized features."""
     r = _api_versions_at(k, 4)

@@ -184,7 +184,7 @@ def partition_max_bytes_smaller_than_first_batch(k):
     return k.fetch(t, 0, partition_max_bytes=10)
 
 
-@scenario("fetch", differs="by design: oncelog answers whole batches only (README's API table: Fetch 'whole "
+@scenario("fetch", differs="by design: oncelog answers whole batches only (docs/broker.md's API table: Fetch 'whole "
                            "batches'); Kafka fills max_bytes with the start of the next batch, which consumers drop")
 def max_bytes_between_batches(k):
     """A limit of one batch and a half: what comes after the first batch."""

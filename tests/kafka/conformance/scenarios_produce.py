@@ -578,9 +578,9 @@ def duplicate_partition_in_request(k):
 # ---------------------------------------------------------------------- malformed records inside a valid batch
 
 
-UNKNOWN_SERVER_ERROR = ("by design: an unknown codec or an undecompressable payload is INVALID_RECORD (README, "
+UNKNOWN_SERVER_ERROR = ("by design: an unknown codec or an undecompressable payload is INVALID_RECORD (docs/limits.md, "
                         "Record batches); Kafka 4.4 lets the codec's exception escape as UNKNOWN_SERVER_ERROR")
-OFFSET_DELTAS = ("by design: offset deltas must be 0..n-1, the bad record named in record_errors (README, Record "
+OFFSET_DELTAS = ("by design: offset deltas must be 0..n-1, the bad record named in record_errors (docs/limits.md, Record "
                  "batches); Kafka 4.4 stores such an uncompressed batch (its readers then skip or stall)")
 DECLARED = {"codec 5": UNKNOWN_SERVER_ERROR, "codec 6": UNKNOWN_SERVER_ERROR, "codec 7": UNKNOWN_SERVER_ERROR,
             "gzip random payload": UNKNOWN_SERVER_ERROR, "gzip offset deltas 0 -1 -1000": UNKNOWN_SERVER_ERROR,
