@@ -20,7 +20,7 @@ range and its finalized level. As Kafka's ``ApiVersionsResponse`` does:
 - the epoch is that of the finalized set (ours is fixed: the set never changes at run time).
 Kafka also advertises metadata.version, kraft.version, share.version, streams.version and
 eligible.leader.replicas.version (KRaft, share groups, streams groups, ELR): oncelog implements
-none of them and does not claim them (CONFORMANCE.md, ``admin.api_versions_feature_names``).
+none of them and does not claim them (docs/conformance.md, ``admin.api_versions_feature_names``).
 
 The response is the same for every request of a version, so it is encoded once per version and
 cached.

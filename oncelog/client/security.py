@@ -636,7 +636,7 @@ _JAVA_ONLY = {
 
 def librdkafka_config(config: Mapping[str, str], bootstrap: str | None = None) -> dict:
     """confluent-kafka client settings for the security and identity of ``config`` (Kafka's Java
-    client names or librdkafka's, ``kafka.`` prefix removed), translated as in the README's table:
+    client names or librdkafka's, ``kafka.`` prefix removed), translated as follows:
     ``ssl.truststore.location`` (PEM) -> ``ssl.ca.location``, ``ssl.truststore.certificates`` ->
     ``ssl.ca.pem``, ``ssl.keystore.location`` (PEM key + chain) -> ``ssl.certificate.location`` and
     ``ssl.key.location`` (the same file), ``ssl.keystore.certificate.chain`` / ``ssl.keystore.key``

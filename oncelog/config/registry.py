@@ -413,7 +413,7 @@ _TOPIC_LIST = [
            _syn("max.decompressed.message.bytes"), _N,
            "Accepted, no effect as such: Kafka 4.4 bounds each record's decompressed size by it. oncelog "
            "bounds each batch's decompression at min(64 x max.message.bytes, 256 MiB) (MESSAGE_TOO_LARGE "
-           "over it; README \"Bad input\"), which this value does not change."),
+           "over it; docs/limits.md), which this value does not change."),
     _topic("errors.deadletterqueue.group.enable", T.BOOLEAN, False, None, (), _N,
            "Accepted, no effect: lets share groups write undeliverable records to the topic; oncelog has "
            "no share groups."),

@@ -30,7 +30,7 @@ it. Across partitions the abort markers land one partition after another (within
 one broker), exactly as the markers of a single Kafka transaction do.
 
 It covers the partitions of the ``topic`` option. With a ``topic`` column the topics are known
-only to the tasks, and each task transaction is atomic on its own (documented in the README).
+only to the tasks, and each task transaction is atomic on its own (documented in docs/connector.md).
 """
 
 from __future__ import annotations

@@ -135,7 +135,7 @@ def check(kconf: Mapping[str, str], role: str) -> dict[str, str]:
                 ignored[name] = "it names Java classes, which a Python client cannot load"
                 continue
             raise KafkaConfigError(f"option kafka.{name} names a Java class, which the connector's Python client "
-                                   "cannot run; remove it (see the README, 'Options')")
+                                   "cannot run; remove it (see docs/connector.md, 'Options')")
         problem = _invalid(name, value, spec)
         if problem:
             raise KafkaConfigError(f"option kafka.{name}={value!r} is refused: Invalid value {value} for "

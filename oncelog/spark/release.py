@@ -385,7 +385,7 @@ def install(spark) -> bool:
 
     if _is_spark_connect(spark):
         # A Spark Connect client has no SparkContext and no driver JVM of its own: the hooks
-        # cannot run here (README, "Spark Connect"); a stopped query's transactions end with
+        # cannot run here (docs/connector.md, "Spark Connect"); a stopped query's transactions end with
         # the next run's prepare/commit/sweep or transaction.timeout.ms.
         log.info("Spark Connect session: the sink's release hooks are not installed on the client")
         return False
