@@ -1,4 +1,4 @@
-"""What a principal learns of topics it may not DESCRIBE (issue 34), in-process with Kafka's
+"""What a principal learns of topics it may not DESCRIBE, in-process with Kafka's
 StandardAuthorizer on and ``allow.everyone.if.no.acl.found=false`` (tests/apis/harness.py):
 nothing — no name, and no id or partition count through a group — as Kafka 4.4 answers.
 

@@ -1,4 +1,4 @@
-"""The authorization matrix (issue 20, item 5): for every API the broker routes
+"""The authorization matrix: for every API the broker routes
 (oncelog.apis.HANDLERS), a request, the ACLs that allow it and the error code Kafka answers
 without them. With Kafka's StandardAuthorizer on, ``User:alice`` (no ACLs, not a super user) is
 refused with that code and the broker's state is unchanged — no record written, no topic, group,
@@ -10,8 +10,8 @@ An API module without an entry fails :func:`test_every_api_has_an_entry`. An ent
 ``exempt`` (needs no authorization, as in Kafka: ApiVersions and the SASL requests, which run
 before a principal exists). Where Kafka answers without the ACLs but withholds part of the
 answer — a list filtered silently, a topic named by id whose name stays null, DescribeCluster's
-authorized operations — ``refused`` says what the withheld answer is (issue 34 added the last
-kinds; tests/apis/test_authorization_leaks.py has the rest of that issue).
+authorized operations — ``refused`` says what the withheld answer is (the last kinds, added with
+tests/apis/test_authorization_leaks.py, which has the rest).
 """
 
 from __future__ import annotations
@@ -590,7 +590,7 @@ EXTRA: dict[str, tuple[int, Entry]] = {
         topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)),
         (TOPIC_DESCRIBE,), refused=lambda resp: resp.topics == (),
         allowed=lambda resp: [t.name for t in resp.topics] == [TOPIC])),
-    # Issue 34: by id, a topic the principal may not DESCRIBE is not named (Kafka: null, id echoed).
+    # By id, a topic the principal may not DESCRIBE is not named (Kafka: null, id echoed).
     "Metadata of a topic by id": (3, Entry(call(3, 12, lambda m, fx: m.MetadataRequest(
         topics=_topic_ids(m, fx, [TOPIC]), allow_auto_topic_creation=False,
         include_topic_authorized_operations=False)), (TOPIC_DESCRIBE,), refused=_by_id_refused,
@@ -604,7 +604,7 @@ EXTRA: dict[str, tuple[int, Entry]] = {
             topics=(m.DeleteTopicState(name=None, topic_id=fx.extra["ids"]["doomed"]),), timeout=SECONDS)),
         ((R.TOPIC, "doomed", Op.DELETE),), refused=lambda resp: _by_id_refused(resp, "doomed"),
         setup=_learn_ids_alice_describes_doomed)),
-    # Issue 34: a group's assignments name topics; describing it needs DESCRIBE on them too.
+    # A group's assignments name topics; describing it needs DESCRIBE on them too.
     "ConsumerGroupDescribe of a group assigned a topic the principal may not describe": (69, Entry(
         call(69, 1, lambda m, fx: m.ConsumerGroupDescribeRequest(group_ids=("cg2",),
                                                                   include_authorized_operations=False)),

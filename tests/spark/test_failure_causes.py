@@ -1,5 +1,5 @@
 """A query that fails because its broker went away is explained in one plain line, from the
-real exception Spark raises (issue 22: recovery messages a person can read).
+real exception Spark raises (recovery messages a person can read).
 
 Two queries as the demo's job runs them, on a real broker that is SIGKILLed under them: a stream
 written through the connector's streaming sink, and one written from ``foreachBatch`` with the

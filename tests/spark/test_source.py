@@ -771,7 +771,7 @@ def test_replay_after_the_topic_was_recreated_smaller(spark, broker, uniq, tmp_p
 
 
 # ---------------------------------------------------------------------------------------------
-# What a new Spark user tried (issue 18): empty ranges, the options Spark's Kafka source has,
+# What a new Spark user tried: empty ranges, the options Spark's Kafka source has,
 # errors at load(), retried offset look-ups, and format("oncelog") with no register call
 
 
