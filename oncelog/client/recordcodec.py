@@ -447,7 +447,7 @@ def decode_batches(blob: bytes, *, start_offset: int, end_offset: int,
         next_offset = max(next_offset, min(last_offset + 1, end_offset))
         control = bool(attributes & ATTR_CONTROL)
         if filt is not None and attributes & ATTR_TRANSACTIONAL:
-            abort_marker = control and _control_type(view[batch_pos + HEADER_SIZE : batch_pos + size]) == CONTROL_ABORT
+            abort_marker = control and wire_records.control_type(view[batch_pos : batch_pos + size]) == CONTROL_ABORT
             if filt.skip(producer_id, base_offset, last_offset, control, abort_marker):
                 continue
         if control:
@@ -459,20 +459,6 @@ def decode_batches(blob: bytes, *, start_offset: int, end_offset: int,
         ts_type = 1 if attributes & ATTR_TIMESTAMP_TYPE else 0
         meta.append((base_offset, max_ts if ts_type else base_ts, ts_type))
     return _decode_records(parts, counts, meta, start_offset, end_offset, include_headers, next_offset)
-
-
-def _control_type(records: memoryview) -> int:
-    # One record: length, attributes, ts delta, offset delta, key length, key = int16 version,
-    # int16 type. All small varints: each one byte.
-    pos = 0
-    for _ in range(4):  # length, attributes (int8 counts as one), ts delta, offset delta
-        while records[pos] & 0x80:
-            pos += 1
-        pos += 1
-    while records[pos] & 0x80:  # key length
-        pos += 1
-    pos += 1
-    return struct.unpack_from(">h", records, pos + 2)[0]
 
 
 def _decode_records(parts, counts, meta, start_offset, end_offset, include_headers, next_offset) -> DecodedRecords:

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import struct
 from typing import Callable, NamedTuple
 
 from .. import errors
@@ -277,7 +276,5 @@ class Partition:
 def _marker(batch) -> tuple[bool, int]:
     """(commit?, coordinator epoch) of a control batch: its one record's key says COMMIT or
     ABORT, its value (EndTxnMarker: int16 version, int32 coordinator epoch) the epoch."""
-    for _, _, key, value in rb.iter_records(batch):
-        commit = struct.unpack_from(">hh", key)[1] == rb.CONTROL_COMMIT
-        return commit, (struct.unpack_from(">hi", value)[1] if value is not None and len(value) >= 6 else -1)
-    raise ValueError("control batch without a record")
+    control_type, coordinator_epoch = rb.control_marker(batch)
+    return control_type == rb.CONTROL_COMMIT, coordinator_epoch

@@ -963,11 +963,22 @@ def build_control_batch(producer_id: int, producer_epoch: int, commit: bool, coo
                        attributes=ATTR_TRANSACTIONAL | ATTR_CONTROL)
 
 
-def control_type(batch: bytes | memoryview) -> int:
-    """CONTROL_COMMIT or CONTROL_ABORT of a control batch (its single record's key)."""
-    for _, _, key, _ in iter_records(batch):
-        return struct.unpack_from(">hh", key)[1]
+def control_marker(batch: bytes | memoryview) -> tuple[int, int]:
+    """The one reading of a control batch: (type, coordinator epoch) of its single record. The
+    type, CONTROL_COMMIT or CONTROL_ABORT, is its key's (int16 version, int16 type); the epoch
+    its value's (EndTxnMarker: int16 version, int32 coordinator epoch), -1 if the value is
+    absent or short. ValueError for a batch without a record or a key too short for a type."""
+    for _, _, key, value in iter_records(batch):
+        if key is None or len(key) < 4:
+            raise ValueError("control record without a type")
+        epoch = struct.unpack_from(">hi", value)[1] if value is not None and len(value) >= 6 else -1
+        return struct.unpack_from(">hh", key)[1], epoch
     raise ValueError("control batch without a record")
+
+
+def control_type(batch: bytes | memoryview) -> int:
+    """CONTROL_COMMIT or CONTROL_ABORT of a control batch (:func:`control_marker`)."""
+    return control_marker(batch)[0]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -103,9 +103,10 @@ class _Txn:
 
 def _commit_of(batch) -> bool:
     """Whether a control batch is a COMMIT marker (else ABORT)."""
-    for _, _, key, _ in rb.iter_records(batch):
-        return key is not None and len(key) >= 4 and struct.unpack_from(">hh", key)[1] == rb.CONTROL_COMMIT
-    return False
+    try:
+        return rb.control_type(batch) == rb.CONTROL_COMMIT
+    except ValueError:  # no record, or no type: not a COMMIT
+        return False
 
 
 def _transactions(plog) -> tuple[dict[tuple[int, int], _Txn], int | None]:
