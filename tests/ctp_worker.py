@@ -19,7 +19,7 @@ Once the soak stalled for its full 600 s: librdkafka 2.16's send_offsets_to_tran
 waits for ever, past its own timeout, in the first transaction after our single broker
 restarted. With every broker down librdkafka re-bootstraps and decommissions the broker object
 it still caches as group coordinator; the TxnOffsetCommit then waits for that dead object to
-come up and is never retried (confluentinc/librdkafka#5456, #5511), while the consumer leaves
+come up and is never retried (confluentinc/librdkafka#5456 and librdkafka#5511), while the consumer leaves
 the group (max.poll.interval.ms). Hence the producer does not re-bootstrap
 (``metadata.recovery.strategy=none``: one broker at a fixed address has nothing to
 re-discover), and the stall limit covers client hangs we do not know of.

@@ -239,7 +239,7 @@ def test_worker_transaction_right_after_a_broker_restart_completes(broker, tmp_p
     nothing to do, and new input arrives once the clients have reconnected. With librdkafka's
     default re-bootstrap the next send_offsets_to_transaction() never returns: the cached
     coordinator was decommissioned when every broker was down (confluentinc/librdkafka#5456,
-    #5511). The worker must process the new input itself, without needing a restart."""
+    librdkafka#5511). The worker must process the new input itself, without needing a restart."""
     first, n = 300, 600
     fill_input(broker.bootstrap, first)
     log = open(tmp_path / "worker.log", "ab")
