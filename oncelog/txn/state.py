@@ -42,13 +42,13 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..state_machine import check_transition
+from ..state_machine import KafkaState, check_transition
 
 MAX_EPOCH = 32767 - 1  # Kafka keeps Short.MAX_VALUE free
 
 
-class TransactionState(enum.IntEnum):
-    # values are Kafka's on-disk state bytes
+class TransactionState(KafkaState, enum.IntEnum):
+    # values are Kafka's on-disk state bytes; kafka_name (KafkaState): PREPARE_COMMIT -> PrepareCommit
     EMPTY = 0
     ONGOING = 1
     PREPARE_COMMIT = 2
@@ -57,10 +57,6 @@ class TransactionState(enum.IntEnum):
     COMPLETE_ABORT = 5
     DEAD = 6
     PREPARE_EPOCH_FENCE = 7
-
-    @property
-    def kafka_name(self) -> str:
-        return "".join(w.capitalize() for w in self.name.split("_"))
 
 
 T = TransactionState
