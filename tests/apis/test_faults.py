@@ -47,8 +47,8 @@ def test_the_environment_becomes_faults_only_through_install_from_env():
     assert (drop.point, drop.count, drop.every) == ("markers:drop", 0, 4)
     [write] = f.install_from_env(f.Faults(), {"ONCELOG_FAULT": "offsets-txn-write:1000000"})
     assert (write.point, write.count, write.every) == ("offsets-txn-write", 1000000, 1)
-    assert [(h.count, h.every) for h in f.install_from_env(f.Faults(), {"ONCELOG_FAULT": "markers:drop"})] == [(0, 3)]
-    assert [(h.count, h.every) for h in f.install_from_env(f.Faults(), {"ONCELOG_FAULT": "offsets-txn-write"})] == [(1, 1)]
+    for text, default in (("markers:drop", (0, 3)), ("offsets-txn-write", (1, 1)), ("markers:drop:0", (0, 3))):
+        assert [(h.count, h.every) for h in f.install_from_env(f.Faults(), {"ONCELOG_FAULT": text})] == [default]
     assert f.install_from_env(f.Faults(), {"ONCELOG_FAULT": "no-such-fault"}) == []
     assert f.install_from_env(f.Faults(), {}) == []
 
