@@ -22,7 +22,7 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from oncelog.process import BrokerProcess
+from oncelog.process import BrokerProcess, tail_file
 
 from . import security as sec
 from .modes import Target
@@ -198,11 +198,7 @@ class RunningBroker:
         return rc
 
     def tail_log(self, lines: int = 20) -> str:
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return "".join(f.readlines()[-lines:])
-        except OSError:
-            return ""
+        return tail_file(self.log_path, lines)
 
     def data_dir(self) -> str | None:
         if self._kafka is not None:  # the node's log.dirs (its log file stays beside it)

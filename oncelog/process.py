@@ -18,6 +18,24 @@ import time
 _LISTENING = re.compile(r"oncelog listening on ([\d.]+):(\d+)")
 
 
+def tail_file(path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a child process's log (a broker's, a JVM's), for an error
+    message; "" if it cannot be read. Reads from the end, so a long log costs what is shown."""
+    try:
+        with open(path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            size = 16384
+            while True:
+                start = f.seek(max(0, end - size))
+                data = f.read()
+                if start == 0 or data.count(b"\n") > lines:
+                    break
+                size *= 4
+    except OSError:
+        return ""
+    return b"".join(data.splitlines(keepends=True)[-lines:]).decode(errors="replace") if lines > 0 else ""
+
+
 class BrokerProcess:
     def __init__(self, data_dir: str, *, fsync: str = "always", port: int = 0, extra_args: list[str] = (),
                  log_path: str | None = None, env: dict[str, str] | None = None,
@@ -76,11 +94,7 @@ class BrokerProcess:
         raise RuntimeError(f"broker did not start; see {self.log_path}:\n{self.tail_log()}")
 
     def tail_log(self, lines: int = 30) -> str:
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return "".join(f.readlines()[-lines:])
-        except FileNotFoundError:
-            return ""
+        return tail_file(self.log_path, lines)
 
     def kill(self) -> None:
         """SIGKILL: the broker gets no chance to flush or mark a clean shutdown."""

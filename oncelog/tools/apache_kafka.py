@@ -50,6 +50,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..cachedir import user_cache
+from ..process import tail_file
 
 DEFAULT_VERSION = "4.4.0"
 VERSION_ENV = "ONCELOG_APACHE_KAFKA_VERSION"  # another 4.x, e.g. 4.3.1
@@ -445,11 +446,7 @@ class KafkaNode:
         return 0
 
     def tail_log(self, lines: int = 40) -> str:
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return "".join(f.readlines()[-lines:])
-        except FileNotFoundError:
-            return ""
+        return tail_file(self.log_path, lines)
 
 
 @dataclass

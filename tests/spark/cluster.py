@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pyspark
 
+from oncelog.process import tail_file as _tail
+
 SPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
 SPARK_CLASS = os.path.join(SPARK_HOME, "bin", "spark-class")
 DAEMON_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -56,13 +58,6 @@ def _group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 class StandaloneCluster:

@@ -11,6 +11,7 @@ import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from oncelog.audit import audit
+from oncelog.process import tail_file as tail  # noqa: F401 (the spark tests import it from here)
 
 from ..helpers import create_topic
 from .conftest import ROOT, driver_java_options, spark_env
@@ -94,14 +95,6 @@ def _reap_group(pgid: int) -> None:
     except ProcessLookupError:
         pass
     time.sleep(0.2)
-
-
-def tail(path: str, lines: int = 40) -> str:
-    try:
-        with open(path, "rb") as f:
-            return b"\n".join(f.read().splitlines()[-lines:]).decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def check_exactly_once(bootstrap: str, input_topic: str, output_topic: str, committed: int):
