@@ -16,7 +16,7 @@ import pytest
 
 from oncelog.pipeline.causes import MAX, explain
 from tests.helpers import create_topic
-from tests.spark.test_source import produce
+from tests.spark.source_helpers import produce
 
 TIMEOUT = 120
 

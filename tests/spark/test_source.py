@@ -4,6 +4,8 @@ Every expectation is computed from what the test produced (offsets from confluen
 delivery reports, timestamps it set, transactions it committed or aborted), never typed in.
 Streaming tests prefer ``trigger(availableNow=True)``; the few that need a running query use a
 processing-time trigger and poll for the condition they wait for. Queries are always stopped.
+The log and the query changing under the source (new partitions and topics, data loss, replays):
+tests/spark/test_source_changes.py; what both modules share: tests/spark/source_helpers.py.
 """
 
 from __future__ import annotations
@@ -17,221 +19,35 @@ import time
 import confluent_kafka as ck
 import pyarrow as pa
 import pytest
-from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.errors import StreamingQueryException
 from pyspark.sql.datasource import CaseInsensitiveDict
 from pyspark.sql.streaming.datasource import ReadMaxRows
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
-from oncelog.client.kafka import LATEST, READ_COMMITTED, KafkaClient
+from oncelog.client.kafka import LATEST
 from oncelog.spark import offsets as off
-from oncelog.spark.source import OncelogStreamReader
 from oncelog.spark.options import source_options
+from oncelog.spark.source import OncelogStreamReader
 from tests.helpers import create_topic
 
-TIMEOUT = 240  # seconds for one query on a loaded 2-core machine; tests normally take a few
-
-KAFKA_SCHEMA = StructType([
-    StructField("key", BinaryType()), StructField("value", BinaryType()), StructField("topic", StringType()),
-    StructField("partition", IntegerType()), StructField("offset", LongType()),
-    StructField("timestamp", TimestampType()), StructField("timestampType", IntegerType()),
-])
-KAFKA_SCHEMA_WITH_HEADERS = StructType(KAFKA_SCHEMA.fields + [
-    StructField("headers", ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())])))])
-
-# The columns a test compares: timestamps as epoch milliseconds (the unit Kafka stores).
-COLUMNS = ["topic", "partition", "offset", "key", "value", "unix_millis(timestamp) as ts", "timestampType"]
-
-
-# ---------------------------------------------------------------------------------------------
-# Producing
-
-
-class Produced:
-    """Records acknowledged by the broker, as (topic, partition, offset, key, value, ts, headers)."""
-
-    def __init__(self) -> None:
-        self.records: list[tuple] = []
-        self.lock = threading.Lock()
-
-    def callback(self, headers):
-        def on_delivery(err, msg):
-            if err is not None:
-                raise AssertionError(f"delivery failed: {err}")
-            with self.lock:
-                self.records.append((msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(),
-                                     msg.timestamp()[1], headers or []))
-        return on_delivery
-
-    def rows(self, *, topic=None, partition=None, start=0, end=None, with_headers=False):
-        out = []
-        for t, p, o, k, v, ts, h in sorted(self.records, key=lambda r: (r[0], r[1], r[2])):
-            if (topic is None or t == topic) and (partition is None or p == partition) and o >= start \
-                    and (end is None or o < end):
-                out.append((t, p, o, k, v, ts, 0) + ((h,) if with_headers else ()))
-        return out
-
-
-def produce(bootstrap: str, topic: str, n: int, *, partitions: list[int] = (0,), produced: Produced | None = None,
-            prefix: str = "v", keyed: bool = True, headers: bool = False, timestamp=None, compression: str = "none",
-            producer: ck.Producer | None = None, batch_per_record: bool = False) -> Produced:
-    """``n`` records round-robin over ``partitions`` with confluent-kafka; returns what was
-    acknowledged. With ``producer`` (e.g. a transactional one) nothing is flushed here; with
-    ``batch_per_record`` each record is flushed alone (a record batch of its own)."""
-    produced = produced or Produced()
-    p = producer or ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": compression,
-                                 "enable.idempotence": True})
-    for i in range(n):
-        key = f"k{i}".encode() if keyed and i % 5 else None
-        value = None if i % 17 == 16 else f"{prefix}{i}-".encode() * (1 + i % 7)
-        hs = None
-        if headers and i % 3:
-            hs = [("h1", f"{i}".encode()), ("nullable", None if i % 2 else b""), ("h1", b"dup")]
-        kwargs = {"timestamp": timestamp(i)} if timestamp else {}
-        p.produce(topic, value=value, key=key, partition=partitions[i % len(partitions)], headers=hs,
-                  on_delivery=produced.callback(hs), **kwargs)
-        p.poll(0)
-        if batch_per_record:
-            assert p.flush(60) == 0
-    if producer is None:
-        assert p.flush(60) == 0
-    return produced
-
-
-def transactional_producer(bootstrap: str, txn_id: str) -> ck.Producer:
-    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5})
-    p.init_transactions(60)
-    return p
-
-
-def add_partitions(bootstrap: str, topic: str, total: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the future is done
-    admin.create_partitions([NewPartitions(topic, total)])[topic].result(60)
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading through Spark
-
-
-def source_options_for(broker, **options) -> dict[str, str]:
-    out = {"kafka.bootstrap.servers": broker.bootstrap}
-    out.update({k: str(v) for k, v in options.items()})
-    return out
-
-
-def batch_read(spark, broker, *, with_headers: bool = False, **options) -> list[tuple]:
-    df = spark.read.format("oncelog").options(**source_options_for(broker, **options)).load()
-    cols = COLUMNS + (["headers"] if with_headers else [])
-    rows = df.selectExpr(*cols).collect()
-    return [_row(r, with_headers) for r in rows]
-
-
-def _row(r, with_headers: bool) -> tuple:
-    t = (r.topic, r.partition, r.offset, None if r.key is None else bytes(r.key),
-         None if r.value is None else bytes(r.value), r.ts, r.timestampType)
-    if with_headers:
-        t += ([(h.key, None if h.value is None else bytes(h.value)) for h in r.headers],)
-    return t
-
-
-def by_offset(rows):
-    return sorted(rows, key=lambda r: (r[0], r[1], r[2]))
-
-
-class Collector:
-    """A foreachBatch sink (it runs in this driver process): the rows of every batch, with the
-    Spark task (input partition) each row was read in."""
-
-    def __init__(self) -> None:
-        self.batches: dict[int, list[tuple]] = {}
-        self.lock = threading.Lock()
-
-    def __call__(self, df, batch_id: int) -> None:
-        rows = df.selectExpr(*COLUMNS, "spark_partition_id() as task").collect()
-        with self.lock:
-            self.batches[batch_id] = [_row(r, False) + (r.task,) for r in rows]
-
-    def rows(self):
-        with self.lock:
-            return [r[:7] for b in sorted(self.batches) for r in self.batches[b]]
-
-    def count(self) -> int:
-        with self.lock:
-            return sum(len(b) for b in self.batches.values())
-
-
-def stream(spark, broker, **options):
-    return spark.readStream.format("oncelog").options(**source_options_for(broker, **options)).load()
-
-
-def run_available_now(spark, broker, checkpoint, *, sink=None, **options):
-    """One availableNow run to completion; returns (collector, progress list)."""
-    collector = Collector()
-    df = stream(spark, broker, **options)
-    writer = df.writeStream.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
-    writer = writer.format(sink) if sink else writer.foreachBatch(collector)
-    q = writer.start()
-    try:
-        assert q.awaitTermination(TIMEOUT), "availableNow query did not terminate"
-        assert q.exception() is None, q.exception()
-        return collector, list(q.recentProgress)
-    finally:
-        q.stop()
-
-
-def wait_for(condition, timeout: float = TIMEOUT, what: str = "condition", query=None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        if query is not None and query.exception() is not None:
-            raise AssertionError(f"query failed while waiting for {what}: {query.exception()}")
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def checkpoint_offsets(checkpoint) -> dict[int, str]:
-    """batch id -> the source offset JSON line of ``offsets/<id>``, exactly as stored."""
-    out = {}
-    d = os.path.join(str(checkpoint), "offsets")
-    for name in os.listdir(d):
-        if name.isdigit():
-            with open(os.path.join(d, name)) as f:
-                out[int(name)] = f.read().splitlines()[2]
-    return out
-
-
-def forget_commit(checkpoint, batch_id: int) -> None:
-    """Remove ``commits/<batch_id>`` (and its checksum): a restart runs that batch again."""
-    for name in (str(batch_id), f".{batch_id}.crc"):
-        path = os.path.join(str(checkpoint), "commits", name)
-        if os.path.exists(path):
-            os.remove(path)
-
-
-def topics(broker) -> set[str]:
-    client = KafkaClient(broker.bootstrap)
-    try:
-        return set(client.metadata(None))
-    finally:
-        client.close()
-
-
-def list_offsets(broker, tps, spec: int, isolation: int = READ_COMMITTED) -> dict:
-    client = KafkaClient(broker.bootstrap)
-    try:
-        return {tp: o for tp, (o, _ts) in client.list_offsets({tp: spec for tp in tps}, isolation).items()}
-    finally:
-        client.close()
+from .source_helpers import (
+    COLUMNS,
+    KAFKA_SCHEMA,
+    KAFKA_SCHEMA_WITH_HEADERS,
+    TIMEOUT,
+    Collector,
+    Produced,
+    batch_read,
+    by_offset,
+    checkpoint_offsets,
+    list_offsets,
+    produce,
+    row,
+    run_available_now,
+    source_options_for,
+    stream,
+    transactional_producer,
+    wait_for,
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -575,202 +391,6 @@ def test_starting_timestamp_inside_a_batch(spark, broker, uniq):
 
 
 # ---------------------------------------------------------------------------------------------
-# New partitions and topics
-
-
-def test_running_query_picks_up_new_partitions_and_topics_from_earliest(spark, broker, uniq, tmp_path):
-    prefix = f"grow-{uniq}"
-    topic = f"{prefix}-a"
-    create_topic(broker.bootstrap, topic, 1)
-    old = produce(broker.bootstrap, topic, 20, prefix="old-")  # before the start: not read (latest)
-    collector = Collector()
-    q = (stream(spark, broker, subscribePattern=f"{prefix}-.*")
-         .writeStream.option("checkpointLocation", str(tmp_path / "ckpt")).foreachBatch(collector)
-         .trigger(processingTime="300 milliseconds").start())
-    try:
-        wait_for(lambda: 0 in collector.batches, what="the first (empty) batch", query=q)
-        produced = produce(broker.bootstrap, topic, 10, prefix="p0-")
-        wait_for(lambda: collector.count() >= 10, what="rows of the existing partition", query=q)
-        add_partitions(broker.bootstrap, topic, 12)
-        produce(broker.bootstrap, topic, 110, partitions=list(range(1, 12)), produced=produced, prefix="new-")
-        other = f"{prefix}-b"
-        create_topic(broker.bootstrap, other, 2)
-        produce(broker.bootstrap, other, 30, partitions=[0, 1], produced=produced, prefix="b-")
-        create_topic(broker.bootstrap, f"nomatch-{uniq}", 1)
-        produce(broker.bootstrap, f"nomatch-{uniq}", 5)
-        wait_for(lambda: collector.count() >= 150, what="rows of the new partitions and topic", query=q)
-        time.sleep(1)  # nothing else may arrive (no duplicates, nothing from other topics)
-        got = by_offset(collector.rows())
-        assert got == produced.rows()
-        assert min(r[2] for r in got if r[0] == other) == 0
-        assert all(min(r[2] for r in got if r[0] == topic and r[1] == p) == 0 for p in range(1, 12))
-        assert not set(r[2] for r in got if r[1] == 0 and r[0] == topic) & set(r[2] for r in old.rows())
-    finally:
-        q.stop()
-    offsets = checkpoint_offsets(tmp_path / "ckpt")
-    last = offsets[max(offsets)]
-    assert list(json.loads(last)) == [topic, other]
-    assert list(json.loads(last)[topic]) == [str(p) for p in range(12)]  # "10" after "9"
-
-
-def test_available_now_restart_picks_up_newly_matching_topic(spark, broker, uniq, tmp_path):
-    prefix = f"pat-{uniq}"
-    create_topic(broker.bootstrap, f"{prefix}-1", 1)
-    produced = produce(broker.bootstrap, f"{prefix}-1", 20)
-    checkpoint = tmp_path / "ckpt"
-    first, _ = run_available_now(spark, broker, checkpoint, subscribePattern=f"{prefix}-.*", startingOffsets="earliest")
-    assert by_offset(first.rows()) == produced.rows()
-    more = produce(broker.bootstrap, f"{prefix}-1", 5, prefix="more-")
-    create_topic(broker.bootstrap, f"{prefix}-2", 3)
-    produce(broker.bootstrap, f"{prefix}-2", 30, partitions=[0, 1, 2], produced=more)
-    create_topic(broker.bootstrap, f"x{prefix}-3", 1)
-    produce(broker.bootstrap, f"x{prefix}-3", 5)
-    second, _ = run_available_now(spark, broker, checkpoint, subscribePattern=f"{prefix}-.*", startingOffsets="earliest")
-    assert by_offset(second.rows()) == more.rows()
-
-
-# ---------------------------------------------------------------------------------------------
-# Data loss
-
-
-def _delete_records(bootstrap: str, topic: str, partition: int, before: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    tp = ck.TopicPartition(topic, partition, before)
-    admin.delete_records([tp])[tp].result(60)
-
-
-def _failed_run(spark, broker, checkpoint, **options) -> str:
-    df = stream(spark, broker, **options)
-    q = df.writeStream.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).format("noop").start()
-    try:
-        with pytest.raises(StreamingQueryException) as e:
-            q.awaitTermination(TIMEOUT)
-        return str(e.value)
-    finally:
-        q.stop()
-
-
-def test_fail_on_data_loss_after_delete_records(spark, broker, uniq, tmp_path):
-    topic = f"deleted-records-{uniq}"
-    create_topic(broker.bootstrap, topic, 1)
-    produced = produce(broker.bootstrap, topic, 100)
-    checkpoint = tmp_path / "ckpt"
-    first, _ = run_available_now(spark, broker, checkpoint, subscribe=topic, startingOffsets="earliest")
-    assert len(first.rows()) == 100
-    produce(broker.bootstrap, topic, 100, produced=produced, prefix="second-")
-    _delete_records(broker.bootstrap, topic, 0, 150)
-    # failOnDataLoss=true (the default): the query fails, naming the partition and what is gone
-    message = _failed_run(spark, broker, checkpoint, subscribe=topic)
-    assert f"{topic}-0" in message and "offsets 100 to 149" in message and "150" in message
-    # the same checkpoint with failOnDataLoss=false: the batch runs again, skips what is gone
-    again, _ = run_available_now(spark, broker, checkpoint, subscribe=topic, failOnDataLoss="false")
-    assert by_offset(again.rows()) == produced.rows(start=150)
-
-
-def test_fail_on_data_loss_after_a_topic_is_deleted(spark, broker, uniq, tmp_path):
-    keep, gone = f"keep-{uniq}", f"gone-{uniq}"
-    create_topic(broker.bootstrap, keep, 1)
-    create_topic(broker.bootstrap, gone, 1)
-    produced = produce(broker.bootstrap, keep, 10)
-    produce(broker.bootstrap, gone, 10)
-    checkpoint = tmp_path / "ckpt"
-    first, _ = run_available_now(spark, broker, checkpoint, subscribe=f"{keep},{gone}", startingOffsets="earliest")
-    assert len(first.rows()) == 20
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.delete_topics([gone])[gone].result(60)
-    wait_for(lambda: gone not in topics(broker), what="the topic deletion")
-    more = produce(broker.bootstrap, keep, 10, prefix="more-")
-    message = _failed_run(spark, broker, checkpoint, subscribe=f"{keep},{gone}")
-    assert f"{gone}-0" in message and "offsets from 10" in message
-    again, _ = run_available_now(spark, broker, checkpoint, subscribe=f"{keep},{gone}", failOnDataLoss="false")
-    assert by_offset(again.rows()) == more.rows()
-
-
-# ---------------------------------------------------------------------------------------------
-# Replay and Trigger.AvailableNow
-
-
-def test_restart_replays_the_last_batch_with_the_same_rows(spark, broker, uniq, tmp_path):
-    topic = f"replay-{uniq}"
-    create_topic(broker.bootstrap, topic, 2)
-    produced = produce(broker.bootstrap, topic, 300, partitions=[0, 1])
-    checkpoint = tmp_path / "ckpt"
-    options = dict(subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger=100)
-    first, _ = run_available_now(spark, broker, checkpoint, **options)
-    assert by_offset(first.rows()) == produced.rows()
-    last = max(first.batches)
-    assert last >= 2
-    offsets_before = checkpoint_offsets(checkpoint)
-    # forget that the last batch was committed: the restart must run it again, same (start, end)
-    forget_commit(checkpoint, last)
-    produce(broker.bootstrap, topic, 50, partitions=[0, 1], prefix="later-")  # not part of the replay
-    replay, _ = run_available_now(spark, broker, checkpoint, **options)
-    assert min(replay.batches) == last
-    # identical rows, read by the same tasks (partitions() is deterministic), in the same order
-    assert replay.batches[last] == first.batches[last]
-    assert checkpoint_offsets(checkpoint)[last] == offsets_before[last]
-    assert len(replay.rows()) == len(first.batches[last]) + 50
-
-
-def test_available_now_terminates_while_data_keeps_arriving(spark, broker, uniq, tmp_path):
-    topic = f"endless-{uniq}"
-    create_topic(broker.bootstrap, topic, 2)
-    produce(broker.bootstrap, topic, 400, partitions=[0, 1])
-    stop = threading.Event()
-
-    def keep_producing():
-        p = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-        i = 0
-        while not stop.is_set():
-            p.produce(topic, value=f"late-{i}".encode(), partition=i % 2)
-            p.poll(0)
-            i += 1
-            time.sleep(0.005)
-        p.flush(60)
-
-    thread = threading.Thread(target=keep_producing, daemon=True)
-    thread.start()
-    try:
-        collector, progress = run_available_now(spark, broker, tmp_path / "ckpt", subscribe=topic,
-                                                startingOffsets="earliest", maxOffsetsPerTrigger=100)
-    finally:
-        stop.set()
-        thread.join(60)
-    rows = by_offset(collector.rows())
-    assert len(rows) >= 400
-    for p in (0, 1):  # every offset from 0 up to where the run stopped, once
-        offsets = [r[2] for r in rows if r[1] == p]
-        assert offsets == list(range(len(offsets)))
-    assert len(collector.batches) >= 4
-
-
-def test_replay_after_the_topic_was_recreated_smaller(spark, broker, uniq, tmp_path):
-    # A restart re-executes the last batch with its planned (start, end); if the topic was
-    # deleted and recreated with fewer records meanwhile, the end is past the new log's end.
-    # failOnDataLoss decides: fail naming what is gone, or skip it; never wait for it.
-    topic = f"recreated-{uniq}"
-    create_topic(broker.bootstrap, topic, 1)
-    produce(broker.bootstrap, topic, 50)
-    checkpoint = tmp_path / "ckpt"
-    first, _ = run_available_now(spark, broker, checkpoint, subscribe=topic, startingOffsets="earliest")
-    assert len(first.rows()) == 50 and list(first.batches) == [0]
-    forget_commit(checkpoint, 0)
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    admin.delete_topics([topic])[topic].result(60)
-    wait_for(lambda: topic not in topics(broker), what="the topic deletion")
-    create_topic(broker.bootstrap, topic, 1)
-    produced = produce(broker.bootstrap, topic, 10, prefix="new-")
-    started = time.monotonic()
-    message = _failed_run(spark, broker, checkpoint, subscribe=topic, startingOffsets="earliest")
-    assert f"{topic}-0" in message and "offsets 10 to 49" in message
-    again, _ = run_available_now(spark, broker, checkpoint, subscribe=topic, startingOffsets="earliest",
-                                 failOnDataLoss="false")
-    # the replayed batch reads what the range now holds, and the query goes on
-    assert by_offset(again.rows()) == produced.rows()
-    assert time.monotonic() - started < 100  # no wait for the poll timeout (120 s)
-
-
-# ---------------------------------------------------------------------------------------------
 # What a new Spark user tried: empty ranges, the options Spark's Kafka source has,
 # errors at load(), retried offset look-ups, and format("oncelog") with no register call
 
@@ -838,7 +458,7 @@ def test_min_partitions_and_max_records_per_partition_split_read_tasks(spark, br
     # total 100 < 5 ranges: 1-0 gets round(25/100*5) = 1 part, 0-0 the other 4
     assert df.rdd.getNumPartitions() == 5
     rows = df.selectExpr(*COLUMNS, "spark_partition_id() as task").collect()
-    assert by_offset([_row(r, False) for r in rows]) == produced.rows()
+    assert by_offset([row(r, False) for r in rows]) == produced.rows()
     assert len({r.task for r in rows if r.partition == 0}) == 4
     df = spark.read.format("oncelog").options(**source_options_for(broker, subscribe=topic, maxRecordsPerPartition=10)).load()
     assert df.rdd.getNumPartitions() == 8 + 3  # ceil(75/10) + ceil(25/10)
