@@ -17,38 +17,51 @@ those it has been asked to revoke but not yet acknowledged (``partitions_pending
 partition the target gives to another member is handed over only once it is free
 (``UNRELEASED_PARTITIONS`` until then).
 
-Member reconciliation (:func:`next_member_state`, Kafka's CurrentAssignmentBuilder)::
+Member reconciliation (:func:`next_member_state`, Kafka's CurrentAssignmentBuilder); each arrow
+is a :class:`MemberEvent`, and :data:`MEMBER_TRANSITIONS` is the same graph as a table read by
+:meth:`ConsumerMember.transition`, the one way a member's state changes::
 
-                 target epoch > member epoch
-    +--------+   (nothing to revoke)              +------------------------+
-    | STABLE | -------------------------------->  | UNRELEASED_PARTITIONS  |  a new partition is
+               UNRELEASED: target epoch > member epoch,
+                 nothing to revoke, a new one not free
+    +--------+ -------------------------------->  +------------------------+
+    | STABLE |                                    | UNRELEASED_PARTITIONS  |  a new partition is
     +--------+  <------------------------------   +------------------------+  still owned elsewhere
-      |    ^        every new partition is free        |        ^
-      |    |                                           | revoke  | owned ones revoked,
-      |    | revoked (member epoch + 1, then            v         | some new ones not free
-      |    | towards the target)                +----------------------+
+      |    ^     RECONCILED: every new one free        |        ^
+      |    |                                    REVOKE |        | UNRELEASED: owned ones revoked,
+      |    | RECONCILED: revoked (member epoch + 1,    v        | some new ones not free
+      |    | then towards the target)           +----------------------+
       +----|----------------------------------> | UNREVOKED_PARTITIONS |  waits for the member to
            +----------------------------------- +----------------------+  stop owning what it lost
-              a partition the target takes away
+              REVOKE: a partition the target takes away
+              (RECONCILED from STABLE to STABLE: a new epoch, every new partition free)
 
 While revoking, the member stays at its epoch (its new epoch is only given once it has
 acknowledged the revocation, so a commit of a revoked partition can't pass); the revocation must
-happen within its rebalance timeout or the member is fenced (removed).
+happen within its rebalance timeout or the member is fenced (removed). From any state, a member
+that joins again with epoch 0 (``REJOIN``, KIP-1082) owns nothing and is STABLE at epoch 0; UNKNOWN
+(a newer coordinator's state, read at replay) is left by the first step, never entered. Replay
+restores the state a record says (:meth:`ConsumerMember.restore_from`): not a transition.
 
 Group states (Kafka's ConsumerGroupState), derived, never set: Empty (no members), Assigning (the
 group epoch is ahead of the assignment epoch), Reconciling (some member is not yet STABLE at the
-assignment epoch), Stable; Dead once deleted. :data:`GROUP_TRANSITIONS` is checked on every change.
+assignment epoch), Stable; Dead once deleted. One heartbeat, leave or timer may move a live group
+from any live state to any other (a member joining an Empty group may be assigned and reconciled
+at once; the last member's leave empties a group in any state), but only an Empty group is
+deleted (Dead), and Dead is final (a deletion whose records were not written is reverted by
+:meth:`ConsumerGroup.undelete`, not a transition). :data:`GROUP_TRANSITIONS` says so and is
+checked on every change (:meth:`ConsumerGroup.update_state`).
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import enum
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from ..state_machine import check_transition
+from ..state_machine import KafkaState, check_transition, next_state
 from . import consumer_records as cr
 from .records import OffsetValue
 
@@ -74,30 +87,44 @@ class MemberState(enum.IntEnum):
         return self.name.lower()
 
 
-class ConsumerGroupState(enum.Enum):
+class ConsumerGroupState(KafkaState, enum.Enum):
+    # The value is Kafka's name (ConsumerGroupDescribe answers it), as kafka_name derives it.
     EMPTY = "Empty"
     ASSIGNING = "Assigning"
     RECONCILING = "Reconciling"
     STABLE = "Stable"
     DEAD = "Dead"
 
-    @property
-    def kafka_name(self) -> str:
-        return self.value
+
+class MemberEvent(enum.Enum):
+    """What a reconciliation step (or a rejoin) finds for a member; the value names it in errors."""
+    # The target takes away partitions the member still owns: it must revoke them first.
+    REVOKE = "partitions to revoke"
+    # Nothing to revoke, but a partition of the target is still owned by another member.
+    UNRELEASED = "partitions not yet released"
+    # Nothing to revoke, every partition of the target is free: the member has it all.
+    RECONCILED = "reconciled"
+    # The member joined again with epoch 0 (KIP-1082): it gave up every partition.
+    REJOIN = "rejoin with epoch 0"
 
 
-M, C = MemberState, ConsumerGroupState
-# What may follow each member state (every reconciliation outcome of Kafka's
-# CurrentAssignmentBuilder; UNKNOWN, a state from a newer coordinator, is left at once).
-MEMBER_TRANSITIONS: dict[MemberState, frozenset[MemberState]] = {
-    M.STABLE: frozenset({M.STABLE, M.UNREVOKED_PARTITIONS, M.UNRELEASED_PARTITIONS}),
-    M.UNREVOKED_PARTITIONS: frozenset({M.STABLE, M.UNREVOKED_PARTITIONS, M.UNRELEASED_PARTITIONS}),
-    M.UNRELEASED_PARTITIONS: frozenset({M.STABLE, M.UNREVOKED_PARTITIONS, M.UNRELEASED_PARTITIONS}),
-    M.UNKNOWN: frozenset({M.STABLE, M.UNREVOKED_PARTITIONS, M.UNRELEASED_PARTITIONS}),
+M, C, ME = MemberState, ConsumerGroupState, MemberEvent
+# Every reconciliation outcome of Kafka's CurrentAssignmentBuilder, by event. A member in
+# UNKNOWN is reconciled only if it owns nothing (else it is fenced), so it has nothing to revoke.
+MEMBER_TRANSITIONS: dict[MemberState, dict[MemberEvent, MemberState]] = {
+    M.STABLE: {ME.REVOKE: M.UNREVOKED_PARTITIONS, ME.UNRELEASED: M.UNRELEASED_PARTITIONS,
+               ME.RECONCILED: M.STABLE, ME.REJOIN: M.STABLE},
+    M.UNREVOKED_PARTITIONS: {ME.REVOKE: M.UNREVOKED_PARTITIONS, ME.UNRELEASED: M.UNRELEASED_PARTITIONS,
+                             ME.RECONCILED: M.STABLE, ME.REJOIN: M.STABLE},
+    M.UNRELEASED_PARTITIONS: {ME.REVOKE: M.UNREVOKED_PARTITIONS, ME.UNRELEASED: M.UNRELEASED_PARTITIONS,
+                              ME.RECONCILED: M.STABLE, ME.REJOIN: M.STABLE},
+    M.UNKNOWN: {ME.UNRELEASED: M.UNRELEASED_PARTITIONS, ME.RECONCILED: M.STABLE, ME.REJOIN: M.STABLE},
 }
-_LIVE = frozenset({C.EMPTY, C.ASSIGNING, C.RECONCILING, C.STABLE, C.DEAD})
+# The derived group state (:meth:`ConsumerGroup.update_state`): within the live states any move
+# happens (see the module's docstring); Dead only from Empty (DeleteGroups, offset expiry).
+_LIVE = frozenset({C.EMPTY, C.ASSIGNING, C.RECONCILING, C.STABLE})
 GROUP_TRANSITIONS: dict[ConsumerGroupState, frozenset[ConsumerGroupState]] = {
-    C.EMPTY: _LIVE - {C.EMPTY},
+    C.EMPTY: (_LIVE - {C.EMPTY}) | {C.DEAD},
     C.ASSIGNING: _LIVE - {C.ASSIGNING},
     C.RECONCILING: _LIVE - {C.RECONCILING},
     C.STABLE: _LIVE - {C.STABLE},
@@ -166,11 +193,45 @@ class ConsumerMember:
         before this update, even when the epoch stays (a member entering revocation)."""
         self.previous_member_epoch, self.member_epoch = self.member_epoch, epoch
 
+    def transition(self, event: MemberEvent) -> MemberState:
+        """Move as :data:`MEMBER_TRANSITIONS` says for ``event`` (the one way a member's state
+        changes); raises :class:`~oncelog.state_machine.IllegalStateTransition`, the member
+        unchanged, if the table has no such move."""
+        self.state = next_state(MEMBER_TRANSITIONS, f"member {self.member_id!r}", self.state, event)
+        return self.state
+
     def apply(self, step: "Reconciled") -> None:
         """Take a reconciliation step (:func:`next_member_state`)."""
+        self.transition(step.event)
         self.update_member_epoch(step.member_epoch)
-        self.state, self.assigned, self.pending_revocation = step.state, step.assigned, step.pending_revocation
+        self.assigned, self.pending_revocation = step.assigned, step.pending_revocation
         self.partition_epochs = dict(step.partition_epochs)
+
+    def rejoin(self) -> None:
+        """It joined again with epoch 0 (KIP-1082): it owns nothing, at epoch 0, STABLE."""
+        self.transition(ME.REJOIN)
+        self.member_epoch = self.previous_member_epoch = 0
+        self.assigned, self.pending_revocation, self.partition_epochs = {}, {}, {}
+        self.rebalance_deadline_ms = None
+
+    def restore_from(self, value: "cr.ConsumerGroupCurrentMemberAssignmentValue") -> None:
+        """Replay: where its ConsumerGroupCurrentMemberAssignment record left it. Not a
+        transition: the record's state, whatever it was (UNKNOWN for a state byte this
+        coordinator does not know)."""
+        self.member_epoch, self.previous_member_epoch = value.member_epoch, value.previous_member_epoch
+        try:
+            self.state = MemberState(value.state)
+        except ValueError:
+            self.state = MemberState.UNKNOWN
+        self.assigned = freeze(value.assigned_partitions)
+        self.pending_revocation = freeze(value.partitions_pending_revocation)
+        # A partition without its epoch (written before Kafka 4.4) counts from the member's.
+        default = max(self.member_epoch, 0)
+        self.partition_epochs = {
+            (t, p): epochs.get(t, {}).get(p, default)
+            for parts, epochs in ((self.assigned, value.assigned_epochs),
+                                  (self.pending_revocation, value.pending_revocation_epochs))
+            for t, ps in parts.items() for p in ps}
 
 
 @dataclass
@@ -329,11 +390,83 @@ class GroupSnapshot:
             member.__dict__.update(saved.__dict__)
 
 
+def new_group(group_id: str, now: int, offsets=None) -> ConsumerGroup:
+    """A new group at epoch 1 with an empty target assignment at epoch 1, as Kafka 4.4 makes them
+    (KAFKA-20268): the first computed assignment is epoch 2, and a member joining reconciles
+    towards epoch 1 meanwhile."""
+    return ConsumerGroup(group_id, group_epoch=1, assignment_epoch=1, offsets={} if offsets is None else offsets,
+                         state_timestamp_ms=now)
+
+
+def new_member_id() -> str:
+    """A member id as Kafka makes them (Uuid.randomUuid().toString(): 22 URL-safe base64 chars)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
 def member_tombstones(group_id: str, member_id: str) -> list[tuple[bytes, bytes | None]]:
     """A member's records, deleted, in Kafka's order: current assignment, target, subscription."""
     return [(cr.encode_consumer_key(cr.ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id)), None),
             (cr.encode_consumer_key(cr.ConsumerGroupTargetAssignmentMemberKey(group_id, member_id)), None),
             (cr.encode_consumer_key(cr.ConsumerGroupMemberMetadataKey(group_id, member_id)), None)]
+
+
+# ---------------------------------------------------------------- records of a change
+# Each change of a group is written as Kafka's records (:mod:`oncelog.groups.consumer_records`);
+# these build them from the state they record.
+
+Record = tuple[bytes, bytes | None]
+
+
+def cr_record(key, value) -> Record:
+    return cr.encode_consumer_key(key), cr.encode_consumer_value(value)
+
+
+def member_metadata_record(gid: str, m: ConsumerMember) -> Record:
+    """Its subscription and metadata (ConsumerGroupMemberMetadata)."""
+    return cr_record(cr.ConsumerGroupMemberMetadataKey(gid, m.member_id), cr.ConsumerGroupMemberMetadataValue(
+        instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id, client_host=m.client_host,
+        subscribed_topic_names=m.subscribed_topic_names, subscribed_topic_regex=m.subscribed_topic_regex or "",
+        rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+        classic_member_metadata=m.classic))
+
+
+def current_assignment_record(gid: str, m: ConsumerMember) -> Record:
+    """Where it stands in reconciliation (ConsumerGroupCurrentMemberAssignment)."""
+    return cr_record(cr.ConsumerGroupCurrentMemberAssignmentKey(gid, m.member_id),
+                     cr.ConsumerGroupCurrentMemberAssignmentValue(
+                         member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
+                         state=int(m.state), assigned_partitions=m.assigned,
+                         partitions_pending_revocation=m.pending_revocation,
+                         assigned_epochs=_epochs(m.assigned, m.partition_epochs, m.member_epoch),
+                         pending_revocation_epochs=_epochs(m.pending_revocation, m.partition_epochs,
+                                                           m.member_epoch)))
+
+
+def group_epoch_record(group: ConsumerGroup) -> Record:
+    """The group epoch and the digest of what it was computed from (ConsumerGroupMetadata)."""
+    return cr_record(cr.ConsumerGroupMetadataKey(group.group_id),
+                     cr.ConsumerGroupMetadataValue(group.group_epoch, group.metadata_hash))
+
+
+def target_member_record(gid: str, member_id: str, target: Partitions) -> Record:
+    """A member's target assignment (ConsumerGroupTargetAssignmentMember)."""
+    return cr_record(cr.ConsumerGroupTargetAssignmentMemberKey(gid, member_id),
+                     cr.ConsumerGroupTargetAssignmentMemberValue(target))
+
+
+def target_epoch_record(gid: str, assignment_epoch: int, *timestamp: int) -> Record:
+    """The epoch the target assignment was computed at (ConsumerGroupTargetAssignmentMetadata),
+    with when, if given."""
+    return cr_record(cr.ConsumerGroupTargetAssignmentMetadataKey(gid),
+                     cr.ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch, *timestamp))
+
+
+def _epochs(parts: Partitions, epochs: Mapping[tuple[TopicId, int], int], member_epoch: int) -> dict:
+    """Per-partition assignment epochs as the record holds them: topic -> {partition: epoch}."""
+    out: dict[TopicId, dict[int, int]] = {}
+    for t, ps in parts.items():
+        out[t] = {p: epochs.get((t, p), max(member_epoch, 0)) for p in sorted(ps)}
+    return out
 
 
 @dataclass(frozen=True)
@@ -344,6 +477,8 @@ class Reconciled:
     assigned: Partitions
     pending_revocation: Partitions
     partition_epochs: dict = field(default_factory=dict, compare=False)
+    # What the step found (None: no step, the member stays as it is).
+    event: MemberEvent | None = field(default=None, compare=False)
 
 
 class FencedMemberEpochError(Exception):
@@ -418,10 +553,12 @@ def _compute_next(member: ConsumerMember, member_epoch: int, assigned: Partition
     if revoke and _owns_any(owned, freeze(revoke)):
         # Revoke first; the member keeps its epoch until it has let go.
         epochs = {(t, p): epoch_of(t, p) for parts in (new_assigned, revoke) for t, ps in parts.items() for p in ps}
-        return Reconciled(M.UNREVOKED_PARTITIONS, member_epoch, freeze(new_assigned), freeze(revoke), epochs)
+        return Reconciled(M.UNREVOKED_PARTITIONS, member_epoch, freeze(new_assigned), freeze(revoke), epochs,
+                          ME.REVOKE)
     epochs = {(t, p): epoch_of(t, p) for t, ps in new_assigned.items() for p in ps}
     for t, ps in pending_assignment.items():
         new_assigned.setdefault(t, set()).update(ps)
         epochs.update({(t, p): target_epoch for p in ps})
-    state = M.UNRELEASED_PARTITIONS if unreleased else M.STABLE
-    return Reconciled(state, target_epoch, freeze(new_assigned), {}, epochs)
+    if unreleased:
+        return Reconciled(M.UNRELEASED_PARTITIONS, target_epoch, freeze(new_assigned), {}, epochs, ME.UNRELEASED)
+    return Reconciled(M.STABLE, target_epoch, freeze(new_assigned), {}, epochs, ME.RECONCILED)

@@ -1,9 +1,13 @@
-"""The classic-protocol group coordinator: membership and rebalances (JoinGroup, SyncGroup,
-Heartbeat, LeaveGroup, DeleteGroups, timers), with the group's offsets kept by
-:class:`~oncelog.groups.offsets.GroupOffsets`. Sans-IO: no sockets, no asyncio, no clock of its own.
+"""The group coordinator: one namespace of group ids, classic and consumer (KIP-848) groups side
+by side. The classic protocol is here (JoinGroup and SyncGroup in numbered steps, Heartbeat,
+LeaveGroup, timers); a consumer group's requests go to :mod:`oncelog.groups.consumer_coordinator`,
+a classic member's of a consumer group and every conversion between the two to
+:mod:`oncelog.groups.migration`, offsets to :mod:`oncelog.groups.offsets` (with DeleteGroups),
+the member checks of offset commits to :mod:`oncelog.groups.commit_checks`. Sans-IO: no sockets,
+no asyncio, no clock of its own.
 
-* States, members and results are in :mod:`oncelog.groups.state` (the state diagram and its
-  table); every change of a group's state goes through ``Group.transition``.
+* States, members and results are in :mod:`oncelog.groups.state`: every change of a group's
+  state is an event of its table, through ``Group.transition(event)``.
 * Time comes from an injected ``clock()`` (milliseconds); timers fire when :meth:`tick` is
   called, so tests drive session and rebalance timeouts with a fake clock. The broker calls
   :meth:`tick` at :meth:`next_deadline_ms` (a loop timer), so deadlines fire on time.
@@ -19,9 +23,6 @@ Heartbeat, LeaveGroup, DeleteGroups, timers), with the group's offsets kept by
 * Errors are domain errors (:mod:`oncelog.errors`), each with a message naming what was wrong:
   results and ``respond`` callbacks carry one (None for success), checks that answer at once
   raise them. Handlers turn them into wire codes at the edge (:mod:`oncelog.apis._groups`).
-* Whether a member may commit offsets (its generation, its instance id) is checked here
-  (:meth:`GroupCoordinator.validate_offset_commit`); the offsets themselves live in
-  :mod:`oncelog.groups.offsets`.
 """
 
 from __future__ import annotations
@@ -34,12 +35,15 @@ from .. import errors
 from ..config.settings import GroupConfig
 from ..errors import KafkaError
 from ..notices import notice
+from .commit_checks import CommitChecks, PartitionCheck
 from .consumer_coordinator import ConsumerGroupCoordinator
 from .consumer_state import ConsumerGroup
+from .migration import Migration
 from .offsets import GroupOffsets, TopicPartition
-from .records import GroupKey, GroupValue, OffsetKey, OffsetValue, decode_key, encode_group_value, encode_key
+from .records import GroupKey, GroupValue, OffsetKey, OffsetValue, encode_group_value, encode_key
 from .state import (
     Group,
+    GroupEvent,
     GroupState,
     JoinResult,
     Member,
@@ -48,12 +52,13 @@ from .state import (
     check_member,
     fenced,
     illegal_generation,
+    members_of,
     unknown_member,
 )
 
 log = logging.getLogger("oncelog.groups")
 
-S = GroupState
+S, E = GroupState, GroupEvent
 
 
 class GroupCoordinator:
@@ -69,8 +74,10 @@ class GroupCoordinator:
         # Classic and consumer groups share one namespace of group ids (as in Kafka).
         self.groups: dict[str, Group | ConsumerGroup] = {}
         self.offsets = GroupOffsets(self.groups, clock, persist)
+        self.checks = CommitChecks(self.groups, clock, topics)
         self.consumer = ConsumerGroupCoordinator(self.groups, clock, persist, config, topics, group_configs)
-        self.consumer.on_downgrade = self._downgrade
+        # Classic <-> consumer conversions, and classic members of consumer groups.
+        self.migration = self.consumer.migration = Migration(self, self.consumer)
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -121,14 +128,14 @@ class GroupCoordinator:
         if isinstance(group, ConsumerGroup):
             if not group.is_empty():
                 # A classic member of a consumer group (Kafka 4's migration path).
-                return self.consumer.classic_join(
+                return self.migration.classic_join(
                     group, member_id=member_id, instance_id=group_instance_id, client_id=client_id,
                     client_host=client_host, session_timeout_ms=session_timeout_ms,
                     rebalance_timeout_ms=rebalance_timeout_ms if rebalance_timeout_ms > 0 else session_timeout_ms,
                     protocol_type=protocol_type, protocols=list(protocols),
                     require_known_member_id=require_known_member_id, respond=respond,
                     **({} if describable is None else {"describable": describable}))
-            group = self._convert_empty_consumer_group(group, now)
+            group = self.migration.classic_group_for_join(group, now)
         if group is None:
             if member_id:
                 return fail(errors.UnknownMemberId(f"group {group_id!r} does not exist, so has no member {member_id!r}"))
@@ -160,48 +167,6 @@ class GroupCoordinator:
             return self._add_member(group, member_id, member_args, respond, now)
         # Steps 6 and 7. A known member rejoins (:meth:`_rejoin`).
         return self._rejoin(group, member_id, member_args, respond, now)
-
-    def _convert_empty_consumer_group(self, group: ConsumerGroup, now: int) -> Group:
-        """An empty consumer group becomes a classic one when a JoinGroup arrives (Kafka's
-        maybeDeleteEmptyConsumerGroup): its records are deleted, its offsets stay."""
-        notice(log, "group %s: the empty consumer group is converted to a classic group", group.group_id)
-        self.persist(group.group_id, group.tombstones(), lambda _err: None)
-        classic = self.groups[group.group_id] = Group(group.group_id, offsets=group.offsets, state_timestamp_ms=now)
-        return classic
-
-    def _downgrade(self, cg: ConsumerGroup) -> None:
-        """A consumer group left with classic members only becomes a classic group (Kafka's
-        convertToClassicGroup): its members with their protocols and current assignments, at the
-        group epoch as generation, Stable, then a rebalance — each member is told at its next
-        heartbeat (REBALANCE_IN_PROGRESS) and rejoins; offsets stay."""
-        from . import classic_members as cm
-        now = self.clock()
-        topics = self.consumer.topics()
-        # The generation is the group epoch before the leave that triggered this (Kafka converts
-        # instead of bumping it): the classic members' epoch, so their next heartbeat is answered
-        # REBALANCE_IN_PROGRESS, not ILLEGAL_GENERATION.
-        group = Group(cg.group_id, protocol_type="consumer", generation=max(cg.group_epoch - 1, 0),
-                      offsets=cg.offsets, state_timestamp_ms=now)
-        for m in cg.members.values():
-            protocols = list(m.classic.supported_protocols)
-            parsed = cm.parse_subscription(protocols[0][1]) if protocols else None
-            member = Member(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
-                            client_host=m.client_host, session_timeout_ms=m.classic.session_timeout_ms,
-                            rebalance_timeout_ms=max(m.rebalance_timeout_ms, 0) or m.classic.session_timeout_ms,
-                            protocol_type="consumer", protocols=protocols,
-                            assignment=cm.encode_assignment(cm.by_name(m.assigned, topics),
-                                                            parsed[0] if parsed else 0))
-            member.deadline_ms = now + member.session_timeout_ms
-            group.members[m.member_id] = member
-            if m.instance_id is not None:
-                group.static_members[m.instance_id] = m.member_id
-        group.leader_id = next(iter(group.members))
-        group.protocol_name = group.select_protocol()
-        group.state = S.STABLE  # as replay restores one: its members hold their assignments
-        self.groups[cg.group_id] = group
-        self.persist(cg.group_id, cg.tombstones(), lambda _err: None)
-        self._store_group(group, lambda _err: None)
-        self._prepare_rebalance(group, now, "converted from a consumer group (its last consumer-protocol member left)")
 
     def _join_new_member(self, group: Group, args: dict, require_known_member_id: bool,
                          respond: Callable[[JoinResult], None], now: int, skip_assignment: bool = True) -> None:
@@ -248,7 +213,7 @@ class GroupCoordinator:
         elif group.state in (S.COMPLETING_REBALANCE, S.STABLE):
             if changed or (group.state is S.STABLE and member_id == group.leader_id):
                 member.join_respond = respond
-                self._prepare_rebalance(group, now, f"member {member_id} (client {member.client_id}) rejoined"
+                self.prepare_rebalance(group, E.JOIN, now, f"member {member_id} (client {member.client_id}) rejoined"
                                         + (" with new metadata" if changed else " (leader)"))
             else:
                 # A rejoin without changes (e.g. the join response was lost): current generation.
@@ -284,7 +249,7 @@ class GroupCoordinator:
         if group.leader_id == old_id:
             group.leader_id = new_id
         if group.state is S.STABLE and group.select_protocol() == group.protocol_name:
-            self._store_group(group, lambda _err: None)
+            self.store_group(group, lambda _err: None)
             result = group.join_result(member)
             if not skip_assignment:
                 respond(JoinResult(result.error, result.generation, result.protocol_type, result.protocol_name,
@@ -299,7 +264,8 @@ class GroupCoordinator:
         if group.state is S.PREPARING_REBALANCE:
             self._check_join_complete(group)
         else:
-            self._prepare_rebalance(group, now, f"static member {member.group_instance_id} rejoined with new metadata")
+            self.prepare_rebalance(group, E.JOIN, now,
+                                    f"static member {member.group_instance_id} rejoined with new metadata")
 
     def _add_member(self, group: Group, member_id: str, args: dict, respond, now: int) -> None:
         group.new_member_added = True
@@ -320,9 +286,11 @@ class GroupCoordinator:
         if group.state is S.PREPARING_REBALANCE:
             self._check_join_complete(group)
         else:
-            self._prepare_rebalance(group, now, f"member {member_id} (client {member.client_id}) joined")
+            self.prepare_rebalance(group, E.JOIN, now, f"member {member_id} (client {member.client_id}) joined")
 
-    def _prepare_rebalance(self, group: Group, now: int, reason: str = "") -> None:
+    def prepare_rebalance(self, group: Group, event: GroupEvent, now: int, reason: str = "") -> None:
+        """``event`` starts a rebalance: PreparingRebalance (unless the group is in it already),
+        with the deadline by which members must rejoin (the initial delay of an Empty group)."""
         if group.state is S.COMPLETING_REBALANCE:
             for m in group.members.values():
                 m.assignment = b""
@@ -335,7 +303,7 @@ class GroupCoordinator:
         if group.state is not S.PREPARING_REBALANCE:
             notice(log, "group %s: preparing to rebalance in state %s with old generation %d (reason: %s)",
                    group.group_id, group.state.value, group.generation, reason or "unspecified")
-            group.transition(S.PREPARING_REBALANCE, now)
+            group.transition(event, now)
         timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
         delay = self.config.initial_rebalance_delay_ms
         if was_empty and delay > 0:
@@ -350,7 +318,7 @@ class GroupCoordinator:
 
     def _check_join_complete(self, group: Group) -> None:
         if group.state is S.PREPARING_REBALANCE and not group.initial_delay and group.all_joined():
-            self._complete_join(group)
+            self._complete_join(group, E.ALL_JOINED)
 
     def _initial_delay_expired(self, group: Group, now: int) -> None:
         delay = self.config.initial_rebalance_delay_ms
@@ -361,30 +329,32 @@ class GroupCoordinator:
             group.rebalance_deadline_ms = now + step
             return
         group.initial_delay = False
-        self._complete_join(group)
+        self._complete_join(group, E.REBALANCE_TIMEOUT)
 
-    def _complete_join(self, group: Group) -> None:
+    def _complete_join(self, group: Group, event: GroupEvent) -> None:
+        """The generation forms (``event``: all joined, or the rebalance deadline passed):
+        CompletingRebalance with the members that rejoined, or Empty if none is left."""
         now = self.clock()
         group.initial_delay = False
         # Dynamic members that did not rejoin in time are gone; static members stay until their
         # session times out (KIP-345).
         for mid in [mid for mid, m in group.members.items() if m.join_respond is None and m.group_instance_id is None]:
-            self._drop_member(group, mid)
+            group.drop_member(mid)
         group.pending_members.clear()
         group.generation += 1
         if not group.members:
             group.protocol_name = None
             group.leader_id = None
-            group.transition(S.EMPTY, now)
+            group.transition(E.ALL_LEFT, now)
             notice(log, "group %s with generation %d is now empty", group.group_id, group.generation)
-            self._store_group(group, lambda _err: None)
+            self.store_group(group, lambda _err: None)
             return
         group.protocol_name = group.select_protocol()
         if group.leader_id not in group.members:
             group.leader_id = next(iter(group.members))
         notice(log, "group %s: stabilized generation %d with %d member(s), protocol %s, leader %s",
                group.group_id, group.generation, len(group.members), group.protocol_name, group.leader_id)
-        group.transition(S.COMPLETING_REBALANCE, now)
+        group.transition(event, now)
         # Members that do not send SyncGroup within the rebalance timeout are removed.
         group.sync_deadline_ms = now + max(m.rebalance_timeout_ms for m in group.members.values())
         for member in group.members.values():
@@ -416,7 +386,7 @@ class GroupCoordinator:
         # Step 1. The member, its generation and protocol.
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and not group.is_dead():
-            return self.consumer.classic_sync(group, generation=generation, member_id=member_id,
+            return self.migration.classic_sync(group, generation=generation, member_id=member_id,
                                               instance_id=group_instance_id, protocol_type=protocol_type,
                                               protocol_name=protocol_name, respond=respond)
         error = check_member(group_id, group, member_id, group_instance_id)
@@ -457,15 +427,16 @@ class GroupCoordinator:
             if group.state is not S.COMPLETING_REBALANCE or group.generation != this_generation:
                 return  # a new rebalance started meanwhile; its members were told already
             if err is not None:
-                self._prepare_rebalance(group, self.clock(), f"storing the group's assignment failed ({err})")
+                self.prepare_rebalance(group, E.SYNC_NOT_STORED, self.clock(),
+                                        f"storing the group's assignment failed ({err})")
                 return
-            group.transition(S.STABLE, self.clock())
+            group.transition(E.LEADER_SYNC, self.clock())
             for m in group.members.values():
                 if m.sync_respond:
                     m.sync_respond(SyncResult(None, group.protocol_type, group.protocol_name, m.assignment))
                     m.sync_respond = None
 
-        self._store_group(group, stored)
+        self.store_group(group, stored)
         return None
 
     # ------------------------------------------------------------------ Heartbeat / LeaveGroup
@@ -474,7 +445,7 @@ class GroupCoordinator:
         """Keep the member alive; raises what it must do instead (rejoin, resync, ...)."""
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and not group.is_dead():
-            return self.consumer.classic_heartbeat(group, generation, member_id, group_instance_id)
+            return self.migration.classic_heartbeat(group, generation, member_id, group_instance_id)
         error = check_member(group_id, group, member_id, group_instance_id)
         if error is not None:
             raise error
@@ -491,7 +462,7 @@ class GroupCoordinator:
         """Remove members; per member (in order) None or the error saying why not."""
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and not group.is_dead():
-            return self.consumer.classic_leave(group, members)
+            return self.migration.classic_leave(group, members)
         results: list[KafkaError | None] = []
         for member_id, instance_id in members:
             if group is None or group.state is S.DEAD:
@@ -513,7 +484,7 @@ class GroupCoordinator:
                 if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
                     # Kafka rebalances on any member's leave, a pending one's too
                     # (GroupMetadataManager.classicGroupLeaveToClassicGroup)
-                    self._prepare_rebalance(group, self.clock(), f"pending member {member_id} left")
+                    self.prepare_rebalance(group, E.LEAVE, self.clock(), f"pending member {member_id} left")
                 else:
                     self._check_join_complete(group)
                 results.append(None)
@@ -523,28 +494,15 @@ class GroupCoordinator:
                 continue
             notice(log, "group %s: member %s (client %s) left", group_id, member_id,
                    group.members[member_id].client_id)
-            self._remove_member_and_rebalance(group, member_id, f"member {member_id} left")
+            self._remove_member_and_rebalance(group, member_id, E.LEAVE, f"member {member_id} left")
             results.append(None)
         return results
 
-    def _drop_member(self, group: Group, member_id: str) -> None:
-        member = group.members.pop(member_id)
-        if member.group_instance_id is not None and group.static_members.get(member.group_instance_id) == member_id:
-            del group.static_members[member.group_instance_id]
-        if group.leader_id == member_id:
-            group.leader_id = next(iter(group.members), None)
-        if member.join_respond or member.sync_respond:
-            removed = errors.UnknownMemberId(f"group {group.group_id!r}: member {member_id!r} was removed")
-            if member.join_respond:
-                member.join_respond(JoinResult(removed, member_id=member_id))
-            if member.sync_respond:
-                member.sync_respond(SyncResult(removed))
-
-    def _remove_member_and_rebalance(self, group: Group, member_id: str, reason: str = "") -> None:
-        self._drop_member(group, member_id)
+    def _remove_member_and_rebalance(self, group: Group, member_id: str, event: GroupEvent, reason: str) -> None:
+        group.drop_member(member_id)
         now = self.clock()
         if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, now, reason or f"member {member_id} removed")
+            self.prepare_rebalance(group, event, now, reason)
         elif group.state is S.PREPARING_REBALANCE:
             self._check_join_complete(group)
 
@@ -571,20 +529,21 @@ class GroupCoordinator:
                     m = group.members[mid]
                     notice(log, "group %s: member %s (client %s) expired: no heartbeat within its "
                            "session.timeout.ms=%d; removing it", group.group_id, mid, m.client_id, m.session_timeout_ms)
-                    self._remove_member_and_rebalance(group, mid, f"member {mid} expired (session timeout)")
+                    self._remove_member_and_rebalance(group, mid, E.SESSION_EXPIRY,
+                                                      f"member {mid} expired (session timeout)")
             if group.state is S.PREPARING_REBALANCE and now >= group.rebalance_deadline_ms:
                 if group.initial_delay:
                     self._initial_delay_expired(group, now)
                 else:
-                    self._complete_join(group)
+                    self._complete_join(group, E.REBALANCE_TIMEOUT)
             if group.state is S.COMPLETING_REBALANCE and now >= group.sync_deadline_ms:
                 missing = [mid for mid, m in group.members.items() if m.sync_respond is None]
                 for mid in missing:
                     notice(log, "group %s: member %s (client %s) expired: no SyncGroup within the rebalance "
                            "timeout; removing it", group.group_id, mid, group.members[mid].client_id)
-                    self._drop_member(group, mid)
+                    group.drop_member(mid)
                 if missing:
-                    self._prepare_rebalance(group, now, "members missed SyncGroup")
+                    self.prepare_rebalance(group, E.REBALANCE_TIMEOUT, now, "members missed SyncGroup")
             if group.state is S.EMPTY:
                 self.offsets.expire(group, now, self.config.offsets_retention_ms)
 
@@ -608,122 +567,24 @@ class GroupCoordinator:
         return [g for g in self.groups.values() if not g.is_dead()]
 
     def delete_groups(self, group_ids: list[str], respond: Callable[[dict[str, KafkaError | None]], None]) -> None:
-        """Delete Empty groups; answers per group id None or the error saying why not."""
-        results: dict[str, KafkaError | None] = {}
-        records: list[tuple[bytes, bytes | None]] = []
-        removed: dict[str, Group] = {}
-        now = self.clock()
-        for gid in dict.fromkeys(group_ids):  # a repeated id is one group
-            group = self.groups.get(gid)
-            if group is None or group.is_dead():
-                results[gid] = errors.GroupIdNotFound(f"Group {gid} not found.")
-            elif not group.is_empty():
-                results[gid] = errors.NonEmptyGroup(
-                    f"group {gid!r} is {group.state.value} with {len(group.members)} member(s): only Empty groups "
-                    "can be deleted")
-            else:
-                records += [(encode_key(OffsetKey(gid, t, p)), None) for t, p in group.offsets]
-                records += group.tombstones()
-                group.mark_dead(now)
-                del self.groups[gid]
-                removed[gid] = group
-                results[gid] = None
-        if not records:
-            return respond(results)
-        # Group ids of one request may live on different partitions: persist per group, and
-        # answer once every group's tombstones are durable or refused.
-        by_group: dict[str, list] = {}
-        for key, value in records:
-            by_group.setdefault(decode_key(key).group, []).append((key, value))  # every key type has .group
-        remaining = [len(by_group)]
+        """Delete Empty groups with their offsets (:meth:`GroupOffsets.delete_groups`)."""
+        self.offsets.delete_groups(group_ids, respond)
 
-        def stored(gid: str, err: KafkaError | None) -> None:
-            if err is not None:
-                results[gid] = err
-                group = removed[gid]
-                if gid not in self.groups:
-                    # Its tombstones are not in the log: after a restart the group would be
-                    # back. Revert it now (unless the id was taken by a new group meanwhile),
-                    # as Kafka's coordinator reverts state whose records were not written. A
-                    # revert, not a transition: the group is as it was, Empty.
-                    group.undelete()
-                    self.groups[gid] = group
-            remaining[0] -= 1
-            if remaining[0] == 0:
-                respond(results)
-
-        for gid, recs in by_group.items():
-            self.persist(gid, recs, lambda err, gid=gid: stored(gid, err))
-        return None
-
-    # ------------------------------------------------------------------ offset commit checks
+    # ------------------------------------------------------------------ offset commit checks (CommitChecks)
 
     def validate_offset_commit(self, group_id: str, generation: int, member_id: str,
-                               group_instance_id: str | None, *, api_version: int = 9):
-        """May these offsets be committed? Raises why not. Creates a simple (unmanaged) group for
-        generation -1 commits to an unknown group, as Kafka does. The group id "" is a group like
-        any other here (Kafka refuses only a null one for OffsetCommit: old consumers commit to
-        ""). A commit with a generation to an unknown group: GROUP_ID_NOT_FOUND from OffsetCommit
-        v9, ILLEGAL_GENERATION before (Kafka's OffsetMetadataManager.validateOffsetCommit). Returns
-        None, or for a consumer (KIP-848) group a check to apply to each partition (KIP-1251, see
-        :meth:`ConsumerGroupCoordinator.validate_offset_commit`)."""
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation < 0:
-                self.groups[group_id] = Group(group_id, state_timestamp_ms=self.clock())
-                return
-            if api_version >= 9:
-                raise errors.GroupIdNotFound(f"Group {group_id} not found.")
-            raise errors.IllegalGeneration(f"group {group_id!r} does not exist, so has no generation {generation}")
-        if group.is_dead():
-            raise errors.CoordinatorNotAvailable(f"group {group_id!r} is being removed (Dead)")
-        if isinstance(group, ConsumerGroup):
-            return self.consumer.validate_offset_commit(group, member_id, generation, transactional=False,
-                                                        api_version=api_version, instance_id=group_instance_id)
-        if generation < 0 and group.state is S.EMPTY:
-            return
-        error = check_member(group_id, group, member_id, group_instance_id)
-        if error is not None:
-            raise error
-        if generation != group.generation:
-            raise illegal_generation(group, generation)
-        if group.state is S.COMPLETING_REBALANCE:
-            raise errors.RebalanceInProgress(f"group {group_id!r} is completing a rebalance: commit after SyncGroup")
-        member = group.members[member_id]
-        member.deadline_ms = self.clock() + member.session_timeout_ms
+                               group_instance_id: str | None, *, api_version: int = 9) -> PartitionCheck | None:
+        """May these offsets be committed? (:meth:`~oncelog.groups.commit_checks.CommitChecks.offset_commit`)"""
+        return self.checks.offset_commit(group_id, generation, member_id, group_instance_id, api_version=api_version)
 
     def validate_txn_offset_commit(self, group_id: str, generation: int, member_id: str,
-                                   group_instance_id: str | None):
-        """KIP-447: a transactional commit carrying group metadata is fenced like a plain one;
-        raises why not. Returns None or, for a consumer group, a per-partition check (as
-        :meth:`validate_offset_commit`; its STALE_MEMBER_EPOCH is ILLEGAL_GENERATION here)."""
-        if not group_id:
-            raise errors.InvalidGroupId("TxnOffsetCommit: the group id is empty")
-        if generation < 0 and not member_id:
-            return  # no group metadata sent (older clients / standalone)
-        group = self.groups.get(group_id)
-        if group is None or group.is_dead():
-            raise errors.IllegalGeneration(f"group {group_id!r} does not exist, so has no generation {generation}")
-        if isinstance(group, ConsumerGroup):
-            # KIP-447 with member epochs; a stale epoch is ILLEGAL_GENERATION here, as Kafka
-            # answers TxnOffsetCommit (older transactional clients know no STALE_MEMBER_EPOCH).
-            try:
-                check = self.consumer.validate_offset_commit(group, member_id, generation, transactional=True,
-                                                             api_version=99, instance_id=group_instance_id)
-            except errors.StaleMemberEpoch as exc:
-                raise errors.IllegalGeneration(str(exc)) from None
-            if check is None:
-                return None
+                                   group_instance_id: str | None) -> PartitionCheck | None:
+        """KIP-447 (:meth:`~oncelog.groups.commit_checks.CommitChecks.txn_offset_commit`)."""
+        return self.checks.txn_offset_commit(group_id, generation, member_id, group_instance_id)
 
-            def txn_check(topic: str, partition: int) -> KafkaError | None:
-                error = check(topic, partition)
-                return errors.IllegalGeneration(str(error)) if isinstance(error, errors.StaleMemberEpoch) else error
-            return txn_check
-        error = check_member(group_id, group, member_id, group_instance_id)
-        if error is not None:
-            raise error
-        if generation != group.generation:
-            raise illegal_generation(group, generation)
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
+        """OffsetFetch v9+ (:meth:`~oncelog.groups.commit_checks.CommitChecks.offset_fetch`)."""
+        self.checks.offset_fetch(group_id, member_id, member_epoch)
 
     # ------------------------------------------------------------------ offsets (GroupOffsets)
 
@@ -731,14 +592,6 @@ class GroupCoordinator:
                        on_done: Callable[[KafkaError | None], None]) -> None:
         """Persist then apply validated offsets (call :meth:`validate_offset_commit` first)."""
         self.offsets.commit(group_id, offsets, on_done)
-
-    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
-        """OffsetFetch v9+ from a consumer-group member: its member epoch must be current
-        (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID); an admin's (no member id, epoch -1) and any to
-        a classic group are not checked (Kafka's validateOffsetFetch)."""
-        group = self.groups.get(group_id)
-        if isinstance(group, ConsumerGroup) and not group.is_dead():
-            self.consumer.validate_offset_fetch(group, member_id, member_epoch)
 
     def fetch_offsets(self, group_id: str,
                       partitions: list[TopicPartition] | None) -> dict[TopicPartition, OffsetValue | None]:
@@ -762,7 +615,7 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ persistence
 
-    def _store_group(self, group: Group, on_done: Callable[[KafkaError | None], None]) -> None:
+    def store_group(self, group: Group, on_done: Callable[[KafkaError | None], None]) -> None:
         self.persist(group.group_id, [(encode_key(GroupKey(group.group_id)), encode_group_value(group.to_value()))],
                      on_done)
 
@@ -771,7 +624,7 @@ class GroupCoordinator:
         self.offsets.load(key, value)
 
     def load_group(self, group_id: str, value: GroupValue | None) -> None:
-        """Replay: restore a group's last stored generation and members (:meth:`Group.restore`),
+        """Replay: restore a group's last stored generation and members (:meth:`Group.restore_from`),
         or forget it (a tombstone). Restored members must heartbeat within their session timeout
         (counted from the load) or are removed."""
         current = self.groups.get(group_id)
@@ -784,7 +637,9 @@ class GroupCoordinator:
             return
         if not isinstance(current, Group):  # none, or a consumer group converted back
             current = self.groups[group_id] = Group(group_id, offsets=current.offsets if current else {})
-        current.restore(value, self.clock())
+        current.restore_from(members_of(value, self.clock()), generation=value.generation,
+                             protocol_type=value.protocol_type or None, protocol_name=value.protocol,
+                             leader_id=value.leader, state_timestamp_ms=value.state_timestamp)
 
     def load_consumer_record(self, key, value) -> None:
         """Replay: a consumer group's record (:mod:`oncelog.groups.consumer_records`)."""

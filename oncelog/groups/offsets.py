@@ -8,6 +8,8 @@
   producer's transaction and staged here per producer id; its COMMIT marker on
   ``__consumer_offsets`` makes the offsets visible, an ABORT drops them. While one is staged for a
   partition, a ``require_stable`` OffsetFetch of it answers UNSTABLE_OFFSET_COMMIT.
+* Deletion (DeleteGroups): an Empty group goes with its offsets; if its tombstones are not
+  written, it is put back as it was.
 * Retention (KIP-211): an Empty group's offsets expire ``offsets.retention.ms`` after the later of
   their commit and the moment the group became Empty; an Empty group without offsets that stayed
   idle that long is removed (its GroupMetadata tombstoned), as Kafka's cleanupGroupMetadata does.
@@ -21,7 +23,7 @@ from typing import Callable
 from .. import errors
 from ..errors import KafkaError
 from ..notices import notice
-from .records import OffsetKey, OffsetValue, encode_key, encode_offset_value
+from .records import OffsetKey, OffsetValue, decode_key, encode_key, encode_offset_value
 from .state import Group, Persist
 
 log = logging.getLogger("oncelog.groups")
@@ -111,6 +113,56 @@ class GroupOffsets:
         if group is None:
             group = self.groups[key.group] = Group(key.group)
         group.offsets[(key.topic, key.partition)] = value
+
+    def delete_groups(self, group_ids: list[str], respond: Callable[[dict[str, KafkaError | None]], None]) -> None:
+        """DeleteGroups: Empty groups go with their offsets (tombstones of both); answers per group
+        id None or the error saying why not."""
+        results: dict[str, KafkaError | None] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        removed: dict[str, Group] = {}
+        now = self.clock()
+        for gid in dict.fromkeys(group_ids):  # a repeated id is one group
+            group = self.groups.get(gid)
+            if group is None or group.is_dead():
+                results[gid] = errors.GroupIdNotFound(f"Group {gid} not found.")
+            elif not group.is_empty():
+                results[gid] = errors.NonEmptyGroup(
+                    f"group {gid!r} is {group.state.value} with {len(group.members)} member(s): only Empty groups "
+                    "can be deleted")
+            else:
+                records += [(encode_key(OffsetKey(gid, t, p)), None) for t, p in group.offsets]
+                records += group.tombstones()
+                group.mark_dead(now)
+                del self.groups[gid]
+                removed[gid] = group
+                results[gid] = None
+        if not records:
+            return respond(results)
+        # Group ids of one request may live on different partitions: persist per group, and
+        # answer once every group's tombstones are durable or refused.
+        by_group: dict[str, list] = {}
+        for key, value in records:
+            by_group.setdefault(decode_key(key).group, []).append((key, value))  # every key type has .group
+        remaining = [len(by_group)]
+
+        def stored(gid: str, err: KafkaError | None) -> None:
+            if err is not None:
+                results[gid] = err
+                group = removed[gid]
+                if gid not in self.groups:
+                    # Its tombstones are not in the log: after a restart the group would be
+                    # back. Revert it now (unless the id was taken by a new group meanwhile),
+                    # as Kafka's coordinator reverts state whose records were not written. A
+                    # revert, not a transition: the group is as it was, Empty.
+                    group.undelete()
+                    self.groups[gid] = group
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                respond(results)
+
+        for gid, recs in by_group.items():
+            self.persist(gid, recs, lambda err, gid=gid: stored(gid, err))
+        return None
 
     def expire(self, group: Group, now: int, retention_ms: int) -> None:
         """KIP-211 retention of an Empty ``group``'s offsets; removes the group too once it has

@@ -1,61 +1,116 @@
-"""A consumer group's state: Kafka's classic-protocol GroupState, its transition table, and what
-the coordinator keeps per group and per member (and writes to ``__consumer_offsets`` as the
-group's GroupMetadata record, see :mod:`oncelog.groups.records`).
+"""A consumer group's state: Kafka's classic-protocol GroupState, its transition table keyed by
+event, and what the coordinator keeps per group and per member (and writes to
+``__consumer_offsets`` as the group's GroupMetadata record, see :mod:`oncelog.groups.records`).
 
-Group states (Kafka's classic protocol)::
+Group states (Kafka's classic protocol), each arrow labelled with its :class:`GroupEvent`::
 
-                     join                    all joined / rebalance timeout
-     +-------+  ---------------->  +--------------------+  --------------->  +----------------------+
-     | Empty |                     | PreparingRebalance |                     | CompletingRebalance  |
-     +-------+  <----------------  +--------------------+  <---------------  +----------------------+
-         |       all members left         ^     ^          join/leave/timeout          | leader's SyncGroup
-         |                                |     +-----------------------------+        v
-         |                                |   join/leave/timeout/new metadata |   +--------+
-         |                                +-----------------------------------+---| Stable |
-         v                                                                         +--------+
-     +------+   (DeleteGroups on an Empty group; every state may go to Dead on unload)
+                 JoinGroup                       all joined / rebalance timeout
+     +-------+  ----------->  +--------------------+  ----------------------->  +---------------------+
+     | Empty |                | PreparingRebalance |                            | CompletingRebalance |
+     +-------+  <-----------  +--------------------+  <-----------------------  +---------------------+
+         |       all left           ^      ^           JoinGroup / LeaveGroup /          | leader's SyncGroup
+         |                          |      |           session expiry / rebalance        | (its record durable)
+         |                          |      |           timeout (a SyncGroup missed) /    v
+         |                          |      |           record not written           +--------+
+         |                          |      +----------------------------------------| Stable |
+         |                          |       JoinGroup / LeaveGroup / session expiry +--------+
+         |                          +--- converted from a consumer group (replayed as Stable first)
+         v
+     +------+   DeleteGroups (or offset expiry) of an Empty group
      | Dead |
      +------+
 
-:data:`TRANSITIONS` is the same graph as a table (Kafka's ``validPreviousStates`` read forwards);
-every change of state goes through :meth:`Group.transition`, which checks it (the idiom of
-:mod:`oncelog.state_machine`, shared with the transaction coordinator). The one exception is
-:meth:`Group.restore`, replay at start-up, which sets the state a stored group restarts in.
+:data:`EVENT_TRIGGERED_TRANSITIONS` is the same graph as a table, ``[state][event] -> next
+state`` (h11's shape): every change of state goes through :meth:`Group.transition`, which reads
+it and raises :class:`~oncelog.state_machine.IllegalStateTransition` naming the state and the
+event for a move the table does not have. Two changes are not transitions, and say so:
+:meth:`Group.restore_from` (a group as stored, at replay, or as converted from a consumer group:
+Stable if it has members, else Empty, as Kafka's loading does) and :meth:`Group.undelete` (a
+deletion whose records were not written, reverted).
+
+:data:`TRANSITIONS` is the graph the table draws (state -> next states); it is Kafka's
+``validPreviousStates`` read forwards, but the moves to Dead from the non-Empty states, which
+Kafka makes when a coordinator unloads its partition (oncelog, one broker, never does).
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 from .. import errors
 from ..errors import KafkaError
 from ..protocol.internal_records import Reader
-from ..state_machine import check_transition
+from ..state_machine import KafkaState, next_state, reachable
 from .records import GroupKey, GroupValue, MemberRecord, OffsetValue, encode_key
 
 
-class GroupState(enum.Enum):
+class GroupState(KafkaState, enum.Enum):
+    # The value is Kafka's name (DescribeGroups answers it), as kafka_name derives it.
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
 
-    @property
-    def kafka_name(self) -> str:
-        return self.value
+
+class GroupEvent(enum.Enum):
+    """What moves a classic group from one state to another (the value names it in errors)."""
+    # A new member joins, or a known one rejoins with new protocols (or as the Stable group's
+    # leader): a new generation is needed.
+    JOIN = "JoinGroup"
+    # Every member has sent its JoinGroup (and no initial delay is running).
+    ALL_JOINED = "all members joined"
+    # The group's rebalance deadline passed: in PreparingRebalance the members that did not
+    # rejoin are dropped and the generation formed (also the end of the initial delay); in
+    # CompletingRebalance a member missed its SyncGroup and is dropped.
+    REBALANCE_TIMEOUT = "rebalance timeout"
+    # The generation forms with no member left (every member left, or none rejoined in time).
+    ALL_LEFT = "all members left"
+    # The leader's SyncGroup: its assignments are durable with the group's record.
+    LEADER_SYNC = "leader's SyncGroup"
+    # The group's record with the leader's assignments was not written: rebalance again.
+    SYNC_NOT_STORED = "group record not written"
+    # LeaveGroup of a member (or of a pending one, KIP-394).
+    LEAVE = "LeaveGroup"
+    # A member's session timed out.
+    SESSION_EXPIRY = "session expiry"
+    # A consumer group left with classic members became this group (the migration's downgrade):
+    # its members keep their assignments until they rejoin.
+    CONVERTED = "converted from a consumer group"
+    # DeleteGroups, or the expiry of an Empty group's last offsets.
+    DELETE = "DeleteGroups"
 
 
-S = GroupState
-TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
-    S.EMPTY: frozenset({S.PREPARING_REBALANCE, S.DEAD}),
-    S.PREPARING_REBALANCE: frozenset({S.COMPLETING_REBALANCE, S.EMPTY, S.DEAD}),
-    S.COMPLETING_REBALANCE: frozenset({S.STABLE, S.PREPARING_REBALANCE, S.DEAD}),
-    S.STABLE: frozenset({S.PREPARING_REBALANCE, S.DEAD}),
-    S.DEAD: frozenset(),
+S, E = GroupState, GroupEvent
+EVENT_TRIGGERED_TRANSITIONS: dict[GroupState, dict[GroupEvent, GroupState]] = {
+    S.EMPTY: {
+        E.JOIN: S.PREPARING_REBALANCE,
+        E.DELETE: S.DEAD,
+    },
+    S.PREPARING_REBALANCE: {
+        E.ALL_JOINED: S.COMPLETING_REBALANCE,
+        E.REBALANCE_TIMEOUT: S.COMPLETING_REBALANCE,
+        E.ALL_LEFT: S.EMPTY,
+    },
+    S.COMPLETING_REBALANCE: {
+        E.LEADER_SYNC: S.STABLE,
+        E.JOIN: S.PREPARING_REBALANCE,
+        E.LEAVE: S.PREPARING_REBALANCE,
+        E.SESSION_EXPIRY: S.PREPARING_REBALANCE,
+        E.REBALANCE_TIMEOUT: S.PREPARING_REBALANCE,
+        E.SYNC_NOT_STORED: S.PREPARING_REBALANCE,
+    },
+    S.STABLE: {
+        E.JOIN: S.PREPARING_REBALANCE,
+        E.LEAVE: S.PREPARING_REBALANCE,
+        E.SESSION_EXPIRY: S.PREPARING_REBALANCE,
+        E.CONVERTED: S.PREPARING_REBALANCE,
+    },
+    S.DEAD: {},
 }
+TRANSITIONS: dict[GroupState, frozenset[GroupState]] = reachable(EVENT_TRIGGERED_TRANSITIONS)
 
 
 @dataclass
@@ -128,10 +183,13 @@ class Group:
     initial_delay_remaining_ms: int = 0
     new_member_added: bool = False
 
-    def transition(self, new: GroupState, now_ms: int) -> None:
-        check_transition(TRANSITIONS, f"group {self.group_id!r}", self.state, new)
-        self.state = new
+    def transition(self, event: GroupEvent, now_ms: int) -> GroupState:
+        """Move as :data:`EVENT_TRIGGERED_TRANSITIONS` says for ``event``; returns the new state.
+        Raises :class:`~oncelog.state_machine.IllegalStateTransition` (the group unchanged) if
+        the table has no such move."""
+        self.state = next_state(EVENT_TRIGGERED_TRANSITIONS, f"group {self.group_id!r}", self.state, event)
         self.state_timestamp_ms = now_ms
+        return self.state
 
     def to_value(self) -> GroupValue:
         """The group's GroupMetadata record: generation, protocol, leader, members with the
@@ -146,26 +204,25 @@ class Group:
                           for m in self.members.values()),
         )
 
-    def restore(self, value: GroupValue, now_ms: int) -> None:
-        """Replay: the group as its last GroupMetadata record left it (offsets are kept: they
-        are records of their own). Not a transition: the group restarts Stable if the record
-        has members, else Empty, whatever state it was in when written, as Kafka's loading does.
-        Restored members must heartbeat within their session timeout from ``now_ms``."""
-        self.protocol_type = value.protocol_type or None
-        self.protocol_name = value.protocol
-        self.generation = value.generation
-        self.leader_id = value.leader
+    def restore_from(self, members: Iterable[Member], *, generation: int, protocol_type: str | None,
+                     protocol_name: str | None, leader_id: str | None, state_timestamp_ms: int) -> None:
+        """The group as stored (replay of its GroupMetadata record, :func:`members_of`) or as
+        converted from a consumer group (the migration's downgrade): its generation, protocol,
+        leader and members; offsets are kept (they are records of their own). Not a transition:
+        the group restarts Stable if it has members, else Empty, whatever state it was in when
+        written, as Kafka's loading does (its members hold their assignments)."""
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.generation = generation
+        self.leader_id = leader_id
         self.members.clear()
         self.static_members.clear()
-        for m in value.members:
-            self.members[m.member_id] = Member(
-                m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
-                m.rebalance_timeout_ms, value.protocol_type, [(value.protocol or "", m.subscription)],
-                assignment=m.assignment, deadline_ms=now_ms + m.session_timeout_ms)
+        for m in members:
+            self.members[m.member_id] = m
             if m.group_instance_id is not None:
                 self.static_members[m.group_instance_id] = m.member_id
         self.state = S.STABLE if self.members else S.EMPTY
-        self.state_timestamp_ms = value.state_timestamp
+        self.state_timestamp_ms = state_timestamp_ms
 
     def join_result(self, member: Member) -> JoinResult:
         """The JoinGroup answer of ``member`` in the current generation; the leader's carries
@@ -200,13 +257,7 @@ class Group:
         return protocol_type == self.protocol_type and bool(self.candidate_protocols() & {n for n, _ in protocols})
 
     def select_protocol(self) -> str:
-        """Each member votes for its most preferred protocol that all members support."""
-        candidates = self.candidate_protocols()
-        votes: dict[str, int] = {}
-        for m in self.members.values():
-            choice = next(name for name, _ in m.protocols if name in candidates)
-            votes[choice] = votes.get(choice, 0) + 1
-        return max(sorted(votes), key=lambda p: votes[p])
+        return select_protocol(self.members.values())
 
     group_type = "classic"
 
@@ -217,7 +268,7 @@ class Group:
         return self.state is S.DEAD
 
     def mark_dead(self, now_ms: int) -> None:
-        self.transition(S.DEAD, now_ms)
+        self.transition(E.DELETE, now_ms)
 
     def undelete(self) -> None:
         """Back to Empty: its deletion's records were not written. A revert, not a transition."""
@@ -226,6 +277,21 @@ class Group:
     def tombstones(self) -> list[tuple[bytes, bytes | None]]:
         """The group's own record, deleted (its offsets are records of their own)."""
         return [(encode_key(GroupKey(self.group_id)), None)]
+
+    def drop_member(self, member_id: str) -> None:
+        """Remove a member (its static identity, its leadership); a JoinGroup or SyncGroup it
+        waits on is answered UNKNOWN_MEMBER_ID. The rebalance this calls for is the caller's."""
+        member = self.members.pop(member_id)
+        if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member_id:
+            del self.static_members[member.group_instance_id]
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), None)
+        if member.join_respond or member.sync_respond:
+            removed = errors.UnknownMemberId(f"group {self.group_id!r}: member {member_id!r} was removed")
+            if member.join_respond:
+                member.join_respond(JoinResult(removed, member_id=member_id))
+            if member.sync_respond:
+                member.sync_respond(SyncResult(removed))
 
     def all_joined(self) -> bool:
         return not self.pending_members and all(m.join_respond is not None for m in self.members.values())
@@ -247,6 +313,26 @@ class Group:
                 return None
             topics |= got
         return topics
+
+
+def members_of(value: GroupValue, now_ms: int) -> list[Member]:
+    """The members of a stored GroupMetadata record, each with the subscription of the group's
+    protocol; they must heartbeat within their session timeout from ``now_ms``."""
+    return [Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
+                   m.rebalance_timeout_ms, value.protocol_type, [(value.protocol or "", m.subscription)],
+                   assignment=m.assignment, deadline_ms=now_ms + m.session_timeout_ms)
+            for m in value.members]
+
+
+def select_protocol(members: Iterable[Member]) -> str:
+    """Each member votes for its most preferred protocol that all members support."""
+    members = list(members)
+    candidates = set.intersection(*[{name for name, _ in m.protocols} for m in members])
+    votes: dict[str, int] = {}
+    for m in members:
+        choice = next(name for name, _ in m.protocols if name in candidates)
+        votes[choice] = votes.get(choice, 0) + 1
+    return max(sorted(votes), key=lambda p: votes[p])
 
 
 def consumer_subscription_topics(meta: bytes) -> set[str] | None:
