@@ -1,11 +1,42 @@
-"""The classic-protocol group coordinator, laid out as :mod:`oncelog.txn` is:
+"""The group coordinator: classic-protocol and consumer (KIP-848) groups in one namespace of group
+ids, their offsets, and ``__consumer_offsets``. Laid out as :mod:`oncelog.txn` is, one idea per
+module:
 
-* :mod:`.state` — GroupState, its transition table and diagram; Group, Member, the Join/Sync
-  results and the member checks' errors;
-* :mod:`.coordinator` — GroupCoordinator: JoinGroup and SyncGroup (numbered steps), Heartbeat,
-  LeaveGroup, DeleteGroups, timers, replay of group records;
-* :mod:`.offsets` — committed and transactional offsets (GroupOffsets), retention;
-* :mod:`.records` — Kafka's ``__consumer_offsets`` key/value formats;
+Classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup):
+
+* :mod:`.state` — GroupState and its table keyed by event (``[state][event] -> state``) under
+  its diagram; Group (``transition(event)``, ``restore_from``), Member, the Join/Sync results
+  and the member checks' errors;
+* :mod:`.coordinator` — GroupCoordinator, the front of the package: JoinGroup and SyncGroup
+  (numbered steps), Heartbeat, LeaveGroup, timers, replay; hands consumer groups, the migration,
+  offsets and commit checks to the modules below.
+
+Consumer protocol (ConsumerGroupHeartbeat, KIP-848):
+
+* :mod:`.consumer_state` — ConsumerGroup, ConsumerMember, their tables (member states keyed by
+  event, the derived group state), reconciliation (``next_member_state``, pure), the records of
+  a change;
+* :mod:`.consumer_coordinator` — ConsumerGroupCoordinator: the heartbeat's steps 1-8, leave and
+  fencing, timers, writing with put-back on failure;
+* :mod:`.consumer_assignment` — subscriptions, regexes resolved under the member's ACLs, the
+  target assignment (steps 5 and 6);
+* :mod:`.assignors` — the server-side assignors (``uniform``, ``range``);
+* :mod:`.topic_regex` — RE2J's syntax for ``subscribed_topic_regex``;
+* :mod:`.consumer_replay` — the groups rebuilt from their records at start-up;
+* :mod:`.consumer_records` — Kafka's ``__consumer_offsets`` record types 3-16.
+
+Between the two:
+
+* :mod:`.migration` — classic <-> consumer, both directions (policy table, numbered steps), and
+  classic members of a consumer group;
+* :mod:`.classic_members` — the consumer protocol's subscription and assignment bytes.
+
+Offsets and storage:
+
+* :mod:`.offsets` — committed and transactional offsets (GroupOffsets), DeleteGroups, retention;
+* :mod:`.commit_checks` — who may commit or fetch offsets (generation, member epoch, KIP-447,
+  KIP-1251);
+* :mod:`.records` — Kafka's ``__consumer_offsets`` key/value formats of offsets and classic groups;
 * :mod:`.store` — the I/O side: the ``__consumer_offsets`` topic and its replay.
 
 Only :mod:`.store` does I/O; the rest is sans-IO and driven by an injected clock and ``persist``.

@@ -1,22 +1,8 @@
-"""Classic-protocol members in KIP-848 consumer groups (Kafka 4.x's migration path): a consumer
-using JoinGroup/SyncGroup/Heartbeat (kafka-python, aiokafka, librdkafka's classic protocol) may
-join a consumer group, and a consumer-protocol member may join a classic group with members,
-which is converted to a consumer group online — so an application's consumers can move to
-``group.protocol=consumer`` one at a time. Sans-IO helpers for
-:class:`~oncelog.groups.consumer_coordinator.ConsumerGroupCoordinator`: the consumer protocol's
-subscription and assignment bytes (ConsumerProtocolSubscription v0-3, ConsumerProtocolAssignment).
-
-How a classic member is served, as Kafka's GroupMetadataManager does:
-
-* JoinGroup: its subscription (the topics, and from v1 the partitions it still owns) becomes the
-  member's; the group epoch and target assignment move as for any member; the member is
-  reconciled with what it says it owns (an eager client has revoked everything). The answer's
-  generation is the member epoch; no leader assigns: the coordinator did.
-* SyncGroup: its assigned partitions, as a ConsumerProtocolAssignment.
-* Heartbeat: REBALANCE_IN_PROGRESS while the member is not reconciled to the group's epoch, so it
-  rejoins (revoking as its assignor says) until it has its whole target.
-* LeaveGroup: removed as a consumer-protocol member's leave (epoch -1).
-* Offset commits: by generation = member epoch; a mismatch is ILLEGAL_GENERATION.
+"""The consumer protocol's bytes for classic members of KIP-848 consumer groups (Kafka 4.x's
+migration path, :mod:`oncelog.groups.migration`): a JoinGroup's ConsumerProtocolSubscription
+v0-3 (topics, and from v1 the partitions the member still owns), a SyncGroup's
+ConsumerProtocolAssignment, and partitions by topic name <-> by topic id. Pure functions: bytes
+that do not parse are None, which the migration answers as Kafka does.
 """
 
 from __future__ import annotations
