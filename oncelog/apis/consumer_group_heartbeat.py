@@ -12,7 +12,7 @@ principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED naming the topics. A re
 (``subscribed_topic_regex``) is not refused for what it matches: when this heartbeat resolves the
 group's regexes, they resolve only to topics this member's principal may DESCRIBE (Kafka's
 TopicRegexResolver.filterTopicDescribeAuthorizedTopics; see
-:meth:`~oncelog.groups.consumer_coordinator.ConsumerGroupCoordinator._maybe_resolve_regexes`).
+:meth:`~oncelog.groups.consumer_assignment.ConsumerAssignment.resolve_regexes`).
 
 Version notes:
 
