@@ -3,7 +3,7 @@
 
 * A commit (OffsetCommit) is made durable through ``persist`` first and only then visible to
   OffsetFetch. Whether a member may commit (its generation, its instance id) is checked by the
-  coordinator before (:meth:`~oncelog.groups.coordinator.GroupCoordinator.validate_offset_commit`).
+  coordinator before (:mod:`oncelog.groups.commit_checks`).
 * A transactional commit (TxnOffsetCommit, KIP-98/447) is written by the store as part of the
   producer's transaction and staged here per producer id; its COMMIT marker on
   ``__consumer_offsets`` makes the offsets visible, an ABORT drops them. While one is staged for a

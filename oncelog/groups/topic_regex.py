@@ -19,7 +19,7 @@ member subscribed to it is assigned that topic's partitions (seen against Kafka 
 confluent-kafka). :func:`matching_topics` does the same unless asked to ``exclude_internal``.
 What a regex matches is not yet what it subscribes to: with an authorizer, the coordinator keeps
 only the topics the resolving member's principal may DESCRIBE (Kafka's
-TopicRegexResolver.filterTopicDescribeAuthorizedTopics; ``ConsumerGroupCoordinator._maybe_resolve_regexes``).
+TopicRegexResolver.filterTopicDescribeAuthorizedTopics; ``ConsumerAssignment.resolve_regexes``).
 
 Deliberately stricter than Kafka: a pattern longer than :data:`MAX_PATTERN_LENGTH` characters is
 refused as invalid (RE2 bounds time, this bounds what one heartbeat can make us compile), and so
