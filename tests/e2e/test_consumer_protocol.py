@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 # The cases' plain asserts report their values (the module is not a test module of its own).
-pytest.register_assert_rewrite("tests.consumer_protocol_cases")
+pytest.register_assert_rewrite("tests.consumer_protocol_cases", "tests.consumer_protocol_harness")
 
 from .. import consumer_protocol_cases as cases  # noqa: E402
 
