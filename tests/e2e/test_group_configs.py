@@ -10,7 +10,7 @@ Invariants checked:
 - a refused change (Kafka's INVALID_CONFIG) and a validate_only one change nothing, before and
   after the restart.
 The answers themselves are compared field by field with Apache Kafka 4.4 in
-tests/kafka/conformance/scenarios_admin.py (the group_configs_* scenarios)."""
+tests/kafka/conformance/scenarios_configs.py (the group_configs_* scenarios)."""
 
 from __future__ import annotations
 
