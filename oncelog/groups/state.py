@@ -8,13 +8,13 @@ Group states (Kafka's classic protocol), each arrow labelled with its :class:`Gr
      +-------+  ----------->  +--------------------+  ----------------------->  +---------------------+
      | Empty |                | PreparingRebalance |                            | CompletingRebalance |
      +-------+  <-----------  +--------------------+  <-----------------------  +---------------------+
-         |       all left           ^      ^           JoinGroup / LeaveGroup /          | leader's SyncGroup
-         |                          |      |           session expiry / rebalance        | (its record durable)
-         |                          |      |           timeout (a SyncGroup missed) /    v
-         |                          |      |           record not written           +--------+
-         |                          |      +----------------------------------------| Stable |
-         |                          |       JoinGroup / LeaveGroup / session expiry +--------+
-         |                          +--- converted from a consumer group (replayed as Stable first)
+         |       all left               ^            JoinGroup / LeaveGroup /            | leader's SyncGroup
+         |                              |            session expiry / rebalance          | (its record durable)
+         |                              |            timeout (a SyncGroup missed) /      v
+         |                              |            record not written             +--------+
+         |                              +-------------------------------------------| Stable |
+         |                      JoinGroup / LeaveGroup / session expiry /           +--------+
+         |                      converted from a consumer group (restored Stable)
          v
      +------+   DeleteGroups (or offset expiry) of an Empty group
      | Dead |
