@@ -39,14 +39,13 @@ from .partition import PartitionManager
 from .txn.coordinator import TransactionCoordinator
 from .txn.markers import MarkerWriter
 from .txn.store import TransactionStateTopic
-from .producer_ids import ProducerIdManager
 from .security.acls import AclStore
 from .security.jwt import JWKS_ENDPOINT_URL, JwksValidator
 from .security.sasl import SaslServerMechanisms, UnsecuredJwsValidator, plain_users_from_jaas
 from .security.session import Session
 from .security.scram import ScramCredentialStore
 from .protocol import codec
-from .storage.group_configs import GroupConfigStore
+from .metadata import Metadata
 from .storage.log_manager import LogManager
 
 log = logging.getLogger("oncelog.broker")
@@ -73,20 +72,25 @@ class Broker:
         # stores and the markers consult it at named points; handle_frame its control functions.
         self.faults = Faults()
         self.node_id = config.node_id
-        self.logs = LogManager(config.data_dir, config.fsync, config.log, static=config.static_layer(),
-                               node_id=config.node_id,
+        # What the cluster is: topics, live configs, group configs, producer-id blocks, and the
+        # documents of ACLs and SCRAM credentials. Handlers read it; it reaches the logs below
+        # through the PartitionManager (the metadata's TopicLogs).
+        self.metadata = Metadata(config.data_dir, node_id=config.node_id, default_config=config.log,
+                                 static=config.static_layer(), group=config.group)
+        live = self.metadata.configs
+        self.logs = LogManager(config.data_dir, config.fsync,
                                checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
-                               retention_check_interval_ms=config.log_retention_check_interval_ms, clock=clock)
+                               retention_check_interval_ms=config.log_retention_check_interval_ms,
+                               compaction_interval_ms=lambda: live.compaction_interval_ms, clock=clock)
         # Every partition's log with its producer state and aborted transactions: what handlers use.
-        self.partitions = PartitionManager(self.logs)
+        self.partitions = PartitionManager(self.logs, live, self.metadata, node_id=config.node_id)
+        self.metadata.topics.logs = self.partitions
         self.advertised: tuple[str, int] = (config.host, config.port)
         self.listening: tuple[str, int] = (config.host, config.port)
         # listener name -> (security protocol, bound (host, port), advertised (host, port)), as bound
         self._bound: dict[str, tuple[str, tuple[str, int], tuple[str, int]]] = {}
         self._sasl: dict[str, SaslServerMechanisms] = {}
-        self.producer_ids: ProducerIdManager | None = None
         self.groups: GroupCoordinator | None = None
-        self.group_configs: GroupConfigStore | None = None
         self.offsets_topic: OffsetsTopic | None = None
         self.txn: TransactionCoordinator | None = None
         self.markers: MarkerWriter | None = None
@@ -96,27 +100,26 @@ class Broker:
         self._group_timer_at = 0
 
     def open(self) -> None:
-        self.logs.open()
-        self.acls = AclStore.for_broker(self.logs.data_dir, self.config)  # ACLs and the authorizer
-        self.scram_credentials = ScramCredentialStore(self.logs.data_dir)  # KIP-554, SCRAM's credentials
+        self.metadata.open(self.logs)
+        self.acls = AclStore.for_broker(self.metadata.store, self.config)  # ACLs and the authorizer
+        self.scram_credentials = ScramCredentialStore(self.metadata.store)  # KIP-554, SCRAM's credentials
         # Each SASL listener's mechanisms now, so that a bad JWKS or JAAS text stops the start
         # (cli serve reports JwksConfigError/JaasConfigError as a configuration error).
         for lc in self.config.all_listeners():
             if lc.sasl:
                 self.sasl_for(lc.name)
         self.partitions.open()
-        self.node_id = self.logs.node_id
-        self.producer_ids = ProducerIdManager(self.logs.data_dir)
+        self.node_id = self.metadata.node_id
+        producer_ids = self.metadata.producer_ids
         self.offsets_topic = OffsetsTopic(self.partitions, self.config.offsets_topic_partitions,
                                           self.config.offsets_topic_segment_bytes, faults=self.faults)
-        logs = self.logs
+        topics = self.metadata.topics
         # KIP-848's GROUP config resource: each group's own consumer.* settings, which the
         # coordinator reads at every use (so an IncrementalAlterConfigs applies at once).
-        self.group_configs = GroupConfigStore(self.logs.data_dir, self.config.group)
         self.groups = GroupCoordinator(
             self.clock, self.offsets_topic.persist, self.config.group,
-            topics=lambda: {t.name: (t.topic_id, t.partitions) for t in logs.topics.values()},
-            group_configs=self.group_configs.consumer_settings)
+            topics=lambda: {t.name: (t.topic_id, t.partitions) for t in topics.values()},
+            group_configs=self.metadata.group_configs.consumer_settings)
         loaded = self.offsets_topic.replay(self.groups)
         self.groups.finish_load()
         log.info("group coordinator loaded %d record(s): %d group(s)", loaded, len(self.groups.groups))
@@ -129,7 +132,7 @@ class Broker:
                                           self.config.transaction_topic_segment_bytes, faults=self.faults)
         offsets_topic = self.offsets_topic
         self.txn = TransactionCoordinator(
-            self.clock, self.producer_ids.allocate, txn_topic.persist, self.markers.write,
+            self.clock, producer_ids.allocate, txn_topic.persist, self.markers.write,
             offsets_partition=lambda group_id: (offsets_topic.name, offsets_topic.partition_for(group_id)),
             persist_expired=txn_topic.persist_expired, config=self.config.txn)
         loaded = txn_topic.replay(self.txn)
@@ -177,7 +180,7 @@ class Broker:
                 log.exception("coordinator timer failed")
 
     def partition_exists(self, topic: str, partition: int) -> bool:
-        t = self.logs.topics.get(topic)
+        t = self.metadata.topics.get(topic)
         return t is not None and 0 <= partition < t.partitions
 
     def offset_fetch_error(self, group_id: str, topic: str, partition: int) -> KafkaError | None:
@@ -207,7 +210,7 @@ class Broker:
         first = next(iter(listeners))
         if lc.name == first:
             self.listening, self.advertised = (host, port), advertised
-        static = self.logs.layers.static
+        static = self.metadata.configs.layers.static
         static["listeners"] = self._listeners_text(1)
         if any(lc.advertised for lc in listeners.values()):
             static["advertised.listeners"] = self._listeners_text(2)
@@ -249,7 +252,7 @@ class Broker:
         values["listeners"] = self._listeners_text(1) or f"PLAINTEXT://{self.listening[0]}:{self.listening[1]}"
         values["advertised.listeners"] = (self._listeners_text(2)
                                           or f"PLAINTEXT://{self.advertised[0]}:{self.advertised[1]}")
-        layers = self.logs.layers
+        layers = self.metadata.configs.layers
         for name, d in registry.BROKER_CONFIGS.items():
             if name in registry.TOPIC_SYNONYM_NAMES or (d.dynamic and name in values) or name not in values:
                 # The rest (ssl.*, sasl.*, ...) as given at start, else the default; a PASSWORD's

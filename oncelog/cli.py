@@ -274,7 +274,7 @@ def cmd_serve(args) -> int:
 
     from .security.jaas import JaasConfigError
     from .security.jwt import JwksConfigError
-    from .storage.log_manager import DataDirMismatch
+    from .metadata import DataDirMismatch
 
     try:
         config, notes = build_broker_config(settings_from_args(args))

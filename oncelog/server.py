@@ -814,7 +814,7 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
     for lc, sock in bound:  # the first line is the first listener's: process.py reads its port
         host, port = broker.advertised_for(lc.name)
         log.info("node %d listening on %s:%d (%s, %s; advertised as %s:%d), data in %s, fsync %s", broker.node_id,
-                 sock[0], sock[1], lc.name, lc.security_protocol, host, port, broker.logs.data_dir,
+                 sock[0], sock[1], lc.name, lc.security_protocol, host, port, broker.metadata.data_dir,
                  broker.config.fsync)
         print(f"oncelog listening on {sock[0]}:{sock[1]} (advertised {host}:{port}; listener {lc.name}, "
               f"{lc.security_protocol})", flush=True)

@@ -26,10 +26,9 @@ if TYPE_CHECKING:
     from ..groups.coordinator import GroupCoordinator
     from ..groups.store import OffsetsTopic
     from ..partition import PartitionManager
-    from ..producer_ids import ProducerIdManager
     from ..security.acls import AclStore
     from ..security.scram import ScramCredentialStore
-    from ..storage.group_configs import GroupConfigStore
+    from ..metadata import Metadata
     from ..storage.log_manager import LogManager
     from ..txn.coordinator import TransactionCoordinator
     from ..txn.markers import MarkerWriter
@@ -43,23 +42,23 @@ class BrokerView(Protocol):
     it; tests/apis/test_boundary.py checks every handler's ``broker.<name>`` against it).
     Handlers append and read through ``partitions`` (the :class:`~oncelog.partition.Partition`
     owns producer state, markers and the last stable offset), ask the coordinators through
-    their methods, and read topic metadata and configs from ``logs``."""
+    their methods, and read topics, configs and the other cluster metadata from ``metadata``
+    (``logs``, the storage, only DescribeLogDirs reads)."""
 
     config: "BrokerConfig"
     node_id: int
     clock: Callable[[], int]  # wall-clock milliseconds, injected (tests drive it)
     advertised: tuple[str, int]
     coordinator_key_types: set[int]  # FindCoordinator key types served (0 groups, 1 transactions)
-    logs: "LogManager"  # topics, their configs and metadata; appends go through partitions
+    metadata: "Metadata"  # topics, live configs, group configs, producer-id blocks
+    logs: "LogManager"  # the logs themselves (DescribeLogDirs); appends go through partitions
     partitions: "PartitionManager"
     groups: "GroupCoordinator"
     offsets_topic: "OffsetsTopic"
     txn: "TransactionCoordinator"
     markers: "MarkerWriter"
-    producer_ids: "ProducerIdManager"
     acls: "AclStore"  # the ACLs and the authorizer (authorize() is True when none is configured)
     scram_credentials: "ScramCredentialStore"  # KIP-554 SCRAM credentials, persisted in the data dir
-    group_configs: "GroupConfigStore"  # KIP-848 GROUP config resource: each group's own configs, persisted
 
     def partition_exists(self, topic: str, partition: int) -> bool: ...
 

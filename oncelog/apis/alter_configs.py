@@ -112,16 +112,17 @@ def answer(ctx, request, api_key: int, response_name: str, apply, null_ok=lambda
 
 
 def handle(ctx, request):
-    logs = ctx.broker.logs
+    md = ctx.broker.metadata
 
     def apply(res):
         new = {c.name: c.value for c in res.configs}
         if res.resource_type == TOPIC:
-            logs.alter_topic_configs(res.resource_name, new, validate_only=request.validate_only)
+            md.topics.alter_topic_configs(res.resource_name, new, validate_only=request.validate_only)
         elif res.resource_type == GROUP:
-            ctx.broker.group_configs.replace(res.resource_name, new, validate_only=request.validate_only)
+            ctx.broker.metadata.group_configs.replace(res.resource_name, new, validate_only=request.validate_only)
         else:
             per_broker = broker_target(ctx.broker, res.resource_name)
-            logs.set_broker_configs(per_broker, new, validate_only=request.validate_only)
+            md.configs.set_broker_configs(per_broker, new, validate_only=request.validate_only,
+                                          node_id=ctx.broker.node_id)
 
     return answer(ctx, request, API_KEY, "AlterConfigsResponse", apply)

@@ -35,7 +35,7 @@ MAX_VERSION = 1
 
 
 def _check(ctx, topic: str, partition: int, replicas) -> tuple[ErrorCode, str | None]:
-    t = ctx.broker.logs.topics.get(topic)
+    t = ctx.broker.metadata.topics.get(topic)
     if t is None:
         return ErrorCode.unknown_topic_or_partition, f"Unable to find a topic named {topic}."
     if not 0 <= partition < t.partitions:

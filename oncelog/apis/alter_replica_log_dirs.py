@@ -39,12 +39,12 @@ def _same_dir(a: str, b: str) -> bool:
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     denied = not _authz.cluster(ctx, _authz.Op.ALTER)
-    logs = ctx.broker.logs
+    md = ctx.broker.metadata
     results: dict[str, list] = {}
     for d in request.dirs:
-        here = _same_dir(d.path, logs.data_dir)
+        here = _same_dir(d.path, md.data_dir)
         for t in d.topics:
-            topic = logs.topics.get(t.name)
+            topic = md.topics.get(t.name)
             for p in t.partitions:
                 if denied:
                     code = _authz.CLUSTER_DENIED

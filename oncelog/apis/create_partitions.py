@@ -38,7 +38,7 @@ def handle(ctx, request):
     for name in duplicates:
         results.append(build(m.CreatePartitionsTopicResult, name=name, error_code=errors.error_code_for(
             errors.InvalidRequest("")), error_message="Duplicate topic name."))
-    logs = ctx.broker.logs
+    md = ctx.broker.metadata
     for t in request.topics:
         if t.name in duplicates:
             continue
@@ -50,16 +50,16 @@ def handle(ctx, request):
         try:
             # Kafka's order (ReplicationControlManager.createPartitions): the topic and the new
             # count, then the number of assignments, then each assignment.
-            logs.create_partitions(t.name, t.count, validate_only=True)
+            md.topics.create_partitions(t.name, t.count, validate_only=True)
             if t.assignments is not None:
-                additional = t.count - logs.topics[t.name].partitions
+                additional = t.count - md.topics.get(t.name).partitions
                 if len(t.assignments) != additional:
                     raise errors.InvalidReplicaAssignment(
                         f"Attempted to add {additional} additional partition(s), but only {len(t.assignments)} "
                         "assignment(s) were specified.")
                 check_assignments([list(a.broker_ids) for a in t.assignments], ctx.broker.node_id)
             if not request.validate_only:
-                logs.create_partitions(t.name, t.count)
+                md.topics.create_partitions(t.name, t.count)
         except errors.KafkaError as exc:
             code, message = errors.error_code_for(exc), str(exc)
         results.append(build(m.CreatePartitionsTopicResult, name=t.name, error_code=code, error_message=message))

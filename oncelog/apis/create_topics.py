@@ -44,7 +44,7 @@ MAX_VERSION = 7
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
-    logs = ctx.broker.logs
+    md = ctx.broker.metadata
     results = []
     # A name given twice: no topic of that name is created, and the answer has one result for it,
     # INVALID_REQUEST "Duplicate topic name.", after the others' (Kafka's ControllerApis.createTopics).
@@ -66,7 +66,7 @@ def handle(ctx, request):
             configs = {c.name: c.value for c in t.configs}
             if t.assignments:
                 # Kafka's order: name, existence and configs first, then the assignment
-                logs.check_new_topic(t.name, -1, -1, configs)
+                md.topics.check_new_topic(t.name, -1, -1, configs)
                 if t.replication_factor != -1:
                     raise errors.InvalidRequest("A manual partition assignment was specified, but replication "
                                                 "factor was not set to -1.")
@@ -84,8 +84,8 @@ def handle(ctx, request):
                     raise errors.InvalidReplicaAssignment("partitions should be a consecutive 0-based integer sequence")
                 partitions = len(t.assignments)
             elif partitions == -1:
-                partitions = ctx.broker.config.num_partitions
-            topic = logs.create_topic(t.name, partitions, t.replication_factor, configs,
+                partitions = md.configs.default_partitions
+            topic = md.topics.create_topic(t.name, partitions, t.replication_factor, configs,
                                       validate_only=request.validate_only)
         except errors.KafkaError as exc:
             code, message = errors.error_code_for(exc), str(exc)
@@ -97,7 +97,7 @@ def handle(ctx, request):
                 build(m.CreatableTopicConfigs, name=e.name,
                       value=topic.overrides[e.name] if e.name in topic.overrides and not e.sensitive else e.value,
                       read_only=e.read_only, config_source=int(e.source), is_sensitive=e.sensitive)
-                for e in registry.describe_topic(topic.overrides, topic.config.values(), logs.layers,
+                for e in registry.describe_topic(topic.overrides, topic.config.values(), md.configs.layers,
                                              include_synonyms=False)
             )
         results.append(build(m.CreatableTopicResult, name=t.name, topic_id=topic.topic_id if topic else _zero(),

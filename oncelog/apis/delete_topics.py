@@ -35,7 +35,7 @@ ZERO = uuid.UUID(int=0)
 
 async def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
-    logs = ctx.broker.logs
+    md = ctx.broker.metadata
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
@@ -46,7 +46,7 @@ async def handle(ctx, request):
         try:
             by_id = name is None
             if by_id:
-                topic = logs.topics_by_id.get(topic_id)
+                topic = md.topics.by_id.get(topic_id)
                 if topic is None:
                     raise errors.UnknownTopicId("This server does not host this topic ID.")  # Kafka's text
                 name = topic.name
@@ -55,13 +55,13 @@ async def handle(ctx, request):
                 results.append(build(m.DeletableTopicResult, name=shown, topic_id=topic_id,
                                      error_code=_authz.TOPIC_DENIED, error_message="Topic authorization failed."))
                 continue
-            topic = logs.topics.get(name)
+            topic = md.topics.get(name)
             if topic is None:
                 raise errors.UnknownTopicOrPartition("This server does not host this topic-partition.")  # Kafka's
             topic_id = topic.topic_id
             if topic.internal:
                 raise errors.InvalidTopic(f"internal topic {name} cannot be deleted")
-            await ctx.broker.partitions.delete_topic(name)
+            await md.topics.delete_topic(name)
         except errors.KafkaError as exc:
             code, message = errors.error_code_for(exc), str(exc)
         results.append(build(m.DeletableTopicResult, name=name, topic_id=topic_id, error_code=code,

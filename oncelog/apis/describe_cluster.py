@@ -40,5 +40,5 @@ def handle(ctx, request):
     host, port = b.advertised_for(ctx.listener)
     broker = build(m.DescribeClusterBroker, broker_id=b.node_id, host=host, port=port, rack=None, is_fenced=False)
     return build(m.DescribeClusterResponse, throttle_time=NO_THROTTLE, error_code=OK, error_message=None,
-                 endpoint_type=1, cluster_id=b.logs.cluster_id, controller_id=b.node_id, brokers=(broker,),
+                 endpoint_type=1, cluster_id=b.metadata.cluster_id, controller_id=b.node_id, brokers=(broker,),
                  cluster_authorized_operations=operations)

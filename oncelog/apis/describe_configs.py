@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from .. import errors
 from ..config import group_configs, registry
-from ..storage.log_manager import validate_topic_name
+from ..metadata.topics import validate_topic_name
 from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 
@@ -78,22 +78,22 @@ def handle(ctx, request):
         try:
             if res.resource_type == TOPIC:
                 validate_topic_name(res.resource_name)
-                topic = broker.logs.topics.get(res.resource_name)
+                topic = broker.metadata.topics.get(res.resource_name)
                 if topic is None:
                     raise errors.UnknownTopicOrPartition(f"topic {res.resource_name!r} does not exist")
-                entries = registry.describe_topic(topic.overrides, topic.config.values(), broker.logs.layers,
+                entries = registry.describe_topic(topic.overrides, topic.config.values(), broker.metadata.configs.layers,
                                                  include_synonyms=synonyms, include_docs=docs)
             elif res.resource_type == BROKER:
                 per_broker = broker_resource(broker, res.resource_name)
-                layers = broker.logs.layers
+                layers = broker.metadata.configs.layers
                 values = broker.describe_config() if per_broker else dict(layers.dynamic_default)
                 entries = registry.describe_broker(values, layers, per_broker=per_broker,
                                                   include_synonyms=synonyms, include_docs=docs)
             elif res.resource_type == GROUP:
                 if not res.resource_name:
                     raise errors.InvalidRequest("Group name must not be empty")
-                entries = group_configs.describe(broker.group_configs.get(res.resource_name),
-                                                 lambda name: _broker_synonyms(broker.logs.layers, name),
+                entries = group_configs.describe(broker.metadata.group_configs.get(res.resource_name),
+                                                 lambda name: _broker_synonyms(broker.metadata.configs.layers, name),
                                                  include_synonyms=synonyms, include_docs=docs)
             else:
                 raise errors.InvalidRequest(f"oncelog has no configs for resource type {res.resource_type} "

@@ -35,7 +35,7 @@ import uuid
 from kio.schema.errors import ErrorCode
 
 from .. import errors
-from ..storage.log_manager import validate_topic_name
+from ..metadata.topics import validate_topic_name
 from . import _authz
 from ._acl import AUTHORIZED_OPERATIONS_OMITTED, operations
 from ._base import NO_THROTTLE, OK, build, response_module
@@ -51,12 +51,12 @@ ZERO_UUID = uuid.UUID(int=0)
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
-    logs = ctx.broker.logs
+    md = ctx.broker.metadata
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     fetch_all = not request.topics
     if fetch_all:
-        names = _authz.filter_topics(ctx, _authz.Op.DESCRIBE, (name for name in logs.topics if name >= cursor_topic))
+        names = _authz.filter_topics(ctx, _authz.Op.DESCRIBE, (name for name in md.topics if name >= cursor_topic))
     else:
         names = {t.name for t in request.topics if t.name >= cursor_topic}
         if cursor is not None and cursor.topic_name not in names:
@@ -80,7 +80,7 @@ def handle(ctx, request):
                 error_code=ErrorCode.topic_authorization_failed, name=name, topic_id=ZERO_UUID, is_internal=False,
                 partitions=(), topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
             continue
-        topic = logs.topics.get(name)
+        topic = md.topics.get(name)
         if topic is None:
             if not fetch_all:
                 topics.append(_unknown_topic(m, name, operations(ctx, _authz.R.TOPIC, name)))

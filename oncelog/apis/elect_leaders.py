@@ -39,7 +39,7 @@ ELECTION_NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."
 
 
 def _elect(ctx, topic: str, partition: int) -> tuple[ErrorCode, str | None]:
-    t = ctx.broker.logs.topics.get(topic)
+    t = ctx.broker.metadata.topics.get(topic)
     if t is None:
         return ErrorCode.unknown_topic_or_partition, f"No such topic as {topic}"
     if not 0 <= partition < t.partitions:
@@ -71,7 +71,7 @@ def handle(ctx, request):
             for t in asked or ()))
     if asked is None:
         return respond(OK, (m.ReplicaElectionResult(topic=name, partition_result=())
-                            for name in sorted(ctx.broker.logs.topics)))
+                            for name in sorted(ctx.broker.metadata.topics)))
     results = []
     for t in asked:
         parts = []

@@ -105,7 +105,7 @@ async def _long_poll(ctx, request, deadline):
 def _topic_key(ctx, t):
     """(name, topic_id) of a request topic; the name is None for an unknown id."""
     if ctx.api_version >= 13:
-        topic = ctx.broker.logs.topics_by_id.get(t.topic_id)
+        topic = ctx.broker.metadata.topics.by_id.get(t.topic_id)
         return (topic.name if topic else None), t.topic_id
     return t.topic, None
 

@@ -28,7 +28,7 @@ MAX_VERSION = 1
 
 
 def handle(ctx, request):
-    logs = ctx.broker.logs
+    md = ctx.broker.metadata
 
     def apply(res):
         ops = [(c.name, c.config_operation, c.value) for c in res.configs]
@@ -36,15 +36,15 @@ def handle(ctx, request):
             if op not in registry.OP_NAMES:
                 raise errors.InvalidRequest(f"Unknown operations type {op}")
         if res.resource_type == TOPIC:
-            topic = logs.topics.get(res.resource_name)
+            topic = md.topics.get(res.resource_name)
             try:
                 new = registry.apply_incremental(dict(topic.overrides) if topic is not None else {}, ops,
                                                 _topic_list_default, _topic_is_list)
             except registry.ConfigError as exc:
                 raise errors.InvalidConfig(str(exc)) from None
-            logs.alter_topic_configs(res.resource_name, new, validate_only=request.validate_only)
+            md.topics.alter_topic_configs(res.resource_name, new, validate_only=request.validate_only)
         elif res.resource_type == GROUP:
-            store = ctx.broker.group_configs
+            store = ctx.broker.metadata.group_configs
             try:
                 new = group_configs.apply_incremental(store.get(res.resource_name), ops)
             except registry.ConfigError as exc:
@@ -52,11 +52,11 @@ def handle(ctx, request):
             store.replace(res.resource_name, new, validate_only=request.validate_only)
         else:
             per_broker = broker_target(ctx.broker, res.resource_name)
-            current = logs.layers.dynamic_broker if per_broker else logs.layers.dynamic_default
+            current = md.configs.layers.dynamic_broker if per_broker else md.configs.layers.dynamic_default
             _check_broker_list_ops(ops)
             new = registry.apply_incremental(current, ops, lambda n: registry.BROKER_CONFIGS[n].default, lambda n: True)
-            logs.set_broker_configs(per_broker, new, validate_only=request.validate_only,
-                                    named={name for name, _, _ in ops})
+            md.configs.set_broker_configs(per_broker, new, validate_only=request.validate_only,
+                                          named={name for name, _, _ in ops}, node_id=ctx.broker.node_id)
 
     return answer(ctx, request, API_KEY, "IncrementalAlterConfigsResponse", apply,
                   null_ok=lambda c: c.config_operation == registry.OP_DELETE)

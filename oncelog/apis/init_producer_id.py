@@ -1,7 +1,7 @@
 """InitProducerId (key 22), v0-5: producer ids for idempotent producers.
 
 Without a transactional id: a fresh producer id at epoch 0, never reused (see
-:mod:`oncelog.producer_ids`), whatever id and epoch the request names — Kafka's
+:mod:`oncelog.metadata.producer_ids`), whatever id and epoch the request names — Kafka's
 TransactionCoordinator "blindly" allocates a new one (a KIP-360 re-initialisation of an
 idempotent producer thus starts over with a new id at sequence 0).
 With a transactional id the transaction coordinator answers (epoch bump fencing the previous
@@ -42,7 +42,7 @@ MAX_VERSION = 5
 
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
-    ids = ctx.broker.producer_ids
+    ids = ctx.broker.metadata.producer_ids
     code, pid, epoch = OK, -1, -1
     if request.transactional_id is not None:
         if not _authz.transactional_id(ctx, _authz.Op.WRITE, request.transactional_id):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from ..storage.log_manager import INTERNAL_TOPICS
+from ..metadata.topics import INTERNAL_TOPICS
 from . import _authz
 from ._base import NO_THROTTLE, OK, build, response_module
 
@@ -56,9 +56,9 @@ def handle(ctx, request):
     found: list[tuple[int, str]] = []
     for rtype in asked:
         if rtype == TOPIC:
-            found += [(TOPIC, name) for name in sorted(broker.logs.topics) if name not in INTERNAL_TOPICS]
+            found += [(TOPIC, name) for name in sorted(broker.metadata.topics) if name not in INTERNAL_TOPICS]
         elif rtype in (BROKER, BROKER_LOGGER):
             found.append((rtype, str(broker.node_id)))
         elif rtype == GROUP:
-            found += [(GROUP, g) for g in broker.group_configs.group_ids()]
+            found += [(GROUP, g) for g in broker.metadata.group_configs.group_ids()]
     return respond(OK, (m.ConfigResource(resource_name=name, resource_type=rtype) for rtype, name in found))

@@ -59,12 +59,12 @@ def handle(ctx, request):
     broker = ctx.broker
     v = ctx.api_version
     m = response_module(API_KEY, v)
-    logs = broker.logs
+    md = broker.metadata
     results = []
     all_topics = request.topics is None or (v == 0 and not request.topics)
     if all_topics:
-        visible = _authz.filter_topics(ctx, _authz.Op.DESCRIBE, logs.topics)
-        wanted = [(t.name, None) for t in logs.topics.values() if t.name in visible]
+        visible = _authz.filter_topics(ctx, _authz.Op.DESCRIBE, md.topics)
+        wanted = [(t.name, None) for t in md.topics.values() if t.name in visible]
     else:
         wanted = [(t.name, getattr(t, "topic_id", None)) for t in request.topics]
     want_topic_ops = getattr(request, "include_topic_authorized_operations", False)
@@ -74,7 +74,7 @@ def handle(ctx, request):
     auto_create = broker.config.auto_create_topics and (v < 4 or request.allow_auto_topic_creation)
     for name, topic_id in wanted:
         if name is None and topic_id not in (None, ZERO_UUID):
-            topic = logs.topics_by_id.get(topic_id)
+            topic = md.topics.by_id.get(topic_id)
             if topic is None:
                 results.append(_topic_error(m, None, topic_id, errors.UnknownTopicId()))  # Kafka's null
                 continue
@@ -85,7 +85,7 @@ def handle(ctx, request):
         if not all_topics and not _authz.topic(ctx, _authz.Op.DESCRIBE, name):
             results.append(_topic_denied(m, name or "", topic_id))
             continue
-        topic = logs.topics.get(name)
+        topic = md.topics.get(name)
         if topic is None:
             try:
                 if not auto_create:
@@ -95,7 +95,7 @@ def handle(ctx, request):
                 if not (may_create_any or _authz.topic(ctx, _authz.Op.CREATE, name)):
                     results.append(_topic_denied(m, name, topic_id))
                     continue
-                topic = logs.create_topic(name, broker.config.num_partitions)
+                topic = md.topics.create_topic(name, -1)
             except errors.KafkaError as exc:
                 results.append(_topic_error(m, name or "", ZERO_UUID, exc))
                 continue
@@ -110,7 +110,7 @@ def handle(ctx, request):
                                                                     want_topic_ops)))
     host, port = broker.advertised_for(ctx.listener)
     brokers = (build(m.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),)
-    return build(m.MetadataResponse, throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=logs.cluster_id,
+    return build(m.MetadataResponse, throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=md.cluster_id,
                  controller_id=broker.node_id, topics=tuple(results), cluster_authorized_operations=cluster_ops,
                  error_code=OK)
 

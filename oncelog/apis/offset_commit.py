@@ -143,7 +143,7 @@ def handle(ctx, request):
 
 def _name(broker, request_topic) -> str | None:
     """The name of a v10+ request topic (named by id), or None for an unknown id."""
-    topic = broker.logs.topics_by_id.get(request_topic.topic_id)
+    topic = broker.metadata.topics.by_id.get(request_topic.topic_id)
     return topic.name if topic is not None else None
 
 

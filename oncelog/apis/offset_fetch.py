@@ -53,7 +53,7 @@ def _group_topics(ctx, group_id, topics, require_stable, part_cls, topic_cls):
     elif by_id:
         wanted = []
         for t in topics:
-            topic = broker.logs.topics_by_id.get(t.topic_id)
+            topic = broker.metadata.topics.by_id.get(t.topic_id)
             if topic is None:
                 unknown_ids.append(t)
             else:
@@ -86,7 +86,7 @@ def _group_topics(ctx, group_id, topics, require_stable, part_cls, topic_cls):
     for name, parts in by_topic.items():
         topic_id = None
         if by_id:
-            topic = broker.logs.topics.get(name)
+            topic = broker.metadata.topics.get(name)
             if topic is None:
                 continue  # committed for a topic since deleted: no id to name it by
             topic_id = topic.topic_id

@@ -114,7 +114,7 @@ def append_partition(ctx, topic: str, partition: int, records, now_ms: int, acks
     if not appended.duplicate or appended.last_offset >= part.log.flushed_offset:
         durable = partitions.flusher.mark(part.log, wait=acks != 0)
     if not appended.duplicate:
-        partitions.logs.after_append(part.log, now_ms)  # flush.messages
+        partitions.after_append(part.log, now_ms)  # flush.messages
     return appended.first_offset, appended.log_start_offset, durable, appended.log_append_time
 
 
@@ -218,7 +218,7 @@ class _TopicById:
 def _names_for_ids(ctx, request):
     """v13 names topics by id (KIP-516): the request with each topic's name beside its id, so
     the rest of the handler works on names as for v3-12."""
-    topics = ctx.broker.logs.topics_by_id
+    topics = ctx.broker.metadata.topics.by_id
     return dataclasses.replace(request, topic_data=tuple(
         _TopicById(t.topic_id, topics[t.topic_id].name if t.topic_id in topics else None, t.partition_data)
         for t in request.topic_data))

@@ -1,6 +1,6 @@
 """Kafka 4.x's GROUP config resource (ConfigResource type 32): a group's own settings, set with
 IncrementalAlterConfigs / AlterConfigs and read with DescribeConfigs — pure, no I/O (the store is
-:mod:`oncelog.storage.group_configs`).
+:class:`oncelog.metadata.configs.GroupConfigs`).
 
 What this module knows (Apache Kafka 4.4's ``GroupConfig``, read with ``javap -c -constants`` and
 checked against a running Kafka 4.4):

@@ -15,7 +15,7 @@ Java's ``String.hashCode``) live here, below both coordinators: a group id and a
 land on the partition Kafka would choose. Data directories written before oncelog placed keys as
 Kafka does keep their placement, ``(hashCode & 0x7fffffff) % partitions`` (``legacy``: it differs
 for a negative hash), because their records are where it put them; the data directory's
-``meta.json`` says which (:attr:`oncelog.storage.log_manager.LogManager.internal_placement`).
+``meta.json`` says which (:attr:`oncelog.metadata.Metadata.internal_placement`).
 """
 
 from __future__ import annotations
@@ -64,15 +64,12 @@ class InternalTopic:
     def __init__(self, manager: PartitionManager, name: str, partitions: int, segment_bytes: int) -> None:
         self.manager = manager
         self.name = name
-        topic = manager.logs.topics.get(name)
-        if topic is None:
-            # Small segments keep each compaction pass short (it runs on the event loop).
-            configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
-            topic = manager.logs.create_topic(name, partitions, configs=configs, strict=False)
-        self.partitions = topic.partitions
+        # Small segments keep each compaction pass short (it runs on the event loop).
+        configs = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes)}
+        self.partitions = manager.topics.ensure_internal(name, partitions, configs)
 
     def partition_for(self, key: str) -> int:
-        return partition_for(key, self.partitions, self.manager.logs.internal_placement)
+        return partition_for(key, self.partitions, self.manager.topics.internal_placement)
 
     def append(self, key: str, records: list[tuple[bytes, bytes | None]],
                on_done: Callable[[KafkaError | None], None], *, producer_id: int = rb.NO_PRODUCER_ID,

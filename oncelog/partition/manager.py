@@ -1,17 +1,18 @@
 """Every partition of the broker, as API handlers and coordinators reach them.
 
-The :class:`~oncelog.storage.log_manager.LogManager` (storage) says which partitions exist —
-topics are created, grown and deleted there — and owns their logs. The PartitionManager keeps a
-:class:`~oncelog.partition.Partition` over each log: opened, with its state rebuilt, at start-up
-for every existing log and on first use for a log created later; discarded when its topic is
-deleted. A partition is looked up through the LogManager every time, so a partition of a topic
-being deleted (or deleted and re-created) is never handed out.
+The metadata (:mod:`oncelog.metadata`) says which partitions exist; the
+:class:`~oncelog.storage.log_manager.LogManager` (storage) owns their logs. The PartitionManager
+keeps a :class:`~oncelog.partition.Partition` over each log: opened, with its state rebuilt, at
+start-up for every existing log and on first use for a log created later; discarded when its
+topic is deleted. It is the metadata's :class:`~oncelog.metadata.topics.TopicLogs`: topic
+changes reach the logs through it. A partition is looked up through the LogManager every time,
+so a partition of a topic being deleted (or deleted and re-created) is never handed out.
 
 It also runs what changes partition state in the background: retention (which moves log starts,
 so the partitions trim their state) every ``log.retention.check.interval.ms``, and the expiry of
-idle producers every ``producer.id.expiration.check.interval.ms``. Their settings are held with
-the other broker configs by the LogManager and read from it (``producer.id.expiration.ms`` may be
-changed by AlterConfigs, and is read at each check).
+idle producers every ``producer.id.expiration.check.interval.ms``. Their settings are read from
+the metadata's live configs (``settings``; ``producer.id.expiration.ms`` may be changed by
+AlterConfigs, and is read at each check).
 
 Producer ids are the state clients choose the size of (each idempotent or transactional
 producer instance has its own). A partition keeps a producer's entry until it has written
@@ -26,7 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
+from typing import Protocol
 
+from .. import errors
+from ..config.settings import LogConfig
 from ..storage.log_manager import LogManager, background_failed, cancel_tasks
 from ..storage.partition_log import PartitionLog
 from .partition import Partition
@@ -34,9 +39,26 @@ from .partition import Partition
 log = logging.getLogger("oncelog.partition")
 
 
+class Settings(Protocol):
+    """The live settings read at each use (:class:`oncelog.metadata.configs.LiveConfigs`)."""
+    producer_id_expiration_ms: int
+    producer_id_expiration_check_interval_ms: int
+
+
+class InternalTopics(Protocol):
+    """Where internal topics come from (:class:`oncelog.metadata.Metadata`), wired by the broker."""
+    internal_placement: str
+
+    def ensure_internal(self, name: str, partitions: int, configs: Mapping[str, str]) -> int: ...
+
+
 class PartitionManager:
-    def __init__(self, logs: LogManager) -> None:
+    def __init__(self, logs: LogManager, settings: Settings, topics: InternalTopics | None = None, *,
+                 node_id: int = 1) -> None:
         self.logs = logs
+        self.node_id = node_id
+        self.settings = settings
+        self.topics = topics
         self.flusher = logs.flusher
         self._partitions: dict[PartitionLog, Partition] = {}
         self._tasks: list[asyncio.Task] = []
@@ -49,6 +71,8 @@ class PartitionManager:
     def get(self, topic: str, index: int) -> Partition:
         """The partition, or :class:`~oncelog.errors.UnknownTopicOrPartition`."""
         plog = self.logs.get_log(topic, index)
+        if plog is None:
+            raise errors.UnknownTopicOrPartition(f"{topic}-{index} does not exist")
         partition = self._partitions.get(plog)
         return partition if partition is not None else self._open(plog)
 
@@ -56,20 +80,37 @@ class PartitionManager:
         return [self._partitions.get(plog) or self._open(plog) for plog in self.logs.all_logs()]
 
     def _open(self, plog: PartitionLog) -> Partition:
-        partition = Partition.open(plog, internal=self.logs.topics[plog.topic].internal, node_id=self.logs.node_id)
+        partition = Partition.open(plog, internal=self.logs.is_internal(plog.topic), node_id=self.node_id)
         # Producers the snapshot or the replayed batches name but that expired meanwhile stay expired.
-        partition.expire_producers(self.logs.clock(), self.logs.producer_id_expiration_ms)
+        partition.expire_producers(self.logs.clock(), self.settings.producer_id_expiration_ms)
         self._partitions[plog] = partition
         return partition
 
-    async def delete_topic(self, name: str) -> None:
+    def after_append(self, plog: PartitionLog, now_ms: int) -> None:
+        """flush.messages: see :meth:`oncelog.storage.log_manager.LogManager.after_append`."""
+        self.logs.after_append(plog, now_ms)
+
+    # ------------------------------------------------------------------ the metadata's TopicLogs
+
+    def create_logs(self, name: str, partitions: range, config: LogConfig, *, internal: bool) -> None:
+        self.logs.create_logs(name, partitions, config, internal=internal)
+
+    def remove_logs(self, name: str, start: int) -> None:
         topic = self.logs.topics.get(name)
-        plogs = list(topic.logs) if topic is not None else []
-        await self.logs.delete_topic(name)
-        for plog in plogs:
+        for plog in topic.logs[start:] if topic is not None else []:
             partition = self._partitions.pop(plog, None)
             if partition is not None:
                 partition.discard()
+        self.logs.remove_logs(name, start)
+
+    async def delete_logs(self, name: str) -> None:
+        for plog in await self.logs.delete_logs(name):
+            partition = self._partitions.pop(plog, None)
+            if partition is not None:
+                partition.discard()
+
+    def update_config(self, name: str, config: LogConfig) -> None:
+        self.logs.update_config(name, config)
 
     # ------------------------------------------------------------------ background work
 
@@ -88,7 +129,7 @@ class PartitionManager:
                 background_failed("retention", exc)
 
     async def _producer_expiration_task(self) -> None:
-        interval_ms = int(self.logs.layers.value("producer.id.expiration.check.interval.ms"))
+        interval_ms = self.settings.producer_id_expiration_check_interval_ms
         while True:
             await asyncio.sleep(interval_ms / 1000)
             self.expire_producers()
@@ -109,7 +150,7 @@ class PartitionManager:
     def expire_producers(self) -> int:
         """Kafka's periodic ``removeExpiredProducers`` of every partition: drop the producers idle
         for ``producer.id.expiration.ms`` (read now: AlterConfigs may change it). Returns how many."""
-        now, expiration_ms = self.logs.clock(), self.logs.producer_id_expiration_ms
+        now, expiration_ms = self.logs.clock(), self.settings.producer_id_expiration_ms
         expired = sum(partition.expire_producers(now, expiration_ms) for partition in self._partitions.values())
         if expired:
             log.info("expired %d producer id(s) idle for producer.id.expiration.ms=%d", expired, expiration_ms)

@@ -33,18 +33,16 @@ stays so across a restart. Nothing here does network I/O or reads a clock.
 from __future__ import annotations
 
 import enum
-import json
 import logging
-import os
 from dataclasses import dataclass
 from typing import Iterable
 
 from ..errors import InvalidRequest
-from ..storage.files import SECRET_MODE, atomic_write, restrict_mode
+from ..metadata.store import ACLS, MetadataStore
 
 log = logging.getLogger(__name__)
 
-FILE_NAME = "acls.json"
+FILE_NAME = ACLS
 FORMAT_VERSION = 1
 WILDCARD = "*"  # a LITERAL resource name matching every name; a host matching every host
 WILDCARD_PRINCIPAL = "User:*"
@@ -402,10 +400,12 @@ class AclStore:
           "operation": "READ", "permission_type": "ALLOW"}, ...]}
     """
 
-    def __init__(self, data_dir: str, *, enabled: bool = False, super_users: Iterable[str] | str = (),
+    def __init__(self, store: MetadataStore | str, *, enabled: bool = False, super_users: Iterable[str] | str = (),
                  allow_everyone_if_no_acl_found: bool = False) -> None:
-        self.path = os.path.join(data_dir, FILE_NAME)
-        if restrict_mode(self.path):
+        """``store``: the data directory's metadata store (or the directory's path)."""
+        self.store = store if isinstance(store, MetadataStore) else MetadataStore(store)
+        self.path = self.store.path(FILE_NAME)
+        if self.store.restrict(FILE_NAME):
             log.warning("%s was readable by other users: its mode is now 0600", self.path)
         self.enabled = enabled
         if isinstance(super_users, str):
@@ -415,17 +415,15 @@ class AclStore:
                                      allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found)
 
     @classmethod
-    def for_broker(cls, data_dir: str, config) -> "AclStore":
+    def for_broker(cls, store: MetadataStore, config) -> "AclStore":
         """The store a BrokerConfig configures: ``authorizer.class.name`` (set: on),
         ``super.users`` and ``allow.everyone.if.no.acl.found``."""
-        return cls(data_dir, enabled=bool(config.authorizer_class_name), super_users=config.super_users or "",
+        return cls(store, enabled=bool(config.authorizer_class_name), super_users=config.super_users or "",
                    allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found)
 
     def _load(self) -> list[AclBinding]:
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                doc = json.load(f)
-        except FileNotFoundError:
+        doc = self.store.read(FILE_NAME)
+        if doc is None:
             return []
         if doc.get("version") != FORMAT_VERSION:
             raise ValueError(f"{self.path}: unknown format version {doc.get('version')!r}")
@@ -433,7 +431,7 @@ class AclStore:
 
     def _save(self) -> None:
         doc = {"version": FORMAT_VERSION, "acls": [b.to_json() for b in sorted(self._bindings)]}
-        atomic_write(self.path, json.dumps(doc, indent=1) + "\n", mode=SECRET_MODE)
+        self.store.write(FILE_NAME, doc, secret=True, sort_keys=False, newline=True)
         self.authorizer.update(self._bindings)
 
     def __len__(self) -> int:

@@ -13,9 +13,9 @@ the two keys from it as RFC 5802 does and Kafka's ``finishUpsertion``::
 Invariants:
 
 - Persisted in ``<data-dir>/scram-credentials.json``, rewritten whole with
-  :func:`~oncelog.storage.files.atomic_write` (a crash leaves the old or the new file) before the
+  :class:`~oncelog.metadata.store.MetadataStore` (a crash leaves the old or the new file) before the
   in-memory map changes, so what a client was told succeeded survives a restart.
-- The file is mode 0600, from the moment it exists (``atomic_write(..., mode=0o600)``): the salt,
+- The file is mode 0600, from the moment it exists (the store's ``secret=True``): the salt,
   iterations and StoredKey allow an offline dictionary attack on the passwords, and the ServerKey
   lets its holder pose as this broker. A file found readable by others is made 0600 on open.
 - One AlterUserScramCredentials request is applied atomically (Kafka's ``atomicOf``): one write
@@ -39,7 +39,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -47,11 +46,11 @@ from typing import Iterable
 
 from kio.schema.errors import ErrorCode
 
-from ..storage.files import SECRET_MODE, atomic_write, restrict_mode
+from ..metadata.store import SCRAM_CREDENTIALS, MetadataStore
 
 log = logging.getLogger(__name__)
 
-FILE_NAME = "scram-credentials.json"
+FILE_NAME = SCRAM_CREDENTIALS
 FORMAT_VERSION = 1
 
 # Kafka's org.apache.kafka.clients.admin.ScramMechanism codes, and the hashes behind them.
@@ -152,9 +151,11 @@ class ScramCredentialStore:
     fit), so this floor knows no message classes.
     """
 
-    def __init__(self, data_dir: str) -> None:
-        self.path = os.path.join(data_dir, FILE_NAME)
-        if restrict_mode(self.path):
+    def __init__(self, store: MetadataStore | str) -> None:
+        """``store``: the data directory's metadata store (or the directory's path)."""
+        self.store = store if isinstance(store, MetadataStore) else MetadataStore(store)
+        self.path = self.store.path(FILE_NAME)
+        if self.store.restrict(FILE_NAME):
             log.warning("%s was readable by other users: its mode is now 0600", self.path)
         self._credentials: dict[str, dict[int, ScramCredential]] = self._load()
 
@@ -272,10 +273,8 @@ class ScramCredentialStore:
     # -- the file
 
     def _load(self) -> dict[str, dict[int, ScramCredential]]:
-        try:
-            with open(self.path, "rb") as f:
-                doc = json.loads(f.read())
-        except FileNotFoundError:
+        doc = self.store.read(FILE_NAME)
+        if doc is None:
             return {}
         if doc.get("version") != FORMAT_VERSION:
             raise ValueError(f"{self.path}: unknown format version {doc.get('version')!r}")
@@ -295,8 +294,7 @@ class ScramCredentialStore:
                                            "iterations": c.iterations}
                    for code, c in sorted(mechs.items())}
             for user, mechs in sorted(credentials.items())}}
-        os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
-        atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True) + "\n", mode=SECRET_MODE)
+        self.store.write(FILE_NAME, doc, secret=True, newline=True)
 
 
 @dataclass(frozen=True, slots=True)

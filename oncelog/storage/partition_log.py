@@ -54,7 +54,6 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from ..config import registry
 from ..config.settings import LogConfig
 from ..errors import KafkaStorageError, OffsetOutOfRangeError
 from ..protocol import records as rb
@@ -65,15 +64,10 @@ from .segment import OffsetOverflow, Segment, recover_segment, segment_name
 log = logging.getLogger("oncelog.storage")
 
 
-_LONG_MAX = (1 << 63) - 1
 # The leader epoch stamped on every appended batch: this broker has been every partition's one
 # leader since it was created (Metadata and ListOffsets answer 0 too).
 PARTITION_LEADER_EPOCH = 0
 COMPACTED_MARKER = "compacted"  # in a partition directory: the cleaner has rewritten segments here
-
-
-# Kafka topic config name -> LogConfig attribute.
-CONFIG_NAMES = {name: c.attr for name, c in registry.TOPIC_CONFIGS.items()}
 
 
 @dataclass

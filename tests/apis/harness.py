@@ -195,7 +195,7 @@ class Api:
             partition=index, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
             log_start_offset=-1, partition_max_bytes=partition_max_bytes)) for (topic, index), offset in parts.items())
         if version >= 13:
-            topics = tuple(m.FetchTopic(topic_id=t if isinstance(t, uuid.UUID) else self.broker.logs.topics[t].topic_id,
+            topics = tuple(m.FetchTopic(topic_id=t if isinstance(t, uuid.UUID) else self.broker.metadata.topics.get(t).topic_id,
                                         partitions=tuple(ps)) for t, ps in by_topic.items())
         else:
             topics = tuple(m.FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())

@@ -43,7 +43,7 @@ def grant(api: Api, principal: str, *acls) -> None:
 
 
 def topic_id(api: Api, name: str) -> uuid.UUID:
-    return api.broker.logs.topics[name].topic_id
+    return api.broker.metadata.topics.get(name).topic_id
 
 
 async def setup(admin: Api) -> None:
@@ -57,7 +57,7 @@ async def setup(admin: Api) -> None:
             partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata=""),)),)))
     assert resp.topics[0].partitions[0].error_code == E.none
     await admin.begin("tx", [(SECRET, 0)])
-    assert set(INTERNAL) <= set(admin.broker.logs.topics)
+    assert set(INTERNAL) <= set(admin.broker.metadata.topics)
 
 
 async def heartbeat(api: Api, group: str, member_id: str, regex: str):
@@ -180,7 +180,7 @@ def test_delete_topics_by_id_does_not_name_a_topic_the_principal_may_not_describ
             E.topic_authorization_failed, VISIBLE, topic_id(api, VISIBLE))
         assert (missing.error_code, missing.name, missing.topic_id) == (E.unknown_topic_id, None, unknown)
         assert SECRET not in repr(resp)
-        assert {SECRET, VISIBLE} <= set(api.broker.logs.topics)  # nothing deleted
+        assert {SECRET, VISIBLE} <= set(api.broker.metadata.topics)  # nothing deleted
         # By name the client told the name itself: it is echoed.
         resp = await alice.call(20, 6, m.DeleteTopicsRequest(topics=(m.DeleteTopicState(
             name=SECRET, topic_id=uuid.UUID(int=0)),), timeout=datetime.timedelta(seconds=5)))
@@ -200,7 +200,7 @@ def test_describe_cluster_answers_any_principal_and_limits_only_the_authorized_o
                                           include_fenced_brokers=False).items()
                     if k in m.DescribeClusterRequest.__dataclass_fields__}))
                 assert (resp.error_code, resp.cluster_id, resp.controller_id, len(resp.brokers)) == (
-                    E.none, api.broker.logs.cluster_id, api.broker.node_id, 1), resp
+                    E.none, api.broker.metadata.cluster_id, api.broker.node_id, 1), resp
                 assert resp.cluster_authorized_operations == (0 if asked else INT32_MIN)
         grant(api, ALICE, (R.CLUSTER, CLUSTER_NAME, Op.DESCRIBE))
         m = request_module(60, 1)

@@ -105,14 +105,14 @@ def snapshot(api: Api):
     """Everything a refused request must leave as it was."""
     b = api.broker
     topics = {t.name: (t.partitions, dict(t.overrides), tuple((lg.log_start_offset, lg.log_end_offset)
-                                                              for lg in t.logs))
-              for t in b.logs.topics.values()}
+                                                              for lg in b.logs.topics[t.name].logs))
+              for t in b.metadata.topics.values()}
     groups = {g.group_id: (g.state, getattr(g, "generation", None), getattr(g, "group_epoch", None),
                            tuple(sorted(g.members)), tuple(sorted(g.offsets.items())))
               for g in b.groups.list_groups()}  # classic groups have generations, consumer groups epochs
     txns = {t.transactional_id: (t.state, t.producer_id, t.producer_epoch, tuple(sorted(t.partitions)))
             for t in (b.txn.describe(x.transactional_id) for x in b.txn.list_transactions().transactions)}
-    return topics, groups, txns, b.producer_ids.next_id, len(b.acls), b.scram_credentials.users()
+    return topics, groups, txns, b.metadata.producer_ids.next_id, len(b.acls), b.scram_credentials.users()
 
 
 def codes(resp) -> set[ErrorCode]:
@@ -453,7 +453,7 @@ def _topic_ids(m, fx, names):
 
 
 async def _learn_topic_ids(admin: Api, fx: Fixture) -> None:
-    fx.extra["ids"] = {t.name: t.topic_id for t in admin.broker.logs.topics.values()}
+    fx.extra["ids"] = {t.name: t.topic_id for t in admin.broker.metadata.topics.values()}
 
 
 async def _learn_ids_alice_describes_doomed(admin: Api, fx: Fixture) -> None:

@@ -139,7 +139,7 @@ def test_fetch_v13_names_topics_by_id(tmp_path):
         await api.produce("t", batch([b"a"]))
         resp = await api.fetch_request({("t", 0): 0}, version=13)
         [t] = resp.responses
-        assert t.topic_id == api.broker.logs.topics["t"].topic_id
+        assert t.topic_id == api.broker.metadata.topics.get("t").topic_id
         assert _values(records_of(t.partitions[0].records)) == [b"a"]
         stranger = uuid.uuid4()
         resp = await api.fetch_request({(stranger, 0): 0}, version=13)

@@ -113,7 +113,7 @@ def test_unknown_topic_or_partition_is_refused_per_partition(tmp_path):
                  for p in t.partition_responses}
         assert codes == {("t", 0): (E.none, 0), ("t", 2): (E.unknown_topic_or_partition, -1),
                          ("nope", 0): (E.unknown_topic_or_partition, -1)}
-        assert "nope" not in api.broker.logs.topics  # Produce does not create topics
+        assert "nope" not in api.broker.metadata.topics  # Produce does not create topics
 
     run(tmp_path, scenario)
 

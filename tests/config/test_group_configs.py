@@ -14,7 +14,8 @@ from oncelog import errors
 from oncelog.config import group_configs as gc
 from oncelog.config.registry import ConfigError
 from oncelog.config.settings import GroupConfig
-from oncelog.storage.group_configs import FILE, GroupConfigStore
+from oncelog.metadata.configs import GroupConfigs
+from oncelog.metadata.store import GROUP_CONFIGS as FILE, MetadataStore
 
 WIDE = GroupConfig(consumer_min_session_timeout_ms=1000, consumer_max_session_timeout_ms=60000,
                    consumer_min_heartbeat_interval_ms=100, consumer_max_heartbeat_interval_ms=15000)
@@ -61,13 +62,13 @@ def test_internal_configs_are_described_only_once_set():
 
 
 def test_store_writes_before_it_applies_and_reads_back(tmp_path):
-    store = GroupConfigStore(str(tmp_path), WIDE)
+    store = GroupConfigs(MetadataStore(str(tmp_path)), WIDE)
     store.replace("g", {"consumer.heartbeat.interval.ms": "700"}, validate_only=False)
     assert json.loads((tmp_path / FILE).read_text()) == {"g": {"consumer.heartbeat.interval.ms": "700"}}
     store.replace("g", {"consumer.heartbeat.interval.ms": "900"}, validate_only=True)
     with pytest.raises(errors.InvalidConfig):
         store.replace("g", {"consumer.heartbeat.interval.ms": "0"}, validate_only=False)
-    again = GroupConfigStore(str(tmp_path), WIDE)
+    again = GroupConfigs(MetadataStore(str(tmp_path)), WIDE)
     assert again.consumer_settings("g") == {"consumer.heartbeat.interval.ms": 700}
     # A write that fails (here: the file's place is a directory) changes nothing in memory.
     (tmp_path / FILE).unlink()

@@ -266,14 +266,13 @@ def test_a_once_compacted_log_keeps_its_gaps_after_its_policy_changes(tmp_path):
 def test_flush_messages_and_flush_ms_trigger_fsync_rounds_under_fsync_never(tmp_path):
     import asyncio
 
-    from oncelog.config.settings import FsyncPolicy
-    from oncelog.storage.log_manager import LogManager
+    from tests.broker_parts import open_parts
 
     async def run():
-        logs = LogManager(str(tmp_path), FsyncPolicy("never"), LogConfig())
-        logs.open()
-        logs.create_topic("by-count", 1, configs={"flush.messages": "3"})
-        logs.create_topic("by-age", 1, configs={"flush.ms": "50"})
+        parts = open_parts(str(tmp_path))
+        logs = parts.logs
+        parts.metadata.topics.create_topic("by-count", 1, configs={"flush.messages": "3"})
+        parts.metadata.topics.create_topic("by-age", 1, configs={"flush.ms": "50"})
         logs.start_background()
         try:
             count, age = logs.get_log("by-count", 0), logs.get_log("by-age", 0)
@@ -714,23 +713,20 @@ def test_a_topic_stored_with_a_config_kafka_4_4_removed_opens_without_it(tmp_pat
     import json
     import logging
 
-    from oncelog.config.settings import FsyncPolicy
-    from oncelog.storage.log_manager import LogManager
+    from tests.broker_parts import open_parts
 
     async def make():
-        logs = LogManager(str(tmp_path), FsyncPolicy("never"), LogConfig())
-        logs.open()
-        logs.create_topic("old", 1, configs={"retention.ms": "12345"})
-        await logs.close()
+        parts = open_parts(str(tmp_path))
+        parts.metadata.topics.create_topic("old", 1, configs={"retention.ms": "12345"})
+        await parts.close()
 
     async def reopen():
-        logs = LogManager(str(tmp_path), FsyncPolicy("never"), LogConfig())
         with caplog.at_level(logging.ERROR):
-            logs.open()
+            parts = open_parts(str(tmp_path))
         try:
-            return logs.topics["old"].config
+            return parts.metadata.topics.get("old").config
         finally:
-            await logs.close()
+            await parts.close()
 
     asyncio.run(make())
     path = tmp_path / "topics.json"

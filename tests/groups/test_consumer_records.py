@@ -14,6 +14,8 @@ a consumer group, decoded and re-encoded byte for byte and checked against what 
 
 from __future__ import annotations
 
+from tests.broker_parts import open_parts
+
 import asyncio
 import time
 from dataclasses import dataclass
@@ -360,14 +362,10 @@ class Recorder:
 def _replay(tmp_path, records: list[tuple[bytes, bytes | None]], coordinator) -> int:
     from oncelog.config.settings import FsyncPolicy, LogConfig
     from oncelog.groups.store import OffsetsTopic
-    from oncelog.partition import PartitionManager
-    from oncelog.storage.log_manager import LogManager
 
     async def run() -> int:
-        logs = LogManager(str(tmp_path / "data"), FsyncPolicy("never"), LogConfig())
-        logs.open()
-        manager = PartitionManager(logs)
-        manager.open()
+        parts = open_parts(str(tmp_path / "data"), LogConfig())
+        logs, manager = parts.logs, parts.partitions
         topic = OffsetsTopic(manager, 1)
         topic.append("g", records, lambda _: None)
         count = topic.replay(coordinator)

@@ -4,6 +4,8 @@ so records written by an older oncelog still replay, and new ones are byte-ident
 
 from __future__ import annotations
 
+from tests.broker_parts import open_parts
+
 import pytest
 
 from oncelog.groups.records import (
@@ -100,12 +102,8 @@ def test_a_key_stays_on_its_partition(key, hash_code, of_50, of_7, legacy_50, le
 
 
 def _opened(data_dir):
-    from oncelog.config.settings import FsyncPolicy, LogConfig
-    from oncelog.storage.log_manager import LogManager
-
-    logs = LogManager(str(data_dir), FsyncPolicy("never"), LogConfig())
-    logs.open()
-    return logs
+    """The data directory's metadata, opened with its logs as a broker opens them."""
+    return open_parts(str(data_dir)).metadata
 
 
 def test_the_placement_is_kafkas_for_a_new_data_dir_and_legacy_for_an_old_one(tmp_path):
@@ -114,14 +112,14 @@ def test_the_placement_is_kafkas_for_a_new_data_dir_and_legacy_for_an_old_one(tm
     internal topic yet gets ``kafka``; an unknown placement is refused at start."""
     import json
 
-    from oncelog.storage.log_manager import DataDirMismatch
+    from oncelog.metadata import DataDirMismatch
 
     new = _opened(tmp_path / "new")
     assert new.internal_placement == "kafka"
     assert json.loads((tmp_path / "new" / "meta.json").read_text())["internal_placement"] == "kafka"
 
     old = tmp_path / "old"
-    _opened(old).create_topic("__consumer_offsets", 3, configs={"cleanup.policy": "compact"}, strict=False)
+    _opened(old).topics.create_topic("__consumer_offsets", 3, configs={"cleanup.policy": "compact"}, strict=False)
     meta = json.loads((old / "meta.json").read_text())
     del meta["internal_placement"]
     (old / "meta.json").write_text(json.dumps(meta))
@@ -130,7 +128,7 @@ def test_the_placement_is_kafkas_for_a_new_data_dir_and_legacy_for_an_old_one(tm
     assert _opened(old).internal_placement == "legacy"
 
     bare = tmp_path / "bare"
-    _opened(bare).create_topic("events", 1)
+    _opened(bare).topics.create_topic("events", 1)
     meta = json.loads((bare / "meta.json").read_text())
     del meta["internal_placement"]
     (bare / "meta.json").write_text(json.dumps(meta))
@@ -150,14 +148,10 @@ def test_records_written_before_replay_into_the_coordinator(tmp_path):
     from oncelog.config.settings import FsyncPolicy, LogConfig
     from oncelog.groups.coordinator import GroupCoordinator
     from oncelog.groups.store import OffsetsTopic
-    from oncelog.partition import PartitionManager
-    from oncelog.storage.log_manager import LogManager
 
     async def run():
-        logs = LogManager(str(tmp_path / "data"), FsyncPolicy("never"), LogConfig())
-        logs.open()
-        manager = PartitionManager(logs)
-        manager.open()
+        parts = open_parts(str(tmp_path / "data"), LogConfig())
+        logs, manager = parts.logs, parts.partitions
         topic = OffsetsTopic(manager, 1)
         done = []
         offset_key, group_key = (bytes.fromhex(golden) for _, golden in KEYS)

@@ -3,6 +3,8 @@ writes, replay after a restart, and DeleteRecords / retention trimming the parti
 
 from __future__ import annotations
 
+from tests.broker_parts import open_parts
+
 import asyncio
 import os
 
@@ -13,7 +15,6 @@ from oncelog.partition import AppendOrigin, Partition, PartitionManager
 from oncelog.partition.internal_topic import InternalTopic
 from oncelog.protocol import records as rb
 from oncelog.config.settings import FsyncPolicy
-from oncelog.storage.log_manager import LogManager
 from oncelog.config.settings import LogConfig
 from oncelog.storage.partition_log import PartitionLog
 
@@ -164,10 +165,8 @@ def test_coordinator_writes_without_sequences_open_and_close_transactions(tmp_pa
 
 def test_internal_topic_appends_through_the_partition(tmp_path):
     async def run():
-        logs = LogManager(str(tmp_path / "data"), FsyncPolicy("never"), LogConfig())
-        logs.open()
-        manager = PartitionManager(logs)
-        manager.open()
+        parts = open_parts(str(tmp_path / "data"), LogConfig())
+        logs, manager = parts.logs, parts.partitions
         topic = InternalTopic(manager, "__transaction_state", 1, 1 << 20)
         done = []
         first = topic.append("group", [(b"k", b"v")], done.append, producer_id=PID, producer_epoch=EPOCH,
@@ -265,20 +264,18 @@ def test_retention_returns_the_new_log_start_and_the_partition_trims(tmp_path):
 
 def test_the_manager_hands_out_one_partition_per_log_and_forgets_deleted_topics(tmp_path):
     async def run():
-        logs = LogManager(str(tmp_path / "data"), FsyncPolicy("never"), LogConfig())
-        logs.open()
-        manager = PartitionManager(logs)
-        manager.open()
-        logs.create_topic("t", 2)
+        parts = open_parts(str(tmp_path / "data"), LogConfig())
+        logs, manager = parts.logs, parts.partitions
+        parts.metadata.topics.create_topic("t", 2)
         p = manager.get("t", 1)
         assert manager.get("t", 1) is p and p.name == "t-1" and not p.internal
         with pytest.raises(errors.UnknownTopicOrPartition):
             manager.get("t", 2)
         append(p, batch(transactional=True))
-        await manager.delete_topic("t")
+        await parts.metadata.topics.delete_topic("t")
         with pytest.raises(errors.UnknownTopicOrPartition):
             manager.get("t", 1)
-        logs.create_topic("t", 1)
+        parts.metadata.topics.create_topic("t", 1)
         fresh = manager.get("t", 0)
         assert fresh.last_stable_offset() == 0 and fresh.log.log_end_offset == 0
         await manager.close()
@@ -289,12 +286,9 @@ def test_the_manager_hands_out_one_partition_per_log_and_forgets_deleted_topics(
 # ---------------------------------------------------------------------- producer-id expiry across restarts
 
 def _manager(path, now: list, expiration_ms: int):
-    logs = LogManager(str(path), FsyncPolicy("never"), LogConfig(segment_bytes=400),
+    parts = open_parts(str(path), LogConfig(segment_bytes=400),
                       static={"producer.id.expiration.ms": str(expiration_ms)}, clock=lambda: now[0])
-    logs.open()
-    manager = PartitionManager(logs)
-    manager.open()
-    return logs, manager
+    return parts, parts.partitions
 
 
 @pytest.mark.parametrize("clean", [True, False])
@@ -304,8 +298,9 @@ def test_an_expired_producer_is_not_brought_back_by_a_restart(tmp_path, clean):
     # batches after it after a SIGKILL): it stays expired, as Kafka's loadFromSnapshot skips it.
     async def run():
         now = [10_000]
-        logs, manager = _manager(tmp_path / "data", now, expiration_ms=5000)
-        logs.create_topic("t", 1)
+        parts, manager = _manager(tmp_path / "data", now, expiration_ms=5000)
+        logs = parts.logs
+        parts.metadata.topics.create_topic("t", 1)
         p = manager.get("t", 0)
         for seq in range(3):  # rolls (400-byte segments): snapshots name producers 1 and 2
             append(p, batch(pid=1, seq=seq, value=b"x" * 150, ts=now[0]), now_ms=now[0])
@@ -319,11 +314,11 @@ def test_an_expired_producer_is_not_brought_back_by_a_restart(tmp_path, clean):
             logs.flusher._dirty.clear()  # SIGKILL: no close, the last snapshot (a roll's) names producer 1
             for plog in logs.all_logs():
                 plog.close()
-        logs2, manager2 = _manager(tmp_path / "data", now, expiration_ms=5000)
+        _, manager2 = _manager(tmp_path / "data", now, expiration_ms=5000)
         assert sorted(manager2.get("t", 0).producers.producers) == [2]
         now[0] += 5000  # 21 s: producer 2 idle 7 s; a restart now drops it at open, before any check
         await manager2.close()
-        logs3, manager3 = _manager(tmp_path / "data", now, expiration_ms=5000)
+        _, manager3 = _manager(tmp_path / "data", now, expiration_ms=5000)
         assert manager3.get("t", 0).producers.producers == {}
         await manager3.close()
 
@@ -333,13 +328,11 @@ def test_an_expired_producer_is_not_brought_back_by_a_restart(tmp_path, clean):
 def test_the_check_runs_every_producer_id_expiration_check_interval(tmp_path):
     async def run():
         now = [10_000]
-        logs = LogManager(str(tmp_path / "data"), FsyncPolicy("never"), LogConfig(),
+        parts = open_parts(str(tmp_path / "data"), LogConfig(),
                           static={"producer.id.expiration.ms": "1000",
                                   "producer.id.expiration.check.interval.ms": "50"}, clock=lambda: now[0])
-        logs.open()
-        manager = PartitionManager(logs)
-        manager.open()
-        logs.create_topic("t", 1)
+        logs, manager = parts.logs, parts.partitions
+        parts.metadata.topics.create_topic("t", 1)
         p = manager.get("t", 0)
         append(p, batch(pid=1, ts=now[0]), now_ms=now[0])
         manager.start_background()

@@ -4,6 +4,8 @@ by an older oncelog still replay, and new ones are byte-identical."""
 
 from __future__ import annotations
 
+from tests.broker_parts import open_parts
+
 import pytest
 
 from oncelog.txn.records import decode_key, decode_value, encode_key, encode_value
@@ -40,8 +42,6 @@ def test_records_written_before_replay_into_the_coordinator(tmp_path):
     import asyncio
 
     from oncelog.config.settings import FsyncPolicy, LogConfig
-    from oncelog.partition import PartitionManager
-    from oncelog.storage.log_manager import LogManager
     from oncelog.txn.store import TransactionStateTopic
 
     class Loaded:
@@ -52,10 +52,8 @@ def test_records_written_before_replay_into_the_coordinator(tmp_path):
             self.loaded.append((txn_id, m))
 
     async def run():
-        logs = LogManager(str(tmp_path / "data"), FsyncPolicy("never"), LogConfig())
-        logs.open()
-        manager = PartitionManager(logs)
-        manager.open()
+        parts = open_parts(str(tmp_path / "data"), LogConfig())
+        logs, manager = parts.logs, parts.partitions
         topic = TransactionStateTopic(manager, 1)
         key = bytes.fromhex("0000000674786e2dc3a9")
         topic.append("txn-é", [(key, bytes.fromhex(VALUES[1][1])), (key, bytes.fromhex(VALUES[0][1]))],

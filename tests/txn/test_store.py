@@ -4,12 +4,12 @@ manager in-process: a sweep's tombstones are written per partition in batches no
 
 from __future__ import annotations
 
+from tests.broker_parts import open_parts
+
 import asyncio
 
 from oncelog.config.settings import FsyncPolicy, LogConfig
-from oncelog.partition import PartitionManager
 from oncelog.partition.internal_topic import partition_for
-from oncelog.storage.log_manager import LogManager
 from oncelog.txn.records import encode_key
 from oncelog.txn.store import TransactionStateTopic
 
@@ -27,10 +27,8 @@ def test_tombstones_are_batched_per_partition_under_max_message_bytes(tmp_path):
     limit = 8192
 
     async def run():
-        logs = LogManager(str(tmp_path / "data"), FsyncPolicy("never"), LogConfig(max_message_bytes=limit))
-        logs.open()
-        manager = PartitionManager(logs)
-        manager.open()
+        parts = open_parts(str(tmp_path / "data"), LogConfig(max_message_bytes=limit))
+        logs, manager = parts.logs, parts.partitions
         topic = TransactionStateTopic(manager, 3)
         answered = []
         topic.persist_expired(ids, lambda chunk, error: answered.append((chunk, error)))
@@ -51,10 +49,8 @@ def test_tombstones_are_batched_per_partition_under_max_message_bytes(tmp_path):
 
 def test_a_tombstone_batch_holds_records_of_its_partition_only(tmp_path):
     async def run():
-        logs = LogManager(str(tmp_path / "data"), FsyncPolicy("never"), LogConfig())
-        logs.open()
-        manager = PartitionManager(logs)
-        manager.open()
+        parts = open_parts(str(tmp_path / "data"), LogConfig())
+        logs, manager = parts.logs, parts.partitions
         topic = TransactionStateTopic(manager, 10)
         ids = [f"t{i}" for i in range(40)]
         topic.persist_expired(ids, lambda chunk, error: None)
@@ -77,10 +73,8 @@ def test_the_replay_loads_each_ids_last_record_and_skips_one_it_cannot_read(tmp_
         return encode_value(TransactionMetadata(txn_id, 7, epoch, 60000, state, last_update_ms=1000 + epoch))
 
     async def run():
-        logs = LogManager(str(tmp_path / "data"), FsyncPolicy("never"), LogConfig())
-        logs.open()
-        manager = PartitionManager(logs)
-        manager.open()
+        parts = open_parts(str(tmp_path / "data"), LogConfig())
+        logs, manager = parts.logs, parts.partitions
         topic = TransactionStateTopic(manager, 2)
         for txn_id, records in {
             "a": [value("a", 0), b"\xff\xff garbage superseded", value("a", 1)],  # epoch 1 loaded
