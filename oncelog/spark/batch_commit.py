@@ -63,7 +63,7 @@ from kio.schema.errors import ErrorCode
 from ..client.kafka import READ_COMMITTED, KafkaClient, KafkaProtocolError, TransactionalProducer
 from ..client.recordcodec import decode_batches
 from .barrier import barrier_id, close_barrier
-from .faults import commit_pause, commit_pause_at, commit_pause_wanted, crash_point, crash_point_wanted
+from .faults import SinkHooks, hooks as process_hooks
 from .txn_pool import RunHistory, sweep_pattern
 
 log = logging.getLogger("oncelog.spark")
@@ -208,7 +208,8 @@ class CommitProtocol:
     """Steps 1-7 above for one query (identified by its transactional-id prefix)."""
 
     def __init__(self, client: KafkaClient, bootstrap: str, commit_log_topic: str, prefix: str,
-                 transaction_timeout_ms: int, *, commit_stagger_ms: int = 0, await_complete: bool = True) -> None:
+                 transaction_timeout_ms: int, *, commit_stagger_ms: int = 0, await_complete: bool = True,
+                 hooks: SinkHooks | None = None) -> None:
         self.client = client
         self.prefix = prefix
         self.log = CommitLog(client, bootstrap, commit_log_topic)
@@ -218,6 +219,9 @@ class CommitProtocol:
         # commit is complete and before done (what step 6 once did; tests/spark/test_apache_kafka.py)
         self.await_complete = await_complete
         self.latest: Decision | None = None  # the latest decision :meth:`recover` read
+        # A test's seam (oncelog.spark.faults): told each named point of the protocol; by default
+        # this process's hooks, which do nothing unless a test's environment asks for something.
+        self.hooks = hooks if hooks is not None else process_hooks()
 
     def close(self) -> None:
         self.decider.close()
@@ -239,7 +243,7 @@ class CommitProtocol:
         """Steps 5 and 6: commit the decided transactions, wait until they are complete, record
         done, then release ``barrier``."""
         if decision.txns:
-            commit_pause_at("before-endtxns", self.prefix, decision.batch_id, [t.transactional_id for t in decision.txns])
+            self.hooks.at("before-endtxns", decision.batch_id, self, decision)
         if decision.txns and self.commit_stagger_ms:
             for t in decision.txns[:-1]:  # one at a time; the last one with the rest below
                 self.client.end_txn(t.transactional_id, t.producer_id, t.producer_epoch, commit=True)
@@ -250,8 +254,7 @@ class CommitProtocol:
             failed = {tid: c for tid, c in codes.items() if c != ErrorCode.none}
             if failed:
                 raise self._lost(decision, failed)
-            commit_pause_at("after-endtxns", self.prefix, decision.batch_id, [t.transactional_id for t in decision.txns])
-            crash_point("after-endtxns", decision.batch_id)
+            self.hooks.at("after-endtxns", decision.batch_id, self, decision)
             if self.await_complete:
                 self._await_complete(decision)
             else:  # a test's control: the order that let a reader see part of a batch (EndTxns, barrier)
@@ -375,25 +378,13 @@ class CommitProtocol:
         history = latest.runs if latest is not None else RunHistory()
         decision = Decision(batch_id, PENDING, txns, run_id, records, history.after(run_id, generation))
         self._write(decision)
-        crash_point("after-decision", batch_id)
+        self.hooks.at("after-decision", batch_id, self, decision)
         # Steps 5 and 6: every transaction of the batch committed, the rows released on every partition.
-        self._roll_forward_stepwise(decision, barrier)
-        crash_point("after-commits", batch_id)
+        self._roll_forward(decision, barrier)
+        self.hooks.at("after-commits", batch_id, self, decision)
         # Step 7.
         self.sweep({t.transactional_id for t in txns})
         return "committed"
-
-    def _roll_forward_stepwise(self, decision: Decision, barrier: tuple[str, int, int] | None) -> None:
-        between = crash_point_wanted("between-commits")
-        pause = commit_pause_wanted(decision.batch_id)
-        if (between or pause) and len(decision.txns) > 1:
-            first = decision.txns[0]
-            self.client.end_txn(first.transactional_id, first.producer_id, first.producer_epoch, commit=True)
-            if pause:
-                commit_pause(self.prefix, decision.batch_id, [first.transactional_id],
-                             [t.transactional_id for t in decision.txns[1:]])
-            crash_point("between-commits", decision.batch_id)
-        self._roll_forward(decision, barrier)  # step 5 and step 6
 
     def recover(self) -> str | None:
         """Run on the driver before a batch's tasks (from ``prepare()``): fence stale deciders,
