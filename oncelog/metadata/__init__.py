@@ -46,6 +46,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from ..config.settings import GroupConfig, LogConfig
+from ..storage.files import FileSystem
 from .configs import GroupConfigs, LiveConfigs
 from .producer_ids import ProducerIdManager
 from .store import BROKER_CONFIGS, GROUP_CONFIGS, META, TOPICS, MetadataStore
@@ -74,8 +75,9 @@ class Metadata:
 
     def __init__(self, data_dir: str, *, node_id: int, default_config: LogConfig = LogConfig(),
                  static: Mapping[str, str] | None = None, group: GroupConfig = GroupConfig(),
-                 follower: bool = False) -> None:
-        self.store = MetadataStore(data_dir, create=not follower)
+                 follower: bool = False, fs: FileSystem | None = None) -> None:
+        """``fs``: the files' seam (default: the real filesystem; tests: a MemoryFileSystem)."""
+        self.store = MetadataStore(data_dir, create=not follower, fs=fs)
         self.data_dir = self.store.data_dir
         self.node_id = node_id
         self.cluster_id = ""
@@ -132,15 +134,16 @@ class Metadata:
 
     @classmethod
     def follower(cls, data_dir: str, *, default_config: LogConfig = LogConfig(),
-                 static: Mapping[str, str] | None = None, group: GroupConfig = GroupConfig()) -> "Metadata":
+                 static: Mapping[str, str] | None = None, group: GroupConfig = GroupConfig(),
+                 fs: FileSystem | None = None) -> "Metadata":
         """The metadata of a data directory another process (the broker) writes, read-only:
         nothing is created or written; :meth:`refresh` follows the writer's changes."""
-        store = MetadataStore(data_dir, create=False)
+        store = MetadataStore(data_dir, create=False, fs=fs)
         meta = store.read(META)
         if meta is None:
             raise DataDirMismatch(f"{store.path(META)} does not exist: no broker has opened {data_dir}")
         follower = cls(data_dir, node_id=meta["node_id"], default_config=default_config, static=static,
-                       group=group, follower=True)
+                       group=group, follower=True, fs=fs)
         follower.cluster_id = meta["cluster_id"]
         follower.internal_placement = meta.get("internal_placement") or "kafka"
         follower.configs.reload()
