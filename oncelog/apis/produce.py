@@ -15,7 +15,7 @@ is closed, as Kafka does, so the producer refreshes its metadata); acks=1 and ac
 under ``--fsync always`` once a group-commit fsync covering them has finished (see
 :mod:`oncelog.storage.flusher`): consumers see only fsynced data there, and on a one-node Kafka an
 acknowledged write is visible at once (the leader is the whole ISR), so acks=1 waits too, or a
-client reading right after its acknowledged write would miss it (read-your-writes; issue 33).
+client reading right after its acknowledged write would miss it (read-your-writes).
 Under ``interval``/``never`` both are answered once the bytes are in the log (page cache). Clients may not write to
 internal topics (names starting with ``__``).
 

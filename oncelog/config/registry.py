@@ -733,7 +733,7 @@ _BROKER_OWN = [
                     "How often the log cleaner looks for partitions to compact (serve --log-cleaner-interval-ms).",
                     oncelog_default="30000", validator=at_least(0), setting="log_cleaner_backoff_ms",
                     flag="--log-cleaner-interval-ms", flag_help="how often compaction runs"),
-    # Security (issue 20). TLS settings apply to SSL and SASL_SSL listeners; each may be given per
+    # Security. TLS settings apply to SSL and SASL_SSL listeners; each may be given per
     # listener as listener.name.<listener, lower case>.<name>, which wins for that listener.
     BrokerConfigDef("ssl.keystore.type", T.STRING, "JKS", None, "The key store's format: PEM only (oncelog reads "
                     "PEM files; convert a JKS or PKCS12 store with keytool/openssl).", oncelog_default="PEM",

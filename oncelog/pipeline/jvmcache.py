@@ -3,7 +3,7 @@
 Every driver restart loads and verifies the same ~16,000 Spark classes. A CDS (class data
 sharing) archive of them, mapped at start-up with ``-XX:SharedArchiveFile``, halves a restart
 on this 2-core machine (first committed micro-batch after a driver SIGKILL 15.6 s without it,
-8.7 s with it, issue 32; the JVM loads its classes one after the other, so the archive saves
+8.7 s with it; the JVM loads its classes one after the other, so the archive saves
 more wall time than CPU). The archive is made from a running driver: its JVM starts with
 ``-XX:+RecordDynamicDumpInfo`` and, once its first micro-batch is done (the classes are loaded),
 the driver itself asks its JVM for ``VM.cds dynamic_dump`` through the DiagnosticCommand MBean

@@ -6,7 +6,7 @@ frames. It refuses a frame whose declared size exceeds ``max_frame_bytes`` (Kafk
 ``socket.request.max.bytes``) as soon as the 4-byte prefix is seen, before allocating anything
 for it.
 
-Memory invariants (issue 17: a declared size is a claim, not a reservation):
+Memory invariants (a declared size is a claim, not a reservation):
 
 * An idle connection holds no read buffer: reads land in a *scratch* buffer that every reader
   of one event loop may share (the loop reads one socket at a time and :meth:`updated` copies

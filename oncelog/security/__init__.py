@@ -1,4 +1,4 @@
-"""Authentication and authorization on the broker side, as Kafka configures them (issue 20).
+"""Authentication and authorization on the broker side, as Kafka configures them.
 
 - ``acls``: ACL bindings and the authorizer (StandardAuthorizer's semantics).
 - ``sasl``: sans-IO SASL server mechanisms (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER).

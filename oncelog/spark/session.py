@@ -16,7 +16,7 @@ restart"). The driver's JVM is therefore started with ``SPARK_HOME`` pointing at
 installation made of symlinks without ``python/``: the zips' paths do not exist, and the workers
 import the very same PySpark from site-packages, with its bytecode cache.
 
-The rest of what a Python worker pays at start-up (issue 32, measured on a fresh clone): with
+The rest of what a Python worker pays at start-up (measured on a fresh clone): with
 ``PYTHONDONTWRITEBYTECODE`` set and an editable install, no bytecode of oncelog's own modules ever
 existed, and every worker compiled the connector again (:func:`compile_connector` writes it once);
 and every task worker imported pyarrow, NumPy and the connector after its fork from Spark's
@@ -57,8 +57,8 @@ def local_session(master: str = "local[2]", *, app_name: str = "oncelog", shuffl
         # changes, a snapshot is zipped every few batches in the background. Without it every
         # micro-batch zips RocksDB's MANIFEST, which grows by a version edit per batch (Spark
         # sets no max_manifest_file_size), and the checkpoint grew ~880 bytes per micro-batch
-        # for good: measured ~180 bytes of MANIFEST per batch without, ~17 with (issue 32,
-        # BENCHMARKS.md "A month of micro-batches"). A checkpoint may switch either way.
+        # for good: measured ~180 bytes of MANIFEST per batch without, ~17 with
+        # (BENCHMARKS.md "A month of micro-batches"). A checkpoint may switch either way.
         builder = (builder
                    .config("spark.sql.streaming.stateStore.providerClass",
                            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")

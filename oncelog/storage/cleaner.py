@@ -7,7 +7,7 @@ partition (``min.compaction.lag.ms``), which are rewritten into one, when enough
 Compressed batches are decompressed, filtered and recompressed with their codec. Surviving
 records keep their offsets, so a compacted batch may have gaps — as Kafka's do.
 
-Transactions, as Kafka's LogCleaner (issue 32: a compacted topic written in transactions, such
+Transactions, as Kafka's LogCleaner (a compacted topic written in transactions, such
 as a query's commit log of decisions, kept every transaction and its marker, and grew with
 time). A transaction's batches are those of its producer id up to its COMMIT/ABORT marker; the
 scan of the whole log (active segment included) finds each one's outcome first:

@@ -166,7 +166,7 @@ def fetch(kafka_version: str | None = None, *, quiet: bool = True) -> Installati
     return Installation(kafka_version, home, java_path)
 
 
-# The Java client versions the compatibility matrix holds against both brokers (issue 33): what
+# The Java client versions the compatibility matrix holds against both brokers: what
 # production applications still run (Flink 1.20's connector ships 3.4; Spark 3.5 ships 3.4; Kafka
 # Streams and Connect deployments lag a release or three) up to today's.
 JAVA_CLIENT_VERSIONS = ("2.8.2", "3.0.2", "3.4.0", "3.6.2", "3.9.1", "4.0.1", "4.4.0")

@@ -27,7 +27,7 @@ and their transitions: :mod:`oncelog.txn.state`.
   ``transaction.remove.expired.transaction.cleanup.interval.ms``, expires idle transactional ids
   (``transactional.id.expiration.ms``).
 
-What clients can make it remember (issue 32). Clients choose how many transactional ids they
+What clients can make it remember. Clients choose how many transactional ids they
 use; each id stays until it is idle for ``transactional.id.expiration.ms`` (Kafka's 7 days), so
 the coordinator holds the ids used in the last 7 days, however many that is, as Kafka does.
 What it spends on them is kept proportional to the ids and small: one slotted
