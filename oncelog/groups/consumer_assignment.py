@@ -21,6 +21,7 @@ from .. import errors
 from . import assignors as asg
 from . import consumer_records as cr
 from . import topic_regex
+from .records import encode_key
 from .consumer_state import (
     ConsumerGroup,
     ConsumerMember,
@@ -143,7 +144,7 @@ class ConsumerAssignment:
             return
         kept = {r: t for r, t in resolved.items() if r in regexes}
         for regex in gone:
-            records.append((cr.encode_consumer_key(cr.ConsumerGroupRegularExpressionKey(group.group_id, regex)), None))
+            records.append((encode_key(cr.ConsumerGroupRegularExpressionKey(group.group_id, regex)), None))
         if stale:
             topics = self.topics() if topics is None else topics
             matched = {r: self._matching(r, topics) for r in regexes}
@@ -165,7 +166,7 @@ class ConsumerAssignment:
         _, regexes = group.subscriptions()
         gone = [r for r in group.resolved_regexes if r not in regexes]
         if gone:
-            records.extend((cr.encode_consumer_key(cr.ConsumerGroupRegularExpressionKey(group.group_id, r)), None)
+            records.extend((encode_key(cr.ConsumerGroupRegularExpressionKey(group.group_id, r)), None)
                            for r in gone)
             group.resolved_regexes = {r: t for r, t in group.resolved_regexes.items() if r in regexes}
 

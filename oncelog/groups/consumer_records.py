@@ -3,8 +3,9 @@
 tests/kafka/test_consumer_records_kafka.py).
 
 A key is an int16 record type, then the key's fields in the classic encoding (int16-length
-strings, never null); a value is an int16 version (0 for every type here), then the FLEXIBLE
-encoding:
+strings, never null): the key classes are here, their codec is :mod:`.records`' ``encode_key`` /
+``decode_key``, the one of every ``__consumer_offsets`` record type. A value is an int16 version
+(0 for every type here), then the FLEXIBLE encoding:
 
     compact string / bytes   unsigned varint (length + 1), then the bytes; 0 is null
     compact array            unsigned varint (count + 1), then the items; 0 is null
@@ -95,6 +96,7 @@ def _partition_order(partitions: frozenset[int]) -> list[int]:
 Partitions = dict[uuid.UUID, frozenset[int]]
 PartitionEpochs = dict[uuid.UUID, dict[int, int]]  # topic id -> partition -> assignment epoch
 
+# record types (a key's leading int16; the key codec is :mod:`.records`')
 CONSUMER_GROUP_METADATA = 3
 CONSUMER_GROUP_PARTITION_METADATA = 4
 CONSUMER_GROUP_MEMBER_METADATA = 5
@@ -156,18 +158,6 @@ CONSUMER_KEYS = (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupRegularExpressionKey,
 )
-
-_KEY_TYPES: dict[type, int] = {
-    ConsumerGroupMetadataKey: CONSUMER_GROUP_METADATA,
-    ConsumerGroupPartitionMetadataKey: CONSUMER_GROUP_PARTITION_METADATA,
-    ConsumerGroupMemberMetadataKey: CONSUMER_GROUP_MEMBER_METADATA,
-    ConsumerGroupTargetAssignmentMetadataKey: CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
-    ConsumerGroupTargetAssignmentMemberKey: CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
-    ConsumerGroupCurrentMemberAssignmentKey: CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
-    ConsumerGroupRegularExpressionKey: CONSUMER_GROUP_REGULAR_EXPRESSION,
-}
-_KEY_CLASSES = {t: cls for cls, t in _KEY_TYPES.items()}
-
 
 # -- values -------------------------------------------------------------------------------------
 
@@ -369,40 +359,6 @@ class _FlexReader(Reader):
                 raise ValueError(f"tagged field {tag} declares {size} bytes but holds {sub.pos - self.pos}")
             self.pos = end
         return found
-
-
-def _key_string(r: Reader) -> str:
-    s = r.string()
-    if s is None:
-        raise ValueError("null string in a __consumer_offsets key")
-    return s
-
-
-# -- keys: encode / decode ----------------------------------------------------------------------
-
-def encode_consumer_key(key) -> bytes:
-    try:
-        record_type = _KEY_TYPES[type(key)]
-    except KeyError:
-        raise TypeError(f"not a consumer group key: {key!r}") from None
-    w = Writer().i16(record_type).string(key.group)
-    if isinstance(key, ConsumerGroupRegularExpressionKey):
-        w.string(key.regex)
-    elif hasattr(key, "member_id"):
-        w.string(key.member_id)
-    return w.to_bytes()
-
-
-def decode_consumer_key(record_type: int, r: Reader):
-    """The key of ``record_type`` from ``r`` (positioned after the type); ValueError for a type
-    that is not a consumer group's."""
-    cls = _KEY_CLASSES.get(record_type)
-    if cls is None:
-        raise ValueError(f"unknown __consumer_offsets record type {record_type}")
-    group = _key_string(r)
-    if cls in (ConsumerGroupMetadataKey, ConsumerGroupPartitionMetadataKey, ConsumerGroupTargetAssignmentMetadataKey):
-        return cls(group)
-    return cls(group, _key_string(r))
 
 
 # -- values: encode -----------------------------------------------------------------------------

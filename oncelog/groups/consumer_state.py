@@ -63,7 +63,7 @@ from typing import Callable, Mapping
 
 from ..state_machine import KafkaState, check_transition, next_state
 from . import consumer_records as cr
-from .records import OffsetValue
+from .records import OffsetValue, encode_key
 
 TopicId = uuid.UUID
 Partitions = dict[TopicId, frozenset[int]]
@@ -345,10 +345,10 @@ class ConsumerGroup:
         epoch's record last: replay forgets the group there). Offsets are records of their own."""
         gid = self.group_id
         out = [r for mid in self.members for r in member_tombstones(gid, mid)]
-        out.append((cr.encode_consumer_key(cr.ConsumerGroupTargetAssignmentMetadataKey(gid)), None))
-        out += [(cr.encode_consumer_key(cr.ConsumerGroupRegularExpressionKey(gid, regex)), None)
+        out.append((encode_key(cr.ConsumerGroupTargetAssignmentMetadataKey(gid)), None))
+        out += [(encode_key(cr.ConsumerGroupRegularExpressionKey(gid, regex)), None)
                 for regex in self.resolved_regexes]
-        out.append((cr.encode_consumer_key(cr.ConsumerGroupMetadataKey(gid)), None))
+        out.append((encode_key(cr.ConsumerGroupMetadataKey(gid)), None))
         return out
 
     def snapshot(self) -> "GroupSnapshot":
@@ -405,9 +405,9 @@ def new_member_id() -> str:
 
 def member_tombstones(group_id: str, member_id: str) -> list[tuple[bytes, bytes | None]]:
     """A member's records, deleted, in Kafka's order: current assignment, target, subscription."""
-    return [(cr.encode_consumer_key(cr.ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id)), None),
-            (cr.encode_consumer_key(cr.ConsumerGroupTargetAssignmentMemberKey(group_id, member_id)), None),
-            (cr.encode_consumer_key(cr.ConsumerGroupMemberMetadataKey(group_id, member_id)), None)]
+    return [(encode_key(cr.ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id)), None),
+            (encode_key(cr.ConsumerGroupTargetAssignmentMemberKey(group_id, member_id)), None),
+            (encode_key(cr.ConsumerGroupMemberMetadataKey(group_id, member_id)), None)]
 
 
 # ---------------------------------------------------------------- records of a change
@@ -418,7 +418,7 @@ Record = tuple[bytes, bytes | None]
 
 
 def cr_record(key, value) -> Record:
-    return cr.encode_consumer_key(key), cr.encode_consumer_value(value)
+    return encode_key(key), cr.encode_consumer_value(value)
 
 
 def member_metadata_record(gid: str, m: ConsumerMember) -> Record:

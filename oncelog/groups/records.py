@@ -14,18 +14,36 @@
 Strings are int16-length-prefixed UTF-8 (-1 = null), bytes int32-prefixed, arrays int32-counted
 (the codec of :mod:`oncelog.protocol.internal_records`); a null offset metadata reads as "".
 A null value (tombstone) deletes the key. Using Kafka's formats keeps the topic readable by
-Kafka tooling and documents itself by reference. The records of consumer (KIP-848) groups, key
-types 3-8 and 16, are :mod:`.consumer_records`'; :func:`decode_key` returns their keys too.
+Kafka tooling and documents itself by reference. The values of consumer (KIP-848) groups' records
+are :mod:`.consumer_records`'.
+
+Keys are this module's alone, of every record type (:func:`encode_key`, :func:`decode_key`): an
+int16 that names the record type (Kafka's ``CoordinatorRecordType``; before Kafka 4.0 the key
+schema's version, whence 0 and 1 for one layout), then the key's fields in the classic encoding,
+strings never null:
+
+    type  key                                      fields
+    0, 1  OffsetCommitKey (written as 1)           group, topic, int32 partition
+    2     GroupMetadataKey                         group
+    3     ConsumerGroupMetadataKey                 group
+    4     ConsumerGroupPartitionMetadataKey        group (deprecated: decoded, never written)
+    5     ConsumerGroupMemberMetadataKey           group, member_id
+    6     ConsumerGroupTargetAssignmentMetadataKey group
+    7     ConsumerGroupTargetAssignmentMemberKey   group, member_id
+    8     ConsumerGroupCurrentMemberAssignmentKey  group, member_id
+    16    ConsumerGroupRegularExpressionKey        group, regex
+
+Other types (share and streams groups', 9-15 and 17-22) are refused: oncelog has no such groups.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ..protocol.internal_records import Reader, Writer
-from .consumer_records import decode_consumer_key
+from . import consumer_records as cr
 
-OFFSET_KEY_VERSION = 1
+OFFSET_KEY_VERSION = 1  # the record type an offset commit key is written with (0 is read too)
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
@@ -73,23 +91,70 @@ class GroupValue:
     members: tuple[MemberRecord, ...]
 
 
-def encode_key(key: OffsetKey | GroupKey) -> bytes:
-    if isinstance(key, OffsetKey):
-        return Writer().i16(OFFSET_KEY_VERSION).string(key.group).string(key.topic).i32(key.partition).to_bytes()
-    return Writer().i16(GROUP_KEY_VERSION).string(key.group).to_bytes()
+# -- keys: one codec for every record type ------------------------------------------------------
+
+def _key_layout(cls: type, kinds: str) -> tuple[tuple[str, str], ...]:
+    """``cls``'s fields in order, each with its kind: "s" a string, "i" an int32."""
+    names = [f.name for f in fields(cls)]
+    assert len(names) == len(kinds), (cls, kinds)
+    return tuple(zip(names, kinds))
+
+
+# key class -> (the record type it is written with, its fields)
+_KEYS: dict[type, tuple[int, tuple[tuple[str, str], ...]]] = {
+    cls: (record_type, _key_layout(cls, kinds)) for cls, record_type, kinds in [
+        (OffsetKey, OFFSET_KEY_VERSION, "ssi"),
+        (GroupKey, GROUP_KEY_VERSION, "s"),
+        (cr.ConsumerGroupMetadataKey, cr.CONSUMER_GROUP_METADATA, "s"),
+        (cr.ConsumerGroupPartitionMetadataKey, cr.CONSUMER_GROUP_PARTITION_METADATA, "s"),
+        (cr.ConsumerGroupMemberMetadataKey, cr.CONSUMER_GROUP_MEMBER_METADATA, "ss"),
+        (cr.ConsumerGroupTargetAssignmentMetadataKey, cr.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, "s"),
+        (cr.ConsumerGroupTargetAssignmentMemberKey, cr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, "ss"),
+        (cr.ConsumerGroupCurrentMemberAssignmentKey, cr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, "ss"),
+        (cr.ConsumerGroupRegularExpressionKey, cr.CONSUMER_GROUP_REGULAR_EXPRESSION, "ss"),
+    ]
+}
+# record type -> key class; an offset commit key v0 has v1's layout
+_KEY_CLASSES: dict[int, type] = {0: OffsetKey} | {record_type: cls for cls, (record_type, _) in _KEYS.items()}
+
+
+def record_type(key) -> int:
+    """The record type ``key`` is written with; TypeError if it is not a ``__consumer_offsets`` key."""
+    try:
+        return _KEYS[type(key)][0]
+    except KeyError:
+        raise TypeError(f"not a __consumer_offsets key: {key!r}") from None
+
+
+def encode_key(key) -> bytes:
+    """The bytes of any ``__consumer_offsets`` key: its record type, then its fields."""
+    w = Writer().i16(record_type(key))
+    for name, kind in _KEYS[type(key)][1]:
+        value = getattr(key, name)
+        if kind == "i":
+            w.i32(value)
+        else:
+            w.string(value)
+    return w.to_bytes()
+
+
+def _key_string(r: Reader) -> str:
+    s = r.string()
+    if s is None:
+        raise ValueError("null string in a __consumer_offsets key")
+    return s
 
 
 def decode_key(data: bytes):
-    """The key of a ``__consumer_offsets`` record: an OffsetKey, a GroupKey, or one of the consumer
-    (KIP-848) group keys of :mod:`.consumer_records` (whose leading int16 Kafka 4.x calls the
-    record type). ValueError for any other type or unreadable bytes."""
+    """The key of a ``__consumer_offsets`` record: an OffsetKey, a GroupKey, or a consumer
+    (KIP-848) group's key of :mod:`.consumer_records`. ValueError for any other record type,
+    a null string, or unreadable bytes."""
     r = Reader(data)
-    version = r.i16()
-    if version in (0, 1):  # v0 has v1's layout
-        return OffsetKey(r.string(), r.string(), r.i32())
-    if version == 2:
-        return GroupKey(r.string())
-    return decode_consumer_key(version, r)  # ValueError for a type it does not know
+    t = r.i16()
+    cls = _KEY_CLASSES.get(t)
+    if cls is None:
+        raise ValueError(f"unknown __consumer_offsets record type {t}")
+    return cls(*(r.i32() if kind == "i" else _key_string(r) for _, kind in _KEYS[cls][1]))
 
 
 def encode_offset_value(v: OffsetValue) -> bytes:

@@ -27,7 +27,7 @@ import atheris
 with atheris.instrument_imports(include=["oncelog.groups.consumer_records", "oncelog.groups.records",
                                          "oncelog.protocol.internal_records"]):
     from oncelog.groups import consumer_records as cr
-    from oncelog.groups.records import decode_key
+    from oncelog.groups.records import decode_key, encode_key
 
 from ._runner import main as run
 
@@ -53,7 +53,7 @@ def check_key(data: bytes) -> None:
     except ValueError:
         return
     if isinstance(key, (cr.CONSUMER_KEYS, cr.ConsumerGroupPartitionMetadataKey)):
-        encoded = cr.encode_consumer_key(key)
+        encoded = encode_key(key)
         if data[:len(encoded)] != encoded:
             raise AssertionError(f"{key!r} re-encodes to {encoded.hex()}, not a prefix of {data.hex()}")
 

@@ -43,10 +43,9 @@ from oncelog.groups.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataValue,
     PartitionMetadataTopic,
     decode_consumer_value,
-    encode_consumer_key,
     encode_consumer_value,
 )
-from oncelog.groups.records import GroupKey, OffsetKey, decode_key
+from oncelog.groups.records import GroupKey, OffsetKey, decode_key, encode_key, record_type
 
 T1 = UUID("870f4258-2bae-4330-ac33-cbeac184d331")
 T2 = UUID("f79c57a3-4067-48ca-847a-f11057566e27")
@@ -144,7 +143,7 @@ KAFKA_RECORDS = [
                          ids=[f"{type(r[0]).__name__}-{i}" for i, r in enumerate(KAFKA_RECORDS)])
 def test_kafka_written_records_decode_and_encode_byte_for_byte(key, key_hex, value, value_hex):
     assert decode_key(bytes.fromhex(key_hex)) == key
-    assert encode_consumer_key(key).hex() == key_hex
+    assert encode_key(key).hex() == key_hex
     assert decode_consumer_value(key, bytes.fromhex(value_hex)) == value
     assert encode_consumer_value(value).hex() == value_hex
 
@@ -195,7 +194,7 @@ ROUND_TRIPS = [
 
 @pytest.mark.parametrize("key, value", ROUND_TRIPS)
 def test_round_trip(key, value):
-    key_bytes = encode_consumer_key(key)
+    key_bytes = encode_key(key)
     assert decode_key(key_bytes) == key
     data = encode_consumer_value(value)
     assert decode_consumer_value(key, data) == value
@@ -531,7 +530,7 @@ def live_run(bootstrap: str, *, classic_member: bool) -> LiveRun:
             offset_keys.append(key)
             continue
         assert isinstance(key, CONSUMER_KEYS), key
-        assert encode_consumer_key(key) == key_bytes
+        assert encode_key(key) == key_bytes
         value = None if value_bytes is None else decode_consumer_value(key, value_bytes)
         if value is not None:
             assert encode_consumer_value(value) == value_bytes, (key, value, value_bytes.hex())
@@ -542,7 +541,7 @@ def live_run(bootstrap: str, *, classic_member: bool) -> LiveRun:
 def check_live_run(run: LiveRun) -> None:
     """What every broker's records must hold, checked against what the clients know."""
     assert run.offset_keys == [OffsetKey(run.group, run.topic, 0)]  # A's commit
-    types = {cr._KEY_TYPES[type(k)] for k, _ in run.decoded}
+    types = {record_type(k) for k, _ in run.decoded}
     assert types >= {3, 5, 6, 7, 8}, types
 
     # member-scoped records name the clients' members; every one ends in a tombstone except the

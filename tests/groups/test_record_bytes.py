@@ -81,6 +81,18 @@ def test_unknown_versions_are_refused():
         decode_group_value(bytes.fromhex("0002" + GROUP_VALUES[1][1][4:]))
 
 
+@pytest.mark.parametrize("key_hex", ["0001ffff00017400000000", "0001000167ffff00000000", "0002ffff"])
+def test_null_strings_in_classic_keys_are_refused(key_hex):
+    """As in a consumer group's key (one key codec): Kafka's key fields are never null."""
+    with pytest.raises(ValueError, match="null"):
+        decode_key(bytes.fromhex(key_hex))
+
+
+def test_only_keys_encode_as_keys():
+    with pytest.raises(TypeError):
+        encode_key(OffsetValue(0, 0, "", 0))
+
+
 @pytest.mark.parametrize("key, hash_code, of_50, of_7, legacy_50, legacy_7", [
     ("", 0, 0, 0, 0, 0),
     ("g", 103, 3, 5, 3, 5),

@@ -32,6 +32,7 @@ import pytest
 
 from oncelog.tools import apache_kafka
 from oncelog.groups import consumer_records as cr
+from oncelog.groups.records import encode_key
 
 from ..groups.test_consumer_records import KAFKA_RECORDS, ROUND_TRIPS, check_live_run, live_run
 from ..helpers import need_apache_kafka
@@ -164,7 +165,7 @@ def test_kafka_reads_what_oncelog_writes(tmp_path):
     records = [(key, value) for key, value in ROUND_TRIPS]
     records += [(key, value) for key, _kh, value, _vh in KAFKA_RECORDS]
     records += [(key, None) for key, _ in ROUND_TRIPS]  # tombstones
-    lines = [(cr.encode_consumer_key(k).hex(), None if v is None else cr.encode_consumer_value(v).hex())
+    lines = [(encode_key(k).hex(), None if v is None else cr.encode_consumer_value(v).hex())
              for k, v in records]
     (tmp_path / "records.txt").write_text("".join(f"{k} {v or '-'}\n" for k, v in lines))
     done = apache_kafka.run_tool("RecordRoundTrip", [str(tmp_path / "records.txt")], classpath=[classes], timeout=120)
