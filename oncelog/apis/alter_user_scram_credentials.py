@@ -5,8 +5,7 @@ the iterations and the derived stored and server keys, in
 :class:`~oncelog.security.scram.ScramCredentialStore` (persisted, one atomic write per request).
 One result per user named: NONE, or DUPLICATE_RESOURCE (named twice), UNACCEPTABLE_CREDENTIAL
 (empty name, iterations outside 4096..16384), UNSUPPORTED_SASL_MECHANISM, RESOURCE_NOT_FOUND
-(deleting a credential that does not exist), with Kafka's messages. Kafka requires ALTER on the
-cluster when an authorizer is configured: not checked here yet (issue 20).
+(deleting a credential that does not exist), with Kafka's messages.
 
 ACLs (Kafka's KafkaApis.handleAlterUserScramCredentialsRequest): ALTER on the cluster, else every
 user's result is CLUSTER_AUTHORIZATION_FAILED and no credential changes.
