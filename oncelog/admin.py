@@ -781,19 +781,17 @@ def _operation_names(bits: int) -> list[str] | None:
     return [op.name.title().replace("_", "") for op in AclOperation if op > 0 and bits & (1 << op)]
 
 
-def _consumer_protocol_assignment(raw: bytes) -> dict[str, list[int]]:
-    """A classic consumer's ConsumerProtocolAssignment (int16 version, then [topic, [partition]];
-    every version starts so): topic -> partitions. Empty bytes: no assignment yet."""
-    from .protocol.internal_records import Reader
+def _consumer_protocol_assignment(member) -> dict[str, list[int]]:
+    """A classic consumer's ConsumerProtocolAssignment: topic -> partitions. Empty bytes: no
+    assignment yet. Bytes that do not parse are an error, as in Kafka's Admin."""
+    from .protocol.consumer_protocol import parse_assignment
 
-    if not raw:
+    if not member.member_assignment:
         return {}
-    r = Reader(raw)
-    r.i16()
-    out: dict[str, list[int]] = {}
-    for topic, partitions in r.array(lambda r: (r.string(), r.array(Reader.i32))):
-        out.setdefault(topic or "", []).extend(partitions)
-    return {t: sorted(ps) for t, ps in sorted(out.items())}
+    parsed = parse_assignment(member.member_assignment)
+    if parsed is None:
+        raise CommandError(f"member {member.member_id!r}: its assignment is not a ConsumerProtocolAssignment")
+    return {t: sorted(ps) for t, ps in sorted(parsed.items())}
 
 
 def _topic_partitions(assignment) -> dict[str, list[int]]:
@@ -894,7 +892,7 @@ def describe_group(client, group_id: str, *, include_authorized_operations: bool
             raise GroupError("NOT_A_CONSUMER_GROUP",  # Kafka's admin: an IllegalArgumentException
                              f"GroupId {group_id} is not a consumer group ({group.protocol_type}).")
         members = [GroupMember(m.member_id, m.group_instance_id, None, m.client_id, m.client_host,
-                               _consumer_protocol_assignment(m.member_assignment)) for m in group.members]
+                               _consumer_protocol_assignment(m)) for m in group.members]
         return GroupDescription(group_id, "classic", group.protocol_type, group.group_state,
                                 group.protocol_data or None, coordinator, members, operations,
                                 api=f"DescribeGroups v{version}")

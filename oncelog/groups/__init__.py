@@ -23,20 +23,22 @@ Consumer protocol (ConsumerGroupHeartbeat, KIP-848):
 * :mod:`.assignors` — the server-side assignors (``uniform``, ``range``);
 * :mod:`.topic_regex` — RE2J's syntax for ``subscribed_topic_regex``;
 * :mod:`.consumer_replay` — the groups rebuilt from their records at start-up;
-* :mod:`.consumer_records` — Kafka's ``__consumer_offsets`` record types 3-16.
+* :mod:`.consumer_records` — Kafka's ``__consumer_offsets`` record types 3-16: their keys and values.
 
 Between the two:
 
 * :mod:`.migration` — classic <-> consumer, both directions (policy table, numbered steps), and
   classic members of a consumer group;
-* :mod:`.classic_members` — the consumer protocol's subscription and assignment bytes.
+* :mod:`.classic_members` — a classic member's partitions by topic name <-> by topic id (the
+  consumer protocol's bytes are :mod:`oncelog.protocol.consumer_protocol`).
 
 Offsets and storage:
 
 * :mod:`.offsets` — committed and transactional offsets (GroupOffsets), DeleteGroups, retention;
 * :mod:`.commit_checks` — who may commit or fetch offsets (generation, member epoch, KIP-447,
   KIP-1251);
-* :mod:`.records` — Kafka's ``__consumer_offsets`` key/value formats of offsets and classic groups;
+* :mod:`.records` — Kafka's ``__consumer_offsets`` key/value formats of offsets and classic groups,
+  and the one key codec of every record type;
 * :mod:`.store` — the I/O side: the ``__consumer_offsets`` topic and its replay.
 
 Only :mod:`.store` does I/O; the rest is sans-IO and driven by an injected clock and ``persist``.

@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING, Callable
 from .. import errors
 from ..errors import KafkaError
 from ..notices import notice
+from ..protocol import consumer_protocol as cp
 from . import classic_members as classic
 from . import consumer_records as cr
 from .consumer_assignment import Describable, every_topic_describable, metadata_hash
@@ -131,8 +132,8 @@ class Migration:
         converted = ConsumerGroup(group.group_id, group_epoch=epoch, assignment_epoch=epoch, offsets=group.offsets,
                                   state_timestamp_ms=now)
         for m in group.members.values():
-            _, subscribed, _ = classic.parse_subscription(m.metadata_for(group.protocol_name or ""))
-            assigned = freeze(classic.by_id(classic.parse_assignment(m.assignment), topics))
+            _, subscribed, _ = cp.parse_subscription(m.metadata_for(group.protocol_name or ""))
+            assigned = freeze(classic.by_id(cp.parse_assignment(m.assignment), topics))
             member = ConsumerMember(
                 m.member_id, instance_id=m.group_instance_id, client_id=m.client_id, client_host=m.client_host,
                 subscribed_topic_names=subscribed, rebalance_timeout_ms=m.rebalance_timeout_ms,
@@ -167,8 +168,8 @@ class Migration:
             return False
         if len(group.members) >= self.config.consumer_max_size:
             return False
-        return all(classic.parse_assignment(m.assignment) is not None and
-                   classic.parse_subscription(m.metadata_for(group.protocol_name or "")) is not None
+        return all(cp.parse_assignment(m.assignment) is not None and
+                   cp.parse_subscription(m.metadata_for(group.protocol_name or "")) is not None
                    for m in group.members.values())
 
     # ------------------------------------------------------------------ consumer -> classic
@@ -207,13 +208,13 @@ class Migration:
         members = []
         for m in cg.members.values():
             protocols = list(m.classic.supported_protocols)
-            parsed = classic.parse_subscription(protocols[0][1]) if protocols else None
+            parsed = cp.parse_subscription(protocols[0][1]) if protocols else None
             members.append(Member(
                 member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
                 client_host=m.client_host, session_timeout_ms=m.classic.session_timeout_ms,
                 rebalance_timeout_ms=max(m.rebalance_timeout_ms, 0) or m.classic.session_timeout_ms,
                 protocol_type="consumer", protocols=protocols,
-                assignment=classic.encode_assignment(classic.by_name(m.assigned, topics), parsed[0] if parsed else 0),
+                assignment=cp.encode_assignment(classic.by_name(m.assigned, topics), parsed[0] if parsed else 0),
                 deadline_ms=now + m.classic.session_timeout_ms))
         group = Group(cg.group_id, offsets=cg.offsets)
         group.restore_from(members, generation=max(cg.group_epoch - 1, 0), protocol_type="consumer",
@@ -249,7 +250,7 @@ class Migration:
         names = [n for n, _ in protocols]
         usable = [n for n in names if supported is None or n in supported]
         chosen = next(((n, md) for n, md in protocols if n in usable), None)
-        parsed = classic.parse_subscription(chosen[1]) if chosen is not None else None
+        parsed = cp.parse_subscription(chosen[1]) if chosen is not None else None
         if protocol_type != "consumer" or chosen is None or parsed is None:
             return fail(errors.InconsistentGroupProtocol(
                 f"Member {member_id or '(new)'}'s protocols are not supported: group {gid!r} is a consumer group "
@@ -308,12 +309,12 @@ class Migration:
                 f"group {group.group_id!r}: SyncGroup for protocol {protocol_type!r}/{protocol_name!r}")))
         name = protocol_name or chosen
         meta = dict(member.classic.supported_protocols).get(name, b"")
-        parsed = classic.parse_subscription(meta)
+        parsed = cp.parse_subscription(meta)
         version = parsed[0] if parsed is not None else 0
         member.session_deadline_ms = self.consumer.clock() + self.consumer.session_timeout_ms(member, group.group_id)
         respond(SyncResult(None, "consumer", name,
-                           classic.encode_assignment(classic.by_name(member.assigned, self.consumer.topics()),
-                                                     version)))
+                           cp.encode_assignment(classic.by_name(member.assigned, self.consumer.topics()),
+                                                version)))
         return None
 
     def classic_heartbeat(self, group: ConsumerGroup, generation: int, member_id: str,

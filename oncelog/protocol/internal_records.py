@@ -1,6 +1,7 @@
 """The one codec of Kafka's internal-record formats: the keys and values of ``__consumer_offsets``
 (:mod:`oncelog.groups.records`) and ``__transaction_state`` (:mod:`oncelog.txn.records`), and the
-consumer protocol's subscription that a group member sends (:mod:`oncelog.groups.state`).
+consumer protocol's subscription and assignment inside a classic group's messages
+(:mod:`.consumer_protocol`).
 
 These are Kafka's non-flexible ("classic") encodings, big-endian:
 

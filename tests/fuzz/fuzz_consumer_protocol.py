@@ -1,6 +1,6 @@
 """Fuzz the consumer protocol's embedded bytes a client sends the group coordinator: the
 ConsumerProtocolSubscription in a JoinGroup's protocol metadata and the ConsumerProtocolAssignment
-in a leader's SyncGroup (``classic_members.parse_subscription`` / ``parse_assignment``, read when a
+in a leader's SyncGroup (``consumer_protocol.parse_subscription`` / ``parse_assignment``, read when a
 classic member joins a KIP-848 group or a classic group is converted; ``state.consumer_subscription_topics``
 for OffsetDelete's subscription check).
 
@@ -18,8 +18,8 @@ import sys
 
 import atheris
 
-with atheris.instrument_imports(include=["oncelog.groups.classic_members", "oncelog.protocol.internal_records"]):
-    from oncelog.groups import classic_members as cm
+with atheris.instrument_imports(include=["oncelog.protocol.consumer_protocol", "oncelog.protocol.internal_records"]):
+    from oncelog.protocol import consumer_protocol as cm
     from oncelog.groups.state import consumer_subscription_topics
 
 from ._runner import main as run

@@ -454,7 +454,7 @@ def test_a_classic_member_joins_a_consumer_group():
     consumer group gets MEMBER_ID_REQUIRED, then joins as a member of the consumer group; the
     coordinator assigns (no leader); its heartbeats say REBALANCE_IN_PROGRESS until it is
     reconciled; a consumer-protocol member's partitions reach it only once released."""
-    from oncelog.groups.classic_members import parse_assignment
+    from oncelog.protocol.consumer_protocol import parse_assignment
     h = Harness()
     c = h.coord
     a = h.hb("a", 0)
@@ -498,7 +498,7 @@ def test_the_last_consumer_member_leaving_converts_the_group_back_to_classic():
     test_consumer_upgrade_downgrade): the classic members stay, the group is classic at the group
     epoch, rebalancing; the next heartbeat says REBALANCE_IN_PROGRESS, the rejoin forms the next
     generation; offsets stay."""
-    from oncelog.groups.classic_members import parse_assignment
+    from oncelog.protocol.consumer_protocol import parse_assignment
     from oncelog.groups.state import GroupState
     h = Harness()
     c = h.coord
@@ -531,7 +531,7 @@ def test_a_consumer_member_joining_a_live_classic_group_converts_it():
     """Kafka 4.4 (migration policy bidirectional): the classic group becomes a consumer group at
     its generation, its members keep their partitions, rejoin when asked, and share with the new
     member; with the policy disabled, GROUP_ID_NOT_FOUND."""
-    from oncelog.groups.classic_members import encode_assignment
+    from oncelog.protocol.consumer_protocol import encode_assignment
     h = Harness()
     c = h.coord
     j = classic_join(c, "g")
