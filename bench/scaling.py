@@ -1,6 +1,6 @@
 """Prototype measurements for a broker that uses every core (docs/multicore.md).
 
-``python -m bench.scaling`` runs both parts (~2-3 minutes); ``--part a`` or ``--part b`` one.
+``python -m bench.scaling`` runs both parts (~4 minutes, each under 3); ``--part a`` or ``--part b`` one.
 
 **(A) A process per core, the ceiling of a cluster of nodes.** N independent ``oncelog serve``
 processes (``--fsync never``), each its own data directory, each the leader of the topics its
@@ -24,6 +24,13 @@ for them), so every cell reports the clients' CPU beside the brokers'; ``--clien
 clients to given cores in every cell instead. Figures: records/s (pooled over ``--rounds`` rounds; the cells
 interleaved, their order rotated each round), the brokers' CPU (utime+stime from /proc, in cores
 and µs per record), the clients' CPU.
+
+**(A2) The same without sockets or clients**: N child processes, each an in-process broker (as
+bench/produce_path.py) appending the same plain 960 x 1 KiB batch through ``Broker.handle_frame``
+to its own partition as fast as it can — decode, validate, append, answer: the broker's own
+work per record, with the cores to itself. 1 process on core 0, 2 on core 0, 2 on cores 0 and
+1: what N nodes on N cores give when the clients take nothing. Beside it, the machine itself:
+a pure-Python loop and 64 MiB memory copies, one process on core 0 against one on each core.
 
 **(B) One process, more threads.**
 
@@ -284,6 +291,133 @@ def part_a(work_dir: str, args) -> dict:
           f"2 brokers on 0|1 / 1 broker with core 0 to itself: {two / broker_core:.2f}x")
     print(f"the split itself, on one broker core (2 brokers / 1 broker, core 0, clients on core 1): {split / broker_core:.2f}x")
     return {c.name: {**c.pooled(), "runs": c.runs} for c in cells}
+
+
+def _produce_loop(cpus: set[int], data_dir: str, seconds: float, records_per_batch: int, barrier, results) -> None:
+    """(A2), in a child process pinned to ``cpus``: an in-process broker appending one plain batch
+    per Produce request (the same frame again and again) to its own partition for ``seconds``."""
+    os.sched_setaffinity(0, cpus)
+    from oncelog.broker import Broker as InProcessBroker
+    from oncelog.client.wire import produce_request
+    from oncelog.config.settings import BrokerConfig, FsyncPolicy
+    from oncelog.protocol import records as rb
+
+    import asyncio
+
+    async def run() -> dict:
+        b = InProcessBroker(BrokerConfig(data_dir=data_dir, fsync=FsyncPolicy("never")))
+        b.open()
+        b.metadata.topics.create_topic("loop", 1)
+        value = os.urandom(512) + bytes(512)
+        frame = _frame(produce_request("loop", 0, rb.build_batch([(b"k", value)] * records_per_batch), acks=1), 1)
+        for _ in range(20):  # warm-up
+            b.handle_frame(frame, "bench")
+        barrier.wait()
+        cpu0, t0 = time.process_time(), time.monotonic()
+        n, deadline = 0, t0 + seconds
+        while time.monotonic() < deadline:
+            b.handle_frame(frame, "bench")
+            n += 1
+            if n % 32 == 0:
+                await asyncio.sleep(0)  # the flusher's work at a segment roll runs on the loop
+        t1, cpu1 = time.monotonic(), time.process_time()
+        appended = b.partitions.get("loop", 0).log.log_end_offset
+        return {"records": n * records_per_batch, "seconds": t1 - t0, "cpu": cpu1 - cpu0,
+                "appended": appended == (n + 20) * records_per_batch}
+
+    results.put(asyncio.run(run()))
+
+
+def _probe(cpu: int, kind: str, seconds: float, results) -> None:
+    """(A2) the machine: a pure-Python loop, or copies of 64 MiB, on ``cpu``; rate per second."""
+    os.sched_setaffinity(0, {cpu})
+    n, t = 0, time.monotonic()
+    end = t + seconds
+    if kind == "python":
+        while time.monotonic() < end:
+            for _ in range(10000):
+                pass
+            n += 1
+    else:
+        src, dst = bytearray(64 << 20), bytearray(64 << 20)
+        while time.monotonic() < end:
+            dst[:] = src
+            n += 1
+    results.put(n / (time.monotonic() - t))
+
+
+def machine_probe(seconds: float = 2.0) -> dict:
+    """How the two cores scale by themselves: Python code (no memory traffic) and memory copies,
+    one process on core 0 against one on each of cores 0 and 1. The ratio of copies is the
+    memory bandwidth's share of the story."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    out = {}
+    for kind in ("python", "memcpy"):
+        rates = []
+        for cpus in ([0], [0, 1]):
+            q = ctx.Queue()
+            procs = [ctx.Process(target=_probe, args=(c, kind, seconds, q)) for c in cpus]
+            for proc in procs:
+                proc.start()
+            rates.append(sum(q.get(timeout=seconds + 60) for _ in procs))
+            for proc in procs:
+                proc.join(30)
+        out[kind] = {"one": rates[0], "two": rates[1], "ratio": rates[1] / rates[0]}
+    gbs = [out["memcpy"][k] * 64 / 1024 for k in ("one", "two")]
+    print(f"the machine: a Python loop 1 -> 2 cores {out['python']['ratio']:.2f}x; copies of 64 MiB "
+          f"{out['memcpy']['ratio']:.2f}x ({gbs[0]:.1f} GB/s copied by one core, {gbs[1]:.1f} GB/s by two)")
+    return out
+
+
+def part_a2(work_dir: str, args, records_per_batch: int = 960, probe: bool = True) -> dict:
+    """(A2): the broker's own Produce path in N processes, no sockets and no clients (see the
+    module docstring): what N nodes on N cores give when nothing else needs the cores."""
+    import multiprocessing as mp
+
+    print(f"\n(A2) in process, no sockets, no clients: N processes each appending {records_per_batch} x 1 KiB "
+          f"plain batches through Broker.handle_frame to its own partition, {args.duration:g} s, {args.rounds} rounds",
+          flush=True)
+    probe = machine_probe() if probe else None
+    ctx = mp.get_context("spawn")
+    cells = {"1 process, core 0": [{0}], "2 processes, core 0": [{0}, {0}], "2 processes, cores 0|1": [{0}, {1}]}
+    runs: dict[str, list[dict]] = {name: [] for name in cells}
+    for r in range(args.rounds):
+        names = list(cells)
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            barrier, results = ctx.Barrier(len(cells[name])), ctx.Queue()
+            procs = []
+            for k, cpus in enumerate(cells[name]):
+                d = os.path.join(work_dir, f"a2-{r}-{k}-{len(runs[name])}")
+                procs.append(ctx.Process(target=_produce_loop, args=(cpus, d, args.duration, records_per_batch,
+                                                                      barrier, results)))
+            for proc in procs:
+                proc.start()
+            outs = [results.get(timeout=args.duration + 120) for _ in procs]
+            for proc in procs:
+                proc.join(30)
+            if not all(o["appended"] for o in outs):
+                raise RuntimeError(f"(A2) {name}: not every request was appended")
+            for k in range(len(procs)):
+                shutil.rmtree(os.path.join(work_dir, f"a2-{r}-{k}-{len(runs[name])}"), ignore_errors=True)
+            runs[name].append({"records": sum(o["records"] for o in outs),
+                               "seconds": max(o["seconds"] for o in outs), "cpu": sum(o["cpu"] for o in outs)})
+    base = None
+    print(f"{'cell':<28}{'records/s':>12}{'/ base':>8}{'by round':>22}{'cores':>8}{'µs/rec':>8}")
+    out = {}
+    for name, rs in runs.items():
+        records, seconds, cpu = (sum(x[k] for x in rs) for k in ("records", "seconds", "cpu"))
+        rate = records / seconds
+        base = base or rate
+        by_round = " ".join(f"{x['records'] / x['seconds'] / 1000:.0f}k" for x in rs)
+        print(f"{name:<28}{rate:>12,.0f}{rate / base:>8.2f}{by_round:>22}{cpu / seconds:>8.2f}{cpu * 1e6 / records:>8.2f}")
+        out[name] = {"records_per_s": rate, "cores": cpu / seconds, "us_per_record": cpu * 1e6 / records, "runs": rs}
+    two, one = out["2 processes, cores 0|1"]["records_per_s"], out["1 process, core 0"]["records_per_s"]
+    print(f"2 processes on 2 cores / 1 on 1 core, nothing else running: {two / one:.2f}x")
+    if probe:
+        out["machine"] = probe
+    return out
 
 
 def part_b2(work_dir: str, args) -> dict:
@@ -561,6 +695,8 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         if "a" in args.part:
             results["a"] = part_a(work_dir, args)
+            results["a2"] = {"960 x 1 KiB": part_a2(work_dir, args, 960),
+                             "16 x 1 KiB": part_a2(work_dir, args, 16, probe=False)}
         if "b" in args.part:
             results["b1"] = {f"{n} x 1 KiB": part_b1(work_dir, args, n) for n in (960, 16)}
             results["b2"] = part_b2(work_dir, args)

@@ -80,3 +80,11 @@ def test_one_cell_acknowledges_only_what_is_in_the_log(tmp_path, module):
         broker.stop()
     assert run["records"] > 0 and stored == run["records"]
     assert run["broker_cpu"] > 0 and run["client_cpu"] > 0
+
+
+@pytest.mark.e2e
+def test_the_processes_without_clients_append_every_request(tmp_path):
+    args = scaling.build_parser().parse_args(["--duration", "0.3", "--rounds", "1"])
+    figures = scaling.part_a2(str(tmp_path), args, records_per_batch=16, probe=False)  # refuses lost appends
+    assert set(figures) == {"1 process, core 0", "2 processes, core 0", "2 processes, cores 0|1"}
+    assert all(f["records_per_s"] > 0 for f in figures.values())
