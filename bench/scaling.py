@@ -29,8 +29,10 @@ and µs per record), the clients' CPU.
 bench/produce_path.py) appending the same plain 960 x 1 KiB batch through ``Broker.handle_frame``
 to its own partition as fast as it can — decode, validate, append, answer: the broker's own
 work per record, with the cores to itself. 1 process on core 0, 2 on core 0, 2 on cores 0 and
-1: what N nodes on N cores give when the clients take nothing. Beside it, the machine itself:
-a pure-Python loop and 64 MiB memory copies, one process on core 0 against one on each core.
+1: what N nodes on N cores give when the clients take nothing; with 1 MB requests, with the
+same requests but the file writes replaced by no-ops (the kernel's page-cache writes taken out),
+and with 16 KiB requests. Beside it, the machine itself: a pure-Python loop and 64 MiB memory
+copies, one process on core 0 against one on each core.
 
 **(B) One process, more threads.**
 
@@ -293,10 +295,16 @@ def part_a(work_dir: str, args) -> dict:
     return {c.name: {**c.pooled(), "runs": c.runs} for c in cells}
 
 
-def _produce_loop(cpus: set[int], data_dir: str, seconds: float, records_per_batch: int, barrier, results) -> None:
+def _produce_loop(cpus: set[int], data_dir: str, seconds: float, records_per_batch: int, barrier, results,
+                  write: bool = True) -> None:
     """(A2), in a child process pinned to ``cpus``: an in-process broker appending one plain batch
-    per Produce request (the same frame again and again) to its own partition for ``seconds``."""
+    per Produce request (the same frame again and again) to its own partition for ``seconds``.
+    ``write=False`` replaces the segment's pwritev/pwrite by no-ops in this child: the same work
+    without the kernel's page-cache writes."""
     os.sched_setaffinity(0, cpus)
+    if not write:
+        os.pwritev = lambda fd, buffers, offset: sum(map(len, buffers))
+        os.pwrite = lambda fd, data, offset: len(data)
     from oncelog.broker import Broker as InProcessBroker
     from oncelog.client.wire import produce_request
     from oncelog.config.settings import BrokerConfig, FsyncPolicy
@@ -371,14 +379,14 @@ def machine_probe(seconds: float = 2.0) -> dict:
     return out
 
 
-def part_a2(work_dir: str, args, records_per_batch: int = 960, probe: bool = True) -> dict:
+def part_a2(work_dir: str, args, records_per_batch: int = 960, probe: bool = True, write: bool = True) -> dict:
     """(A2): the broker's own Produce path in N processes, no sockets and no clients (see the
     module docstring): what N nodes on N cores give when nothing else needs the cores."""
     import multiprocessing as mp
 
     print(f"\n(A2) in process, no sockets, no clients: N processes each appending {records_per_batch} x 1 KiB "
-          f"plain batches through Broker.handle_frame to its own partition, {args.duration:g} s, {args.rounds} rounds",
-          flush=True)
+          f"plain batches through Broker.handle_frame to its own partition, {args.duration:g} s, {args.rounds} rounds"
+          + ("" if write else "; the file writes replaced by no-ops"), flush=True)
     probe = machine_probe() if probe else None
     ctx = mp.get_context("spawn")
     cells = {"1 process, core 0": [{0}], "2 processes, core 0": [{0}, {0}], "2 processes, cores 0|1": [{0}, {1}]}
@@ -391,7 +399,7 @@ def part_a2(work_dir: str, args, records_per_batch: int = 960, probe: bool = Tru
             for k, cpus in enumerate(cells[name]):
                 d = os.path.join(work_dir, f"a2-{r}-{k}-{len(runs[name])}")
                 procs.append(ctx.Process(target=_produce_loop, args=(cpus, d, args.duration, records_per_batch,
-                                                                      barrier, results)))
+                                                                      barrier, results, write)))
             for proc in procs:
                 proc.start()
             outs = [results.get(timeout=args.duration + 120) for _ in procs]
@@ -696,6 +704,7 @@ def main(argv: list[str] | None = None) -> dict:
         if "a" in args.part:
             results["a"] = part_a(work_dir, args)
             results["a2"] = {"960 x 1 KiB": part_a2(work_dir, args, 960),
+                             "960 x 1 KiB, no file writes": part_a2(work_dir, args, 960, probe=False, write=False),
                              "16 x 1 KiB": part_a2(work_dir, args, 16, probe=False)}
         if "b" in args.part:
             results["b1"] = {f"{n} x 1 KiB": part_b1(work_dir, args, n) for n in (960, 16)}
