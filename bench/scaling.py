@@ -67,8 +67,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from oncelog.process import BrokerProcess
+
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
-_LISTENING = re.compile(r"oncelog listening on ([\d.]+):(\d+)")
 WIRE_IDEMPOTENT = {"acks": -1, "max_in_flight": 5, "idempotent": True}
 
 
@@ -100,37 +101,17 @@ def parse_cpus(text: str | None) -> set[int] | None:
     return cpus
 
 
-class Broker:
-    """One ``oncelog serve --fsync never`` child (or the threaded prototype's), on a free port."""
+class Broker(BrokerProcess):
+    """One ``oncelog serve --fsync never`` child (or the threaded prototype's), on a free port,
+    with the admin calls the cells need."""
 
     def __init__(self, work_dir: str, name: str, *, partitions: int, module: list[str] | None = None) -> None:
+        super().__init__(os.path.join(work_dir, name), fsync="never",
+                         extra_args=["--num-partitions", str(partitions)],
+                         module=tuple(module or ("-m", "oncelog")))
         self.name = name
-        self.data_dir = os.path.join(work_dir, name)
-        self.log_path = self.data_dir + ".log"
-        self.module = module or ["-m", "oncelog"]
         self.partitions = partitions
-        self.proc: subprocess.Popen | None = None
-        self.bootstrap = ""
         self._admin = None
-
-    def start(self, timeout: float = 30.0) -> "Broker":
-        os.makedirs(self.data_dir, exist_ok=True)
-        cmd = [sys.executable, *self.module, "serve", "--data-dir", self.data_dir, "--port", "0", "--fsync", "never",
-               "--num-partitions", str(self.partitions), "--group-initial-rebalance-delay-ms", "0"]
-        with open(self.log_path, "ab") as log_file:
-            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            m = _LISTENING.search(line.decode(errors="replace"))
-            if m:
-                self.bootstrap = f"{m.group(1)}:{m.group(2)}"
-                threading.Thread(target=self.proc.stdout.read, daemon=True).start()
-                return self
-        self.stop()
-        raise RuntimeError(f"{self.name} did not start; see {self.log_path}")
 
     @property
     def pid(self) -> int:
@@ -160,15 +141,9 @@ class Broker:
                 with contextlib.suppress(Exception):
                     fut.result(30)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30.0) -> int:
         self._admin = None
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        return super().stop(timeout)
 
 
 # ---------------------------------------------------------------------- (A) and (B2): load cells

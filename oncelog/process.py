@@ -40,8 +40,12 @@ class BrokerProcess:
     def __init__(self, data_dir: str, *, fsync: str = "always", port: int = 0, extra_args: list[str] = (),
                  log_path: str | None = None, env: dict[str, str] | None = None,
                  group_initial_rebalance_delay_ms: int = 0, group_min_session_timeout_ms: int | None = None,
-                 group_max_session_timeout_ms: int | None = None, source_tree: str | None = None) -> None:
+                 group_max_session_timeout_ms: int | None = None, source_tree: str | None = None,
+                 module: tuple[str, ...] = ("-m", "oncelog")) -> None:
+        """``module``: what the interpreter runs (``-m oncelog``; a benchmark's prototype broker
+        module takes the same ``serve`` arguments)."""
         self.data_dir = data_dir
+        self.module = list(module)
         self.fsync = fsync
         self.port = port
         self.extra_args = list(extra_args)
@@ -70,7 +74,7 @@ class BrokerProcess:
 
     def start(self, timeout: float = 30.0) -> "BrokerProcess":
         os.makedirs(self.data_dir, exist_ok=True)
-        cmd = [sys.executable, "-m", "oncelog", "serve", "--data-dir", self.data_dir, "--port", str(self.port),
+        cmd = [sys.executable, *self.module, "serve", "--data-dir", self.data_dir, "--port", str(self.port),
                "--fsync", self.fsync,
                "--group-initial-rebalance-delay-ms", str(self.group_initial_rebalance_delay_ms),
                *self.group_session_timeout_args, *self.extra_args]
