@@ -379,6 +379,7 @@ class PartitionLog:
                         pass
             raise
         new.roll_jitter_ms = self._roll_jitter()
+        old.write_index()  # its index is complete: to the files now, as the flusher fsyncs them
         self.segments.append(new)
         self.bases.append(new.base_offset)
         self.pending_closed.append(old)
@@ -387,8 +388,12 @@ class PartitionLog:
             self.on_roll(new.base_offset)
 
     def take_flush_work(self) -> tuple[list[Segment], int]:
-        """Segments to fsync and the offset that will be durable once they are."""
+        """Segments to fsync and the offset that will be durable once they are. Their pending
+        index entries are written here, on the event loop (the fsyncs run in a worker thread):
+        the recovery point taken next is preceded by the entries of every batch before it."""
         work = [*self.pending_closed, self.active]
+        for seg in work:
+            seg.write_index()
         self.pending_closed = []
         self.dirty = False
         self.unflushed_records = 0

@@ -29,6 +29,23 @@ The index files are not fsynced on every append: they are derived data. Recovery
 index entries that point beyond the validated end of the .log and rebuilds the ones for the
 tail it re-scanned (see :mod:`oncelog.storage.partition_log`).
 
+Nor are they written on every append: the entries live in memory (every lookup uses those) and
+go to the files in batches (:meth:`Segment.write_index`), not one ``pwrite`` per appended batch.
+They are written
+
+* by the flusher's side (``PartitionLog.take_flush_work``) before every flush round, on the
+  event loop: every recovery point ever recorded is thus preceded by the index entries of the
+  batches before it, which is what recovery relies on when it trusts the files up to there;
+* when the segment rolls, is closed, truncated or reloaded, and at the end of a recovery scan;
+* at once whenever an entry would make a file grow into a page it has not reached yet (an
+  entry per 4 KiB page of index: the entries pending until then lie in pages the file already
+  holds, so that the write that needs new space from the filesystem is the single entry's, as
+  it was when every entry was written at once; a full disk thus shows at the same entry).
+
+After a crash of the process the files hold every entry up to the last flush round at least,
+and the scan from the recovery point rebuilds the rest; the files are always a prefix of the
+in-memory index (entries go out in order, at their fixed positions).
+
 A full disk (ENOSPC), or any failed write:
 
 * of the .log: :meth:`Segment.append` cuts the file back to where the append began (a short
@@ -85,6 +102,9 @@ class Segment:
         self._index_fd: int | None = None
         self._time_fd: int | None = None
         self._bytes_since_index = 0
+        # Entries of the in-memory index already written to the files (the rest are pending).
+        self._index_written = 0
+        self._time_written = 0
         self.index_files_behind = False  # an index write failed: the files hold a prefix (see above)
         self.roll_jitter_ms = 0  # segment.jitter.ms drawn for this segment (the active one rolls earlier)
 
@@ -105,6 +125,7 @@ class Segment:
     def load_indexes(self, valid_size: int | None = None) -> None:
         """Read the index files into memory, dropping torn or out-of-range entries (those at or
         beyond ``valid_size`` when given) and truncating the files to match."""
+        self.write_index()  # the files are re-read: they must hold what memory holds
         limit = self.size if valid_size is None else valid_size
         rel, pos = array("i"), array("i")
         raw = _read_file(self.index_path)
@@ -124,6 +145,7 @@ class Segment:
             ts.append(t)
             trel.append(r)
         self._index_rel, self._index_pos, self._time_ts, self._time_rel = rel, pos, ts, trel
+        self._index_written, self._time_written = len(rel), len(ts)
         self._open_index_files(len(rel) * INDEX_ENTRY.size, len(ts) * TIME_ENTRY.size)
         if ts:
             self.max_timestamp = max(self.max_timestamp, ts[-1])
@@ -140,6 +162,45 @@ class Segment:
             # Cannot create or cut an index file (a full disk): the in-memory index serves; the
             # files are not written for this segment (a stale longer file is cut on its next load).
             self.index_files_behind = True
+
+    def write_index(self) -> None:
+        """Write the in-memory index entries not yet in the files (see the module docstring).
+        Event-loop side only: the flusher's worker thread never calls it. A failed or short
+        write stops the files for this segment (``index_files_behind``): they stay a prefix."""
+        rel = self._index_rel
+        if rel is None:
+            return
+        if self.index_files_behind or self._index_fd is None or self._time_fd is None:
+            self._index_written, self._time_written = len(rel), len(self._time_ts)
+            return
+        n = len(rel)
+        if self._index_written < n:
+            w = self._index_written
+            entries = array("i", [0]) * (2 * (n - w))
+            entries[0::2] = rel[w:n]
+            entries[1::2] = self._index_pos[w:n]
+            if _LITTLE:
+                entries.byteswap()  # to big-endian int32 pairs, as INDEX_ENTRY packs them
+            if not self._pwrite(self._index_fd, entries, w * INDEX_ENTRY.size):
+                return
+            self._index_written = n
+        m = len(self._time_ts)
+        if self._time_written < m:
+            w = self._time_written
+            data = b"".join(map(TIME_ENTRY.pack, self._time_ts[w:m], self._time_rel[w:m]))
+            if not self._pwrite(self._time_fd, data, w * TIME_ENTRY.size):
+                return
+            self._time_written = m
+
+    def _pwrite(self, fd: int, data, position: int) -> bool:
+        try:
+            n = os.pwrite(fd, data, position)
+        except OSError:
+            n = -1
+        if n != memoryview(data).nbytes:
+            self.index_files_behind = True
+            return False
+        return True
 
     def close_indexes(self) -> None:
         for fd in (self._index_fd, self._time_fd):
@@ -158,26 +219,27 @@ class Segment:
                 self.max_timestamp = max_timestamp
             return
         rel = base_offset - self.base_offset
+        # An entry reaching a page the file has not reached yet is written at once, after the
+        # pending ones (see the module docstring); the others wait for write_index.
+        n = len(self._index_rel)
+        grows = _new_page(self._index_written, n, INDEX_ENTRY.size)
+        if grows:
+            self.write_index()
         self._index_rel.append(rel)
         self._index_pos.append(position)
-        self._write_entry(self._index_fd, INDEX_ENTRY.pack(rel, position), (len(self._index_rel) - 1) * 8)
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
         if self.max_timestamp >= 0 and (not self._time_ts or self.max_timestamp > self._time_ts[-1]):
+            m = len(self._time_ts)
+            if _new_page(self._time_written, m, TIME_ENTRY.size):
+                if not grows:
+                    self.write_index()
+                grows = True
             self._time_ts.append(self.max_timestamp)
             self._time_rel.append(rel)
-            self._write_entry(self._time_fd, TIME_ENTRY.pack(self.max_timestamp, rel), (len(self._time_ts) - 1) * 12)
+        if grows:
+            self.write_index()
         self._bytes_since_index = 0
-
-    def _write_entry(self, fd: int | None, entry: bytes, position: int) -> None:
-        """Write one index entry to its file, unless the files are behind (see the module
-        docstring): then, and when this write fails, the entry is kept in memory only."""
-        if self.index_files_behind or fd is None:
-            return
-        try:
-            os.pwrite(fd, entry, position)
-        except OSError:
-            self.index_files_behind = True
 
     def floor_position(self, offset: int) -> int:
         """Byte position of an indexed batch whose base offset is <= ``offset`` (0 if none)."""
@@ -344,14 +406,16 @@ class Segment:
             if fd is not None:
                 os.fsync(fd)
 
-    def close(self) -> None:
+    def close(self, *, write_index: bool = True) -> None:
+        if write_index and self.fd >= 0:
+            self.write_index()
         self.close_indexes()
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
 
     def delete(self) -> None:
-        self.close()
+        self.close(write_index=False)
         for path in (self.log_path, self.index_path, self.time_path):
             try:
                 os.unlink(path)
@@ -364,6 +428,17 @@ class Segment:
         if not self._index_rel:
             return self.base_offset, 0
         return self.base_offset + self._index_rel[-1], self._index_pos[-1]
+
+
+_LITTLE = struct.pack("=i", 1) == struct.pack("<i", 1)
+_PAGE = 4096
+
+
+def _new_page(written: int, index: int, entry_size: int) -> bool:
+    """Whether entry ``index`` (0-based) ends beyond the pages that the ``written`` entries
+    already reach in their file (entries before ``index`` never do)."""
+    reached = -(-written * entry_size // _PAGE) * _PAGE
+    return (index + 1) * entry_size > reached
 
 
 def _read_file(path: str) -> bytes:
@@ -427,6 +502,7 @@ def recover_segment(segment: Segment, position: int, expected_offset: int, *,
         segment._bytes_since_index += header.size
         pos += header.size
         next_offset = header.last_offset + 1
+    segment.write_index()  # the rebuilt entries reach the files now, not at the next flush
     segment.size = pos
     segment.next_offset = next_offset
     return pos, next_offset, problem
