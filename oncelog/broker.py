@@ -28,7 +28,7 @@ from kio.schema.errors import ErrorCode
 from . import apis
 from .config import registry
 from .apis import api_versions
-from .apis._base import Applied, CloseConnection, EncodeAside, RequestContext
+from .apis._base import Applied, CloseConnection, EncodeAside, RequestContext, response_module
 from .errors import KafkaError
 from .faults import FaultHandle, Faults
 from .notices import log_rejections
@@ -45,6 +45,8 @@ from .security.sasl import SaslServerMechanisms, UnsecuredJwsValidator, plain_us
 from .security.session import Session
 from .security.scram import ScramCredentialStore
 from .protocol import codec
+from .cluster import CONTROL_LISTENER, CONTROLLER_ID, NODE_PRINCIPAL, Placement, logs_dir
+from .cluster.node import ClusterNode
 from .metadata import Metadata
 from .storage.log_manager import LogManager
 
@@ -54,6 +56,18 @@ log = logging.getLogger("oncelog.broker")
 # OffsetCommit, JoinGroup, Heartbeat, LeaveGroup, SyncGroup, TxnOffsetCommit, DeleteGroups:
 # requests that may set or move a group membership deadline.
 GROUP_APIS = frozenset({8, 11, 12, 13, 14, 28, 42})
+
+
+# Requests that change the cluster's metadata: a follower node forwards them to the controller.
+# CreateTopics, DeleteTopics, CreateAcls, DeleteAcls, AlterConfigs, CreatePartitions,
+# IncrementalAlterConfigs, AlterUserScramCredentials.
+FORWARDED_APIS = frozenset({19, 20, 30, 31, 33, 37, 44, 51})
+ENVELOPE = 58
+
+
+def _from_node(session: Session | None) -> bool:
+    """A request on a cluster's control socket (another node's)."""
+    return session is not None and session.listener == CONTROL_LISTENER and session.principal == NODE_PRINCIPAL
 
 
 class ProtocolViolation(Exception):
@@ -72,18 +86,27 @@ class Broker:
         # stores and the markers consult it at named points; handle_frame its control functions.
         self.faults = Faults()
         self.node_id = config.node_id
+        # One node, or node ``node_id`` of a cluster of processes (oncelog.cluster): which
+        # partitions and coordinators are this process's.
+        self.placement = Placement(config.nodes, config.node_id)
+        clustered = self.placement.clustered
         # What the cluster is: topics, live configs, group configs, producer-id blocks, and the
         # documents of ACLs and SCRAM credentials. Handlers read it; it reaches the logs below
-        # through the PartitionManager (the metadata's TopicLogs).
-        self.metadata = Metadata(config.data_dir, node_id=config.node_id, default_config=config.log,
-                                 static=config.static_layer(), group=config.group)
+        # through the PartitionManager (the metadata's TopicLogs). A cluster's controller
+        # (node 1) writes it; the other nodes follow it.
+        self.metadata = Metadata(config.data_dir, node_id=CONTROLLER_ID if clustered else config.node_id,
+                                 default_config=config.log, static=config.static_layer(), group=config.group,
+                                 follower=clustered and not self.placement.is_controller, nodes=config.nodes)
         live = self.metadata.configs
-        self.logs = LogManager(config.data_dir, config.fsync,
+        self.logs = LogManager(logs_dir(config.data_dir, self.placement), config.fsync,
                                checkpoint_interval_ms=config.log_flush_offset_checkpoint_interval_ms,
                                retention_check_interval_ms=config.log_retention_check_interval_ms,
-                               compaction_interval_ms=lambda: live.compaction_interval_ms, clock=clock)
+                               compaction_interval_ms=lambda: live.compaction_interval_ms, clock=clock,
+                               here=self.placement.leads if clustered else None)
         # Every partition's log with its producer state and aborted transactions: what handlers use.
-        self.partitions = PartitionManager(self.logs, live, self.metadata, node_id=config.node_id)
+        self.partitions = PartitionManager(self.logs, live, self.metadata, node_id=config.node_id,
+                                           placement=self.placement)
+        self.cluster: ClusterNode | None = ClusterNode(self) if clustered else None
         self.metadata.topics.logs = self.partitions
         self.advertised: tuple[str, int] = (config.host, config.port)
         self.listening: tuple[str, int] = (config.host, config.port)
@@ -93,6 +116,7 @@ class Broker:
         self.groups: GroupCoordinator | None = None
         self.offsets_topic: OffsetsTopic | None = None
         self.txn: TransactionCoordinator | None = None
+        self.txn_topic: TransactionStateTopic | None = None
         self.markers: MarkerWriter | None = None
         # FindCoordinator key types served: 0 = groups, 1 = transactions.
         self.coordinator_key_types = {0, 1}
@@ -100,7 +124,10 @@ class Broker:
         self._group_timer_at = 0
 
     def open(self) -> None:
-        self.metadata.open(self.logs)
+        if self.placement.clustered and not self.placement.is_controller:
+            self.metadata.open_follower(self.logs)
+        else:
+            self.metadata.open(self.logs)
         self.acls = AclStore.for_broker(self.metadata.store, self.config)  # ACLs and the authorizer
         self.scram_credentials = ScramCredentialStore(self.metadata.store)  # KIP-554, SCRAM's credentials
         # Each SASL listener's mechanisms now, so that a bad JWKS or JAAS text stops the start
@@ -109,7 +136,13 @@ class Broker:
             if lc.sasl:
                 self.sasl_for(lc.name)
         self.partitions.open()
-        self.node_id = self.metadata.node_id
+        if self.cluster is not None:
+            self.cluster.opened()
+        if self.placement.clustered:
+            self.metadata.producer_ids = self.cluster.producer_ids()
+            self.acls.authorizer.super_users = self.acls.authorizer.super_users | {NODE_PRINCIPAL}
+        else:
+            self.node_id = self.metadata.node_id
         producer_ids = self.metadata.producer_ids
         self.offsets_topic = OffsetsTopic(self.partitions, self.config.offsets_topic_partitions,
                                           self.config.offsets_topic_segment_bytes, faults=self.faults)
@@ -128,11 +161,13 @@ class Broker:
         # transaction side asks where a group's offsets live (AddOffsetsToTxn, TxnOffsetCommit).
         self.markers = MarkerWriter(self.partitions, self.clock, on_txn_marker=self.groups.complete_txn_offsets,
                                     faults=self.faults)
-        txn_topic = TransactionStateTopic(self.partitions, self.config.transaction_topic_partitions,
-                                          self.config.transaction_topic_segment_bytes, faults=self.faults)
+        txn_topic = self.txn_topic = TransactionStateTopic(
+            self.partitions, self.config.transaction_topic_partitions, self.config.transaction_topic_segment_bytes,
+            faults=self.faults)
         offsets_topic = self.offsets_topic
+        write_markers = self.cluster.marker_writer(self.markers).write if self.cluster else self.markers.write
         self.txn = TransactionCoordinator(
-            self.clock, producer_ids.allocate, txn_topic.persist, self.markers.write,
+            self.clock, producer_ids.allocate, txn_topic.persist, write_markers,
             offsets_partition=lambda group_id: (offsets_topic.name, offsets_topic.partition_for(group_id)),
             persist_expired=txn_topic.persist_expired, config=self.config.txn)
         loaded = txn_topic.replay(self.txn)
@@ -178,6 +213,27 @@ class Broker:
                     log.info("transaction %s timed out: aborting it and fencing its producer", txn_id)
             except Exception:
                 log.exception("coordinator timer failed")
+
+    def coordinator_node(self, key_type: int, key: str) -> int:
+        """The node coordinating a group (key type 0) or transactional id (1): the leader of
+        its ``__consumer_offsets`` / ``__transaction_state`` partition (Kafka's placement)."""
+        if not self.placement.clustered:
+            return self.node_id
+        internal = self.offsets_topic if key_type == 0 else self.txn_topic
+        return self.placement.leader(internal.name, internal.partition_for(key))
+
+    def coordinator_error(self, key_type: int, key: str) -> KafkaError | None:
+        """NOT_COORDINATOR for a group or transactional id another node of the cluster
+        coordinates (a client with a stale FindCoordinator answer, or a hostile one), else None."""
+        if not self.placement.clustered or key is None:
+            return None
+        node = self.coordinator_node(key_type, key)
+        if node == self.node_id:
+            return None
+        from .errors import NotCoordinator
+
+        what = "group" if key_type == 0 else "transactional id"
+        return NotCoordinator(f"node {node} coordinates {what} {key!r}, not node {self.node_id}")
 
     def partition_exists(self, topic: str, partition: int) -> bool:
         t = self.metadata.topics.get(topic)
@@ -275,6 +331,12 @@ class Broker:
             raise ProtocolViolation(str(exc)) from None
         module = apis.HANDLERS.get(api_key)
         if module is None:
+            if api_key == ENVELOPE and version == 0 and self.cluster is not None and _from_node(session):
+                try:
+                    _, envelope = codec.decode_request(frame, api_key, version)
+                except codec.DecodeError as exc:
+                    raise ProtocolViolation(str(exc)) from None
+                return self._open_envelope(correlation_id, envelope, peer)
             raise ProtocolViolation(f"unknown API key {api_key}")
         if not module.MIN_VERSION <= version <= module.MAX_VERSION:
             if api_key == api_versions.API_KEY:
@@ -286,6 +348,11 @@ class Broker:
             header, request = codec.decode_request(frame, api_key, version)
         except codec.DecodeError as exc:
             raise ProtocolViolation(str(exc)) from None
+        if self.cluster is not None:
+            # A cluster's metadata changes are the controller's (KIP-590's forwarding, in an
+            # Envelope that carries the client's principal); a node's Envelope is answered here.
+            if api_key in FORWARDED_APIS and not self.placement.is_controller and not _from_node(session):
+                return self.cluster.forward(frame, correlation_id, peer, session)
         if session is None:
             ctx = RequestContext(self, version, correlation_id, header.client_id, peer)
         else:
@@ -308,6 +375,29 @@ class Broker:
         if check is not None:
             self._log_rejections(ctx, result, request)
         return codec.encode_response(correlation_id, result)
+
+    async def _open_envelope(self, correlation_id: int, envelope, peer: str):
+        """A request another node forwarded (see handle_frame), handled as its client's
+        principal; the answer goes back inside an EnvelopeResponse."""
+        principal = (envelope.request_principal or b"").decode("utf-8", "replace")
+        m = response_module(ENVELOPE, 0)
+        if not principal or principal.startswith("Node:"):
+            return codec.encode_response(correlation_id, m.EnvelopeResponse(
+                response_data=None, error_code=ErrorCode.principal_deserialization_failure))
+        host = envelope.client_host_address.decode("ascii", "replace") or peer
+        inner = Session("FORWARDED", False, principal)
+        try:
+            result = self.handle_frame(envelope.request_data, host, inner)
+        except ProtocolViolation as exc:
+            log.warning("a forwarded request from %s could not be handled: %s", host, exc)
+            return codec.encode_response(correlation_id, m.EnvelopeResponse(
+                response_data=None, error_code=ErrorCode.invalid_request))
+        if isinstance(result, Applied):
+            result = result.awaitable
+        if inspect.isawaitable(result):
+            result = await result
+        data = b"".join(result)[4:] if result else None
+        return codec.encode_response(correlation_id, m.EnvelopeResponse(response_data=data, error_code=ErrorCode.none))
 
     async def _finish(self, correlation_id: int, awaitable, ctx=None, request=None):
         response = await awaitable

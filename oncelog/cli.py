@@ -281,6 +281,18 @@ def cmd_serve(args) -> int:
     except ServeConfigError as exc:
         print(f"oncelog serve: {exc}", file=sys.stderr)
         return 2
+    nodes = args.nodes if args.nodes is not None else 1
+    if not 1 <= nodes <= 256 or (args.cluster_node is not None and not 1 <= args.cluster_node <= nodes):
+        print(f"oncelog serve: --nodes must be 1..256 (got {nodes})", file=sys.stderr)
+        return 2
+    if nodes > 1 and args.cluster_node is None:
+        from .cluster import supervisor
+
+        return supervisor.run(sys.argv[1:], nodes)
+    if nodes > 1:
+        from .cluster import node_config
+
+        config = node_config(config, nodes, args.cluster_node)
     for note in notes:
         warning = note.startswith("WARNING: ")
         logging.getLogger("oncelog.config").log(logging.WARNING if warning else logging.INFO, "%s",

@@ -50,6 +50,7 @@ import collections
 import ctypes
 import datetime
 import logging
+import os
 import resource
 import signal
 import socket
@@ -61,6 +62,7 @@ from kio.schema.errors import ErrorCode
 from .apis import HANDLERS, api_versions
 from .apis._base import NO_THROTTLE, Applied, CloseConnection, build, response_module
 from .broker import Broker, ProtocolViolation
+from .cluster import CONTROL_LISTENER, NODE_PRINCIPAL
 from .security import tls
 from .security.sasl import SaslAuthenticationFailed
 from .security.session import API_VERSIONS, SASL_APIS, SASL_HANDSHAKE, SaslState, Session, Verdict
@@ -223,12 +225,15 @@ class Limits:
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: Broker, limits: Limits, listener: str = "PLAINTEXT",
-                 security_protocol: str = "PLAINTEXT") -> None:
+                 security_protocol: str = "PLAINTEXT", principal: str | None = None) -> None:
         self.broker = broker
         self.limits = limits
         # The listener (Metadata answers with its address) and the principal: ANONYMOUS, the TLS
-        # client certificate's DN (set in connection_made), or the SASL user once authenticated.
+        # client certificate's DN (set in connection_made), or the SASL user once authenticated;
+        # on a cluster's control socket, the nodes' own (oncelog.cluster.NODE_PRINCIPAL).
         self.session = Session.for_listener(listener, security_protocol)
+        if principal is not None:
+            self.session.principal = principal
         self.reader = BufferedFrameReader(limits.max_frame, scratch=limits.scratch)
         # Whether this connection's bytes count in queued.max.request.bytes: from the start, but on
         # a SASL listener only once it has authenticated (before that the frame cap bounds it).
@@ -802,6 +807,18 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
         sock = server.sockets[0].getsockname()
         broker.set_listening(sock[0], sock[1], lc.name)
         bound.append((lc, sock))
+    if broker.cluster is not None:
+        # The other nodes' way in (markers, verification): a Unix socket only this user can open.
+        path = broker.cluster.control_socket_path()
+        old_umask = os.umask(0o077)
+        try:
+            servers.append(await loop.create_unix_server(
+                lambda: KafkaConnection(broker, limits, CONTROL_LISTENER, "PLAINTEXT", principal=NODE_PRINCIPAL),
+                path, backlog=64))
+        finally:
+            os.umask(old_umask)
+        broker.cluster.register()
+        broker.cluster.start_background()
     broker.partitions.start_background()
     ticker = loop.create_task(broker.tick_task())
     sweeper = loop.create_task(_sweep(limits))
@@ -830,6 +847,8 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
         conn.abort()
     for server in servers:
         await server.wait_closed()
+    if broker.cluster is not None:
+        await broker.cluster.close()
     await broker.partitions.close()
     log.info("stopped cleanly")
 

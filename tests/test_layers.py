@@ -12,6 +12,9 @@ Floors, bottom up — a module imports only from its own floor or below:
     groups | txn | security                             coordinators (never each other: callbacks);
                                                         authentication and authorization
     apis                                                one module per Kafka API
+    cluster                                             a cluster's nodes: placement (its package, a
+                                                        vocabulary every floor may use), the links,
+                                                        markers and metadata following between nodes
     broker -> server -> cli                             state and dispatch, sockets, command line
 
     client (protocol below it) -> spark -> pipeline, demo, audit, admin: the client side, which
@@ -61,6 +64,10 @@ NEVER = [
     ("oncelog.apis", ("oncelog.broker", "oncelog.server", "oncelog.cli") + CLIENT_SIDE,
      "handlers see the broker through BrokerView only"),
     ("oncelog.broker", ("oncelog.server", "oncelog.cli") + CLIENT_SIDE, "the broker has no sockets"),
+    ("oncelog.cluster", ("oncelog.apis", "oncelog.broker", "oncelog.server", "oncelog.cli", "oncelog.groups",
+                         "oncelog.txn") + CLIENT_SIDE,
+     "a cluster node talks to the others in protocol requests; it reaches the broker only as what the broker "
+     "hands it"),
     ("oncelog.client", BROKER_SIDE + ("oncelog.spark", "oncelog.pipeline", "oncelog.demo", "oncelog.cli"),
      "the client reaches a broker only over the network"),
     ("oncelog.spark", BROKER_SIDE + ("oncelog.pipeline", "oncelog.demo", "oncelog.audit", "oncelog.admin",

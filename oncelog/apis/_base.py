@@ -21,6 +21,8 @@ from kio.static.constants import EntityType
 from .. import errors
 
 if TYPE_CHECKING:
+    from ..cluster import Placement
+    from ..cluster.node import ClusterNode
     from ..config.settings import BrokerConfig
     from ..errors import KafkaError
     from ..groups.coordinator import GroupCoordinator
@@ -59,6 +61,8 @@ class BrokerView(Protocol):
     markers: "MarkerWriter"
     acls: "AclStore"  # the ACLs and the authorizer (authorize() is True when none is configured)
     scram_credentials: "ScramCredentialStore"  # KIP-554 SCRAM credentials, persisted in the data dir
+    placement: "Placement"  # which node leads what (one node: this one, everything)
+    cluster: "ClusterNode | None"  # a cluster's other nodes (oncelog.cluster); None on one node
 
     def partition_exists(self, topic: str, partition: int) -> bool: ...
 
@@ -69,6 +73,10 @@ class BrokerView(Protocol):
     def offset_fetch_error(self, group_id: str, topic: str, partition: int) -> "KafkaError | None": ...
 
     def describe_config(self) -> dict[str, str | None]: ...
+
+    def coordinator_node(self, key_type: int, key: str) -> int: ...  # the node coordinating a group (0) / txn id (1)
+
+    def coordinator_error(self, key_type: int, key: str) -> "KafkaError | None": ...  # NOT_COORDINATOR elsewhere
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,14 +48,20 @@ def _one(ctx, txn_id, pid, epoch, topics, verify_only, done):
         if len(writable) < len({t for t, _ in parts}):
             return done({tp: ErrorCode.operation_not_attempted if tp[0] in writable else _authz.TOPIC_DENIED
                          for tp in parts})
+    not_coordinator = broker.coordinator_error(1, txn_id)
+    if not_coordinator is not None:  # a cluster's other node coordinates it (oncelog.cluster)
+        return done({tp: ErrorCode.not_coordinator for tp in parts})
     unknown = {tp for tp in parts if not broker.partition_exists(*tp)}
     if unknown:
         return done({tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
                      for tp in parts})
     if verify_only:
         return done({tp: _verify(ctx, txn_id, pid, epoch, tp) for tp in parts})
+    # v4+ without verify_only comes from a partition leader adding a Produce v12 batch's
+    # partition to its transaction (transaction version 2, oncelog.cluster).
     broker.txn.add_partitions(txn_id, pid, epoch, parts,
-                              lambda error: done({tp: error_code(error, API_KEY, ctx.api_version) for tp in parts}))
+                              lambda error: done({tp: error_code(error, API_KEY, ctx.api_version) for tp in parts}),
+                              tv2=ctx.api_version >= 4)
     return None
 
 

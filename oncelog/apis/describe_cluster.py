@@ -1,4 +1,5 @@
-"""DescribeCluster (key 60), v0-2: this one broker, which is also the controller. v2
+"""DescribeCluster (key 60), v0-2: this one broker, which is also the controller (in a cluster of
+nodes, every registered node, node 1 the controller: :mod:`oncelog.cluster`). v2
 (KIP-1073) may ask for fenced brokers too: there are none, the broker is never fenced.
 
 ACLs (Kafka's KafkaApis.handleDescribeCluster and AuthHelper.computeDescribeClusterResponse):
@@ -23,6 +24,7 @@ from __future__ import annotations
 from . import _authz
 from ._acl import authorized
 from ._base import NO_THROTTLE, OK, build, response_module
+from .metadata import controller_id, live_nodes
 
 API_KEY = 60
 MIN_VERSION = 0
@@ -37,8 +39,8 @@ def handle(ctx, request):
         operations = 0
     else:
         operations = authorized(ctx, _authz.R.CLUSTER, _authz.CLUSTER_NAME, asked)
-    host, port = b.advertised_for(ctx.listener)
-    broker = build(m.DescribeClusterBroker, broker_id=b.node_id, host=host, port=port, rack=None, is_fenced=False)
+    brokers = tuple(build(m.DescribeClusterBroker, broker_id=node_id, host=host, port=port, rack=None,
+                          is_fenced=False) for node_id, (host, port) in live_nodes(b, ctx.listener))
     return build(m.DescribeClusterResponse, throttle_time=NO_THROTTLE, error_code=OK, error_message=None,
-                 endpoint_type=1, cluster_id=b.metadata.cluster_id, controller_id=b.node_id, brokers=(broker,),
+                 endpoint_type=1, cluster_id=b.metadata.cluster_id, controller_id=controller_id(b), brokers=brokers,
                  cluster_authorized_operations=operations)

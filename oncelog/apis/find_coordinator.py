@@ -1,5 +1,7 @@
 """FindCoordinator (key 10), v0-6: this broker coordinates every group (key type 0) and
-transactional id (key type 1). v4+ looks up several keys in one request (KIP-699). v5 only
+transactional id (key type 1); in a cluster of nodes (:mod:`oncelog.cluster`), the node leading the
+key's ``__consumer_offsets`` / ``__transaction_state`` partition, as Kafka places it
+(COORDINATOR_NOT_AVAILABLE while that node is not up). v4+ looks up several keys in one request (KIP-699). v5 only
 allows TRANSACTION_ABORTABLE in answers (KIP-890), which this coordinator never needs to send.
 v6 adds share group keys (type 2, KIP-932): share groups are not implemented (ShareGroupHeartbeat
 is not advertised, so no client asks), so they get INVALID_REQUEST, as any unknown type.
@@ -40,6 +42,7 @@ GROUP, TRANSACTION = 0, 1
 
 # Kafka's Errors.<code>.message() for the codes this API answers.
 _MESSAGES = {
+    ErrorCode.coordinator_not_available: "The coordinator is not available.",
     ErrorCode.invalid_request: "This most likely occurs because of a request being malformed by the client library or "
                                "the message was sent to an incompatible broker. See the broker logs for more details.",
     _authz.GROUP_DENIED: "Group authorization failed.",
@@ -56,23 +59,36 @@ def _message(code, version: int) -> str:
 def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     b = ctx.broker
-    host, port = b.advertised_for(ctx.listener)
     key_type = getattr(request, "key_type", GROUP)
     code = OK if key_type in b.coordinator_key_types else ErrorCode.invalid_request
     if ctx.api_version >= 4:
         coordinators = []
         for key in request.coordinator_keys:
             c = _denied(ctx, key_type, key) if code == OK else code
+            node, address, c = _locate(ctx, key_type, key, c)
             coordinators.append(m.Coordinator(
-                key=key, node_id=b.node_id if c == OK else -1, host=host if c == OK else "",
-                port=port if c == OK else -1, error_code=c, error_message=_message(c, ctx.api_version)))
+                key=key, node_id=node, host=address[0], port=address[1], error_code=c,
+                error_message=_message(c, ctx.api_version)))
         return build(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
     if code == OK:
         code = _denied(ctx, key_type, request.key)
+    node, address, code = _locate(ctx, key_type, request.key, code)
     return build(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=code,
-                 error_message=_message(code, ctx.api_version),
-                 node_id=b.node_id if code == OK else -1, host=host if code == OK else "",
-                 port=port if code == OK else -1)
+                 error_message=_message(code, ctx.api_version), node_id=node, host=address[0], port=address[1])
+
+
+def _locate(ctx, key_type: int, key: str, code):
+    """(node id, (host, port), code): the coordinator's node and address for a client of this
+    listener — this node, or in a cluster the node leading the key's internal partition, which
+    is COORDINATOR_NOT_AVAILABLE while it is not up."""
+    if code != OK:
+        return -1, ("", -1), code
+    b = ctx.broker
+    node = b.coordinator_node(key_type, key)
+    address = b.cluster.address(node, ctx.listener) if b.cluster is not None else b.advertised_for(ctx.listener)
+    if address is None:
+        return -1, ("", -1), ErrorCode.coordinator_not_available
+    return node, address, OK
 
 
 def _denied(ctx, key_type: int, key: str):

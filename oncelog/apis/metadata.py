@@ -1,6 +1,8 @@
 """Metadata (key 3), v0-13.
 
-One broker leads every partition. Topics a client names that do not exist are created when
+One broker leads every partition; in a cluster of nodes (:mod:`oncelog.cluster`) each partition's
+leader is its placement's node, every registered node is listed, node 1 is the controller, and a
+partition whose node is not up is LEADER_NOT_AVAILABLE (leader -1). Topics a client names that do not exist are created when
 ``allow_auto_topic_creation`` (v4+; always for v0-3) and the broker's ``auto.create.topics``
 setting both allow it; otherwise UNKNOWN_TOPIC_OR_PARTITION. An illegal name gets
 INVALID_TOPIC_EXCEPTION. A null topic list means all topics (v1+; v0 uses an empty list).
@@ -43,7 +45,10 @@ from __future__ import annotations
 
 import uuid
 
+from kio.schema.errors import ErrorCode
+
 from .. import errors
+from ..cluster import CONTROLLER_ID
 from . import _authz
 from ._acl import AUTHORIZED_OPERATIONS_OMITTED, authorized
 from ._base import NO_THROTTLE, OK, build, response_module
@@ -95,29 +100,56 @@ def handle(ctx, request):
                 if not (may_create_any or _authz.topic(ctx, _authz.Op.CREATE, name)):
                     results.append(_topic_denied(m, name, topic_id))
                     continue
+                if broker.cluster is not None and not broker.placement.is_controller:
+                    # The controller creates it (Kafka's forwarded auto-creation); until this
+                    # node has followed, the answer is retriable.
+                    broker.cluster.create_on_controller(name)
+                    raise errors.LeaderNotAvailable(name)
                 topic = md.topics.create_topic(name, -1)
             except errors.KafkaError as exc:
                 results.append(_topic_error(m, name or "", ZERO_UUID, exc))
                 continue
-        partitions = tuple(
-            build(m.MetadataResponsePartition, error_code=OK, partition_index=p, leader_id=broker.node_id,
-                  leader_epoch=0, replica_nodes=(broker.node_id,), isr_nodes=(broker.node_id,), offline_replicas=())
-            for p in range(topic.partitions)
-        )
+        partitions = tuple(_partition(m, broker, ctx.listener, topic.name, p) for p in range(topic.partitions))
         results.append(build(m.MetadataResponseTopic, error_code=OK, name=topic.name, topic_id=topic.topic_id,
                              is_internal=topic.internal, partitions=partitions,
                              topic_authorized_operations=authorized(ctx, _authz.R.TOPIC, topic.name,
                                                                     want_topic_ops)))
-    host, port = broker.advertised_for(ctx.listener)
-    brokers = (build(m.MetadataResponseBroker, node_id=broker.node_id, host=host, port=port, rack=None),)
+    brokers = tuple(build(m.MetadataResponseBroker, node_id=node_id, host=host, port=port, rack=None)
+                    for node_id, (host, port) in live_nodes(broker, ctx.listener))
     return build(m.MetadataResponse, throttle_time=NO_THROTTLE, brokers=brokers, cluster_id=md.cluster_id,
-                 controller_id=broker.node_id, topics=tuple(results), cluster_authorized_operations=cluster_ops,
-                 error_code=OK)
+                 controller_id=controller_id(broker), topics=tuple(results),
+                 cluster_authorized_operations=cluster_ops, error_code=OK)
+
+
+def live_nodes(broker, listener: str) -> list[tuple[int, tuple[str, int]]]:
+    """(node id, advertised address) of every node a client of ``listener`` can reach: this
+    one, and in a cluster the others that have registered (oncelog.cluster)."""
+    if broker.cluster is None:
+        return [(broker.node_id, broker.advertised_for(listener))]
+    out = []
+    for node_id in broker.placement.node_ids():
+        address = broker.cluster.address(node_id, listener)
+        if address is not None:
+            out.append((node_id, address))
+    return out
+
+
+def controller_id(broker) -> int:
+    return CONTROLLER_ID if broker.cluster is not None else broker.node_id
+
+
+def _partition(m, broker, listener: str, topic: str, p: int):
+    leader = broker.placement.leader(topic, p)
+    if broker.cluster is not None and broker.cluster.address(leader, listener) is None:
+        # Its node is not up (starting, or restarting after a crash): Kafka's answer for a
+        # partition without a live leader (replication factor 1: no other replica).
+        return build(m.MetadataResponsePartition, error_code=ErrorCode.leader_not_available, partition_index=p,
+                     leader_id=-1, leader_epoch=0, replica_nodes=(leader,), isr_nodes=(), offline_replicas=(leader,))
+    return build(m.MetadataResponsePartition, error_code=OK, partition_index=p, leader_id=leader,
+                 leader_epoch=0, replica_nodes=(leader,), isr_nodes=(leader,), offline_replicas=())
 
 
 def _topic_denied(m, name, topic_id):
-    from kio.schema.errors import ErrorCode
-
     return build(m.MetadataResponseTopic, error_code=ErrorCode.topic_authorization_failed, name=name,
                  topic_id=topic_id or ZERO_UUID, is_internal=False, partitions=(),
                  topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

@@ -137,8 +137,11 @@ def check_one_batch(version: int, records) -> None:
                                    "one record batch per partition")
 
 
-def _txn_verifier(txn, transactional_id: str | None, version: int):
-    """KIP-890 part 1, for :meth:`Partition.append`: may this transactional batch be written?"""
+def _txn_verifier(txn, transactional_id: str | None, version: int, remote: dict | None = None):
+    """KIP-890 part 1, for :meth:`Partition.append`: may this transactional batch be written?
+    ``remote``: in a cluster, the verdicts of the transaction coordinator on another node, by
+    partition (:func:`_verify_remotely`); a partition it was not asked about had a batch of this
+    producer's open transaction verified already."""
 
     def verify(part, header) -> None:
         if transactional_id is None:
@@ -148,7 +151,13 @@ def _txn_verifier(txn, transactional_id: str | None, version: int):
                 f"{part.name}: transactional records from producer {header.producer_id} in a Produce request "
                 "without a transactional id")
         try:
-            txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch, part.topic, part.index)
+            if remote is None:
+                txn.verify_partition(transactional_id, header.producer_id, header.producer_epoch, part.topic,
+                                     part.index)
+            elif not _verified_here(part, header):
+                verdict = remote.get((part.topic, part.index), errors.TransactionAbortable())
+                if verdict is not None:
+                    raise verdict
         # ReplicaManager's translation of the coordinator's verdict (AddPartitionsToTxnManager):
         # a partition not in the transaction is TRANSACTION_ABORTABLE for Produce v11+ clients,
         # INVALID_TXN_STATE with this message for older ones; a fenced epoch INVALID_PRODUCER_EPOCH;
@@ -159,9 +168,11 @@ def _txn_verifier(txn, transactional_id: str | None, version: int):
             raise errors.InvalidTxnState("Partition was not added to the transaction") from None
         except errors.ProducerFenced:
             raise errors.InvalidProducerEpoch() from None
-        except errors.ConcurrentTransactions:
+        except (errors.ConcurrentTransactions, errors.CoordinatorNotAvailable, errors.NotCoordinator,
+                errors.CoordinatorLoadInProgress) as exc:
+            # As Kafka's AddPartitionsToTxnManager: a coordinator busy or out of reach is retriable.
             raise errors.NotEnoughReplicas("Unable to verify the partition has been added to the transaction. "
-                                           "Underlying error: CONCURRENT_TRANSACTIONS") from None
+                                           f"Underlying error: {errors.error_code_for(exc).name.upper()}") from None
         except errors.KafkaError as exc:
             raise type(exc)(f"{part.name}: transactional batch of producer {header.producer_id} epoch "
                             f"{header.producer_epoch}: {errors.error_code_for(exc).name}") from None
@@ -233,11 +244,55 @@ def handle(ctx, request):
         denied = _denied(ctx, request)
         if denied is not None:
             return _append_all(ctx, request, denied)
+    if _coordinator_elsewhere(ctx, request):
+        return _verify_remotely(ctx, request)
     if ctx.api_version >= 12 and request.transactional_id is not None:
         missing = _partitions_to_add(ctx, request)
         if missing:
             return _add_then_append(ctx, request, missing)
     return _append_all(ctx, request)
+
+
+def _verified_here(part, header) -> bool:
+    """The producer's transaction is open on this partition at this epoch: a batch of it was
+    verified before (Kafka's verification guard lasts until the transaction's marker)."""
+    entry = part.producers.producers.get(header.producer_id)
+    return (entry is not None and entry.producer_epoch == header.producer_epoch
+            and header.producer_id in part.producers.ongoing)
+
+
+def _coordinator_elsewhere(ctx, request) -> bool:
+    b = ctx.broker
+    return (b.cluster is not None and request.transactional_id is not None
+            and b.coordinator_node(1, request.transactional_id) != b.node_id)
+
+
+async def _verify_remotely(ctx, request):
+    """A cluster node whose transactions' coordinator is another node (oncelog.cluster): the
+    coordinator is asked once per request for the transactional partitions not verified yet
+    (AddPartitionsToTxn v5 ``verify_only``; Produce v12, transaction version 2, adds them),
+    then the partitions are appended with its verdicts."""
+    b = ctx.broker
+    asked: dict[tuple[int, int], set] = {}
+    for topic_data in request.topic_data:
+        for pd in topic_data.partition_data:
+            if topic_data.name is None or pd.records is None or len(pd.records) < rb.HEADER_SIZE:
+                continue
+            h = rb.parse_header(pd.records)
+            if not h.is_transactional or not b.partition_exists(topic_data.name, pd.index):
+                continue
+            try:
+                part = b.partitions.get(topic_data.name, pd.index)
+            except errors.KafkaError:
+                continue  # the append answers it
+            if not _verified_here(part, h):
+                asked.setdefault((h.producer_id, h.producer_epoch), set()).add((topic_data.name, pd.index))
+    verdicts: dict = {}
+    for (pid, epoch), parts in asked.items():
+        verdicts.update(await b.cluster.verify_remote(request.transactional_id, pid, epoch, parts,
+                                                      add=ctx.api_version >= 12))
+    result = _append_all(ctx, request, remote=verdicts)
+    return (await result.awaitable) if isinstance(result, Applied) else result
 
 
 def _partitions_to_add(ctx, request) -> dict[tuple[int, int], set]:
@@ -268,12 +323,12 @@ async def _add_then_append(ctx, request, missing):
     return (await result.awaitable) if isinstance(result, Applied) else result
 
 
-def _append_all(ctx, request, denied=None):
+def _append_all(ctx, request, denied=None, remote=None):
     """Append every partition; ``denied`` (see :func:`_denied`) answers partitions refused by
-    the ACLs with their code, writing nothing of them."""
+    the ACLs with their code, writing nothing of them; ``remote``: see :func:`_txn_verifier`."""
     acks = request.acks
     now_ms = ctx.broker.clock()
-    verify_txn = _txn_verifier(ctx.broker.txn, request.transactional_id, ctx.api_version)
+    verify_txn = _txn_verifier(ctx.broker.txn, request.transactional_id, ctx.api_version, remote)
     outcome: list[tuple[object, list[_PartitionAnswer]]] = []
     pending = []
     for topic_data in request.topic_data:

@@ -57,7 +57,14 @@ ABORTABLE_SINCE = 4  # verification failures are TRANSACTION_ABORTABLE (KIP-890 
 IMPLICIT_ADD_SINCE = 5  # transaction version 2: the offsets partition joins without AddOffsetsToTxn
 
 
+_LOCAL = object()  # _commit's ``remote`` when the transaction coordinator is this node
+
+
 def handle(ctx, request):
+    b = ctx.broker
+    if (b.cluster is not None and b.coordinator_error(0, request.group_id) is None
+            and b.coordinator_node(1, request.transactional_id) != b.node_id):
+        return _verify_remotely_then_commit(ctx, request)
     if ctx.api_version >= IMPLICIT_ADD_SINCE and _adds_offsets_partition(ctx, request):
         return _add_then_commit(ctx, request)
     return _commit(ctx, request)
@@ -84,7 +91,30 @@ async def _add_then_commit(ctx, request):
     return (await result) if isinstance(result, asyncio.Future) else result
 
 
-def _commit(ctx, request, add_error: KafkaError | None = None):
+async def _verify_remotely_then_commit(ctx, request):
+    """A cluster (oncelog.cluster) whose transaction coordinator for this producer is another
+    node: it is asked whether the group's offsets partition is in the Ongoing transaction
+    (AddPartitionsToTxn v5 ``verify_only``; from v5, transaction version 2, to add it), and its
+    verdict stands in for the local check. Asked only of a request the ACLs allow."""
+    b = ctx.broker
+    verdict = None
+    if _authz.transactional_id(ctx, _authz.Op.WRITE, request.transactional_id) and \
+            _authz.group(ctx, _authz.Op.READ, request.group_id):
+        tp = (b.offsets_topic.name, b.offsets_topic.partition_for(request.group_id))
+        verdicts = await b.cluster.verify_remote(request.transactional_id, request.producer_id,
+                                                 request.producer_epoch, {tp},
+                                                 add=ctx.api_version >= IMPLICIT_ADD_SINCE)
+        verdict = verdicts[tp]
+        if isinstance(verdict, (errors.TransactionAbortable, errors.ConcurrentTransactions)):
+            verdict = errors.InvalidTxnState(f"transactional id {request.transactional_id!r}: the offsets of group "
+                                             f"{request.group_id!r} are not in an Ongoing transaction")
+        elif isinstance(verdict, errors.NotEnoughReplicas):
+            verdict = errors.CoordinatorNotAvailable(str(verdict))
+    result = _commit(ctx, request, remote=verdict)
+    return (await result) if isinstance(result, asyncio.Future) else result
+
+
+def _commit(ctx, request, add_error: KafkaError | None = None, remote=_LOCAL):
     m = response_module(API_KEY, ctx.api_version)
     broker = ctx.broker
     error: KafkaError | ErrorCode | None = None
@@ -99,8 +129,14 @@ def _commit(ctx, request, add_error: KafkaError | None = None):
     else:
         readable = _authz.filter_topics(ctx, _authz.Op.READ, (t.name for t in request.topics))
         try:
-            broker.txn.check_txn_offset_commit(request.transactional_id, request.producer_id,
-                                               request.producer_epoch, request.group_id)
+            not_coordinator = broker.coordinator_error(0, request.group_id)
+            if not_coordinator is not None:
+                raise not_coordinator
+            if remote is _LOCAL:
+                broker.txn.check_txn_offset_commit(request.transactional_id, request.producer_id,
+                                                   request.producer_epoch, request.group_id)
+            elif remote is not None:
+                raise remote
             check = broker.groups.validate_txn_offset_commit(
                 request.group_id, getattr(request, "generation_id", -1), getattr(request, "member_id", "") or "",
                 getattr(request, "group_instance_id", None))

@@ -87,6 +87,12 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
                                                                "a free one)")
     parser.add_argument("--advertise", metavar="HOST:PORT", default=None,
                         help="address handed to clients in Metadata (advertised.listeners)")
+    parser.add_argument("--nodes", type=int, default=None, metavar="N",
+                        help="run a cluster of N node processes on this machine, one per core, each leading a "
+                             "share of the partitions (default 1: one process). Node K listens on the given "
+                             "ports plus K-1; node 1 is the controller and a bootstrap server for all. A data "
+                             "directory keeps the node count it was made with")
+    parser.add_argument("--cluster-node", type=int, default=None, help=argparse.SUPPRESS)
     for d in SERVE_FLAGS:
         shown = f" (default {d.default})" if d.default is not None and d.flag_kind != "negate" else ""
         help_text = f"{d.name}: {d.flag_help}{shown}"

@@ -303,6 +303,9 @@ class BrokerConfig:
     group: GroupConfig = field(default_factory=lambda: GroupConfig(
         initial_rebalance_delay_ms=default("group.initial.rebalance.delay.ms")))
     node_id: int = default("node.id")
+    # A cluster of node processes on this machine (oncelog.cluster): how many; node_id is then
+    # this process's node (1 is the controller). Not a Kafka config: ``serve --nodes``.
+    nodes: int = 1
     connections_max_reauth_ms: int = default("connections.max.reauth.ms")
     sasl_server_max_receive_size: int = default("sasl.server.max.receive.size")
     allow_unauthenticated_listeners: bool = default("oncelog.allow.unauthenticated.listeners")

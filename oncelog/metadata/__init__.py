@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import uuid
 from collections.abc import Mapping
 from typing import Protocol
@@ -75,11 +76,14 @@ class Metadata:
 
     def __init__(self, data_dir: str, *, node_id: int, default_config: LogConfig = LogConfig(),
                  static: Mapping[str, str] | None = None, group: GroupConfig = GroupConfig(),
-                 follower: bool = False, fs: FileSystem | None = None) -> None:
-        """``fs``: the files' seam (default: the real filesystem; tests: a MemoryFileSystem)."""
+                 follower: bool = False, fs: FileSystem | None = None, nodes: int = 1) -> None:
+        """``fs``: the files' seam (default: the real filesystem; tests: a MemoryFileSystem).
+        ``nodes``: the node count of a cluster (:mod:`oncelog.cluster`); recorded in meta.json
+        when above 1, and a data directory recorded with another count is refused."""
         self.store = MetadataStore(data_dir, create=not follower, fs=fs)
         self.data_dir = self.store.data_dir
         self.node_id = node_id
+        self.nodes = nodes
         self.cluster_id = ""
         self.internal_placement = "kafka"
         self.configs = LiveConfigs(self.store, default_config, static=static)
@@ -98,11 +102,14 @@ class Metadata:
         fresh = not self.store.exists(META)
         if not fresh:
             meta = self.store.read(META)
+            self._check_nodes(meta)
             if meta["node_id"] != self.node_id:
                 raise DataDirMismatch(f"{meta_path} says node.id {meta['node_id']}, but this broker is configured "
                                       f"with node.id {self.node_id}: refusing to serve another node's data")
         else:
             meta = {"format": 1, "cluster_id": _cluster_id(), "node_id": self.node_id, "internal_placement": "kafka"}
+            if self.nodes > 1:
+                meta["nodes"] = self.nodes
             self.store.write(META, meta, indent=None, sort_keys=False)
         self.cluster_id, self.node_id = meta["cluster_id"], meta["node_id"]
         self.configs.load()
@@ -113,6 +120,32 @@ class Metadata:
         self.group_configs = GroupConfigs(self.store, self._group)
         self.producer_ids = ProducerIdManager(self.store)
         self._stamps = {name: self.store.stamp(name) for name in (TOPICS, BROKER_CONFIGS, GROUP_CONFIGS)}
+
+    def _check_nodes(self, meta: dict) -> None:
+        recorded = meta.get("nodes", 1)
+        if recorded != self.nodes:
+            raise DataDirMismatch(
+                f"{self.store.path(META)} was written by a cluster of {recorded} node(s); this start asks for "
+                f"{self.nodes}: refusing, since each partition lives on the node that leads it (start with "
+                f"--nodes {recorded}, or a new data directory)")
+
+    def open_follower(self, logs: LogOpener | None = None) -> None:
+        """A cluster node other than the controller (:mod:`oncelog.cluster`): read the documents
+        the controller writes (it has started first), never write them, and open the logs of
+        the registered topics; :meth:`refresh` then follows the controller's changes."""
+        meta = self.store.read(META)
+        if meta is None:
+            raise DataDirMismatch(f"{self.store.path(META)} does not exist: the controller has not started")
+        self._check_nodes(meta)
+        self.cluster_id = meta["cluster_id"]
+        self.internal_placement = meta.get("internal_placement") or "kafka"
+        self._stamps = {name: self.store.stamp(name) for name in (TOPICS, BROKER_CONFIGS, GROUP_CONFIGS)}
+        self.configs.reload()
+        self.topics.load()
+        if logs is not None:
+            fresh = not os.path.isdir(getattr(logs, "data_dir", ""))
+            logs.open([(t.name, t.partitions, t.config, t.internal) for t in self.topics.values()], fresh=fresh)
+        self.group_configs = GroupConfigs(self.store, self._group)
 
     def _settle_internal_placement(self, meta: dict) -> None:
         placement = meta.get("internal_placement")

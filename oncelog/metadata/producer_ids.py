@@ -19,9 +19,14 @@ BLOCK_SIZE = 1000
 
 
 class ProducerIdManager:
-    def __init__(self, store: MetadataStore | str) -> None:
+    """In a cluster of ``stride`` nodes (:mod:`oncelog.cluster`) node ``k`` keeps its own
+    document in its own directory and hands out ``n * stride + k - 1`` for its counter ``n``:
+    the nodes' ids never meet, and no node asks another for a block."""
+
+    def __init__(self, store: MetadataStore | str, *, stride: int = 1, offset: int = 0) -> None:
         """``store``: the data directory's metadata store (or the directory's path)."""
         self.store = store if isinstance(store, MetadataStore) else MetadataStore(store)
+        self.stride, self.offset = stride, offset
         start = int(self.store.read(PRODUCER_IDS, {"next_block_start": 0})["next_block_start"])
         self.next_id = start
         self.block_end = start  # forces a durable block reservation before the first id
@@ -38,7 +43,10 @@ class ProducerIdManager:
             self.block_end = block_end
         pid = self.next_id
         self.next_id += 1
-        return pid
+        return pid * self.stride + self.offset
 
     def was_issued(self, producer_id: int) -> bool:
-        return 0 <= producer_id < self.next_id
+        if self.stride == 1:
+            return 0 <= producer_id < self.next_id
+        n, k = divmod(producer_id, self.stride)
+        return producer_id >= 0 and k == self.offset and n < self.next_id

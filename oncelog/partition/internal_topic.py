@@ -96,7 +96,10 @@ class InternalTopic:
 
     def batches(self, partition: int) -> Iterator[tuple[rb.BatchHeader, bytes]]:
         """Every batch of a partition from its log start, with its bytes (read a chunk at a
-        time: a replay may read millions of small batches)."""
+        time: a replay may read millions of small batches). None for a partition another node
+        of a cluster leads (its coordinator loads it there)."""
+        if not self.manager.here(self.name, partition):
+            return
         plog = self.manager.get(self.name, partition).log
         start = plog.log_start_offset
         for seg in list(plog.segments):

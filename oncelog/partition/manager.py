@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from .. import errors
+from ..cluster import Placement
 from ..config.settings import LogConfig
 from ..storage.log_manager import LogManager, background_failed, cancel_tasks
 from ..storage.partition_log import PartitionLog
@@ -54,9 +55,11 @@ class InternalTopics(Protocol):
 
 class PartitionManager:
     def __init__(self, logs: LogManager, settings: Settings, topics: InternalTopics | None = None, *,
-                 node_id: int = 1) -> None:
+                 node_id: int = 1, placement: Placement | None = None) -> None:
         self.logs = logs
         self.node_id = node_id
+        # In a cluster this node keeps only the partitions it leads (oncelog.cluster).
+        self.placement = placement or Placement(1, node_id)
         self.settings = settings
         self.topics = topics
         self.flusher = logs.flusher
@@ -72,9 +75,21 @@ class PartitionManager:
         """The partition, or :class:`~oncelog.errors.UnknownTopicOrPartition`."""
         plog = self.logs.get_log(topic, index)
         if plog is None:
+            if not self.placement.leads(topic, index) and self._exists(topic, index):
+                raise errors.NotLeaderOrFollower(
+                    f"{topic}-{index} is led by node {self.placement.leader(topic, index)}, not node {self.node_id}")
             raise errors.UnknownTopicOrPartition(f"{topic}-{index} does not exist")
         partition = self._partitions.get(plog)
         return partition if partition is not None else self._open(plog)
+
+    def here(self, topic: str, index: int) -> bool:
+        """Whether this node keeps (leads) the partition: always on one node."""
+        return self.placement.leads(topic, index)
+
+    def _exists(self, topic: str, index: int) -> bool:
+        registry = getattr(self.topics, "topics", None)
+        t = registry.get(topic) if registry is not None else None
+        return t is not None and 0 <= index < t.partitions
 
     def all(self) -> list[Partition]:
         return [self._partitions.get(plog) or self._open(plog) for plog in self.logs.all_logs()]
@@ -97,7 +112,7 @@ class PartitionManager:
 
     def remove_logs(self, name: str, start: int) -> None:
         topic = self.logs.topics.get(name)
-        for plog in topic.logs[start:] if topic is not None else []:
+        for plog in [plog for p, plog in topic.by_partition.items() if p >= start] if topic is not None else []:
             partition = self._partitions.pop(plog, None)
             if partition is not None:
                 partition.discard()

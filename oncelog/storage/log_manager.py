@@ -63,11 +63,18 @@ async def cancel_tasks(tasks: list[asyncio.Task]) -> None:
 
 @dataclass
 class TopicLogs:
-    """One topic's logs, index = partition."""
+    """One topic's logs here, in partition order: all of its partitions on one node, those this
+    node leads in a cluster (``by_partition``; ``count``: the topic's partitions)."""
     name: str
     config: LogConfig
     internal: bool = False
     logs: list[PartitionLog] = field(default_factory=list)
+    by_partition: dict[int, PartitionLog] = field(default_factory=dict)
+    count: int = 0
+
+    def add(self, plog: PartitionLog) -> None:
+        self.logs.append(plog)
+        self.by_partition[plog.partition] = plog
 
 
 class LogManager:
@@ -75,9 +82,13 @@ class LogManager:
                  checkpoint_interval_ms: int = settings.default("log.flush.offset.checkpoint.interval.ms"),
                  retention_check_interval_ms: int = settings.default("log.retention.check.interval.ms"),
                  compaction_interval_ms: Callable[[], int] = lambda: settings.default("log.cleaner.backoff.ms"),
-                 clock: Callable[[], int] | None = None) -> None:
+                 clock: Callable[[], int] | None = None,
+                 here: Callable[[str, int], bool] | None = None) -> None:
         """``compaction_interval_ms``: read before every compaction pass (log.cleaner.backoff.ms,
-        a dynamic broker config: the metadata's live configs)."""
+        a dynamic broker config: the metadata's live configs). ``here(topic, partition)``: whether
+        this node keeps that partition's log (a cluster node leads a share, :mod:`oncelog.cluster`;
+        default: every partition)."""
+        self.here = here or (lambda topic, partition: True)
         # Wall-clock milliseconds (the broker's injected clock): compaction and flush.ms deadlines.
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.data_dir = os.path.abspath(data_dir)
@@ -102,9 +113,10 @@ class LogManager:
         points = self._read_checkpoint()
         started = time.monotonic()
         for name, partitions, config, internal in topics:
-            topic = TopicLogs(name, config, internal)
+            topic = TopicLogs(name, config, internal, count=partitions)
             for p in range(partitions):
-                topic.logs.append(self._open_log(name, p, config, points.get(f"{name}/{p}"), clean))
+                if self.here(name, p):
+                    topic.add(self._open_log(name, p, config, points.get(f"{name}/{p}"), clean))
             self.topics[name] = topic
         self._remove_leftovers()
         if clean:
@@ -166,7 +178,7 @@ class LogManager:
         atomic_write(os.path.join(self.data_dir, "recovery-checkpoint.json"), json.dumps(doc))
 
     def _remove_leftovers(self) -> None:
-        expected = {f"{t.name}-{p}" for t in self.topics.values() for p in range(len(t.logs))}
+        expected = {f"{t.name}-{p}" for t in self.topics.values() for p in t.by_partition}
         for name in os.listdir(self.data_dir):
             path = os.path.join(self.data_dir, name)
             if os.path.isdir(path) and name not in expected:
@@ -240,9 +252,7 @@ class LogManager:
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
         """The log, or None when the metadata has no such partition here."""
         t = self.topics.get(topic)
-        if t is None or not 0 <= partition < len(t.logs):
-            return None
-        return t.logs[partition]
+        return t.by_partition.get(partition) if t is not None else None
 
     def is_internal(self, topic: str) -> bool:
         t = self.topics.get(topic)
@@ -259,14 +269,17 @@ class LogManager:
         opened: list[PartitionLog] = []
         try:
             for p in partitions:
-                opened.append(self._open_log(name, p, config, None, False))
+                if self.here(name, p):
+                    opened.append(self._open_log(name, p, config, None, False))
         except OSError:
             for plog in opened:
                 plog.close()
             for p in partitions:
                 shutil.rmtree(os.path.join(self.data_dir, f"{name}-{p}"), ignore_errors=True)
             raise
-        topic.logs.extend(opened)
+        for plog in opened:
+            topic.add(plog)
+        topic.count = max(topic.count, partitions.stop)
         if new:
             self.topics[name] = topic
 
@@ -276,11 +289,13 @@ class LogManager:
         topic = self.topics.get(name)
         if topic is None:
             return
-        for p, plog in enumerate(topic.logs[start:], start):
+        for p in [p for p in topic.by_partition if p >= start]:
+            plog = topic.by_partition.pop(p)
+            topic.logs.remove(plog)
             self.flusher._dirty.pop(plog, None)
             plog.close()
             shutil.rmtree(os.path.join(self.data_dir, f"{name}-{p}"), ignore_errors=True)
-        del topic.logs[start:]
+        topic.count = min(topic.count, start)
         if start == 0:
             del self.topics[name]
 
