@@ -2,7 +2,9 @@
 transaction, so TxnOffsetCommit may write there and the markers reach it.
 
 ACLs (Kafka's KafkaApis.handleAddOffsetsToTxnRequest): WRITE on the transactional id, else
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED; READ on the group, else GROUP_AUTHORIZATION_FAILED.
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; READ on the group, else GROUP_AUTHORIZATION_FAILED. In a
+cluster of nodes (:mod:`oncelog.cluster`), a transactional id another node coordinates is then
+NOT_COORDINATOR, and the transaction is not touched.
 
 Version notes:
 
@@ -36,6 +38,10 @@ def handle(ctx, request):
         denied = _authz.GROUP_DENIED
     if denied is not None:
         return build(m.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=denied)
+    not_coordinator = ctx.broker.coordinator_error(1, request.transactional_id)
+    if not_coordinator is not None:
+        return build(m.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
+                     error_code=error_code(not_coordinator, API_KEY, ctx.api_version))
     fut, respond = reply_later(lambda error: build(m.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
                                                    error_code=error_code(error, API_KEY, ctx.api_version)))
     ctx.broker.txn.add_offsets(request.transactional_id, request.producer_id, request.producer_epoch,

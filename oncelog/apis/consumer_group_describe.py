@@ -9,7 +9,9 @@ GROUP_AUTHORIZATION_FAILED; authorized operations (asked for) are the principal'
 group whose members' current or target assignments hold a topic the principal may not DESCRIBE
 is TOPIC_AUTHORIZATION_FAILED ("The group has described topic(s) that the client is not
 authorized to describe.") with nothing else of it — no members, epochs, state or assignor — so no
-topic name, id or partition count leaks through a group (Kafka 4.4, KAFKA-18813).
+topic name, id or partition count leaks through a group (Kafka 4.4, KAFKA-18813). In a cluster of
+nodes (:mod:`oncelog.cluster`), a group another node coordinates is answered NOT_COORDINATOR
+after its ACL check, with nothing of it (the other groups are described as usual).
 
 Version notes:
 
@@ -55,6 +57,10 @@ def handle(ctx, request):
     for gid in request.group_ids:
         if not _authz.group(ctx, _authz.Op.DESCRIBE, gid):
             out.append(failed(gid, _authz.GROUP_DENIED))
+            continue
+        not_coordinator = ctx.broker.coordinator_error(0, gid)
+        if not_coordinator is not None:
+            out.append(failed(gid, error_code(not_coordinator)))
             continue
         group = ctx.broker.groups.describe(gid)
         if group is None or group.is_dead() or not isinstance(group, ConsumerGroup):

@@ -12,7 +12,9 @@ principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED naming the topics. A re
 (``subscribed_topic_regex``) is not refused for what it matches: when this heartbeat resolves the
 group's regexes, they resolve only to topics this member's principal may DESCRIBE (Kafka's
 TopicRegexResolver.filterTopicDescribeAuthorizedTopics; see
-:meth:`~oncelog.groups.consumer_assignment.ConsumerAssignment.resolve_regexes`).
+:meth:`~oncelog.groups.consumer_assignment.ConsumerAssignment.resolve_regexes`). In a cluster of nodes
+(:mod:`oncelog.cluster`), a group another node coordinates is then NOT_COORDINATOR, and the
+group is not touched.
 
 Version notes:
 
@@ -65,6 +67,9 @@ def handle(ctx, request):
         denied = sorted(set(names) - _authz.filter_topics(ctx, _authz.Op.DESCRIBE, names))
         if denied:
             return refuse(_authz.TOPIC_DENIED, f"The member is not authorized to describe topics: {denied}")
+    not_coordinator = ctx.broker.coordinator_error(0, request.group_id)
+    if not_coordinator is not None:
+        return refuse(error_code(not_coordinator), error_message(not_coordinator))
     owned = None
     if request.topic_partitions is not None:
         owned = {}

@@ -8,7 +8,9 @@ A consumer (KIP-848) group is described as a group that does not exist, as Kafka
 
 ACLs (Kafka's KafkaApis.handleDescribeGroupsRequest): DESCRIBE on each group, else that group is
 answered GROUP_AUTHORIZATION_FAILED with nothing of it; authorized operations are the
-principal's on the group.
+principal's on the group. In a cluster of nodes (:mod:`oncelog.cluster`), a group another node
+coordinates is then answered NOT_COORDINATOR with nothing of it (the other groups of the request
+are described as usual).
 
 Version notes:
 
@@ -46,6 +48,12 @@ def handle(ctx, request):
         if not _authz.group(ctx, _authz.Op.DESCRIBE, gid):
             out.append(build(m.DescribedGroup, error_code=_authz.GROUP_DENIED, error_message=None, group_id=gid,
                              group_state="", protocol_type="", protocol_data="", members=(),
+                             authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
+        not_coordinator = ctx.broker.coordinator_error(0, gid)
+        if not_coordinator is not None:
+            out.append(build(m.DescribedGroup, error_code=error_code(not_coordinator), error_message=None,
+                             group_id=gid, group_state="", protocol_type="", protocol_data="", members=(),
                              authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
             continue
         ops = authorized(ctx, _authz.R.GROUP, gid, want_ops)

@@ -2,7 +2,9 @@
 epoch, and the partitions of each transaction.
 
 ACLs (Kafka's KafkaApis.handleDescribeTransactionsRequest): DESCRIBE on each transactional id,
-else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for it.
+else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for it. In a cluster of nodes (:mod:`oncelog.cluster`),
+an id another node coordinates is then NOT_COORDINATOR, described as an unknown id is (the other
+ids are described as usual).
 
 Version notes:
 
@@ -42,8 +44,11 @@ def handle(ctx, request):
                              transaction_start_time=EPOCH_ZERO, producer_id=0, producer_epoch=0, topics=()))
             continue
         try:
+            not_coordinator = ctx.broker.coordinator_error(1, txn_id)
+            if not_coordinator is not None:
+                raise not_coordinator
             t = ctx.broker.txn.describe(txn_id)
-        except KafkaError as exc:  # TransactionalIdNotFound
+        except KafkaError as exc:  # NotCoordinator, TransactionalIdNotFound
             out.append(build(m.TransactionState, error_code=error_code(exc, API_KEY, ctx.api_version),
                              transactional_id=txn_id,
                              transaction_state="", transaction_timeout=datetime.timedelta(0),

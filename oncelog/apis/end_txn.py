@@ -3,7 +3,9 @@ the Complete* record follow. v5+ is transaction version 2 (KIP-890 part 2): the 
 by every EndTxn and returned, so a late request of this transaction cannot touch the next.
 
 ACLs (Kafka's KafkaApis.handleEndTxnRequest): WRITE on the transactional id, else
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED and the transaction is left as it is.
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED and the transaction is left as it is. In a cluster of nodes
+(:mod:`oncelog.cluster`), a transactional id another node coordinates is then NOT_COORDINATOR,
+and the transaction is not touched.
 
 Version notes:
 
@@ -40,6 +42,9 @@ def handle(ctx, request):
     if not _authz.transactional_id(ctx, _authz.Op.WRITE, request.transactional_id):
         return build(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=_authz.TXN_DENIED, producer_id=-1,
                      producer_epoch=-1)
+    not_coordinator = ctx.broker.coordinator_error(1, request.transactional_id)
+    if not_coordinator is not None:
+        return response(not_coordinator)
     fut, respond = reply_later(response)
 
     ctx.broker.txn.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,

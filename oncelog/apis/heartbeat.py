@@ -1,7 +1,8 @@
 """Heartbeat (key 12), v0-4.
 
 ACLs (Kafka's KafkaApis.handleHeartbeatRequest): READ on the group, else
-GROUP_AUTHORIZATION_FAILED.
+GROUP_AUTHORIZATION_FAILED. In a cluster of nodes (:mod:`oncelog.cluster`), a group another node
+coordinates is then NOT_COORDINATOR, and the group is not asked.
 
 Version notes:
 
@@ -30,6 +31,9 @@ def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     if not _authz.group(ctx, _authz.Op.READ, request.group_id):
         return build(m.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=_authz.GROUP_DENIED)
+    not_coordinator = ctx.broker.coordinator_error(0, request.group_id)
+    if not_coordinator is not None:
+        return build(m.HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error_code(not_coordinator))
     try:
         ctx.broker.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
                                     getattr(request, "group_instance_id", None))

@@ -5,7 +5,10 @@ Without a transactional id: a fresh producer id at epoch 0, never reused (see
 TransactionCoordinator "blindly" allocates a new one (a KIP-360 re-initialisation of an
 idempotent producer thus starts over with a new id at sequence 0).
 With a transactional id the transaction coordinator answers (epoch bump fencing the previous
-instance; CONCURRENT_TRANSACTIONS while its open transaction is aborted or completed).
+instance; CONCURRENT_TRANSACTIONS while its open transaction is aborted or completed). In a cluster
+of nodes (:mod:`oncelog.cluster`), a transactional id another node coordinates is
+NOT_COORDINATOR (after the ACL check; nothing is allocated or recorded); without a
+transactional id any node answers.
 
 ACLs (Kafka's KafkaApis.handleInitProducerIdRequest): with a transactional id, WRITE on it, else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED; without, IDEMPOTENT_WRITE on the cluster or WRITE on some
@@ -53,6 +56,12 @@ def handle(ctx, request):
         return build(m.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=code, producer_id=-1,
                      producer_epoch=-1)
     if request.transactional_id is not None:
+        not_coordinator = ctx.broker.coordinator_error(1, request.transactional_id)
+        if not_coordinator is not None:
+            err, pid, epoch = producer_answer(not_coordinator, API_KEY, ctx.api_version)
+            return build(m.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=err, producer_id=pid,
+                         producer_epoch=epoch)
+
         def response(outcome):
             err, pid, epoch = producer_answer(outcome, API_KEY, ctx.api_version)
             if err == OK and epoch > 0:

@@ -4,7 +4,9 @@ session timeout stands for it, as in Kafka). The answer waits until the rebalanc
 join gets MEMBER_ID_REQUIRED with the id to use (KIP-394).
 
 ACLs (Kafka's KafkaApis.handleJoinGroupRequest): READ on the group, else
-GROUP_AUTHORIZATION_FAILED and the group is not touched.
+GROUP_AUTHORIZATION_FAILED and the group is not touched. In a cluster of nodes
+(:mod:`oncelog.cluster`), a group another node coordinates is NOT_COORDINATOR (after the ACL
+check), and nothing of it is made here.
 
 Version notes:
 
@@ -25,6 +27,7 @@ JoinGroup: v0-9
 from __future__ import annotations
 
 
+from ..groups.state import JoinResult
 from . import _authz
 from ._base import NO_THROTTLE, build, response_module, reply_later
 from ._groups import error_code
@@ -49,6 +52,9 @@ def handle(ctx, request):
         return build(m.JoinGroupResponse, throttle_time=NO_THROTTLE, error_code=_authz.GROUP_DENIED,
                      generation_id=-1, protocol_type=None, protocol_name=None if ctx.api_version >= 7 else "",
                      leader="", skip_assignment=False, member_id=request.member_id, members=())
+    not_coordinator = ctx.broker.coordinator_error(0, request.group_id)
+    if not_coordinator is not None:  # as the coordinator answers any error of the request
+        return response(JoinResult(not_coordinator, member_id=request.member_id))
     fut, respond = reply_later(response)
 
     rebalance_timeout = getattr(request, "rebalance_timeout", None)

@@ -1,7 +1,9 @@
 """LeaveGroup (key 13), v0-5; v3+ removes several members (incl. static ones by instance id).
 
 ACLs (Kafka's KafkaApis.handleLeaveGroupRequest): READ on the group, else
-GROUP_AUTHORIZATION_FAILED and no member leaves.
+GROUP_AUTHORIZATION_FAILED and no member leaves. In a cluster of nodes (:mod:`oncelog.cluster`), a
+group another node coordinates is then NOT_COORDINATOR for the whole request (no member
+results), and no member leaves.
 
 Version notes:
 
@@ -30,6 +32,10 @@ def handle(ctx, request):
     m = response_module(API_KEY, ctx.api_version)
     if not _authz.group(ctx, _authz.Op.READ, request.group_id):
         return build(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=_authz.GROUP_DENIED, members=())
+    not_coordinator = ctx.broker.coordinator_error(0, request.group_id)
+    if not_coordinator is not None:
+        return build(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error_code(not_coordinator),
+                     members=())
     if ctx.api_version >= 3:
         members = [(x.member_id, x.group_instance_id) for x in request.members]
     else:

@@ -6,7 +6,9 @@ answered first; if none is left the group coordinator is not asked (no simple gr
 Then the group check (unknown member → UNKNOWN_MEMBER_ID, old generation → ILLEGAL_GENERATION,
 fenced static member → FENCED_INSTANCE_ID, generation -1 for unmanaged groups, a generation for
 an unknown group → GROUP_ID_NOT_FOUND from v9); if it fails every remaining partition gets that
-error and nothing is stored. Metadata above ``offset.metadata.max.bytes`` (4096):
+error and nothing is stored. In a cluster of nodes (:mod:`oncelog.cluster`), a group another node
+coordinates fails the group check with NOT_COORDINATOR, before the group is asked (no group is
+made, nothing is stored). Metadata above ``offset.metadata.max.bytes`` (4096):
 OFFSET_METADATA_TOO_LARGE. The group id "" is accepted (Kafka refuses only null here). The answer is sent once the commit record is durable.
 v10 (KIP-848) names topics by id, in the request and the answer; offsets are still stored by
 name. An unknown id gets UNKNOWN_TOPIC_ID for all its partitions, whatever the group check says
@@ -92,14 +94,16 @@ def handle(ctx, request):
                 valid.append((name, p))
     if not valid:  # Kafka answers without asking the group coordinator (no simple group is made)
         return response()
-    group_error: KafkaError | None = None
+    # NOT_COORDINATOR for a group another node of a cluster coordinates: the group is not asked.
+    group_error: KafkaError | None = broker.coordinator_error(0, request.group_id)
     check = None  # a consumer group's per-partition check (KIP-1251), if any
-    try:
-        check = broker.groups.validate_offset_commit(request.group_id, generation, request.member_id,
-                                                     getattr(request, "group_instance_id", None),
-                                                     api_version=ctx.api_version)
-    except KafkaError as exc:
-        group_error = exc
+    if group_error is None:
+        try:
+            check = broker.groups.validate_offset_commit(request.group_id, generation, request.member_id,
+                                                         getattr(request, "group_instance_id", None),
+                                                         api_version=ctx.api_version)
+        except KafkaError as exc:
+            group_error = exc
     if check is not None and group_error is None:
         # A partition the member may not commit at this epoch refuses the whole commit, as Kafka
         # 4.4's validator throws for the request (measured: nothing of it is stored).

@@ -5,7 +5,8 @@ partitions a topic does not have, are UNKNOWN_TOPIC_OR_PARTITION before the grou
 
 ACLs (Kafka's KafkaApis.handleOffsetDeleteRequest): DELETE on the group, else
 GROUP_AUTHORIZATION_FAILED; READ on each topic, else its partitions are TOPIC_AUTHORIZATION_FAILED
-and keep their offsets.
+and keep their offsets. In a cluster of nodes (:mod:`oncelog.cluster`), a group another node
+coordinates is then NOT_COORDINATOR (no partitions answered), and the group is not asked.
 
 Version notes:
 
@@ -58,6 +59,9 @@ def handle(ctx, request):
                 m.OffsetDeleteResponsePartition(partition_index=p, error_code=code) for p, code in parts))
             for name, parts in answer.items()))
 
+    not_coordinator = broker.coordinator_error(0, request.group_id)
+    if not_coordinator is not None:
+        return response(not_coordinator, {})
     fut, respond = reply_later(response)
 
     broker.groups.delete_offsets(request.group_id, partitions, respond)

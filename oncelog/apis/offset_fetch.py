@@ -13,6 +13,11 @@ ACLs (Kafka's KafkaApis.handleOffsetFetchRequest): DESCRIBE on the group, else
 GROUP_AUTHORIZATION_FAILED (per group from v8); DESCRIBE on each topic named, else its partitions
 are TOPIC_AUTHORIZATION_FAILED; with all topics asked, the others are left out.
 
+In a cluster of nodes (:mod:`oncelog.cluster`), a group another node coordinates is then
+NOT_COORDINATOR and not asked: per group from v8 (the other groups are answered as usual), else
+the top-level error with no topics (v1, which has no top-level error, gets it on every partition
+asked, as Kafka answered v0-1).
+
 Version notes:
 
 OffsetFetch: v1-10 (v0, offsets in ZooKeeper, is not served)
@@ -110,6 +115,11 @@ def handle(ctx, request):
                 groups.append(build(m.OffsetFetchResponseGroup, group_id=g.group_id,
                                     error_code=_authz.GROUP_DENIED, topics=()))
                 continue
+            not_coordinator = ctx.broker.coordinator_error(0, g.group_id)
+            if not_coordinator is not None:
+                groups.append(build(m.OffsetFetchResponseGroup, group_id=g.group_id,
+                                    error_code=error_code(not_coordinator), topics=()))
+                continue
             try:  # v9+ (KIP-848): a consumer-group member's epoch must be current
                 ctx.broker.groups.validate_offset_fetch(g.group_id, getattr(g, "member_id", None),
                                                         getattr(g, "member_epoch", -1))
@@ -123,6 +133,16 @@ def handle(ctx, request):
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
     if not _authz.group(ctx, _authz.Op.DESCRIBE, request.group_id):
         return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=(), error_code=_authz.GROUP_DENIED)
+    not_coordinator = ctx.broker.coordinator_error(0, request.group_id)
+    if not_coordinator is not None:
+        code = error_code(not_coordinator)
+        topics = ()
+        if ctx.api_version < 2:  # no top-level error code: on each partition asked
+            topics = tuple(m.OffsetFetchResponseTopic(name=t.name, partitions=tuple(
+                build(m.OffsetFetchResponsePartition, partition_index=p, committed_offset=-1,
+                      committed_leader_epoch=-1, metadata="", error_code=code) for p in t.partition_indexes))
+                for t in request.topics or ())
+        return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=code)
     topics = _group_topics(ctx, request.group_id, request.topics, require_stable,
                            m.OffsetFetchResponsePartition, m.OffsetFetchResponseTopic)
     return build(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=OK)

@@ -3,7 +3,9 @@
 ACLs (Kafka's KafkaApis.handleSyncGroupRequest): READ on the group, else
 GROUP_AUTHORIZATION_FAILED and the group is not touched. From v5 protocol type and name are
 mandatory: without either, INCONSISTENT_GROUP_PROTOCOL before the group is asked (Kafka's
-SyncGroupRequest.areMandatoryProtocolTypeAndNamePresent).
+SyncGroupRequest.areMandatoryProtocolTypeAndNamePresent). In a cluster of nodes
+(:mod:`oncelog.cluster`), a group another node coordinates is then NOT_COORDINATOR, and the
+group is not asked.
 
 Version notes:
 
@@ -43,6 +45,10 @@ def handle(ctx, request):
         respond(_Refused(errors.InconsistentGroupProtocol(
             "SyncGroup v5+ must name the protocol type and protocol name")))
         return fut
+    not_coordinator = ctx.broker.coordinator_error(0, request.group_id)
+    if not_coordinator is not None:
+        respond(_Refused(not_coordinator))
+        return fut
     ctx.broker.groups.sync(
         group_id=request.group_id, generation=request.generation_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None),
@@ -52,7 +58,8 @@ def handle(ctx, request):
 
 
 class _Refused:
-    """The answer to a SyncGroup refused before the group is asked."""
+    """The answer to a SyncGroup refused before the group is asked (a missing protocol, or a
+    group another node coordinates)."""
 
     protocol_type = None
     protocol_name = None
