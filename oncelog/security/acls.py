@@ -410,9 +410,26 @@ class AclStore:
         self.enabled = enabled
         if isinstance(super_users, str):
             super_users = parse_super_users(super_users)
+        self._stamp = self.store.stamp(FILE_NAME)
         self._bindings: set[AclBinding] = set(self._load())
         self.authorizer = Authorizer(self._bindings, super_users=super_users,
                                      allow_everyone_if_no_acl_found=allow_everyone_if_no_acl_found)
+
+    def reload_if_changed(self) -> bool:
+        """A cluster node following the controller's document (oncelog.cluster): reload it when
+        another process replaced it. A document that cannot be read keeps the ACLs in force."""
+        stamp = self.store.stamp(FILE_NAME)
+        if stamp == self._stamp:
+            return False
+        try:
+            bindings = set(self._load())
+        except (OSError, ValueError, KeyError) as exc:
+            log.error("cannot reload %s: %s; the ACLs loaded before stay in force", self.path, exc)
+            return False
+        self._stamp = stamp
+        self._bindings = bindings
+        self.authorizer.update(self._bindings)
+        return True
 
     @classmethod
     def for_broker(cls, store: MetadataStore, config) -> "AclStore":
@@ -432,6 +449,7 @@ class AclStore:
     def _save(self) -> None:
         doc = {"version": FORMAT_VERSION, "acls": [b.to_json() for b in sorted(self._bindings)]}
         self.store.write(FILE_NAME, doc, secret=True, sort_keys=False, newline=True)
+        self._stamp = self.store.stamp(FILE_NAME)
         self.authorizer.update(self._bindings)
 
     def __len__(self) -> int:

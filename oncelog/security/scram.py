@@ -157,7 +157,22 @@ class ScramCredentialStore:
         self.path = self.store.path(FILE_NAME)
         if self.store.restrict(FILE_NAME):
             log.warning("%s was readable by other users: its mode is now 0600", self.path)
+        self._stamp = self.store.stamp(FILE_NAME)
         self._credentials: dict[str, dict[int, ScramCredential]] = self._load()
+
+    def reload_if_changed(self) -> bool:
+        """A cluster node following the controller's document (oncelog.cluster): reload it when
+        another process replaced it. A document that cannot be read keeps the credentials in force."""
+        stamp = self.store.stamp(FILE_NAME)
+        if stamp == self._stamp:
+            return False
+        try:
+            credentials = self._load()
+        except (OSError, ValueError, KeyError) as exc:
+            log.error("cannot reload %s: %s; the credentials loaded before stay in force", self.path, exc)
+            return False
+        self._stamp, self._credentials = stamp, credentials
+        return True
 
     # -- reading
 
@@ -295,6 +310,7 @@ class ScramCredentialStore:
                    for code, c in sorted(mechs.items())}
             for user, mechs in sorted(credentials.items())}}
         self.store.write(FILE_NAME, doc, secret=True, newline=True)
+        self._stamp = self.store.stamp(FILE_NAME)
 
 
 @dataclass(frozen=True, slots=True)
