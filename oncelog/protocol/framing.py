@@ -19,6 +19,14 @@ Memory invariants (a declared size is a claim, not a reservation):
   buffer at once and is passed on as a read-only view of it, never copied.
 * :attr:`BufferedFrameReader.buffered` is what the reader holds for its unfinished frame, for
   the server's ``queued.max.request.bytes`` accounting.
+* A large frame's buffer is reused for a later large frame (of any reader of the process) once
+  nothing refers to it any more, instead of a new zero-filled one being allocated (and its pages
+  faulted in) for every frame: :func:`_buffer` takes one from a pool of at most
+  ``POOL_BUFFERS`` buffers of at most ``POOL_MAX_BYTES`` each, process-wide whatever the number of
+  connections. "Nothing refers to it" is checked by the buffer itself: a ``bytearray`` cannot
+  be resized while a ``memoryview`` of it (the frame handed out, or any slice of it that the
+  request still keeps, such as its record batches) exists, so a buffer still seen by anyone is
+  never written to again.
 """
 
 from __future__ import annotations
@@ -31,6 +39,47 @@ SCRATCH_BYTES = 256 * 1024  # one read of pipelined small requests
 LARGE_FRAME = 64 * 1024  # frames at least this large are received into a buffer of their own
 FIRST_CAPACITY = 16 * 1024  # a large frame's first buffer when little of it has arrived
 GROWTH = 4  # a large frame's buffer is at most GROWTH x the bytes received (or FIRST_CAPACITY)
+POOL_BUFFERS = 2  # large frames' buffers kept for reuse, process-wide
+POOL_MAX_BYTES = 4 * 1024 * 1024  # larger ones are not kept
+
+_pool: list[bytearray] = []
+
+
+def _buffer(n: int) -> bytearray:
+    """A bytearray of length ``n`` whose contents are unspecified (a large frame's buffer: every
+    byte of it is received before it is read): a pooled one nobody refers to any more, cut or
+    grown by at most 1/8 to ``n``; otherwise a new one. A pooled buffer is taken out of the pool
+    before it is checked, so two readers (of two threads) never get the same one."""
+    if n <= POOL_MAX_BYTES:
+        for _ in range(len(_pool)):
+            try:
+                buf = _pool.pop()
+            except IndexError:
+                break
+            have = len(buf)
+            if n - (n >> 3) <= have <= 2 * n:
+                try:
+                    # Any resize raises BufferError while a view of the buffer exists.
+                    if have > n:
+                        del buf[n:]
+                    elif have < n:
+                        buf += bytes(n - have)
+                    else:
+                        buf.append(0)
+                        del buf[n:]
+                    return buf
+                except BufferError:
+                    pass
+            _pool.insert(0, buf)  # still in use, or not this size: kept for a later frame
+    return bytearray(n)
+
+
+def _keep(buf: bytearray) -> None:
+    """Offer a large frame's buffer (handed out as a view) to the pool for reuse."""
+    if len(buf) <= POOL_MAX_BYTES:
+        if len(_pool) >= POOL_BUFFERS:
+            del _pool[0]
+        _pool.append(buf)
 
 
 class FrameTooLarge(ValueError):
@@ -124,7 +173,7 @@ class BufferedFrameReader:
         return capacity if self._budget is None else min(capacity, got + self._budget)
 
     def _grow(self, got: int) -> bytearray:
-        new = bytearray(self._capacity(got))
+        new = _buffer(self._capacity(got))
         new[:got] = self._frame
         self._frame = new
         return new
@@ -134,8 +183,10 @@ class BufferedFrameReader:
             self._got += nbytes
             if self._got < self._size:
                 return []
-            frame = memoryview(self._frame).toreadonly()
+            buf = self._frame
+            frame = memoryview(buf).toreadonly()
             self._frame = None
+            _keep(buf)
             self.completed += 1
             return [frame]
         frames: list = []
@@ -197,7 +248,7 @@ class BufferedFrameReader:
         got = len(have)
         self._size = size
         try:
-            frame = bytearray(self._capacity(got))
+            frame = _buffer(self._capacity(got))
         except MemoryError:
             raise InvalidFrame(f"no memory for a request frame of {size} bytes") from None
         frame[:got] = have
