@@ -275,13 +275,16 @@ def cmd_serve(args) -> int:
     from .security.jaas import JaasConfigError
     from .security.jwt import JwksConfigError
     from .metadata import DataDirMismatch
+    from .storage.log_manager import DirectoryInUse
 
     try:
         config, notes = build_broker_config(settings_from_args(args))
     except ServeConfigError as exc:
         print(f"oncelog serve: {exc}", file=sys.stderr)
         return 2
-    nodes = args.nodes if args.nodes is not None else 1
+    from .cluster import default_nodes
+
+    nodes = args.nodes if args.nodes is not None else default_nodes(config.data_dir)
     if not 1 <= nodes <= 256 or (args.cluster_node is not None and not 1 <= args.cluster_node <= nodes):
         print(f"oncelog serve: --nodes must be 1..256 (got {nodes})", file=sys.stderr)
         return 2
@@ -306,7 +309,7 @@ def cmd_serve(args) -> int:
         broker = Broker(config, clock=faults.broker_clock(wall_clock_ms))
         faults.install_from_env(broker.faults)
         asyncio.run(serve(broker))
-    except (DataDirMismatch, JwksConfigError, JaasConfigError, ssl.SSLError) as exc:
+    except (DataDirMismatch, DirectoryInUse, JwksConfigError, JaasConfigError, ssl.SSLError) as exc:
         print(f"oncelog serve: {exc}", file=sys.stderr)
         return 2
     return 0

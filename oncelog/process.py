@@ -41,10 +41,14 @@ class BrokerProcess:
                  log_path: str | None = None, env: dict[str, str] | None = None,
                  group_initial_rebalance_delay_ms: int = 0, group_min_session_timeout_ms: int | None = None,
                  group_max_session_timeout_ms: int | None = None, source_tree: str | None = None,
-                 module: tuple[str, ...] = ("-m", "oncelog")) -> None:
+                 module: tuple[str, ...] = ("-m", "oncelog"), nodes: int | None = 1) -> None:
         """``module``: what the interpreter runs (``-m oncelog``; a benchmark's prototype broker
-        module takes the same ``serve`` arguments)."""
+        module takes the same ``serve`` arguments). ``nodes``: ``serve --nodes`` — 1 (one
+        process, what a test asks for unless it tests a cluster), N, or None for serve's own
+        default (a node per core for a new data directory). With several nodes, :meth:`kill`
+        kills the parent and with it every node; node 1's address is :attr:`bootstrap`."""
         self.data_dir = data_dir
+        self.nodes = nodes
         self.module = list(module)
         self.fsync = fsync
         self.port = port
@@ -77,7 +81,8 @@ class BrokerProcess:
         cmd = [sys.executable, *self.module, "serve", "--data-dir", self.data_dir, "--port", str(self.port),
                "--fsync", self.fsync,
                "--group-initial-rebalance-delay-ms", str(self.group_initial_rebalance_delay_ms),
-               *self.group_session_timeout_args, *self.extra_args]
+               *self.group_session_timeout_args, *(["--nodes", str(self.nodes)] if self.nodes is not None else []),
+               *self.extra_args]
         log_file = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, env={**os.environ, **self.env},
                                      cwd=self.source_tree)

@@ -793,6 +793,7 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
     limits = Limits(broker.config)
     loop.set_exception_handler(limits.loop_exception)
     _raise_fd_limit(min(broker.config.max_connections, 1 << 20) + 1024)
+    broker.logs.lock()
     broker.open()
     servers = []
     bound = []

@@ -84,6 +84,24 @@ class Placement:
         return range(1, self.nodes + 1) if self.nodes > 1 else range(self.node_id, self.node_id + 1)
 
 
+MAX_DEFAULT_NODES = 16
+
+
+def default_nodes(data_dir: str) -> int:
+    """``serve`` without ``--nodes``: the count a data directory was made with (1 for one made
+    before clusters, whose meta.json names none), else a node per core this process may use
+    (at most :data:`MAX_DEFAULT_NODES`)."""
+    try:
+        with open(os.path.join(data_dir, "meta.json")) as f:
+            recorded = json.load(f).get("nodes", 1)
+        return recorded if isinstance(recorded, int) and recorded >= 1 else 1
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, AttributeError):
+        return 1  # the start reads it again and says what is wrong with it
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_DEFAULT_NODES))
+
+
 def node_config(config, nodes: int, node_id: int):
     """Node ``node_id``'s BrokerConfig from the one given to ``serve --nodes``: its ports are
     the given ones plus ``node_id - 1`` (0 stays 0), its node id and count set."""

@@ -88,10 +88,11 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--advertise", metavar="HOST:PORT", default=None,
                         help="address handed to clients in Metadata (advertised.listeners)")
     parser.add_argument("--nodes", type=int, default=None, metavar="N",
-                        help="run a cluster of N node processes on this machine, one per core, each leading a "
-                             "share of the partitions (default 1: one process). Node K listens on the given "
-                             "ports plus K-1; node 1 is the controller and a bootstrap server for all. A data "
-                             "directory keeps the node count it was made with")
+                        help="run a cluster of N node processes on this machine, each leading a share of the "
+                             "partitions (default: a node per core for a new data directory, up to 16; the count "
+                             "an existing one was made with, 1 for one made before clusters). Node K listens on "
+                             "the given ports plus K-1; node 1 is the controller and a bootstrap server for all. "
+                             "--nodes 1 runs one process")
     parser.add_argument("--cluster-node", type=int, default=None, help=argparse.SUPPRESS)
     for d in SERVE_FLAGS:
         shown = f" (default {d.default})" if d.default is not None and d.flag_kind != "negate" else ""

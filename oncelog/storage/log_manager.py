@@ -29,6 +29,7 @@ start validates the unflushed tail.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import logging
 import os
@@ -59,6 +60,10 @@ async def cancel_tasks(tasks: list[asyncio.Task]) -> None:
             await task
         except (asyncio.CancelledError, Exception):
             pass
+
+
+class DirectoryInUse(RuntimeError):
+    """Another process holds the log directory's lock."""
 
 
 @dataclass
@@ -100,6 +105,7 @@ class LogManager:
         # Retention is run by oncelog.partition.PartitionManager (it trims partition state too).
         self.retention_check_interval_ms = retention_check_interval_ms
         self._tasks: list[asyncio.Task] = []
+        self._lock_fd: int | None = None
 
     # ------------------------------------------------------------------ start / stop
 
@@ -127,6 +133,31 @@ class LogManager:
         log.info("opened %d topic(s) in %s (%s) in %.3fs: validated %d of %d bytes", len(self.topics),
                  self.data_dir, state, time.monotonic() - started,
                  sum(p.recovery_scanned_bytes for p in logs), sum(p.size_bytes for p in logs))
+
+    def lock(self, wait_s: float = 15.0) -> None:
+        """Kafka's ``.lock``: one serving process per log directory (taken by the server before
+        it opens anything; released at close). A predecessor that was killed may take a moment
+        to be gone (a cluster's nodes die with their parent, asynchronously), so the lock is
+        waited for a while before the start is refused."""
+        os.makedirs(self.data_dir, mode=0o700, exist_ok=True)
+        path = os.path.join(self.data_dir, ".lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._lock_fd = fd
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise DirectoryInUse(f"{self.data_dir} is in use by another process (it holds {path})") from None
+                time.sleep(0.05)
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
 
     def _open_log(self, name: str, partition: int, config: LogConfig, point: RecoveryPoint | None,
                   clean: bool) -> PartitionLog:
@@ -161,6 +192,7 @@ class LogManager:
                 atomic_write(os.path.join(self.data_dir, ".clean-shutdown"), "")
             except OSError as exc:
                 log.error("cannot mark a clean shutdown: %r; the next start validates the logs", exc)
+        self._unlock()
 
     # ------------------------------------------------------------------ persistence
 
