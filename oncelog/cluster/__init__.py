@@ -105,19 +105,40 @@ def default_nodes(data_dir: str) -> int:
 def node_config(config, nodes: int, node_id: int):
     """Node ``node_id``'s BrokerConfig from the one given to ``serve --nodes``: its ports are
     the given ones plus ``node_id - 1`` (0 stays 0), its node id and count set."""
-    def shift(port: int) -> int:
-        return port + node_id - 1 if port else 0
+    previous = (read_registration(config.data_dir, node_id) or {}).get("bound", {})
+
+    def shift(port: int, listener: str = "", host: str = config.host) -> int:
+        if port:
+            return port + node_id - 1
+        # A free port asked for (0): the one this node had before, if it is free, so that a
+        # node restarted by the supervisor keeps its address (clients hold it), as a Kafka
+        # broker keeps its port.
+        return _still_free(previous.get(listener), host) or 0
 
     listeners = tuple(dataclasses.replace(
-        lc, port=shift(lc.port),
+        lc, port=shift(lc.port, lc.name, lc.host),
         advertised=(lc.advertised[0], shift(lc.advertised[1])) if lc.advertised else None)
         for lc in config.listeners)
     advertise = config.advertise
     if advertise:
         host, _, port = advertise.rpartition(":")
         advertise = f"{host}:{shift(int(port))}"
-    return dataclasses.replace(config, nodes=nodes, node_id=node_id, port=shift(config.port),
+    return dataclasses.replace(config, nodes=nodes, node_id=node_id, port=shift(config.port, "PLAINTEXT"),
                                listeners=listeners, advertise=advertise)
+
+
+def _still_free(port, host: str) -> int | None:
+    if not isinstance(port, int) or not 0 < port < 65536:
+        return None
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError:
+        return None
+    return port
 
 
 def logs_dir(data_dir: str, placement: Placement) -> str:

@@ -76,8 +76,10 @@ class ClusterNode:
         """Publish this node's listeners (advertised addresses) and control socket."""
         b = self.broker
         listeners = {name: [proto, adv[0], adv[1]] for name, (proto, _bound, adv) in b._bound.items()}
+        bound = {name: bound[1] for name, (_proto, bound, _adv) in b._bound.items()}
         write_registration(self.data_dir, self.node_id, {
-            "node_id": self.node_id, "pid": os.getpid(), "listeners": listeners, "control": self.control_path})
+            "node_id": self.node_id, "pid": os.getpid(), "listeners": listeners, "bound": bound,
+            "control": self.control_path})
 
     def start_background(self) -> None:
         loop = asyncio.get_running_loop()
@@ -110,7 +112,9 @@ class ClusterNode:
         if node_id == self.node_id:
             return self.broker.advertised_for(listener)
         doc = self.registration(node_id)
-        entry = (doc or {}).get("listeners", {}).get(listener)
+        if doc is None or not _alive(doc.get("pid")):
+            return None  # not started, or dead and not yet restarted: its partitions have no leader
+        entry = doc.get("listeners", {}).get(listener)
         if not entry or len(entry) != 3:
             return None
         return str(entry[1]), int(entry[2])
@@ -247,3 +251,14 @@ class ClusterNode:
             verdicts.setdefault(tp, errors.CoordinatorNotAvailable(f"node {node} did not answer for {tp}"))
         return verdicts
 
+
+def _alive(pid) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
