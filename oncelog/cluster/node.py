@@ -163,6 +163,10 @@ class ClusterNode:
         if answer.error_code != ErrorCode.none or answer.response_data is None:
             raise ConnectionError(f"the controller refused a forwarded request: {answer.error_code.name}")
         data = bytes(answer.response_data)
+        try:  # this node sees the change before its client's next request here
+            await self.follow()
+        except Exception:
+            log.exception("node %d: following the controller after a forwarded change failed", self.node_id)
         return [len(data).to_bytes(4, "big"), data]
 
     # ------------------------------------------------------------------ following the controller
