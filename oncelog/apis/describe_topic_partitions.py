@@ -66,7 +66,6 @@ def handle(ctx, request):
         # Kafka: "DescribeTopicPartitionsRequest cursor partition must be valid"
         return _invalid(m, request)
 
-    node = ctx.broker.node_id
     remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT, request.response_partition_limit), 1)
     topics = []
     next_cursor = None
@@ -87,11 +86,7 @@ def handle(ctx, request):
             continue
         start = cursor.partition_index if name == cursor_topic else 0
         upper = min(topic.partitions, start + remaining)
-        partitions = tuple(
-            build(m.DescribeTopicPartitionsResponsePartition, error_code=OK, partition_index=p, leader_id=node,
-                  leader_epoch=0, replica_nodes=(node,), isr_nodes=(node,), eligible_leader_replicas=(),
-                  last_known_elr=(), offline_replicas=())
-            for p in range(start, upper))
+        partitions = tuple(_partition(m, ctx, name, p) for p in range(start, upper))
         topics.append(m.DescribeTopicPartitionsResponseTopic(
             error_code=OK, name=name, topic_id=topic.topic_id, is_internal=topic.internal, partitions=partitions,
             topic_authorized_operations=operations(ctx, _authz.R.TOPIC, name)))
@@ -121,3 +116,17 @@ def _invalid(m, request):
                                                is_internal=False, partitions=(),
                                                topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
         for t in request.topics))
+
+
+def _partition(m, ctx, topic: str, p: int):
+    """The partition's leader: its placement's node (oncelog.cluster; one node: this one),
+    LEADER_NOT_AVAILABLE with leader -1 while that node is not up, as Metadata answers."""
+    b = ctx.broker
+    leader = b.placement.leader(topic, p)
+    if b.cluster is not None and b.cluster.address(leader, ctx.listener) is None:
+        return build(m.DescribeTopicPartitionsResponsePartition, error_code=ErrorCode.leader_not_available,
+                     partition_index=p, leader_id=-1, leader_epoch=0, replica_nodes=(leader,), isr_nodes=(),
+                     eligible_leader_replicas=(), last_known_elr=(), offline_replicas=(leader,))
+    return build(m.DescribeTopicPartitionsResponsePartition, error_code=OK, partition_index=p, leader_id=leader,
+                 leader_epoch=0, replica_nodes=(leader,), isr_nodes=(leader,), eligible_leader_replicas=(),
+                 last_known_elr=(), offline_replicas=())
