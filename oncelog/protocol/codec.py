@@ -28,8 +28,8 @@ from kio.serial import _serialize as kio_serialize
 from kio.serial import entity_reader, entity_writer
 from kio.serial._implicit_defaults import get_tagged_field_default
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_field_tag, is_optional
-from kio.serial.writers import compact_array_writer, legacy_array_writer, write_tagged_field
-from kio.serial.writers import write_unsigned_varint
+from kio.serial import writers as kio_writers
+from kio.serial.writers import write_tagged_field, write_unsigned_varint
 
 from .guard import Refused, check_request
 from .tags import strip_unknown_tags
@@ -134,15 +134,90 @@ def _entity_writer(entity_type: type, nullable: bool = False):
 
 
 def _field_writer(field, flexible: bool, is_request_header: bool, is_tag: bool):
-    """kio's ``get_field_writer``, with entity fields written by :func:`_entity_writer`."""
+    """kio's ``get_field_writer``, with entity fields written by :func:`_entity_writer` and
+    kio's commonest primitive writers replaced by equivalents (:data:`_SAME_BYTES`)."""
     field_class = classify_field(field)
-    if is_request_header and field.name == "client_id" or not isinstance(field_class, (EntityField, EntityTupleField)):
-        return kio_serialize.get_field_writer(field, flexible=flexible, is_request_header=is_request_header,
-                                              is_tag=is_tag)
     if isinstance(field_class, EntityField):
         optional = False if is_tag else is_optional(field)
         return _entity_writer(field_class.type_, nullable=optional)
-    return (compact_array_writer if flexible else legacy_array_writer)(_entity_writer(field_class.type_))
+    if isinstance(field_class, EntityTupleField):
+        return (_compact_array if flexible else _legacy_array)(_entity_writer(field_class.type_))
+    kio_field_writer = kio_serialize.get_field_writer(field, flexible=flexible, is_request_header=is_request_header,
+                                                      is_tag=is_tag)
+    return _SAME_BYTES.get(kio_field_writer, kio_field_writer)
+
+
+# kio's primitive writers validate a length by building a phantom-typed integer (uvarint(n),
+# i32(n)) on every call. These write the same bytes, and leave anything unusual (a length
+# past one varint byte, a None where kio raises) to kio's writer.
+_ONE_BYTE = [bytes([i]) for i in range(128)]
+_I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
+_NULL_LEGACY_ARRAY = _I32.pack(-1)
+_I32_MAX = (1 << 31) - 1
+
+
+def _compact_array(item_writer):
+    def write_compact_array(buffer, items) -> None:
+        if items is None:
+            buffer.write(b"\x00")
+            return
+        n = len(items) + 1
+        if n < 128:
+            buffer.write(_ONE_BYTE[n])
+        else:
+            kio_writers.write_compact_array_length(buffer, len(items))
+        for item in items:
+            item_writer(buffer, item)
+
+    return write_compact_array
+
+
+def _legacy_array(item_writer):
+    kio_array = kio_writers.legacy_array_writer(item_writer)
+
+    def write_legacy_array(buffer, items) -> None:
+        if items is None:
+            buffer.write(_NULL_LEGACY_ARRAY)
+            return
+        if len(items) > _I32_MAX:
+            kio_array(buffer, items)  # raises as kio does
+            return
+        buffer.write(_I32.pack(len(items)))
+        for item in items:
+            item_writer(buffer, item)
+
+    return write_legacy_array
+
+
+def _nullable_compact_string(buffer, value) -> None:
+    if value is None:
+        buffer.write(b"\x00")
+        return
+    if isinstance(value, str):
+        value = value.encode()
+    n = len(value) + 1
+    if n < 128:
+        buffer.write(_ONE_BYTE[n])
+        buffer.write(value)
+    else:
+        kio_writers.write_nullable_compact_string(buffer, value)
+
+
+def _compact_string(buffer, value) -> None:
+    if value is None:
+        kio_writers.write_compact_string(buffer, value)  # raises as kio does
+    _nullable_compact_string(buffer, value)
+
+
+_SAME_BYTES = {
+    kio_writers.write_int8: lambda buffer, value: buffer.write(_I8.pack(value)),
+    kio_writers.write_int16: lambda buffer, value: buffer.write(_I16.pack(value)),
+    kio_writers.write_int32: lambda buffer, value: buffer.write(_I32.pack(value)),
+    kio_writers.write_int64: lambda buffer, value: buffer.write(_I64.pack(value)),
+    kio_writers.write_error_code: lambda buffer, value: buffer.write(_I16.pack(value.value)),
+    kio_writers.write_nullable_compact_string: _nullable_compact_string,
+    kio_writers.write_compact_string: _compact_string,
+}
 
 
 def peek_header(frame: bytes) -> tuple[int, int, int]:
