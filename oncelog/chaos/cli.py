@@ -27,8 +27,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--command-config", metavar="FILE", default=None,
                    help="client settings for --bootstrap-server (security.protocol, sasl.*, ssl.*), as Kafka's tools")
     p.add_argument("--duration", type=float, default=60.0, metavar="SECONDS", help="faults for this long (default 60)")
-    p.add_argument("--faults", default=",".join(nem.KINDS),
-                   help=f"comma-separated kinds: {','.join(nem.KINDS)} (default all; 'none' for none)")
+    p.add_argument("--faults", default=None,
+                   help=f"comma-separated kinds: {','.join(nem.KINDS)} (default every kind that applies: "
+                        "kill-node only with --nodes 2 or more; 'none' for none)")
+    p.add_argument("--nodes", type=int, default=1, metavar="N",
+                   help="start the local broker as a cluster of N node processes ('oncelog serve --nodes N'; "
+                        "default 1: one broker process, as before clusters). With N > 1: 'kill-node' SIGKILLs "
+                        "one node (its supervisor restarts it), 'kill' the whole cluster, 'pause' and 'clock' "
+                        "act on every node, and 'net' goes through one fault proxy per node (node k "
+                        "advertises proxy k)")
     p.add_argument("--seed", type=int, default=1, help="the nemesis's and the workload's seed (default 1)")
     p.add_argument("--partitions", type=int, default=4, help="partitions per topic (default 4)")
     p.add_argument("--report", metavar="FILE", default=None, help="write the run's report (JSON) here")
@@ -41,13 +48,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --pipeline: options for the demo's job, e.g. \"--records 20000 --driver-kills 1\"")
 
 
-def parse_faults(text: str) -> tuple[str, ...]:
+def parse_faults(text: str | None, nodes: int = 1) -> tuple[str, ...]:
+    if text is None:  # every kind that applies
+        return tuple(k for k in nem.KINDS if k not in nem.CLUSTER_KINDS or nodes > 1)
     if text.strip() in ("", "none"):
         return ()
     kinds = tuple(k.strip() for k in text.split(",") if k.strip())
     unknown = [k for k in kinds if k not in nem.KINDS]
     if unknown:
         raise ValueError(f"--faults: unknown kind(s) {', '.join(unknown)}; known: {', '.join(nem.KINDS)}")
+    cluster_only = [k for k in kinds if k in nem.CLUSTER_KINDS]
+    if cluster_only and nodes < 2:
+        raise ValueError(f"--faults: {', '.join(cluster_only)} needs a cluster (--nodes 2 or more)")
     return kinds
 
 
@@ -58,8 +70,13 @@ def run(args) -> int:
     from .run import ChaosOptions, ChaosRun, plot
 
     console = Console(stderr=False, highlight=False)
+    nodes = getattr(args, "nodes", 1)
     try:
-        faults = parse_faults(args.faults)
+        if not 1 <= nodes <= 64:
+            raise ValueError(f"--nodes must be 1..64 (got {nodes})")
+        if nodes > 1 and (args.bootstrap is not None or args.pipeline):
+            raise ValueError("--nodes starts the local broker as a cluster: not with --bootstrap-server or --pipeline")
+        faults = parse_faults(args.faults, nodes)
     except ValueError as exc:
         print(f"oncelog chaos: {exc}", file=sys.stderr)
         return 2
@@ -86,7 +103,8 @@ def run(args) -> int:
             console.print(f"against {args.bootstrap}: faults {', '.join(dropped)} need the local broker; "
                           "only the workers are killed and paused")
     options = ChaosOptions(duration_s=args.duration, faults=faults, seed=args.seed, bootstrap=args.bootstrap,
-                           client_config=client_config, work_dir=args.work_dir, partitions=args.partitions)
+                           client_config=client_config, work_dir=args.work_dir, partitions=args.partitions,
+                           nodes=nodes)
     chaos = ChaosRun(options, say=lambda text: console.print(text, markup=False))
     try:
         report = chaos.execute()
@@ -124,7 +142,9 @@ def run(args) -> int:
                       style="bold red" if c["failing"] and c["count"] else None)
     console.print(table)
     for exit_ in report.get("broker_exits", []):
-        console.print(f"[bold red]the broker exited by itself[/] (code {exit_['code']}); its log ended:", highlight=False)
+        who = f"node {exit_['node']} of the cluster" if exit_.get("node") else "the broker"
+        console.print(f"[bold red]{who} exited by itself or did not come back[/] (code {exit_['code']}); the log ended:",
+                      highlight=False)
         console.print(exit_["log"], markup=False)
     if report["nemesis_errors"]:
         console.print("faults that could not be applied: " + "; ".join(report["nemesis_errors"]), markup=False)

@@ -16,6 +16,15 @@ Kinds (``--faults``):
   worker and the broker only, else every connection).
 * ``disk``  — the broker's data dir (a small filesystem) filled by a ballast for 1-6 s.
 * ``clock`` — the broker's clock jumps forward or back by up to 30 s (its injected clock).
+* ``kill-node`` — a cluster's (``--nodes N``, N > 1) kill of ONE broker node, as Jepsen's kill of
+  one node: SIGKILL of node ``k``'s process (its pid from ``nodes/<k>.json``), ``k`` drawn from
+  the seed; the cluster's supervisor starts it again, and the fault ends once the node has
+  registered again (a new pid, listening), so faults never overlap. Its partitions and the
+  groups and transactions it coordinates are unavailable meanwhile (no replication).
+
+On a cluster, ``kill`` and ``pause`` of the ``broker`` act on the whole cluster: ``kill`` is a
+SIGKILL of the supervisor (every node dies with it) then a restart, ``pause`` stops every node;
+``clock`` jumps every node's clock.
 
 Process faults need local processes: against ``--bootstrap-server`` only the workers can be
 killed or paused; net/disk/clock need the local broker.
@@ -28,7 +37,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-KINDS = ("kill", "pause", "net", "disk", "clock")
+KINDS = ("kill", "pause", "net", "disk", "clock", "kill-node")
+CLUSTER_KINDS = ("kill-node",)  # need a local cluster: --nodes 2 or more
+
+
+def available(kinds, *, local: bool = True, nodes: int = 1) -> list[str]:
+    """The kinds that can act: against another cluster only the workers' kill and pause; the
+    cluster kinds only on a local cluster of several nodes."""
+    return [k for k in kinds if (local or k in ("kill", "pause")) and (k not in CLUSTER_KINDS or (local and nodes > 1))]
 
 
 @dataclass
@@ -41,12 +57,14 @@ class Fault:
 
 
 def schedule(seed: int, kinds: list[str], duration_s: float, targets: list[str], *, broker: bool = True,
-             interval_s: tuple[float, float] = (2.0, 6.0)) -> list[Fault]:
+             interval_s: tuple[float, float] = (2.0, 6.0), nodes: int = 1) -> list[Fault]:
     """The run's faults: one at a time, a quiet gap of ``interval_s`` between them, the kinds
     and targets drawn with ``random.Random(seed)`` (each enabled kind once per round, the broker
-    the target of 40% of kills and pauses); all end before ``duration_s``."""
+    the target of 40% of kills and pauses, a ``kill-node`` one of nodes 1..``nodes``); all end
+    before ``duration_s``. Kinds that cannot act (:func:`available`) are left out before any draw,
+    so a seed's schedule on one node is what it was before clusters."""
     rng = random.Random(seed)
-    usable = [k for k in kinds if broker or k in ("kill", "pause")]
+    usable = available(kinds, local=broker, nodes=nodes)
     faults, t, bag = [], rng.uniform(*interval_s), []
     while usable and t < duration_s - 1:
         if not bag:  # every kind once per round, in a random order: a short run still has them all
@@ -69,6 +87,10 @@ def schedule(seed: int, kinds: list[str], duration_s: float, targets: list[str],
                 detail["direction"] = rng.choice(["to_broker", "to_client"])
                 if targets and rng.random() < 0.5:  # one client cut off, the others not
                     detail["client"] = rng.choice(list(targets))
+        elif kind == "kill-node":
+            # no duration of its own: the supervisor restarts the node; the window lasts until
+            # the node has registered again
+            target, dur, detail = f"node-{rng.randint(1, nodes)}", 0.0, {}
         elif kind == "disk":
             target, dur, detail = "disk", rng.uniform(1.0, 6.0), {}
         else:
@@ -92,6 +114,8 @@ class Targets:
     def fill_disk(self) -> None: ...
     def free_disk(self) -> None: ...
     def jump_clock(self, ms: int) -> None: ...
+    def kill_node(self, target: str) -> None: ...
+    def revive_node(self, target: str) -> None: ...
 
 
 class Nemesis:
@@ -120,6 +144,8 @@ class Nemesis:
             key = w["kind"] if w["kind"] != "net" else f"net:{w['detail'].get('mode')}"
             if w["kind"] in ("kill", "pause"):
                 key += " broker" if w["target"] == "broker" else f" {w['target'].rsplit('-', 1)[0]}"
+            elif w["kind"] == "kill-node":
+                key += f" {w['target']}"
             out[key] = out.get(key, 0) + 1
         return out
 
@@ -160,6 +186,8 @@ class Nemesis:
             t.fill_disk()
         elif f.kind == "clock":
             t.jump_clock(f.detail["jump_ms"])
+        elif f.kind == "kill-node":
+            t.kill_node(f.target)
 
     def _end(self, f: Fault) -> None:
         t = self.targets
@@ -171,3 +199,5 @@ class Nemesis:
             t.heal_net()
         elif f.kind == "disk":
             t.free_disk()
+        elif f.kind == "kill-node":
+            t.revive_node(f.target)  # waits for the node's new registration

@@ -502,3 +502,91 @@ class FaultProxy:
 def _check_rate(what: str, rate: float, others: float) -> None:
     if not 0 <= rate <= 1 or not 0 <= others <= 1:
         raise ValueError(f"{what}({rate}, others={others}): rates are in [0, 1]")
+
+
+def free_ports(count: int, host: str = "127.0.0.1", attempts: int = 200) -> int:
+    """The first of ``count`` consecutive TCP ports free at the moment of asking: a cluster's
+    node ``k`` listens on (and advertises) the given port plus ``k-1``."""
+    rng = random.Random()
+    for _ in range(attempts):
+        base = rng.randrange(20000, 60000 - count)
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind((host, port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise OSError(f"no {count} consecutive free ports found")
+
+
+class ProxyGroup:
+    """One :class:`FaultProxy` per node of a cluster: proxy ``k`` listens on ``listen_port + k-1``
+    and forwards to ``upstream_port + k-1`` (node ``k``), as each node advertises the port given
+    to ``serve --advertise`` plus ``k-1``. A mode switched on the group is switched on every
+    proxy (a fault of the whole network; a client's blackhole cuts it off from every node)."""
+
+    def __init__(self, count: int, listen_port: int, *, seed: int = 0, host: str = "127.0.0.1") -> None:
+        # each proxy its own seed, so two links numbered alike on two proxies draw differently
+        self.proxies = [FaultProxy(listen_port=listen_port + k, listen_host=host, seed=seed * 1000 + k)
+                        for k in range(count)]
+
+    @property
+    def address(self) -> str:
+        """Every node's proxy, node 1's first: a bootstrap list for the whole cluster."""
+        return ",".join(p.address for p in self.proxies)
+
+    @property
+    def upstream_port(self) -> int | None:
+        return self.proxies[0].upstream_port
+
+    @upstream_port.setter
+    def upstream_port(self, port: int) -> None:
+        for k, p in enumerate(self.proxies):
+            p.upstream_port = port + k
+
+    @property
+    def counts(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for p in self.proxies:
+            for what, n in p.counts.items():
+                total[what] = total.get(what, 0) + n
+        return total
+
+    def connections_per_node(self) -> list[int]:
+        """Client connections each node's proxy accepted so far (node 1's first)."""
+        return [p.counts["connections"] for p in self.proxies]
+
+    def start(self, timeout: float = 10.0) -> "ProxyGroup":
+        for p in self.proxies:
+            p.start(timeout)
+        return self
+
+    def close(self) -> None:
+        for p in self.proxies:
+            p.close()
+
+    def delay(self, seconds: float, **kw) -> None:
+        for p in self.proxies:
+            p.delay(seconds, **kw)
+
+    def drop(self, rate: float, **kw) -> None:
+        for p in self.proxies:
+            p.drop(rate, **kw)
+
+    def reset(self, rate: float, **kw) -> None:
+        for p in self.proxies:
+            p.reset(rate, **kw)
+
+    def blackhole(self, direction: str | None, **kw) -> None:
+        for p in self.proxies:
+            p.blackhole(direction, **kw)
+
+    def heal(self) -> None:
+        for p in self.proxies:
+            p.heal()

@@ -5,7 +5,13 @@ Life of a run (``ChaosRun.execute``):
 1. The broker: locally, ``oncelog serve`` with its data dir on a small filesystem (when disk
    faults are on) and advertising the fault proxy's address (when net faults are on), so every
    client connection goes through the proxy. With ``bootstrap`` the cluster is someone else's:
-   only the workers can be faulted.
+   only the workers can be faulted. With ``nodes`` > 1 the local broker is a cluster
+   (``serve --nodes N``): node ``k`` listens on a fixed port ``B+k-1`` (so a node restarted by
+   the cluster's supervisor comes back where clients know it) and, with net faults, advertises
+   ``P+k-1``, where proxy ``k`` of a :class:`~oncelog.chaos.proxy.ProxyGroup` forwards to it;
+   the workers bootstrap from every node's address. A node that exits without the nemesis
+   killing it (the cluster's supervisor restarts it silently) is a failure of the run, as the
+   single broker exiting by itself is; so is a killed node that never registers again.
 2. Two topics (``chaos-<id>`` and its ``-out`` for consume-transform-produce), then one worker
    process per slot (:mod:`oncelog.chaos.workload`); a slot whose process dies is restarted as
    a new process, unless the nemesis killed it (then it is revived when the fault ends).
@@ -52,6 +58,8 @@ class ChaosOptions:
     broker_env: dict = field(default_factory=dict)  # e.g. ONCELOG_FAULT for sensitivity tests
     fsync: str = "always"
     stop_timeout_s: float = 40.0   # workers asked to stop get this long, then SIGKILL
+    nodes: int = 1                 # the local broker as a cluster of this many node processes
+    node_restart_timeout_s: float = 60.0  # a killed node not registered again by then: a failure
 
 
 class _Slot:
@@ -82,7 +90,10 @@ class ChaosRun(nem.Targets):
         self.broker_paused = False
         self.broker_killed = False
         self.restarts: dict[str, int] = {}
-        self.broker_exits: list[dict] = []  # the local broker ending by itself: never expected
+        self.broker_exits: list[dict] = []  # the local broker (or a node) ending by itself: never expected
+        self.node_pids: dict[int, int] = {}  # a cluster's nodes as last seen alive: node id -> pid
+        self.nodes_down: dict[int, int] = {}  # node id -> the pid that died (killed, or by itself)
+        self.data_dir = os.path.join(self.work_dir, "disk", "data")
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -90,11 +101,15 @@ class ChaosRun(nem.Targets):
     def bootstrap(self) -> str:
         if not self.local:
             return self.o.bootstrap
-        return self.proxy.address if self.proxy is not None else self.broker.bootstrap
+        if self.proxy is not None:
+            return self.proxy.address
+        if self.o.nodes > 1:  # every node: a worker started while node 1 is down still connects
+            return ",".join(f"{self.broker.host}:{self.broker.port + k}" for k in range(self.o.nodes))
+        return self.broker.bootstrap
 
     def _start_broker(self) -> None:
         from ..process import BrokerProcess
-        from .proxy import FaultProxy, free_port
+        from .proxy import FaultProxy, ProxyGroup, free_port, free_ports
 
         kinds = set(self.o.faults)
         data_root = os.path.join(self.work_dir, "disk")
@@ -106,18 +121,25 @@ class ChaosRun(nem.Targets):
             self.disk.__enter__()
             self.ballast = Ballast(os.path.join(data_root, "ballast"))
         extra = []
+        clustered = self.o.nodes > 1
         if "net" in kinds:
-            self.proxy = FaultProxy(listen_port=free_port(), seed=self.o.seed)
-            extra = ["--advertise", self.proxy.address]
+            if clustered:
+                self.proxy = ProxyGroup(self.o.nodes, free_ports(self.o.nodes), seed=self.o.seed)
+                extra = ["--advertise", self.proxy.proxies[0].address]  # node k: its port + k-1
+            else:
+                self.proxy = FaultProxy(listen_port=free_port(), seed=self.o.seed)
+                extra = ["--advertise", self.proxy.address]
         env = dict(self.o.broker_env)
         if "clock" in kinds:
             with open(self.clock_file, "w") as f:
                 f.write("0")
             env["ONCELOG_FAULT_CLOCK"] = self.clock_file
-        self.broker = BrokerProcess(os.path.join(data_root, "data"), fsync=self.o.fsync, extra_args=extra, env=env,
+        self.broker = BrokerProcess(self.data_dir, fsync=self.o.fsync, extra_args=extra, env=env,
                                     log_path=os.path.join(self.work_dir, "broker.log"),
-                                    group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000)
-        self.broker.start()
+                                    group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=1000,
+                                    nodes=self.o.nodes, port=free_ports(self.o.nodes) if clustered else 0)
+        self.broker.start(timeout=120.0 if clustered else 30.0)
+        self._learn_nodes()
         if self.proxy is not None:
             self.proxy.upstream_port = self.broker.port
             self.proxy.start()
@@ -189,6 +211,8 @@ class ChaosRun(nem.Targets):
                                               "log": b.tail_log(20)})
                     self.say(f"the broker exited by itself (code {b.proc.returncode}): a failure; restarting it")
                     b.restart()
+                    self._learn_nodes()
+                self._watch_nodes()
                 for slot in self.slots.values():
                     if slot.state == "running" and slot.proc is not None and slot.proc.poll() is not None \
                             and not self._stopping:
@@ -209,6 +233,103 @@ class ChaosRun(nem.Targets):
             except subprocess.TimeoutExpired:
                 slot.proc.kill()
                 slot.proc.wait()
+
+    # -- a cluster's nodes -----------------------------------------------------------------------
+
+    def _registered_pid(self, node_id: int) -> int | None:
+        from ..cluster import read_registration
+
+        doc = read_registration(self.data_dir, node_id)
+        pid = doc.get("pid") if doc else None
+        return pid if isinstance(pid, int) and self._is_node_process(pid) else None
+
+    def _is_node_process(self, pid: int) -> bool:
+        """``pid`` is a live child of this run's cluster supervisor: never signal a pid from a
+        file that is stale (reused by another process, or a zombie the supervisor has not reaped)."""
+        sup = self.broker.proc if self.broker is not None else None
+        if sup is None or sup.poll() is not None:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return False
+        return fields[0] != "Z" and int(fields[1]) == sup.pid
+
+    def _learn_nodes(self) -> None:
+        """After the cluster (re)started: every node's pid from its registration."""
+        if self.o.nodes <= 1:
+            return
+        with self._lock:
+            self.nodes_down.clear()
+            self.node_pids = {k: pid for k in range(1, self.o.nodes + 1)
+                              if (pid := self._registered_pid(k)) is not None}
+
+    def _watch_nodes(self) -> None:
+        """(Under the lock.) A node that died without the nemesis killing it is a failure; a
+        node that is down and has registered again (a new live pid) is up."""
+        if self.o.nodes <= 1 or self.broker_killed or self.broker is None or self._stopping:
+            return
+        for k in range(1, self.o.nodes + 1):
+            known = self.node_pids.get(k)
+            if k not in self.nodes_down and known is not None and not self._is_node_process(known):
+                if self.broker.proc.poll() is not None:
+                    return  # the whole cluster went: the broker's own check records it
+                self.nodes_down[k] = known
+                self.broker_exits.append({"time": time.time_ns(), "node": k, "code": None,
+                                          "log": self.broker.tail_log(20)})
+                self.say(f"node {k} (pid {known}) exited by itself: a failure; its supervisor restarts it")
+            if k in self.nodes_down:
+                pid = self._registered_pid(k)
+                if pid is not None and pid != self.nodes_down[k]:
+                    self.node_pids[k] = pid
+                    del self.nodes_down[k]
+
+    def _node_signal(self, sig: int) -> None:
+        """Every live node of the cluster gets ``sig`` (pause, resume, clock reload)."""
+        for k in range(1, self.o.nodes + 1):
+            pid = self._registered_pid(k)
+            if pid is not None:
+                os.kill(pid, sig)
+
+    def kill_node(self, target: str) -> None:
+        node_id = int(target.rsplit("-", 1)[1])
+        with self._lock:
+            pid = self._registered_pid(node_id)
+            if pid is None:
+                raise RuntimeError(f"node {node_id} has no live registered process to kill")
+            self.nodes_down[node_id] = pid  # first: the watch must not take it for a crash
+            os.kill(pid, signal.SIGKILL)
+
+    def revive_node(self, target: str) -> None:
+        """The cluster's supervisor restarts a killed node; wait until it registered again (a
+        new pid, live) and accepts connections on its port. Not back in time: a failure."""
+        import socket
+
+        node_id = int(target.rsplit("-", 1)[1])
+        deadline = time.monotonic() + self.o.node_restart_timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if node_id not in self.nodes_down:  # the watch saw it back
+                    pid = self.node_pids.get(node_id)
+                else:
+                    pid = self._registered_pid(node_id)
+                    pid = pid if pid is not None and pid != self.nodes_down[node_id] else None
+            if pid is not None:
+                try:
+                    socket.create_connection((self.broker.host, self.broker.port + node_id - 1), 1).close()
+                except OSError:
+                    pass
+                else:
+                    with self._lock:
+                        self.node_pids[node_id] = pid
+                        self.nodes_down.pop(node_id, None)
+                    return
+            time.sleep(0.1)
+        self.broker_exits.append({"time": time.time_ns(), "node": node_id, "code": None,
+                                  "log": f"node {node_id} killed by the nemesis did not register again in "
+                                         f"{self.o.node_restart_timeout_s:.0f} s\n" + self.broker.tail_log(20)})
+        raise RuntimeError(f"node {node_id} did not come back in {self.o.node_restart_timeout_s:.0f} s")
 
     # -- nemesis targets ------------------------------------------------------------------------
 
@@ -232,6 +353,7 @@ class ChaosRun(nem.Targets):
         if target == "broker":
             with self._lock:
                 self.broker.restart()
+                self._learn_nodes()
                 self.broker_killed = False
             return
         with self._lock:
@@ -239,7 +361,10 @@ class ChaosRun(nem.Targets):
 
     def pause(self, target: str) -> None:
         if target == "broker":
-            os.kill(self.broker.proc.pid, signal.SIGSTOP)
+            if self.o.nodes > 1:  # the cluster: every node (its supervisor only waits on them)
+                self._node_signal(signal.SIGSTOP)
+            else:
+                os.kill(self.broker.proc.pid, signal.SIGSTOP)
             self.broker_paused = True
             return
         with self._lock:
@@ -251,7 +376,10 @@ class ChaosRun(nem.Targets):
 
     def resume(self, target: str) -> None:
         if target == "broker":
-            os.kill(self.broker.proc.pid, signal.SIGCONT)
+            if self.o.nodes > 1:
+                self._node_signal(signal.SIGCONT)
+            else:
+                os.kill(self.broker.proc.pid, signal.SIGCONT)
             self.broker_paused = False
             return
         with self._lock:
@@ -293,7 +421,9 @@ class ChaosRun(nem.Targets):
             current = 0
         with open(self.clock_file, "w") as f:
             f.write(str(current + ms))
-        if self.broker.proc is not None and self.broker.proc.poll() is None:
+        if self.o.nodes > 1:  # every node reloads the offset (the supervisor has no clock to move)
+            self._node_signal(signal.SIGUSR2)
+        elif self.broker.proc is not None and self.broker.proc.poll() is None:
             os.kill(self.broker.proc.pid, signal.SIGUSR2)
 
     def _heal_all(self) -> None:
@@ -302,11 +432,17 @@ class ChaosRun(nem.Targets):
                 self.resume("broker")
             if self.broker_killed or (self.broker.proc is not None and self.broker.proc.poll() is not None):
                 self.broker.restart()
+                self._learn_nodes()
                 self.broker_killed = False
             if self.proxy is not None:
                 self.proxy.heal()
             if self.ballast is not None:
                 self.ballast.release()
+            deadline = time.monotonic() + self.o.node_restart_timeout_s
+            while self.nodes_down and time.monotonic() < deadline:  # a node the supervisor restarts
+                with self._lock:
+                    self._watch_nodes()
+                time.sleep(0.1)
         with self._lock:
             for slot in self.slots.values():
                 if slot.state == "paused":
@@ -327,8 +463,9 @@ class ChaosRun(nem.Targets):
             self._start_workers()
             supervisor = threading.Thread(target=self._supervise, name="chaos-supervisor", daemon=True)
             supervisor.start()
-            kinds = [k for k in self.o.faults if self.local or k in ("kill", "pause")]
-            plan = nem.schedule(self.o.seed, kinds, self.o.duration_s, sorted(self.slots), broker=self.local)
+            kinds = nem.available(self.o.faults, local=self.local, nodes=self.o.nodes)
+            plan = nem.schedule(self.o.seed, kinds, self.o.duration_s, sorted(self.slots), broker=self.local,
+                                nodes=self.o.nodes)
             self.nemesis = nem.Nemesis(plan, self, on_event=lambda text: self.say(f"nemesis: {text}"))
             self.say(f"{len(self.slots)} workers; {len(plan)} faults scheduled over {self.o.duration_s:.0f} s "
                      f"(seed {self.o.seed}, kinds {','.join(kinds) or 'none'})")
@@ -382,11 +519,14 @@ class ChaosRun(nem.Targets):
         result = check(hist_mod.flatten(ops))
         windows = getattr(self, "nemesis", None).windows if hasattr(self, "nemesis") else []
         return {
-            "seed": self.o.seed, "duration_s": self.o.duration_s, "bootstrap": self.bootstrap if not self.local else "oncelog",
+            "seed": self.o.seed, "duration_s": self.o.duration_s, "nodes": self.o.nodes if self.local else None, "bootstrap": self.bootstrap if not self.local else "oncelog",
             "topics": [self.topic, self.out_topic], "work_dir": self.work_dir, "started_ns": t_start,
             "faults": windows, "fault_counts": self.nemesis.counts() if hasattr(self, "nemesis") else {},
             "nemesis_errors": self.nemesis.errors if hasattr(self, "nemesis") else [],
             "worker_restarts": self.restarts, "processes": self._next_process, "broker_exits": self.broker_exits,
+            "proxy": None if self.proxy is None else {
+                "counts": self.proxy.counts,
+                "connections_per_node": getattr(self.proxy, "connections_per_node", lambda: None)()},
             "ok": result.ok and not self.broker_exits, "result": result.to_json(), "series": series(ops),
         }
 
@@ -398,7 +538,12 @@ class ChaosRun(nem.Targets):
         broker, self.broker = self.broker, None
         if broker is not None:
             if self.broker_paused and broker.proc is not None and broker.proc.poll() is None:
-                os.kill(broker.proc.pid, signal.SIGCONT)
+                if self.o.nodes > 1:
+                    self.broker = broker
+                    self._node_signal(signal.SIGCONT)
+                    self.broker = None
+                else:
+                    os.kill(broker.proc.pid, signal.SIGCONT)
             broker.stop()
         disk, self.disk = self.disk, None
         if disk is not None:
@@ -451,7 +596,7 @@ def plot(report: dict, path: str) -> None:
     ax2.set_ylabel("latency (ms)")
     ax2.set_yscale("log")
     ax2.set_xlabel("seconds")
-    colors = {"kill": "red", "pause": "purple", "net": "blue", "disk": "brown", "clock": "gray"}
+    colors = {"kill": "red", "pause": "purple", "net": "blue", "disk": "brown", "clock": "gray", "kill-node": "darkred"}
     seen = set()
     for w in report["faults"]:
         a, b = (w["start"] - s["t0_ns"]) / 1e9, (w["end"] - s["t0_ns"]) / 1e9
@@ -460,7 +605,7 @@ def plot(report: dict, path: str) -> None:
                        label=w["kind"] if ax is ax1 and w["kind"] not in seen else None)
         seen.add(w["kind"])
         detail = w["detail"] or {}
-        what = w["target"] if w["kind"] in ("kill", "pause") else " ".join(
+        what = w["target"] if w["kind"] in ("kill", "pause", "kill-node") else " ".join(
             str(detail[k]) for k in ("mode", "client") if detail.get(k))
         if what:  # which process, or which network fault
             ax1.annotate(what, (a, 1.0), xycoords=("data", "axes fraction"), xytext=(1, -2),
