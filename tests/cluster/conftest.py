@@ -20,7 +20,6 @@ from oncelog.cluster import Placement
 from oncelog.partition.internal_topic import OFFSETS_TOPIC, TXN_TOPIC, partition_for
 from oncelog.process import BrokerProcess
 
-INTERNAL_PARTITIONS = 50  # offsets.topic.num.partitions / transaction.state.log.num.partitions defaults
 
 
 class Cluster:
@@ -29,6 +28,7 @@ class Cluster:
         self.nodes = nodes
         self.placement = Placement(nodes)
         self.process = BrokerProcess(data_dir, fsync=fsync, extra_args=["--nodes", str(nodes), *extra_args])
+        self._internal: dict[str, int] = {}
 
     # -------------------------------------------------------------- lifecycle
 
@@ -104,11 +104,31 @@ class Cluster:
     def leader(self, topic: str, partition: int) -> int:
         return self.placement.leader(topic, partition)
 
+    def internal_partitions(self, topic: str) -> int:
+        """How many partitions the cluster gave an internal topic (Metadata of node 1)."""
+        if topic not in self._internal:
+            from oncelog.client.wire import RawClient, request_module
+
+            m = request_module(3, 12)
+            c = RawClient(self.address(1))
+            try:
+                r = c.request(m.MetadataRequest(topics=(m.MetadataRequestTopic(topic_id=None, name=topic),),
+                                                allow_auto_topic_creation=False,
+                                                include_topic_authorized_operations=False))
+            finally:
+                c.close()
+            t = r.topics[0]
+            assert t.error_code == 0 and t.partitions, t
+            leaders = {p.partition_index: p.leader_id for p in t.partitions}
+            assert leaders == {p: self.leader(topic, p) for p in range(len(leaders))}, leaders
+            self._internal[topic] = len(leaders)
+        return self._internal[topic]
+
     def group_coordinator(self, group_id: str) -> int:
-        return self.placement.leader(OFFSETS_TOPIC, partition_for(group_id, INTERNAL_PARTITIONS))
+        return self.leader(OFFSETS_TOPIC, partition_for(group_id, self.internal_partitions(OFFSETS_TOPIC)))
 
     def txn_coordinator(self, transactional_id: str) -> int:
-        return self.placement.leader(TXN_TOPIC, partition_for(transactional_id, INTERNAL_PARTITIONS))
+        return self.leader(TXN_TOPIC, partition_for(transactional_id, self.internal_partitions(TXN_TOPIC)))
 
     def txn_id_on(self, node_id: int, prefix: str = "txn") -> str:
         return _first(lambda name: self.txn_coordinator(name) == node_id, prefix)
