@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import io
+import keyword
 import struct
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
@@ -82,10 +83,13 @@ def kio_writer(cls: type):
 @functools.cache
 def _entity_writer(entity_type: type, nullable: bool = False):
     """kio's ``entity_writer`` (kio.serial._serialize), writing the same bytes, with the costs
-    it pays on every entity of every response taken out: a flexible entity whose tagged fields
-    are all at their defaults (nearly always) ends with a single 0 byte where kio opens an
-    ``io.BytesIO`` for its tags; fields are read from a tuple. Primitive fields use kio's own
-    field writers; nested entities and arrays of them use this function's writers."""
+    it pays on every entity of every response taken out: the entity's fields are written by a
+    function generated for its class, in which each run of fixed-size fields (integers, error
+    codes, booleans, durations, times: kio's formats and conversions) is one ``struct.pack``; a
+    flexible entity whose tagged fields are all at their defaults (nearly always) ends with a
+    single 0 byte where kio opens an ``io.BytesIO`` for its tags. Other primitive fields use
+    kio's field writers or :data:`_SAME_BYTES`; nested entities and arrays of them use this
+    function's writers. Field names come from kio's schemas, never from the wire."""
     flexible = entity_type.__flexible__
     is_request_header = entity_type.__name__ == "RequestHeader"
     plain, tagged = [], []
@@ -95,42 +99,71 @@ def _entity_writer(entity_type: type, nullable: bool = False):
         if tag is not None:
             tagged.append((tag, field, field_writer, get_tagged_field_default(field)))
         else:
-            plain.append((field.name, field_writer))
+            plain.append((field, field_writer))
     if tagged and not flexible:
         raise ValueError("Found tagged fields on a non-flexible model")
     tagged.sort(key=lambda t: t[0])
-    plain_fields, tagged_fields = tuple(plain), tuple(tagged)
+    tagged_fields = tuple(tagged)
 
-    if not flexible:
-        def write_entity(buffer, entity) -> None:
-            for name, field_writer in plain_fields:
-                field_writer(buffer, getattr(entity, name))
-    elif not tagged_fields:
-        def write_entity(buffer, entity) -> None:
-            for name, field_writer in plain_fields:
-                field_writer(buffer, getattr(entity, name))
-            buffer.write(b"\x00")  # no tagged fields
-    else:
-        def write_entity(buffer, entity) -> None:
-            for name, field_writer in plain_fields:
-                field_writer(buffer, getattr(entity, name))
-            present = []
-            for tag, field, field_writer, implicit_default in tagged_fields:
-                value = getattr(entity, field.name)
-                # kio's test for a default-valued (hence omitted) tagged field, as it is written
-                if value == field.default or (field.default == MISSING and value == implicit_default):
-                    continue
-                present.append((tag, field_writer, value))
-            if not present:
-                buffer.write(b"\x00")
-                return
-            with io.BytesIO() as tag_buffer:
-                for tag, field_writer, value in present:
-                    write_tagged_field(buffer=tag_buffer, tag=tag, writer=field_writer, value=value)
-                write_unsigned_varint(buffer, len(present))
-                buffer.write(tag_buffer.getvalue())
+    def write_tags(buffer, entity) -> None:
+        present = []
+        for tag, field, field_writer, implicit_default in tagged_fields:
+            value = getattr(entity, field.name)
+            # kio's test for a default-valued (hence omitted) tagged field, as it is written
+            if value == field.default or (field.default == MISSING and value == implicit_default):
+                continue
+            present.append((tag, field_writer, value))
+        if not present:
+            buffer.write(b"\x00")
+            return
+        with io.BytesIO() as tag_buffer:
+            for tag, field_writer, value in present:
+                write_tagged_field(buffer=tag_buffer, tag=tag, writer=field_writer, value=value)
+            write_unsigned_varint(buffer, len(present))
+            buffer.write(tag_buffer.getvalue())
+
+    # The fields in order, as Python source: a run of fixed-size fields is one struct.pack.
+    namespace: dict[str, Any] = {"round": round, "_write_tags": write_tags}
+    lines, run_format, run_values = [], [], []
+
+    def end_run() -> None:
+        if run_format:
+            name = f"_s{len(namespace)}"
+            namespace[name] = struct.Struct(">" + "".join(run_format))
+            lines.append(f"    buffer.write({name}.pack({', '.join(run_values)}))")
+            run_format.clear()
+            run_values.clear()
+
+    for field, field_writer in plain:
+        value = f"entity.{field.name}" if _plain_name(field.name) else f"getattr(entity, {field.name!r})"
+        fixed = _FIXED.get(_kio_primitive_writer(field, flexible, is_request_header))
+        if fixed is not None:
+            run_format.append(fixed[0])
+            run_values.append(fixed[1].format(value))
+            continue
+        end_run()
+        name = f"_w{len(namespace)}"
+        namespace[name] = field_writer
+        lines.append(f"    {name}(buffer, {value})")
+    end_run()
+    if flexible:
+        lines.append("    _write_tags(buffer, entity)" if tagged_fields else "    buffer.write(b'\\x00')  # no tagged fields")
+    source = "def write_entity(buffer, entity):\n" + ("\n".join(lines) or "    pass") + "\n"
+    exec(compile(source, f"<response writer {entity_type.__name__}>", "exec"), namespace)
+    write_entity = namespace["write_entity"]
 
     return kio_serialize._wrap_nullable(write_entity) if nullable else write_entity
+
+
+def _plain_name(name: str) -> bool:
+    return name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _kio_primitive_writer(field, flexible: bool, is_request_header: bool):
+    """kio's writer of a (non-tagged) primitive field; None for entities and arrays."""
+    if isinstance(classify_field(field), (EntityField, EntityTupleField)):
+        return None
+    return kio_serialize.get_field_writer(field, flexible=flexible, is_request_header=is_request_header, is_tag=False)
 
 
 def _field_writer(field, flexible: bool, is_request_header: bool, is_tag: bool):
@@ -208,6 +241,19 @@ def _compact_string(buffer, value) -> None:
         kio_writers.write_compact_string(buffer, value)  # raises as kio does
     _nullable_compact_string(buffer, value)
 
+
+# kio's writers of fixed-size fields: struct format and the value written (kio.serial.writers).
+_FIXED = {
+    kio_writers.write_int8: ("b", "{}"), kio_writers.write_int16: ("h", "{}"),
+    kio_writers.write_int32: ("i", "{}"), kio_writers.write_int64: ("q", "{}"),
+    kio_writers.write_uint8: ("B", "{}"), kio_writers.write_uint16: ("H", "{}"),
+    kio_writers.write_uint32: ("I", "{}"), kio_writers.write_uint64: ("Q", "{}"),
+    kio_writers.write_boolean: ("?", "{}"), kio_writers.write_float64: ("d", "{}"),
+    kio_writers.write_error_code: ("h", "{}.value"),
+    kio_writers.write_timedelta_i32: ("i", "round({}.total_seconds() * 1000)"),
+    kio_writers.write_timedelta_i64: ("q", "round({}.total_seconds() * 1000)"),
+    kio_writers.write_datetime_i64: ("q", "round({}.timestamp() * 1000)"),
+}
 
 _SAME_BYTES = {
     kio_writers.write_int8: lambda buffer, value: buffer.write(_I8.pack(value)),
