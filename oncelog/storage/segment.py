@@ -269,13 +269,18 @@ class Segment:
         total = sum(map(len, buffers))
         written = 0
         try:
-            for i in range(0, len(buffers), 512):  # IOV_MAX is 1024 on Linux
-                chunk = buffers[i : i + 512]
-                n = os.pwritev(self.fd, chunk, start + written)
-                expected = sum(map(len, chunk))
-                if n != expected:  # a regular file writes short only when it cannot go on (ENOSPC)
-                    raise OSError(errno.ENOSPC, f"short write to {self.log_path}: {written + n} of {total} bytes")
-                written += n
+            if len(buffers) <= 512:  # IOV_MAX is 1024 on Linux: one call (the usual case)
+                n = os.pwritev(self.fd, buffers, start)
+                if n != total:  # a regular file writes short only when it cannot go on (ENOSPC)
+                    raise OSError(errno.ENOSPC, f"short write to {self.log_path}: {n} of {total} bytes")
+            else:
+                for i in range(0, len(buffers), 512):
+                    chunk = buffers[i : i + 512]
+                    n = os.pwritev(self.fd, chunk, start + written)
+                    expected = sum(map(len, chunk))
+                    if n != expected:
+                        raise OSError(errno.ENOSPC, f"short write to {self.log_path}: {written + n} of {total} bytes")
+                    written += n
         except OSError:
             self._cut_back(start)
             raise
