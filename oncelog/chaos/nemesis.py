@@ -19,7 +19,8 @@ Kinds (``--faults``):
 * ``kill-node`` — a cluster's (``--nodes N``, N > 1) kill of ONE broker node, as Jepsen's kill of
   one node: SIGKILL of node ``k``'s process (its pid from ``nodes/<k>.json``), ``k`` drawn from
   the seed; the cluster's supervisor starts it again, and the fault ends once the node has
-  registered again (a new pid, listening), so faults never overlap. Its partitions and the
+  registered again (a new pid, listening), so faults never overlap; the later faults move by
+  the time it took, so the schedule's quiet gap (2-6 s) follows the node's return. Its partitions and the
   groups and transactions it coordinates are unavailable meanwhile (no replication).
 
 On a cluster, ``kill`` and ``pause`` of the ``broker`` act on the whole cluster: ``kill`` is a
@@ -154,8 +155,11 @@ class Nemesis:
         return self._stop.wait(max(seconds, 0))
 
     def _run(self) -> None:
+        # A kill-node lasts until the node is back, longer than its scheduled 0 s: the faults
+        # after it move by as much, so the schedule's quiet gap follows every node's return.
+        lag = 0.0
         for fault in self.faults:
-            if self._wait(fault.at_s - (time.monotonic() - self._t0)):
+            if self._wait(fault.at_s + lag - (time.monotonic() - self._t0)):
                 return
             start = time.time_ns()
             try:
@@ -171,6 +175,8 @@ class Nemesis:
                 self.errors.append(f"healing {fault.kind} {fault.target}: {exc!r}")
             self.windows.append({"kind": fault.kind, "target": fault.target, "start": start,
                                  "end": time.time_ns(), "detail": fault.detail})
+            if fault.kind == "kill-node":
+                lag += max((self.windows[-1]["end"] - start) / 1e9 - fault.duration_s, 0.0)
             if self._stop.is_set():
                 return
 

@@ -2,7 +2,7 @@
 
 * The schedule: on one node a seed's schedule is what it was before clusters (``kill-node`` left
   out before any draw); ``kill-node`` needs ``--nodes`` 2 or more and targets nodes 1..N.
-* A 40-second run on 2 nodes with ``kill-node`` (SIGKILL of one node's process; its supervisor
+* A 45-second run on 2 nodes with ``kill-node`` (SIGKILL of one node's process; its supervisor
   restarts it) and ``net`` faults through one proxy per node: no anomaly, both nodes killed, no
   node exiting by itself, the final reader at the end of every partition.
 * Sensitivity, on 2 nodes: a node that dies by itself (a crash point; the supervisor restarts
@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -25,7 +26,8 @@ from oncelog.chaos.run import ChaosOptions, ChaosRun
 
 WORKERS = ["ctp-0", "ctp-1", "group-0", "group-1", "producer-0", "producer-1", "reader-0", "txn-0", "txn-1"]
 SINGLE_NODE_KINDS = [k for k in nemesis.KINDS if k not in nemesis.CLUSTER_KINDS]
-# on 2 nodes for 40 s with kill-node,net: node 1 killed twice, node 2 twice, 4 network faults
+# on 2 nodes for 45 s with kill-node,net: node 1 killed twice and node 2 once, 3 network faults
+# (when each node is back within ~3 s: the faults after a kill-node wait for its return)
 CLUSTER_SEED = 11
 
 
@@ -38,9 +40,9 @@ def test_kill_node_needs_a_cluster_and_leaves_one_node_schedules_unchanged():
         for broker in (True, False):
             assert nemesis.schedule(seed, list(nemesis.KINDS), 60, WORKERS, broker=broker) == \
                 nemesis.schedule(seed, SINGLE_NODE_KINDS, 60, WORKERS, broker=broker)
-    plan = nemesis.schedule(CLUSTER_SEED, ["kill-node", "net"], 40, WORKERS, nodes=2)
+    plan = nemesis.schedule(CLUSTER_SEED, ["kill-node", "net"], 45, WORKERS, nodes=2)
     kills = [f.target for f in plan if f.kind == "kill-node"]
-    assert sorted(kills) == ["node-1", "node-1", "node-2", "node-2"], plan
+    assert kills[:3] == ["node-1", "node-2", "node-1"], plan
     assert all(f.duration_s == 0 for f in plan if f.kind == "kill-node")  # the window lasts until it is back
     assert {f.target for f in nemesis.schedule(3, ["kill-node"], 300, WORKERS, nodes=5)} == \
         {f"node-{k}" for k in range(1, 6)}
@@ -51,11 +53,42 @@ def test_kill_node_needs_a_cluster_and_leaves_one_node_schedules_unchanged():
         parse_faults("kill,kill-node", nodes=1)
 
 
+class _SlowNodes(nemesis.Targets):
+    """Nodes that take 0.4 s to come back; records when each fault began and ended."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, float]] = []
+
+    def kill_node(self, target: str) -> None:
+        self.events.append(("kill", time.monotonic()))
+
+    def revive_node(self, target: str) -> None:
+        time.sleep(0.4)
+        self.events.append(("back", time.monotonic()))
+
+    def net(self, detail: dict) -> None:
+        self.events.append(("net", time.monotonic()))
+
+
+def test_the_faults_after_a_kill_node_keep_their_quiet_gap_after_the_node_is_back():
+    # a schedule's shape: each fault 0.2 s after the previous one's scheduled end (kill-node: 0 s)
+    plan = [nemesis.Fault(0.1, "kill-node", "node-1", 0.0), nemesis.Fault(0.3, "net", "proxy", 0.1, {"mode": "delay"}),
+            nemesis.Fault(0.6, "kill-node", "node-2", 0.0), nemesis.Fault(0.8, "kill-node", "node-1", 0.0),
+            nemesis.Fault(1.0, "net", "proxy", 0.1, {"mode": "delay"})]
+    targets = _SlowNodes()
+    n = nemesis.Nemesis(plan, targets).start()
+    n._thread.join(20)  # the whole schedule, with every node's return
+    assert not n.errors and len(n.windows) == len(plan)
+    for (what, t), (_next, t_next) in zip(targets.events, targets.events[1:]):
+        if what == "back":  # the next fault comes a quiet gap after the node's return
+            assert t_next - t >= 0.19, targets.events
+
+
 @pytest.mark.e2e
 def test_two_nodes_with_one_node_killed_at_a_time_find_no_anomaly(tmp_path):
     report_path = tmp_path / "run.json"
     proc = subprocess.run([sys.executable, "-m", "oncelog", "chaos", "--nodes", "2", "--faults", "kill-node,net",
-                           "--duration", "40", "--seed", str(CLUSTER_SEED), "--work-dir", str(tmp_path / "work"),
+                           "--duration", "45", "--seed", str(CLUSTER_SEED), "--work-dir", str(tmp_path / "work"),
                            "--report", str(report_path)], capture_output=True, text=True, timeout=400)
     out = proc.stdout + proc.stderr
     assert report_path.exists(), f"no report (exit {proc.returncode}):\n{out[-3000:]}"
@@ -63,13 +96,13 @@ def test_two_nodes_with_one_node_killed_at_a_time_find_no_anomaly(tmp_path):
     assert _failing(report) == {}, out[-4000:]
     assert proc.returncode == 0 and report["ok"], out[-4000:]
     assert report["nodes"] == 2 and report["nemesis_errors"] == [] and report["broker_exits"] == []
-    killed = sorted(w["target"] for w in report["faults"] if w["kind"] == "kill-node")
-    assert killed == ["node-1", "node-1", "node-2", "node-2"], report["faults"]
-    assert sum(w["kind"] == "net" for w in report["faults"]) == 4
+    killed = [w["target"] for w in report["faults"] if w["kind"] == "kill-node"]
+    assert len(killed) >= 3 and set(killed) == {"node-1", "node-2"}, report["faults"]
+    assert sum(w["kind"] == "net" for w in report["faults"]) >= 2, report["faults"]
     # every node's clients came through its own proxy (node k advertises proxy k)
     assert all(n > 0 for n in report["proxy"]["connections_per_node"]), report["proxy"]
     log = (tmp_path / "work" / "broker.log").read_text()
-    assert log.count("exited with code -9") == 4, log[-3000:]  # the supervisor restarted each
+    assert log.count("exited with code -9") == len(killed), log[-3000:]  # the supervisor restarted each
     writes = report["result"]["info"]["writes"]
     assert writes["committed"] > 1000 and writes["unseen"] == 0 and writes["read"] == writes["committed"], writes
     assert "no anomalies" in out
