@@ -105,8 +105,9 @@ class RunningBroker:
             security = self.target.security
             certs = self._certificates() if sec.is_tls(security) else None
             secure_port = _free_port() if security != "plaintext" else 0
+            nodes = ["--nodes", str(self.target.nodes)] if self.target.nodes > 1 else []
             b = BrokerProcess(data_dir, fsync=self.target.fsync,
-                              extra_args=["--num-partitions", str(self.partitions),
+                              extra_args=["--num-partitions", str(self.partitions), *nodes,
                                           *sec.broker_args(security, secure_port, certs)],
                               source_tree=self.target.tree)
             b.start()
@@ -158,23 +159,45 @@ class RunningBroker:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def pids(self) -> list[int]:
+        """The broker's processes: its own, and for ``oncelog serve --nodes N`` the supervisor's
+        children too (the node processes, which do the work)."""
+        if self.proc is None:
+            return []
+        pids = [self.proc.pid]
+        if self.target.kind == "oncelog" and self.target.nodes > 1:
+            try:
+                for tid in os.listdir(f"/proc/{self.proc.pid}/task"):
+                    with open(f"/proc/{self.proc.pid}/task/{tid}/children") as f:
+                        pids += [int(x) for x in f.read().split()]
+            except OSError:
+                pass
+        return pids
+
     def cpu_seconds(self) -> float:
+        """utime+stime, summed over :meth:`pids` (a node that died and was started again between
+        two readings loses its share: a crash is reported by the run anyway)."""
         try:
-            with open(f"/proc/{self.proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime
+            total = 0.0
+            for pid in self.pids():
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / _CLK_TCK  # utime, stime
+            return total if self.proc is not None else float("nan")
         except (OSError, IndexError, ValueError, AttributeError):
             return float("nan")
 
     def rss_mb(self) -> float:
+        total = 0.0
         try:
-            with open(f"/proc/{self.proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) / 1024
+            for pid in self.pids():
+                with open(f"/proc/{pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            total += int(line.split()[1]) / 1024
+            return total if self.proc is not None else float("nan")
         except OSError:
-            pass
-        return float("nan")
+            return float("nan")
 
     def stop(self) -> int | None:
         self._admin_client = None
@@ -232,7 +255,8 @@ class RunningBroker:
             md = admin.list_topics(name, timeout=5).topics.get(name)
             if md is not None and md.error is None and len(md.partitions) == partitions \
                     and all(p.leader >= 0 for p in md.partitions.values()) \
-                    and (self.target.kind != "kafka" or self._leading(name, partitions)):
+                    and (self.target.kind != "kafka" or self._leading(name, partitions)) \
+                    and (self.target.nodes == 1 or self._led_by_all(name, partitions)):
                 return
             time.sleep(0.1)
         raise RuntimeError(f"topic {name} not ready on {self.target.name}")
@@ -257,6 +281,17 @@ class RunningBroker:
         except (OSError, ConnectionError):
             return False
         return all(p.error_code == 0 for t in resp.topics for p in t.partitions)
+
+    def _led_by_all(self, topic: str, partitions: int) -> bool:
+        """A cluster (``serve --nodes N``): every partition answered by its leader (a follower
+        node answers UNKNOWN_TOPIC_OR_PARTITION until it has refreshed the controller's metadata)."""
+        from .wireload import WireLoadError, wait_until_led
+
+        try:
+            wait_until_led(self.bootstrap, topic, partitions, timeout=0)
+            return True
+        except WireLoadError:
+            return False
 
     def delete_topic(self, name: str, timeout: float = 30.0) -> str | None:
         """Delete ``name`` to free memory (Tansu) and disk (oncelog); returns an error text or None."""

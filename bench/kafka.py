@@ -42,7 +42,9 @@ from oncelog.tools import apache_kafka
 HEAP = "1g"  # -Xmx of the Kafka node (Kafka's own kafka-server-start.sh uses 1 GB)
 CLIENT_HEAP = "512m"  # -Xmx of each perf-tool JVM
 # oncelog target -> the Apache Kafka target with the same durability per acknowledgement
-PAIRS = {"oncelog-never": "kafka", "oncelog-always": "kafka+flush1"}
+# (oncelog-<fsync>:nodes2 is the same broker as a cluster of two node processes, bench/modes.py)
+PAIRS = {"oncelog-never": "kafka", "oncelog-always": "kafka+flush1",
+         "oncelog-never:nodes2": "kafka", "oncelog-always:nodes2": "kafka+flush1"}
 FLUSH1 = {"log.flush.interval.messages": "1"}
 # ProducerPerformance's first guess of one process's records/s (1 KB records), before a cell of
 # that target and mode has been measured (the warm-up measures it for the Kafka targets). Low on

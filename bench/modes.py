@@ -144,13 +144,17 @@ class Target:
     of an older commit), so that two versions are measured side by side in one run.
     ``oncelog-<fsync>+<protocol>`` (``+ssl``, ``+sasl_plaintext``, ``+sasl_ssl``; before any
     ``@<dir>``) serves its clients on a listener of that security protocol (bench/security.py);
-    its ratio over the same target without ``+<protocol>`` is reported when both are run."""
+    its ratio over the same target without ``+<protocol>`` is reported when both are run.
+    ``oncelog-<fsync>:nodes<N>`` (right after the fsync policy) runs ``oncelog serve --nodes N``:
+    a cluster of N node processes on this machine, node k pinned to core k-1 by its supervisor
+    when there are as many cores (docs/multicore.md); its clients route by Metadata."""
 
     name: str
     kind: str  # "oncelog" | "tansu" | "kafka"
     fsync: str | None = None
     tree: str | None = None  # source tree of the broker; None: this one
     security: str = "plaintext"  # a key of bench.security.PROTOCOLS
+    nodes: int = 1  # oncelog serve --nodes
 
     @classmethod
     def parse(cls, text: str) -> "Target":
@@ -165,12 +169,20 @@ class Target:
                 raise ValueError(f"target {text!r}: unknown security protocol {security!r}; "
                                  f"use one of {', '.join(PROTOCOLS)}")
             fsync = spec.removeprefix("oncelog-")
+            nodes = 1
+            head, colon, tail = fsync.rpartition(":")
+            if colon and tail.startswith("nodes"):
+                if not tail[5:].isdigit() or not 1 <= int(tail[5:]) <= 256:
+                    raise ValueError(f"target {text!r}: :nodes<N> takes N in 1..256")
+                fsync, nodes = head, int(tail[5:])
             if tree and not os.path.isdir(os.path.join(tree, "oncelog")):
                 raise ValueError(f"target {text!r}: {tree!r} holds no oncelog package")
             if fsync in ("never", "always") or (fsync.startswith("interval:") and fsync[9:].isdigit()):
-                return cls(text, "oncelog", fsync, os.path.abspath(tree) if tree else None, security or "plaintext")
+                return cls(text, "oncelog", fsync, os.path.abspath(tree) if tree else None, security or "plaintext",
+                           nodes)
         raise ValueError(f"unknown target {text!r}: use tansu, kafka, kafka+flush1, oncelog-never, oncelog-always "
-                         f"or oncelog-interval:MS, optionally +ssl/+sasl_plaintext/+sasl_ssl, optionally @<source tree>")
+                         f"or oncelog-interval:MS, optionally :nodes<N>, optionally +ssl/+sasl_plaintext/+sasl_ssl, "
+                         f"optionally @<source tree>")
 
     @property
     def label(self) -> str:
@@ -178,7 +190,8 @@ class Target:
             return "Tansu (memory)"
         if self.kind == "kafka":
             return "Apache Kafka flush.messages=1" if self.fsync == "flush1" else "Apache Kafka"
-        return (f"oncelog fsync {self.fsync}" + (f" {PROTOCOLS[self.security]}" if self.security != "plaintext" else "")
+        return (f"oncelog fsync {self.fsync}" + (f" {self.nodes} nodes" if self.nodes > 1 else "")
+                + (f" {PROTOCOLS[self.security]}" if self.security != "plaintext" else "")
                 + (f" @{os.path.basename(self.tree)}" if self.tree else ""))
 
     def skips(self, mode: "Mode") -> str | None:

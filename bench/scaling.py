@@ -1,6 +1,7 @@
 """Prototype measurements for a broker that uses every core (docs/multicore.md).
 
-``python -m bench.scaling`` runs both parts (~4 minutes, each under 3); ``--part a`` or ``--part b`` one.
+``python -m bench.scaling`` runs both parts (~4 minutes, each under 3); ``--part a`` or ``--part b`` one;
+``--part cluster`` the cluster of ``oncelog serve --nodes 2`` against one node (C, ~1.5 minutes).
 
 **(A) A process per core, the ceiling of a cluster of nodes.** N independent ``oncelog serve``
 processes (``--fsync never``), each its own data directory, each the leader of the topics its
@@ -48,6 +49,23 @@ copies, one process on core 0 against one on each core.
   share of samples holding the GIL (``--gil``) against all samples (``--idle``), and the
   GIL-free samples by their native leaf (pwritev, epoll, sends, crc32c).
 
+**(C) The cluster itself** (``--part cluster``, not in the default run): the real ``oncelog serve
+--nodes 1`` against ``--nodes 2`` (its supervisor pins node k to core k-1), ``--fsync never``, end
+to end, with the same load: ``--clients`` wire-idempotent processes (bench/wireload.py, which
+routes by Metadata: a connection per leader node, each with its own window of 5 requests) and
+``--rdkafka-clients`` confluent-kafka processes (enable.idempotence, acks=all, 1 KiB records),
+each client its own topic of max(``--partitions``, 4) partitions, so both nodes lead some of every
+topic. Cells: ``1 node, core 0`` (every thread of the broker pinned: the broker with 1 core),
+``2 nodes, cores 0|1`` (a node per core: the broker with 2 cores; their ratio is the issue's
+"2 cores / 1 core >= 1.7x"), ``1 node, unpinned`` (today's broker on this machine), and for the
+wire load ``2 nodes, both core 0`` (the split on one core). The clients are unpinned unless
+``--client-cpus``; the tables say where they ran. Figures: records/s pooled over the rounds, the
+node processes' CPU (utime+stime from /proc, summed over the nodes, each shown), the clients',
+and the rest of the machine's busy CPU meanwhile (``others``, /proc/stat: on a shared machine,
+what other processes took). After every cell each partition's log end offset, asked of its
+leader, must equal what the clients counted acknowledged, both nodes must have led partitions,
+and no node may have been restarted by the supervisor; otherwise the run stops with the cause.
+
 Nothing here is production code; the prototype of B2 is bench/threaded_append.py.
 """
 
@@ -81,6 +99,15 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, steal) CPU seconds of the whole machine since boot, from /proc/stat: busy is user,
+    nice, system, irq and softirq of every CPU; steal is time the hypervisor gave to others."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq) / _CLK_TCK, steal / _CLK_TCK
 
 
 def pin(pid: int, cpus: set[int]) -> None:
@@ -426,6 +453,271 @@ def part_b2(work_dir: str, args) -> dict:
     return {c.name: {**c.pooled(), "runs": c.runs} for c in cells}
 
 
+# ---------------------------------------------------------------------- (C): serve --nodes N
+
+
+class ClusterBroker(BrokerProcess):
+    """The real ``oncelog serve --nodes N --fsync never`` (N = 1: the broker process itself; N > 1:
+    the supervisor and its N node processes, node k pinned by the supervisor to core k-1)."""
+
+    def __init__(self, work_dir: str, nodes: int, *, partitions: int) -> None:
+        name = f"nodes-{nodes}"
+        super().__init__(os.path.join(work_dir, name), fsync="never",
+                         extra_args=["--num-partitions", str(partitions), "--nodes", str(nodes)])
+        self.name, self.nodes, self.partitions = name, nodes, partitions
+        self._admin = None
+        self.node_pids: list[int] = []
+
+    def start(self, timeout: float = 60.0) -> "ClusterBroker":
+        super().start(timeout)
+        self.node_pids = self._find_node_pids()
+        return self
+
+    def _find_node_pids(self) -> list[int]:
+        """The node processes, by node id: the broker itself for one node, else the supervisor's
+        children started with ``--cluster-node K``."""
+        if self.nodes == 1:
+            return [self.proc.pid]
+        deadline = time.monotonic() + 10
+        while True:
+            found = {}
+            for child in _children(self.proc.pid):
+                with contextlib.suppress(OSError):
+                    with open(f"/proc/{child}/cmdline", "rb") as f:
+                        argv = f.read().split(b"\0")
+                    if b"--cluster-node" in argv:
+                        found[int(argv[argv.index(b"--cluster-node") + 1])] = child
+            if sorted(found) == list(range(1, self.nodes + 1)):
+                return [found[k] for k in sorted(found)]
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name}: node processes not found (found {found})")
+            time.sleep(0.1)
+
+    def check_nodes(self) -> None:
+        """Refuse a figure taken while a node restarted (the supervisor starts a dead node again)."""
+        now = self._find_node_pids()
+        if now != self.node_pids:
+            raise RuntimeError(f"{self.name}: node processes changed {self.node_pids} -> {now} (a node died "
+                               f"and was restarted); see {self.log_path}:\n{self.tail_log()}")
+
+    admin = Broker.admin
+
+    def create_topic(self, name: str) -> None:
+        from .wireload import wait_until_led
+
+        Broker.create_topic(self, name)
+        wait_until_led(self.bootstrap, name, self.partitions)
+
+    delete_topics = Broker.delete_topics
+
+    def stop(self, timeout: float = 30.0) -> int:
+        self._admin = None
+        return super().stop(timeout)
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(x) for x in f.read().split()]
+    return out
+
+
+def _affinity_text(pid: int) -> str:
+    """The CPUs every thread of ``pid`` may run on (as ``taskset -a -p`` would show), e.g. "0" or "0-1"."""
+    sets = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):
+            sets.add(frozenset(os.sched_getaffinity(int(tid))))
+    return " / ".join(_cpu_list(s) for s in sorted(sets, key=sorted))
+
+
+def _cpu_list(cpus) -> str:
+    cpus = sorted(cpus)
+    if cpus and cpus == list(range(cpus[0], cpus[-1] + 1)) and len(cpus) > 1:
+        return f"{cpus[0]}-{cpus[-1]}"
+    return ",".join(map(str, cpus))
+
+
+RDKAFKA_IDEMPOTENT = {"linger.ms": 5, "queue.buffering.max.messages": 10_000,  # bench.modes.BASE_PRODUCER
+                      "enable.idempotence": True, "acks": "all"}
+
+
+@dataclass
+class ClusterCell:
+    name: str
+    broker: str  # "nodes-1" | "nodes-2"
+    node_cpus: list[set[int] | None]  # per node (None: every CPU)
+    load: str  # "wire" (wire-idempotent, bench/wireload.py) | "rdkafka" (confluent-kafka, idempotent)
+    runs: list[dict] = field(default_factory=list)
+
+    def pooled(self) -> dict:
+        records = sum(r["records"] for r in self.runs)
+        seconds = sum(r["seconds"] for r in self.runs)
+        broker_cpu = sum(r["broker_cpu"] for r in self.runs)
+        client_cpu = sum(r["client_cpu"] for r in self.runs)
+        per_node = [sum(r["per_node_cpu"][k] for r in self.runs) / seconds for k in range(len(self.node_cpus))]
+        others = sum(r["others_cores"] for r in self.runs) / len(self.runs)
+        return {"records_per_s": records / seconds, "broker_cores": broker_cpu / seconds,
+                "broker_us_per_record": broker_cpu * 1e6 / records, "client_cores": client_cpu / seconds,
+                "client_us_per_record": client_cpu * 1e6 / records, "per_node_cores": per_node,
+                "others_cores": others,
+                "by_round": [r["records"] / r["seconds"] for r in self.runs]}
+
+
+def run_cluster_cell(cell: ClusterCell, brokers: dict[str, ClusterBroker], pool, clients: int, duration: float,
+                     tag: str, all_cpus: set[int], client_cpus: set[int] | None, partitions: int) -> dict:
+    """One interleaved run: pin the cell's node processes (every thread) and the clients, a fresh
+    topic per client, go; then check every partition's log end offset (asked of its leader)
+    against what the clients counted acknowledged, and that no node restarted."""
+    from .wireload import leader_offsets
+
+    broker = brokers[cell.broker]
+    for pid, cpus in zip(broker.node_pids, cell.node_cpus):
+        pin(pid, cpus or all_cpus)
+    for proc in pool.procs:
+        pin(proc.pid, client_cpus or all_cpus)
+    jobs, topics = [], []
+    for i in range(clients):
+        topic = f"cl-{tag}-c{i}"
+        broker.create_topic(topic)
+        topics.append(topic)
+        if cell.load == "wire":
+            jobs.append({"kind": "wire-produce", "topic": topic, "bootstrap": broker.bootstrap,
+                         "wire": WIRE_IDEMPOTENT, "txn_commit_ms": None, "batch_records": 960, "size": 1024,
+                         "duration": duration, "security": None})
+        else:
+            jobs.append({"kind": "produce", "topic": topic, "bootstrap": broker.bootstrap, "size": 1024,
+                         "duration": duration, "rate": 0, "txn_commit_ms": None, "security": {},
+                         "producer": RDKAFKA_IDEMPOTENT})
+    n0 = [cpu_seconds(p) for p in broker.node_pids]
+    s0 = cpu_seconds(broker.proc.pid) if broker.nodes > 1 else 0.0
+    c0 = [cpu_seconds(p.pid) for p in pool.procs[:clients]]
+    m0, t0 = machine_cpu(), time.monotonic()
+    results = pool.run(jobs, timeout=duration + 180)
+    m1, t1 = machine_cpu(), time.monotonic()
+    n1 = [cpu_seconds(p) for p in broker.node_pids]
+    s1 = cpu_seconds(broker.proc.pid) if broker.nodes > 1 else 0.0
+    c1 = [cpu_seconds(p.pid) for p in pool.procs[:clients]]
+    errors = [err for err, _ in results if err]
+    if errors:
+        raise RuntimeError(f"{cell.name}: {errors[0]}")
+    outs = [res for _, res in results]
+    for out in outs:
+        if out.get("failed") or out.get("unflushed") or out.get("delivery_errors"):
+            raise RuntimeError(f"{cell.name}: {out.get('failed')} failed, {out.get('unflushed')} unflushed: "
+                               f"{out.get('delivery_errors')[:3]}")
+    broker.check_nodes()
+    leaders: dict[int, int] = {}
+    for topic, out in zip(topics, outs):
+        stored = leader_offsets(broker.bootstrap, topic)
+        for node, _ in stored.values():
+            leaders[node] = leaders.get(node, 0) + 1
+        got = sum(off for _, off in stored.values())
+        if got != out["acked"] or (cell.load == "wire" and {p: off for p, (_, off) in stored.items()}
+                                   != {int(p): n for p, n in out["acked_by_partition"].items()}):
+            raise RuntimeError(f"{cell.name}: {topic} holds {got} records ({stored}), the client counted "
+                               f"{out['acked']} acknowledged ({out['acked_by_partition']})")
+    if len(leaders) != broker.nodes:
+        raise RuntimeError(f"{cell.name}: partitions led by nodes {sorted(leaders)}, not by all {broker.nodes}")
+    broker.delete_topics(topics)
+    seconds = max(o["t_end"] for o in outs) - min(o["t_start"] for o in outs)
+    run = {"records": sum(o["acked"] for o in outs), "seconds": seconds, "topics": topics,
+           "broker_cpu": sum(n1) - sum(n0), "per_node_cpu": [y - x for x, y in zip(n0, n1)],
+           "supervisor_cpu": s1 - s0, "client_cpu": sum(c1) - sum(c0),
+           "partitions_by_node": leaders,
+           # what the rest of the machine used meanwhile (other processes: this machine is shared),
+           # over the pool's whole run (connections and metadata included), in cores
+           "others_cores": ((m1[0] - m0[0]) - (sum(n1) - sum(n0)) - (s1 - s0) - (sum(c1) - sum(c0))) / (t1 - t0),
+           "steal_cores": (m1[1] - m0[1]) / (t1 - t0),
+           "client_errors": sum(len(o.get("client_errors") or []) for o in outs),
+           "client_log": [line for o in outs for line in (o.get("client_log") or [])][:10]}
+    cell.runs.append(run)
+    return run
+
+
+def part_cluster(work_dir: str, args) -> dict:
+    """(C) the real ``oncelog serve --nodes 1`` against ``--nodes 2``, end to end (module docstring)."""
+    from .workers import WorkerPool
+
+    all_cpus = os.sched_getaffinity(0)
+    partitions = max(args.partitions, 4)  # >= 2 x nodes, so both nodes lead some of every topic
+    rd = args.rdkafka_clients
+    client_text = _cpus_text(args.client_cpus)
+    print(f"\n(C) serve --nodes 1 vs --nodes 2 (the real cluster), --fsync never, {partitions} partitions per "
+          f"client topic, {args.duration:g} s cells, {args.rounds} rounds; loads: {args.clients} wire-idempotent "
+          f"client processes (bench/wireload.py, 960 x 1 KiB batches, 5 in flight per connection, a connection "
+          f"per leader node)" + (f", {rd} librdkafka processes (confluent-kafka Producer, enable.idempotence, "
+                                 f"acks=all, 1 KiB records, linger.ms 5)" if rd else "")
+          + f"; clients on {client_text}", flush=True)
+    brokers = {}
+    try:
+        for n in (1, 2):
+            b = ClusterBroker(work_dir, n, partitions=partitions).start()
+            brokers[b.name] = b
+        print(f"  nodes-2: node processes {brokers['nodes-2'].node_pids}, pinned by the supervisor to cores "
+              + ", ".join(_affinity_text(p) for p in brokers['nodes-2'].node_pids), flush=True)
+        cells = []
+        for load, label in [("wire", "wire"), ("rdkafka", "rdkafka")] if rd else [("wire", "wire")]:
+            cells += [ClusterCell(f"{label}: 1 node, core 0", "nodes-1", [{0}], load),
+                      ClusterCell(f"{label}: 2 nodes, cores 0|1", "nodes-2", [{0}, {1}], load),
+                      ClusterCell(f"{label}: 1 node, unpinned", "nodes-1", [None], load)]
+            if load == "wire":
+                cells.append(ClusterCell(f"{label}: 2 nodes, both core 0", "nodes-2", [{0}, {0}], load))
+        pool = WorkerPool(max(args.clients, rd)).start()
+        try:
+            for name in brokers:  # warm-up: each broker with each load once
+                for load in dict.fromkeys(c.load for c in cells):
+                    cell = ClusterCell("warm-up", name, [None] * brokers[name].nodes, load)
+                    run_cluster_cell(cell, brokers, pool, args.clients if load == "wire" else rd,
+                                     min(1.0, args.duration), f"w{name[-1]}{load[0]}", all_cpus, args.client_cpus,
+                                     partitions)
+            for r in range(args.rounds):
+                order = cells[r % len(cells):] + cells[:r % len(cells)]
+                for cell in order:
+                    run = run_cluster_cell(cell, brokers, pool, args.clients if cell.load == "wire" else rd,
+                                           args.duration, f"{r}-{cells.index(cell)}", all_cpus, args.client_cpus,
+                                           partitions)
+                    per_node = " + ".join(f"{c / run['seconds']:.2f}" for c in run["per_node_cpu"])
+                    print(f"  round {r + 1} {cell.name:<30} {run['records'] / run['seconds']:>12,.0f} rec/s  "
+                          f"nodes {run['broker_cpu'] / run['seconds']:.2f} cores ({per_node})  "
+                          f"clients {run['client_cpu'] / run['seconds']:.2f} cores  others {run['others_cores']:.2f}"
+                          + (f"  client errors {run['client_errors']}: {run['client_log'][:2]}"
+                             if run["client_errors"] else ""), flush=True)
+        finally:
+            pool.close()
+    finally:
+        for b in brokers.values():
+            b.stop()
+    out = {}
+    for load in dict.fromkeys(c.load for c in cells):
+        group = [c for c in cells if c.load == load]
+        n = args.clients if load == "wire" else rd
+        print(f"\n(C) {'wire-idempotent' if load == 'wire' else 'librdkafka idempotent'}, {n} client processes on "
+              f"{client_text}; node cores = utime+stime of the node processes (/proc), summed; others = the rest "
+              f"of the machine's busy CPU meanwhile (/proc/stat; not ours), mean of the rounds")
+        print(f"{'cell':<32}{'records/s':>12}{'/ base':>8}{'by round':>22}{'node cores':>18}"
+              f"{'µs/rec':>8}{'client cores':>14}{'µs/rec':>8}{'others':>8}")
+        b = group[0].pooled()["records_per_s"]
+        for cell in group:
+            p = cell.pooled()
+            rounds = " ".join(f"{x / 1000:.0f}k" for x in p["by_round"])
+            split = "+".join(f"{c:.2f}" for c in p["per_node_cores"])
+            nodes = f"{p['broker_cores']:.2f}" + (f" ({split})" if len(p["per_node_cores"]) > 1 else "")
+            print(f"{cell.name:<32}{p['records_per_s']:>12,.0f}{p['records_per_s'] / b:>8.2f}{rounds:>22}"
+                  f"{nodes:>18}{p['broker_us_per_record']:>8.2f}{p['client_cores']:>14.2f}"
+                  f"{p['client_us_per_record']:>8.2f}{p['others_cores']:>8.2f}")
+        one, two, today = group[0].pooled(), group[1].pooled(), group[2].pooled()
+        by_round = " ".join(f"{t / o:.2f}" for t, o in zip(two["by_round"], one["by_round"]))
+        print(f"2 cores (--nodes 2, a node per core) / 1 core (--nodes 1 on core 0), clients on {client_text} "
+              f"(the issue's target >= 1.7x): {two['records_per_s'] / one['records_per_s']:.2f}x (by round {by_round})")
+        print(f"--nodes 2 / --nodes 1 unpinned (today's broker on this machine): "
+              f"{two['records_per_s'] / today['records_per_s']:.2f}x")
+        out[load] = {c.name: {**c.pooled(), "runs": c.runs} for c in group}
+    return out
+
+
 def _cpus_text(cpus: set[int] | None) -> str:
     return "every core (unpinned)" if not cpus else "core(s) " + ",".join(map(str, sorted(cpus)))
 
@@ -646,10 +938,15 @@ def _classify(stack: str) -> tuple[str, bool]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.scaling", description=__doc__.split("\n\n")[0])
-    p.add_argument("--part", default="ab", help="a, b or ab (default): which prototypes to measure")
+    p.add_argument("--part", default="ab",
+                   help="a, b or ab (default): which prototypes to measure; cluster (or c): the real "
+                        "serve --nodes 1 vs --nodes 2 (not part of the default)")
     p.add_argument("--clients", type=int, default=2, help="client processes (wire-idempotent producers)")
     p.add_argument("--client-cpus", type=parse_cpus, default=None, help="pin the clients, e.g. 1 or 0-1")
-    p.add_argument("--partitions", type=int, default=3, help="partitions of each client's topic")
+    p.add_argument("--partitions", type=int, default=3,
+                   help="partitions of each client's topic ((C): at least 4, twice the nodes)")
+    p.add_argument("--rdkafka-clients", type=int, default=3,
+                   help="(C) librdkafka (confluent-kafka) producer processes of the rdkafka cells; 0: none")
     p.add_argument("--duration", type=float, default=3.0, help="seconds per cell")
     p.add_argument("--rounds", type=int, default=3, help="rounds (cells interleaved, order rotated)")
     p.add_argument("--b1-loops", type=int, default=5, help="(B1) loops per part; the best is kept")
@@ -676,6 +973,9 @@ def main(argv: list[str] | None = None) -> dict:
     t0 = time.monotonic()
     work_dir = tempfile.mkdtemp(prefix="oncelog-scaling-", dir=args.work_dir)
     try:
+        if args.part in ("c", "cluster"):
+            args.part = "c"
+            results["cluster"] = part_cluster(work_dir, args)
         if "a" in args.part:
             results["a"] = part_a(work_dir, args)
             results["a2"] = {"960 x 1 KiB": part_a2(work_dir, args, 960),

@@ -186,11 +186,11 @@ def run_wire_produce(job: dict, barrier) -> dict:
             await asyncio.get_running_loop().run_in_executor(None, barrier.wait, BARRIER_TIMEOUT)
             t_start, t_sent, t_end = await producer.run(job["duration"])
         finally:
-            await producer.conn.close()
+            await producer.close()
         per_request = producer.batch_records
         step = max(1, len(producer.latencies) // LATENCY_SAMPLE)
         return {"sent": producer.acked, "acked": producer.acked,
-                "acked_by_partition": {p: producer.requests_acked * per_request for p in producer.partitions},
+                "acked_by_partition": dict(producer.acked_by_partition),
                 "failed": 0, "unflushed": 0, "transactions": producer.transactions,
                 "t_start": t_start, "t_sent": t_sent, "t_end": t_end,
                 "latencies": producer.latencies[::step], "commit_latencies": producer.commit_latencies,
@@ -198,6 +198,7 @@ def run_wire_produce(job: dict, barrier) -> dict:
                 "add_partitions_retries": producer.add_partitions_retries,
                 "client_log": [f"wireload: {producer.requests} Produce requests of {len(producer.partitions)} "
                                f"batches x {per_request} records"
+                               + (f" over {producer.nodes} leader nodes" if producer.nodes > 1 else "")
                                + (f", {producer.transactions} transactions, AddPartitionsToTxn answered "
                                   f"CONCURRENT_TRANSACTIONS {producer.add_partitions_retries} times"
                                   if producer.transactions else "")], "client_log_count": 1}
@@ -221,7 +222,7 @@ def run_wire_consume(job: dict, barrier) -> dict:
             await asyncio.get_running_loop().run_in_executor(None, barrier.wait, BARRIER_TIMEOUT)
             t_start, t_end, capped = await f.run(expected, job.get("max_seconds") or 0, job["timeout"])
         finally:
-            await f.conn.close()
+            await f.close()
         want = sum(expected.get(p, 0) for p in job["partitions"])
         return {"expected": want, "watermarks": {}, "received": f.records, "bytes": f.bytes, "errors": 0,
                 "t_start": t_start, "t_end": t_end, "capped": capped,
