@@ -156,7 +156,8 @@ class Nemesis:
 
     def _run(self) -> None:
         # A kill-node lasts until the node is back, longer than its scheduled 0 s: the faults
-        # after it move by as much, so the schedule's quiet gap follows every node's return.
+        # after it move by as much as it ended late, so the schedule's quiet gap follows every
+        # node's return.
         lag = 0.0
         for fault in self.faults:
             if self._wait(fault.at_s + lag - (time.monotonic() - self._t0)):
@@ -175,8 +176,8 @@ class Nemesis:
                 self.errors.append(f"healing {fault.kind} {fault.target}: {exc!r}")
             self.windows.append({"kind": fault.kind, "target": fault.target, "start": start,
                                  "end": time.time_ns(), "detail": fault.detail})
-            if fault.kind == "kill-node":
-                lag += max((self.windows[-1]["end"] - start) / 1e9 - fault.duration_s, 0.0)
+            if fault.kind == "kill-node":  # how far behind its scheduled end the schedule now is
+                lag = max(lag, time.monotonic() - self._t0 - (fault.at_s + fault.duration_s))
             if self._stop.is_set():
                 return
 
