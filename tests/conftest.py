@@ -53,25 +53,28 @@ def broker_factory(tmp_path):
         b.kill()
 
 
-ONCELOG, APACHE_KAFKA = "oncelog", "apache-kafka"  # the `broker` fixture's variants (ids)
+# The `broker` fixture's variants (ids): one oncelog process; oncelog as serve starts it on a
+# two-core machine, a cluster of two node processes (oncelog.cluster); the session's Apache Kafka.
+ONCELOG, ONCELOG_NODES, APACHE_KAFKA = "oncelog", "oncelog-2-nodes", "apache-kafka"
 
 
 @pytest.fixture
 def broker(request, broker_factory):
     """A fresh oncelog broker process; in a ``both_brokers`` module also, as the ``apache-kafka``
     variant, the session's one-node Apache Kafka behind the same few attributes."""
-    if getattr(request, "param", ONCELOG) == APACHE_KAFKA:
+    variant = getattr(request, "param", ONCELOG)
+    if variant == APACHE_KAFKA:
         from .helpers import ApacheKafkaBroker
 
         return ApacheKafkaBroker(request.getfixturevalue("apache_kafka"))
-    return broker_factory()
+    return broker_factory(nodes=2) if variant == ONCELOG_NODES else broker_factory()
 
 
 def pytest_generate_tests(metafunc):
     if metafunc.definition.get_closest_marker("both_brokers") is None or "broker" not in metafunc.fixturenames:
         return
     if metafunc.definition.get_closest_marker("oncelog_only") is None:
-        metafunc.parametrize("broker", [ONCELOG, APACHE_KAFKA], indirect=True)
+        metafunc.parametrize("broker", [ONCELOG, ONCELOG_NODES, APACHE_KAFKA], indirect=True)
 
 
 _VARIANT = re.compile(r"\[(?:.*-)?apache-kafka(?:-.*)?\]$")

@@ -21,29 +21,41 @@ def wait_for_partitions(bootstrap: str, topic: str, partitions: int, timeout: fl
     CreateTopics once its controller has the topic, before the broker leads the partitions: a
     write in between gets NOT_LEADER_OR_FOLLOWER and is retried, and a producer without
     idempotence then stores its first batches after later ones (oncelog's partitions exist when
-    CreateTopics answers: one round trip). On a one-node broker the bootstrap leads every
-    partition."""
+    CreateTopics answers: one round trip). Each partition is asked of its leader."""
     import datetime
 
     from oncelog.apis._base import build
     from oncelog.client.wire import RawClient, request_module
 
     m = request_module(2, 7)
-    request = build(m.ListOffsetsRequest, replica_id=-1, isolation_level=0, topics=(m.ListOffsetsTopic(
-        name=topic, partitions=tuple(m.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=-1)
-                                     for p in range(partitions))),), timeout=datetime.timedelta(seconds=5))
-    client = RawClient(bootstrap)
     deadline = time.monotonic() + timeout
+    clients: dict[str, RawClient] = {}
     try:
         while True:
-            codes = [p.error_code for t in client.request(request).topics for p in t.partitions]
+            # Each partition is asked of its leader (a cluster of nodes has several; one node
+            # leads them all), as Metadata says now.
+            by_leader: dict[str, list[int]] = {}
+            md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+            brokers = {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
+            t = md.topics.get(topic)
+            for p, pm in (t.partitions.items() if t is not None else ()):
+                by_leader.setdefault(brokers.get(pm.leader, bootstrap), []).append(p)
+            codes = []
+            for address, ps in by_leader.items():
+                request = build(m.ListOffsetsRequest, replica_id=-1, isolation_level=0, topics=(m.ListOffsetsTopic(
+                    name=topic, partitions=tuple(m.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1,
+                                                                        timestamp=-1) for p in ps)),),
+                                timeout=datetime.timedelta(seconds=5))
+                client = clients.get(address) or clients.setdefault(address, RawClient(address))
+                codes += [p.error_code for t in client.request(request).topics for p in t.partitions]
             if len(codes) == partitions and not any(codes):
                 return
             if time.monotonic() > deadline:
                 raise AssertionError(f"{topic}: partitions still answer ListOffsets with {codes} after {timeout:.0f} s")
             time.sleep(0.05)
     finally:
-        client.close()
+        for client in clients.values():
+            client.close()
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = 60.0,

@@ -143,7 +143,8 @@ class Metadata:
         self.configs.reload()
         self.topics.load()
         if logs is not None:
-            fresh = not os.path.isdir(getattr(logs, "data_dir", ""))
+            found = os.listdir(logs.data_dir) if os.path.isdir(getattr(logs, "data_dir", "")) else []
+            fresh = not [name for name in found if name != ".lock"]
             logs.open([(t.name, t.partitions, t.config, t.internal) for t in self.topics.values()], fresh=fresh)
         self.group_configs = GroupConfigs(self.store, self._group)
 
