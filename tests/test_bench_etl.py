@@ -1,7 +1,11 @@
 """bench.etl runs its exactly-once group ETL on one node and on a cluster of nodes and checks
 the output with an independent read_committed reader (a small run: the figures are the bench's)."""
 
+import pytest
+
 from bench import etl
+
+pytestmark = pytest.mark.e2e
 
 
 def test_the_etl_moves_every_record_exactly_once_on_one_node_and_on_a_cluster(capsys):
