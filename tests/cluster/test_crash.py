@@ -24,6 +24,10 @@ PARTITIONS = 4
 PER_PARTITION = 3
 
 
+class Halted(Exception):
+    """The test told the stream to stop (the cluster was killed under it)."""
+
+
 class TxnStream(threading.Thread):
     """Transactions one after another over every partition of ``topic``, each ``PER_PARTITION``
     records a partition; every 5th aborted (after its records were written). Outcomes recorded
@@ -53,6 +57,8 @@ class TxnStream(threading.Thread):
                          "socket.connection.setup.timeout.ms": 3000, "reconnect.backoff.max.ms": 200})
         deadline = time.monotonic() + 90
         while True:
+            if self.halt.is_set():
+                raise Halted
             try:
                 p.init_transactions(15)
                 return p
@@ -65,6 +71,8 @@ class TxnStream(threading.Thread):
     def run(self) -> None:
         try:
             self._run()
+        except Halted:
+            pass
         except BaseException as exc:  # reported by the test
             self.error = exc
 
@@ -86,7 +94,10 @@ class TxnStream(threading.Thread):
             for i, v in enumerate(values):
                 p.produce(self.topic, value=v, partition=i // PER_PARTITION)
             if abort:
-                p.flush(60)
+                deadline = time.monotonic() + 60
+                while p.flush(1) > 0 and time.monotonic() < deadline:
+                    if self.halt.is_set():
+                        raise Halted
                 return self._abort()
             return self._commit()
         except ck.KafkaException as exc:
@@ -101,6 +112,8 @@ class TxnStream(threading.Thread):
     def _commit(self) -> str:
         deadline = time.monotonic() + 90
         while True:
+            if self.halt.is_set():
+                raise Halted
             try:
                 self.producer.commit_transaction(10)
                 return "committed"
@@ -119,6 +132,8 @@ class TxnStream(threading.Thread):
     def _abort(self) -> str:
         deadline = time.monotonic() + 90
         while True:
+            if self.halt.is_set():
+                raise Halted
             try:
                 self.producer.abort_transaction(10)
                 return "aborted"
@@ -133,6 +148,8 @@ class TxnStream(threading.Thread):
     def _replace(self) -> str:
         """A new producer with the same transactional id: its InitProducerId fences the old one
         and aborts its open transaction (nothing of it may appear)."""
+        if self.halt.is_set():  # a stream of a killed cluster must not fence its successor
+            raise Halted
         self.new_producers += 1
         self.note("a new producer")
         self.producer = self.make_producer()
@@ -243,9 +260,16 @@ def test_sigkill_of_the_whole_cluster_keeps_everything_acknowledged(tmp_path):
         assert len(acked_at_kill) > 100
     finally:
         cluster.process.kill()
+    # The killed cluster's producers stop before it starts again: its nodes take their old ports
+    # back, and a zombie producer of the same transactional id would fence the successor.
     for s in streams:
-        s.join(5)  # they may still be retrying against the dead cluster; their later outcomes are not used
+        s.join(30)
+        assert not s.is_alive(), "a stream of the killed cluster did not stop"
+        if s.producer is not None:
+            s.producer.purge()
+            s.producer = None
     producer.purge()
+    del producer
 
     again = Cluster(data, 2, fsync="always").start()
     try:
