@@ -14,8 +14,9 @@ node picks one and registers it, :mod:`oncelog.cluster`), each pinned to core ``
 when there are at least as many cores as nodes.
 
 State machine of one node slot: STARTING (spawned, its listening line not yet read) ->
-RUNNING -> (exit) -> STARTING again after a back-off that doubles up to 5 s while it keeps
-dying within 10 s of its start; STOPPING once the parent is told to stop.
+RUNNING -> (exit) -> STARTING again after 0.2 s, or after a back-off that doubles up to 5 s while
+it keeps exiting by itself (not by a signal) within 10 s of its start; STOPPING once the parent
+is told to stop.
 """
 
 from __future__ import annotations
@@ -108,7 +109,10 @@ def run(argv: list[str], nodes: int, *, start_timeout_s: float = 60.0) -> int:
             code = slot.proc.poll()
             if code is None:
                 continue
-            quick = time.monotonic() - slot.started_at < 10
+            # A node that fails on its own soon after starting (a port taken, a full disk) is
+            # started again less and less often; one killed by a signal (an operator, the OOM
+            # killer, a test's SIGKILL) comes back at once.
+            quick = time.monotonic() - slot.started_at < 10 and code >= 0
             slot.backoff_s = min(slot.backoff_s * 2, 5.0) if quick else 0.2
             log.warning("node %d exited with code %s; starting it again in %.1fs", slot.node_id, code, slot.backoff_s)
             if stopping.wait(slot.backoff_s):
