@@ -195,21 +195,25 @@ def wait_for(what: str, check, timeout: float) -> None:
 
 
 def test_sigkill_of_node_2_mid_transactions(cluster_factory):
-    cluster = cluster_factory(2)
+    sigkill_one_node_mid_transactions(cluster_factory(2), 2)
+
+
+def sigkill_one_node_mid_transactions(cluster, victim: int) -> None:
     topic = cluster.topic_spanning(PARTITIONS, "crash")
     create_topic(cluster.bootstrap, topic, PARTITIONS)
     # one stream coordinated by the node that dies, one by the node that stays
-    streams = [TxnStream(cluster.address(1), cluster.txn_id_on(2, "on2"), topic, "on2"),
-               TxnStream(cluster.address(1), cluster.txn_id_on(1, "on1"), topic, "on1")]
+    survivor = 3 - victim
+    streams = [TxnStream(cluster.address(survivor), cluster.txn_id_on(2, "on2"), topic, "on2"),
+               TxnStream(cluster.address(survivor), cluster.txn_id_on(1, "on1"), topic, "on1")]
     for s in streams:
         s.start()
     wait_for("20 transactions committed by each stream", lambda: all(len(s.committed) >= 20 for s in streams), 60)
-    old = cluster.kill_node(2)
+    old = cluster.kill_node(victim)
     killed_at = time.monotonic()
     before = [len(s.committed) for s in streams]
-    new = cluster.wait_registered(2, not_pid=old, timeout=60)
+    new = cluster.wait_registered(victim, not_pid=old, timeout=60)
     restarted_s = time.monotonic() - killed_at
-    assert new != old and cluster.pid(1) is not None
+    assert new != old and cluster.pid(survivor) is not None
     for s, n in zip(streams, before):
         s.stop_after = n + 20  # 20 more committed after the crash
     for s in streams:
@@ -217,9 +221,13 @@ def test_sigkill_of_node_2_mid_transactions(cluster_factory):
     finished_s = time.monotonic() - killed_at
     for s in streams:
         print("\n".join(s.events))
-    summary = check_committed(cluster.address(2), topic, streams)
-    print(f"node 2 back in {restarted_s:.1f} s, streams done {finished_s:.1f} s after the kill, "
+    summary = check_committed(cluster.address(victim), topic, streams)
+    print(f"node {victim} back in {restarted_s:.1f} s, streams done {finished_s:.1f} s after the kill, "
           f"read in {time.monotonic() - killed_at - finished_s:.1f} s; {summary}")
+
+
+def test_sigkill_of_node_1_the_controller_mid_transactions(cluster_factory):
+    sigkill_one_node_mid_transactions(cluster_factory(2), 1)
 
 
 def test_sigkill_of_the_whole_cluster_keeps_everything_acknowledged(tmp_path):

@@ -332,6 +332,21 @@ def test_garbage_on_one_node_hurts_neither_node(cluster2):
             except (ConnectionResetError, socket.timeout):
                 pass
             s.close()
+        # and on its control socket (the link between nodes): the same garbage
+        control = cluster2.registration(victim).get("control")
+        if control:
+            for payload in (b"\x00\x00\x00\x10" + b"\xff" * 16, struct.pack(">i", 0x7FFFFFF0) + b"xx",
+                            bytes.fromhex("000000100003000c00000001ffff00ffffffff0f")):
+                u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                u.settimeout(5)
+                u.connect(control)
+                u.sendall(payload)
+                try:
+                    while u.recv(4096):
+                        pass
+                except (ConnectionResetError, socket.timeout):
+                    pass
+                u.close()
         assert raw_metadata(cluster2.address(victim)).controller_id == 1
         m = request_module(3, 12)
         assert bystander.request(m.MetadataRequest(topics=None, allow_auto_topic_creation=False,
