@@ -643,6 +643,11 @@ def part_cluster(work_dir: str, args) -> dict:
 
     all_cpus = os.sched_getaffinity(0)
     partitions = max(args.partitions, 4)  # >= 2 x nodes, so both nodes lead some of every topic
+    m0 = machine_cpu()
+    time.sleep(2.0)
+    busy_before = (machine_cpu()[0] - m0[0]) / 2.0  # before any broker of ours starts: other processes'
+    print(f"\n(C) the machine before the part: {busy_before:.2f} of {len(all_cpus)} cores busy with other processes "
+          f"(/proc/stat over 2 s)", end="", flush=True)
     rd = args.rdkafka_clients
     client_text = _cpus_text(args.client_cpus)
     print(f"\n(C) serve --nodes 1 vs --nodes 2 (the real cluster), --fsync never, {partitions} partitions per "
@@ -690,7 +695,7 @@ def part_cluster(work_dir: str, args) -> dict:
     finally:
         for b in brokers.values():
             b.stop()
-    out = {}
+    out = {"busy_before_cores": busy_before}
     for load in dict.fromkeys(c.load for c in cells):
         group = [c for c in cells if c.load == load]
         n = args.clients if load == "wire" else rd
