@@ -83,9 +83,12 @@ def schemas():
         for load in (load_request_schema, load_response_schema):
             for version in range(0, 20):
                 try:
-                    out.append(load(key, version))
+                    cls = load(key, version)
                 except Exception:
                     continue
+                out.append(cls)
+                if cls.__header_schema__ not in out:  # request and response headers too
+                    out.append(cls.__header_schema__)
     return out
 
 
