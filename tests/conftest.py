@@ -21,6 +21,12 @@ that crashes, restarts or configures the broker, or reads oncelog's own files or
 ``oncelog_only(reason)`` and keeps one variant; in a ``both_brokers`` module every test that
 starts a broker is one or the other, so the list of oncelog-only tests, with their reasons, is
 ``pytest --collect-only -m oncelog_only`` and the markers' reasons.
+
+A third variant, ``oncelog-2-nodes``, is oncelog as ``serve`` starts it on a two-core machine: a
+cluster of two node processes. A test that sends its own requests routes them as a Kafka client
+does (tests/helpers: ``leader_address``, ``coordinator_address``, ``broker_addresses``). A test
+about one broker process as such is marked ``one_node(reason)`` and skips that variant; one where
+oncelog is wrong on a cluster is marked ``cluster_xfail(reason)`` (strict: the fix shows).
 """
 
 from __future__ import annotations
@@ -71,10 +77,26 @@ def broker(request, broker_factory):
 
 
 def pytest_generate_tests(metafunc):
-    if metafunc.definition.get_closest_marker("both_brokers") is None or "broker" not in metafunc.fixturenames:
+    """A ``both_brokers`` test's variants. ``one_node(reason)`` leaves out ``oncelog-2-nodes`` (the
+    test is about one broker process as such); ``cluster_xfail(reason)`` marks that variant
+    ``xfail(strict=True)``: oncelog is wrong on a cluster there (the reason says how), and the
+    strictness reports the fix."""
+    definition = metafunc.definition
+    if definition.get_closest_marker("both_brokers") is None or "broker" not in metafunc.fixturenames:
         return
-    if metafunc.definition.get_closest_marker("oncelog_only") is None:
-        metafunc.parametrize("broker", [ONCELOG, ONCELOG_NODES, APACHE_KAFKA], indirect=True)
+    if definition.get_closest_marker("oncelog_only") is not None:
+        return
+    variants = [ONCELOG, ONCELOG_NODES, APACHE_KAFKA]
+    if (one_node := definition.get_closest_marker("one_node")) is not None:
+        if not one_node.args:
+            raise pytest.UsageError(f"{definition.nodeid}: one_node needs its reason")
+        variants.remove(ONCELOG_NODES)
+    elif (wrong := definition.get_closest_marker("cluster_xfail")) is not None:
+        if not wrong.args:
+            raise pytest.UsageError(f"{definition.nodeid}: cluster_xfail needs its reason")
+        variants[1] = pytest.param(ONCELOG_NODES, id=ONCELOG_NODES,
+                                   marks=pytest.mark.xfail(strict=True, reason=f"oncelog on a cluster: {wrong.args[0]}"))
+    metafunc.parametrize("broker", variants, indirect=True)
 
 
 _VARIANT = re.compile(r"\[(?:.*-)?apache-kafka(?:-.*)?\]$")

@@ -21,7 +21,11 @@ def wait_for_partitions(bootstrap: str, topic: str, partitions: int, timeout: fl
     CreateTopics once its controller has the topic, before the broker leads the partitions: a
     write in between gets NOT_LEADER_OR_FOLLOWER and is retried, and a producer without
     idempotence then stores its first batches after later ones (oncelog's partitions exist when
-    CreateTopics answers: one round trip). Each partition is asked of its leader."""
+    CreateTopics answers: one round trip). Each partition is asked of its leader. Also until every
+    broker's Metadata lists the topic with its partitions: on a cluster (Kafka's, or oncelog's of
+    several nodes) a broker's metadata lags the controller's a moment after CreateTopics, and a
+    client asking it then is told UNKNOWN_TOPIC_OR_PARTITION (librdkafka reports it to a consumer
+    that subscribed; kafka-python's admin raises it)."""
     import datetime
 
     from oncelog.apis._base import build
@@ -48,7 +52,7 @@ def wait_for_partitions(bootstrap: str, topic: str, partitions: int, timeout: fl
                                 timeout=datetime.timedelta(seconds=5))
                 client = clients.get(address) or clients.setdefault(address, RawClient(address))
                 codes += [p.error_code for t in client.request(request).topics for p in t.partitions]
-            if len(codes) == partitions and not any(codes):
+            if len(codes) == partitions and not any(codes) and _every_broker_lists(brokers, topic, partitions, clients):
                 return
             if time.monotonic() > deadline:
                 raise AssertionError(f"{topic}: partitions still answer ListOffsets with {codes} after {timeout:.0f} s")
@@ -56,6 +60,22 @@ def wait_for_partitions(bootstrap: str, topic: str, partitions: int, timeout: fl
     finally:
         for client in clients.values():
             client.close()
+
+
+def _every_broker_lists(brokers: dict[int, str], topic: str, partitions: int, clients: dict) -> bool:
+    """Whether each broker's own Metadata (v12, asked of it) lists ``topic`` with ``partitions``
+    partitions, each with a leader."""
+    from oncelog.client.wire import RawClient, request_module
+
+    m = request_module(3, 12)
+    for address in brokers.values():
+        client = clients.get(address) or clients.setdefault(address, RawClient(address))
+        [t] = client.request(m.MetadataRequest(topics=(m.MetadataRequestTopic(name=topic, topic_id=None),),
+                                               allow_auto_topic_creation=False,
+                                               include_topic_authorized_operations=False)).topics
+        if t.error_code or len(t.partitions) != partitions or any(p.leader_id < 0 for p in t.partitions):
+            return False
+    return True
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, *, timeout: float = 60.0,
@@ -250,3 +270,92 @@ def mount_small_disk(path: str, size_bytes: int, **kwargs):
         if os.environ.get("CI") == "true" and os.geteuid() == 0:
             pytest.fail(f"CI=true as root: the full-disk tests must run, but {exc}", pytrace=False)
         pytest.skip(f"no small filesystem for the full-disk fault: {exc}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Routing, as a Kafka client routes: a test that sends its own requests (RawClient, a raw
+# socket) sends each to the broker a client would, since the `broker` fixture may be a cluster of
+# nodes (the ``oncelog-2-nodes`` variant) where each partition, group and transactional id has
+# one node: Metadata names a partition's leader, FindCoordinator a group's or transactional id's
+# coordinator, and per-broker APIs (DescribeLogDirs) are asked of every broker.
+
+def broker_addresses(bootstrap: str) -> dict[int, str]:
+    """{node id: "host:port"} of every broker Metadata lists."""
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
+    return {b.id: f"{b.host}:{b.port}" for b in md.brokers.values()}
+
+
+def leader_id(bootstrap: str, topic: str, partition: int, timeout: float = 30.0) -> int:
+    """The node id Metadata names the leader of ``topic``-``partition`` (waiting for one)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        t = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10).topics.get(topic)
+        pm = t.partitions.get(partition) if t is not None and t.error is None else None
+        if pm is not None and pm.leader >= 0:
+            return pm.leader
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic}-{partition}: no leader in Metadata after {timeout:.0f} s: {t}")
+        time.sleep(0.05)
+
+
+def leader_address(bootstrap: str, topic: str, partition: int) -> str:
+    """"host:port" of the leader of ``topic``-``partition``, as Metadata says."""
+    return broker_addresses(bootstrap)[leader_id(bootstrap, topic, partition)]
+
+
+COORDINATOR_GROUP, COORDINATOR_TRANSACTION = 0, 1
+
+
+def coordinator_address(bootstrap: str, key: str, key_type: int = COORDINATOR_GROUP, timeout: float = 30.0) -> str:
+    """"host:port" of the coordinator FindCoordinator (v4) names for a group (key type 0) or a
+    transactional id (1), retrying the transient answers (a fresh Kafka makes its internal topic
+    on the first FindCoordinator: COORDINATOR_NOT_AVAILABLE until then)."""
+    from oncelog.client.wire import RawClient, request_module
+
+    m = request_module(10, 4)
+    deadline = time.monotonic() + timeout
+    client = RawClient(bootstrap)
+    try:
+        while True:
+            [found] = client.request(m.FindCoordinatorRequest(key_type=key_type, coordinator_keys=(key,))).coordinators
+            if found.error_code == 0:
+                return f"{found.host}:{found.port}"
+            assert found.error_code in (14, 15, 16) and time.monotonic() < deadline, found
+            time.sleep(0.1)
+    finally:
+        client.close()
+
+
+def expected_nodes(broker) -> int:
+    """How many brokers the ``broker`` fixture is: the nodes of an oncelog cluster, else 1."""
+    return 1 if on_apache_kafka(broker) else (getattr(broker, "nodes", None) or 1)
+
+
+def expected_leader(broker, topic: str, partition: int) -> int:
+    """The node that must lead ``topic``-``partition``: the one node of a one-node broker, the
+    node oncelog's placement names on a cluster (docs/multicore.md, oncelog.cluster.Placement)."""
+    if on_apache_kafka(broker):
+        [node] = broker.cluster.members
+        return node
+    from oncelog.cluster import Placement
+
+    return Placement(nodes=expected_nodes(broker)).leader(topic, partition)
+
+
+def node_log_dir(broker, node_id: int) -> str:
+    """The log directory of node ``node_id`` (what its DescribeLogDirs reports): the data
+    directory of a one-node broker, ``<data dir>/nodes/<id>`` on an oncelog cluster."""
+    data_dir = os.path.abspath(broker.data_dir)
+    return data_dir if expected_nodes(broker) == 1 else os.path.join(data_dir, "nodes", str(node_id))
+
+
+def unique_away_from_bootstrap(broker, name: str, key_type: int = COORDINATOR_GROUP) -> str:
+    """:func:`unique` ``name`` whose coordinator (a group, key type 0, or a transactional id, 1)
+    is, on a cluster of nodes, another node than the bootstrap's: the case a tool that does not
+    route would get wrong. On one broker, any unique name."""
+    if expected_nodes(broker) == 1:
+        return unique(name)
+    while True:
+        candidate = unique(name)
+        if coordinator_address(broker.bootstrap, candidate, key_type) != broker.bootstrap:
+            return candidate

@@ -28,7 +28,8 @@ from oncelog.apis import HANDLERS
 from oncelog.apis._base import build
 from oncelog.client.wire import RawClient, request_module
 
-from ..helpers import create_topic, unique, wait_for_partitions
+from ..helpers import (COORDINATOR_GROUP, broker_addresses, coordinator_address, create_topic, expected_leader,
+                       expected_nodes, leader_address, node_log_dir, unique, wait_for_partitions)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.both_brokers]  # starts processes
 
@@ -56,6 +57,7 @@ def _join(bootstrap: str, session_timeout_ms: int, topic: str, timeout: float = 
 def test_session_timeout_below_the_default_minimum_is_invalid_session_timeout(broker):
     topic = unique("sessions")
     create_topic(broker.bootstrap, topic)
+    wait_for_partitions(broker.bootstrap, topic, 1)  # every broker knows it: no UNKNOWN_TOPIC_OR_PART first
     assert _join(broker.bootstrap, 3000, topic) == ck.KafkaError.INVALID_SESSION_TIMEOUT  # below Kafka's 6000
     assert _join(broker.bootstrap, 6000, topic) is None
 
@@ -119,6 +121,20 @@ def _use_internal_topics(bootstrap: str) -> None:
     p.init_transactions(30)
 
 
+@pytest.fixture
+def routed():
+    """RawClients by address: ``routed(address)``, for a request a client would send to one broker
+    (a partition's leader, a group's coordinator), closed after the test."""
+    clients: dict[str, RawClient] = {}
+
+    def client(address: str) -> RawClient:
+        return clients.get(address) or clients.setdefault(address, RawClient(address))
+
+    yield client
+    for c in clients.values():
+        c.close()
+
+
 def _log_file_bytes(data_dir: str, topic: str, partition: int) -> int:
     directory = os.path.join(data_dir, f"{topic}-{partition}")
     return sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory) if f.endswith(".log"))
@@ -164,44 +180,66 @@ def test_api_versions_advertises_the_new_apis_and_versions(broker, raw):
 def test_describe_log_dirs_reports_the_data_dir_sizes_and_volume(broker):
     dirs, nope = unique("dirs"), unique("nope")
     create_topic(broker.bootstrap, dirs, 2)
+    wait_for_partitions(broker.bootstrap, dirs, 2)  # each leader has its log (dirs-1 gets no write)
     _produce(broker.bootstrap, dirs, 0, 20)
     _use_internal_topics(broker.bootstrap)
-    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)  # asks every broker (each its own log dirs)
     try:
-        [everything] = admin.describe_log_dirs()
-        [asked] = admin.describe_log_dirs({dirs: [0, 7], nope: [0]})
+        everything = admin.describe_log_dirs()
+        asked = admin.describe_log_dirs({dirs: [0, 7], nope: [0]})
     finally:
         admin.close()
-    data_dir = os.path.abspath(broker.data_dir)
-    [log_dir] = everything["log_dirs"]
-    assert log_dir["error_code"] == 0 and log_dir["log_dir"] == data_dir and log_dir["is_cordoned"] is False
-    st = os.statvfs(data_dir)
-    assert log_dir["total_bytes"] == st.f_blocks * st.f_frsize
-    assert abs(log_dir["usable_bytes"] - st.f_bavail * st.f_frsize) < 0.01 * log_dir["total_bytes"]
-    parts = {(t["name"], p["partition_index"]): p for t in log_dir["topics"] for p in t["partitions"]}
+    assert sorted(b["broker"] for b in everything) == sorted(broker_addresses(broker.bootstrap))
+    assert len(everything) == expected_nodes(broker)
+    parts, hosted_by = {}, {}
+    for answer in everything:
+        node, log_dir_of_node = answer["broker"], node_log_dir(broker, answer["broker"])
+        [log_dir] = answer["log_dirs"]
+        assert log_dir["error_code"] == 0 and log_dir["log_dir"] == log_dir_of_node and log_dir["is_cordoned"] is False
+        st = os.statvfs(log_dir_of_node)
+        assert log_dir["total_bytes"] == st.f_blocks * st.f_frsize
+        assert abs(log_dir["usable_bytes"] - st.f_bavail * st.f_frsize) < 0.01 * log_dir["total_bytes"]
+        for t in log_dir["topics"]:
+            for p in t["partitions"]:
+                key = (t["name"], p["partition_index"])
+                assert key not in parts, f"{key} reported by brokers {hosted_by[key]} and {node} (replication factor 1)"
+                parts[key], hosted_by[key] = p, node
     assert {(dirs, 0), (dirs, 1), ("__consumer_offsets", 0)} <= set(parts)  # internal topics too
-    assert parts[(dirs, 0)]["partition_size"] == _log_file_bytes(data_dir, dirs, 0) > 20 * 100
+    for key in (dirs, 0), (dirs, 1), ("__consumer_offsets", 0):  # each by its leader
+        assert hosted_by[key] == expected_leader(broker, *key), (key, hosted_by[key])
+    assert parts[(dirs, 0)]["partition_size"] == _log_file_bytes(node_log_dir(broker, hosted_by[(dirs, 0)]), dirs, 0) > 20 * 100
     assert parts[(dirs, 1)]["partition_size"] == 0
     assert all(p["offset_lag"] == 0 and p["is_future_key"] is False for p in parts.values())
-    # Partitions the broker does not host, and topics left with none, are left out (as Kafka).
-    [only] = asked["log_dirs"]
-    assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in only["topics"]] == [(dirs, [0])]
+    # Partitions the broker does not host, and topics left with none, are left out (as Kafka): the
+    # leader of dirs-0 lists it, every other broker nothing.
+    assert sorted(b["broker"] for b in asked) == sorted(b["broker"] for b in everything)
+    listed = {}
+    for answer in asked:
+        [only] = answer["log_dirs"]
+        listed[answer["broker"]] = [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in only["topics"]]
+    assert listed == {node: [(dirs, [0])] if node == hosted_by[(dirs, 0)] else [] for node in listed}
 
 
-def test_describe_log_dirs_every_version(broker, raw):
+def test_describe_log_dirs_every_version(broker, routed):
     dirs = unique("dirs")
     create_topic(broker.bootstrap, dirs, 1)
     # Kafka answers CreateTopics before its broker has the partition's log: until then
     # DescribeLogDirs lists no topic (seen once in CI). oncelog has it when CreateTopics answers.
     wait_for_partitions(broker.bootstrap, dirs, 1)
+    leader = expected_leader(broker, dirs, 0)
+    brokers = broker_addresses(broker.bootstrap)
+    assert len(brokers) == expected_nodes(broker)
     for version in range(1, 6):
         m = request_module(35, version)
-        resp = raw.request(m.DescribeLogDirsRequest(topics=(m.DescribableLogDirTopic(topic=dirs, partitions=(0,)),)))
-        [result] = resp.results
-        assert result.log_dir == os.path.abspath(broker.data_dir)
-        assert [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == [(dirs, [0])]
-        assert getattr(resp, "error_code", ErrorCode.none) == ErrorCode.none  # v3+
-        assert getattr(result, "total_bytes", 1) > 0  # v4+
+        for node, address in brokers.items():  # each broker its own log dirs: the leader's lists the partition
+            resp = routed(address).request(m.DescribeLogDirsRequest(
+                topics=(m.DescribableLogDirTopic(topic=dirs, partitions=(0,)),)))
+            [result] = resp.results
+            assert result.log_dir == node_log_dir(broker, node)
+            assert [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == (
+                [(dirs, [0])] if node == leader else [])
+            assert getattr(resp, "error_code", ErrorCode.none) == ErrorCode.none  # v3+
+            assert getattr(result, "total_bytes", 1) > 0  # v4+
 
 
 # ---------------------------------------------------------------- DescribeTopicPartitions
@@ -211,6 +249,8 @@ def test_describe_topic_partitions_pages_with_a_cursor_as_kafka(broker):
     create_topic(broker.bootstrap, a, 3)
     create_topic(broker.bootstrap, b, 2)
     create_topic(broker.bootstrap, c, 1)
+    for topic, partitions in (a, 3), (b, 2), (c, 1):  # whichever broker kafka-python asks knows them
+        wait_for_partitions(broker.bootstrap, topic, partitions)
     _use_internal_topics(broker.bootstrap)
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
@@ -239,7 +279,8 @@ def test_describe_topic_partitions_pages_with_a_cursor_as_kafka(broker):
     assert [t["name"] for t in everything["topics"]] == sorted(topics)
     assert topics["__consumer_offsets"]["is_internal"] is True and topics[a]["is_internal"] is False
     p0 = topics[a]["partitions"][0]
-    assert (p0["leader_id"], p0["replica_nodes"], p0["isr_nodes"], p0["offline_replicas"]) == (1, [1], [1], [])
+    leader = expected_leader(broker, a, 0)
+    assert (p0["leader_id"], p0["replica_nodes"], p0["isr_nodes"], p0["offline_replicas"]) == (leader, [leader], [leader], [])
     assert topics[a]["topic_authorized_operations"] > 0  # no ACLs: every topic operation
     assert [(t["name"], t["error_code"]) for t in bad["topics"]] == [("bad name!", ErrorCode.invalid_topic_exception.value)]
 
@@ -303,7 +344,7 @@ def test_elect_leaders_has_nothing_to_elect(broker, raw):
 
 # ---------------------------------------------------------------- raised versions of existing APIs
 
-def test_metadata_v13_fetch_v18_and_describe_cluster_v2(broker, raw):
+def test_metadata_v13_fetch_v18_and_describe_cluster_v2(broker, raw, routed):
     v = unique("v")
     create_topic(broker.bootstrap, v, 1)
     _produce(broker.bootstrap, v, 0, 3)
@@ -317,7 +358,7 @@ def test_metadata_v13_fetch_v18_and_describe_cluster_v2(broker, raw):
     assert resp.error_code == ErrorCode.none and [t.name for t in resp.topics] == [v]
     topic_id = resp.topics[0].topic_id
     m = request_module(1, 18)  # no client sends v18 yet (its field is a follower's)
-    resp = raw.request(m.FetchRequest(
+    resp = routed(leader_address(broker.bootstrap, v, 0)).request(m.FetchRequest(
         max_wait=datetime.timedelta(0), min_bytes=1, topics=(m.FetchTopic(topic_id=topic_id, partitions=(
             m.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20, high_watermark=-1),)),),
         forgotten_topics_data=()))
@@ -328,12 +369,14 @@ def test_metadata_v13_fetch_v18_and_describe_cluster_v2(broker, raw):
         cluster = admin.describe_cluster()
     finally:
         admin.close()
-    assert [(b["broker_id"], b["is_fenced"]) for b in cluster["brokers"]] == [(1, False)]
+    assert sorted((b["broker_id"], b["is_fenced"]) for b in cluster["brokers"]) == [
+        (node, False) for node in range(1, expected_nodes(broker) + 1)]
 
 
-def test_list_offsets_v11_tiered_specials_and_version_gates(broker, raw):
+def test_list_offsets_v11_tiered_specials_and_version_gates(broker, routed):
     lo = unique("lo")
     create_topic(broker.bootstrap, lo, 2)
+    wait_for_partitions(broker.bootstrap, lo, 2)  # kafka-python's admin asks any broker's Metadata first
     _produce(broker.bootstrap, lo, 0, 5)
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)  # ListOffsets v11
     try:
@@ -349,7 +392,7 @@ def test_list_offsets_v11_tiered_specials_and_version_gates(broker, raw):
         req = build(m.ListOffsetsRequest, replica_id=-1, isolation_level=0, timeout=datetime.timedelta(seconds=5),
                     topics=(m.ListOffsetsTopic(name=lo, partitions=(
                         m.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=timestamp),)),))
-        p = raw.request(req).topics[0].partitions[0]
+        p = routed(leader_address(broker.bootstrap, lo, 0)).request(req).topics[0].partitions[0]
         return p.error_code, p.offset, p.timestamp, getattr(p, "leader_epoch", None)
 
     assert ask(11, -6) == (ErrorCode.none, -1, -1, -1)  # earliest pending upload: nothing to upload
@@ -359,16 +402,18 @@ def test_list_offsets_v11_tiered_specials_and_version_gates(broker, raw):
     assert ask(11, -7)[0] == ErrorCode.unsupported_version
 
 
-def test_offset_commit_and_fetch_v10_name_topics_by_id(broker, raw):
+def test_offset_commit_and_fetch_v10_name_topics_by_id(broker, raw, routed):
     ids, group = unique("ids"), unique("by-id")
     create_topic(broker.bootstrap, ids, 2)
+    wait_for_partitions(broker.bootstrap, ids, 2)  # the group's coordinator (any node) knows its id
     m = request_module(3, 13)
     topic_id = raw.request(m.MetadataRequest(topics=(m.MetadataRequestTopic(name=ids, topic_id=None),),
                                                 allow_auto_topic_creation=False,
                                                 include_topic_authorized_operations=False)).topics[0].topic_id
     unknown_id = uuid.uuid4()
+    coordinator = routed(coordinator_address(broker.bootstrap, group, COORDINATOR_GROUP))
     m = request_module(8, 10)
-    resp = raw.request(m.OffsetCommitRequest(
+    resp = coordinator.request(m.OffsetCommitRequest(
         group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, topics=(
             m.OffsetCommitRequestTopic(topic_id=topic_id, partitions=(
                 m.OffsetCommitRequestPartition(partition_index=0, committed_offset=7, committed_metadata="m"),
@@ -381,7 +426,7 @@ def test_offset_commit_and_fetch_v10_name_topics_by_id(broker, raw):
         (unknown_id, [(0, ErrorCode.unknown_topic_id)])]
 
     m = request_module(9, 10)
-    resp = raw.request(m.OffsetFetchRequest(require_stable=True, groups=(
+    resp = coordinator.request(m.OffsetFetchRequest(require_stable=True, groups=(
         m.OffsetFetchRequestGroup(group_id=group, topics=(
             m.OffsetFetchRequestTopics(topic_id=unknown_id, partition_indexes=(0,)),
             m.OffsetFetchRequestTopics(topic_id=topic_id, partition_indexes=(0, 1)))),

@@ -38,7 +38,8 @@ import time
 import crc32c
 import pytest
 
-from ..helpers import on_apache_kafka, unique, wait_for_partitions
+from ..helpers import broker_addresses, expected_leader, expected_nodes, leader_address, on_apache_kafka, unique, \
+    wait_for_partitions
 
 N_RECORDS = 100_000
 PARTITIONS = 3
@@ -167,8 +168,9 @@ def parse_batches(records: bytes) -> list[RawBatch]:
 
 
 def stored_batches(bootstrap: str, topic: str, partition: int) -> tuple[int, list[RawBatch]]:
-    """(high watermark, every batch from offset 0 to the HW) of one partition, via raw Fetch v4."""
-    host, port = bootstrap.rsplit(":", 1)
+    """(high watermark, every batch from offset 0 to the HW) of one partition, via raw Fetch v4
+    sent to the partition's leader (Metadata's; on a cluster not every partition's)."""
+    host, port = leader_address(bootstrap, topic, partition).rsplit(":", 1)
     batches: list[RawBatch] = []
     with socket.create_connection((host, int(port)), timeout=30) as sock:
         offset, corr, hw = 0, 1, None
@@ -537,17 +539,20 @@ def test_kcat_metadata(broker, kcat_topic):
         assert r.returncode == 0, f"kcat -L failed ({r.returncode}): {r.stderr}"
         out = r.stdout
         host, port = broker.bootstrap.rsplit(":", 1)
-        assert re.search(r"^\s*1 brokers:\s*$", out, re.M), out
-        m = re.search(rf"^\s*broker (\d+) at {re.escape(host)}:{port}\b", out, re.M)
-        assert m, f"broker {broker.bootstrap} not listed:\n{out}"
-        node = m.group(1)
+        nodes = expected_nodes(broker)  # one, or an oncelog cluster's nodes
+        assert re.search(rf"^\s*{nodes} brokers:\s*$", out, re.M), out
+        listed = dict(re.findall(r"^\s*broker (\d+) at (\S+?)(?:\s|$)", out, re.M))
+        assert len(listed) == nodes and f"{host}:{port}" in listed.values(), f"broker {broker.bootstrap} not listed:\n{out}"
+        assert listed == {str(node): address for node, address in broker_addresses(broker.bootstrap).items()}, out
         assert re.search(rf'^\s*topic "{topic}" with {PARTITIONS} partitions:\s*$', out, re.M), out
-        # the per-topic listing (-t) shows each partition led by the one broker
+        # the per-topic listing (-t) shows each partition led by its one broker (replication factor 1):
+        # the one broker, or the node oncelog's placement names
         r = _kcat("-L", "-b", broker.bootstrap, "-t", topic)
         assert r.returncode == 0, f"kcat -L -t failed ({r.returncode}): {r.stderr}"
         parts = re.findall(r"^\s*partition (\d+), leader (\d+), replicas: (\S+), isrs: (\S+)", r.stdout, re.M)
         assert sorted(int(p) for p, *_ in parts) == list(range(PARTITIONS)), r.stdout
-        assert all(leader == node and replicas == node and isrs == node for _, leader, replicas, isrs in parts), r.stdout
+        leaders = {int(p): str(expected_leader(broker, topic, int(p))) for p, *_ in parts}
+        assert all(leader == replicas == isrs == leaders[int(p)] for p, leader, replicas, isrs in parts), r.stdout
         assert "Error" not in r.stdout, r.stdout
         assert_broker_log_clean(broker)
 

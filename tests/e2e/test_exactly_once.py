@@ -45,9 +45,16 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from ..consumer_protocol_cases import Timing, describe_group, kafka_group_configurer
+from ..consumer_protocol_cases import Timing, kafka_group_configurer
+from ..consumer_protocol_cases import describe_group as describe_group_at
 from ..conftest import soak_scale
-from ..helpers import consume_all, create_topic, first_difference, unique
+from ..helpers import consume_all, coordinator_address, create_topic, first_difference, unique
+
+
+def describe_group(bootstrap, group):
+    """ConsumerGroupDescribe sent to the group's coordinator, found with FindCoordinator as a client
+    finds it (on a cluster of nodes, not always the bootstrap's node)."""
+    return describe_group_at(coordinator_address(bootstrap, group), group)
 
 pytestmark = pytest.mark.both_brokers
 

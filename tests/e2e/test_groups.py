@@ -20,7 +20,7 @@ import pytest
 
 from oncelog.partition.internal_topic import java_string_hash, partition_for
 
-from ..helpers import create_topic, unique
+from ..helpers import coordinator_address, create_topic, unique
 
 pytestmark = pytest.mark.both_brokers
 
@@ -134,9 +134,12 @@ def test_stale_commits_get_group_errors_and_store_nothing(broker):
     topic, group = unique("t"), unique("managed")
     create_topic(broker.bootstrap, topic, 1)
     m = request_module(8, 8)
-    client = RawClient(broker.bootstrap)
+    clients = {}
 
     def commit(group, generation, member):
+        # to the group's coordinator, as a client sends it (on a cluster, one node of several)
+        address = coordinator_address(broker.bootstrap, group)
+        client = clients.get(address) or clients.setdefault(address, RawClient(address))
         resp = client.request(m.OffsetCommitRequest(
             group_id=group, generation_id_or_member_epoch=generation, member_id=member, group_instance_id=None,
             topics=(m.OffsetCommitRequestTopic(name=topic, partitions=(m.OffsetCommitRequestPartition(
@@ -157,6 +160,8 @@ def test_stale_commits_get_group_errors_and_store_nothing(broker):
     fetched = c.committed([ck.TopicPartition(topic, 0)], timeout=10)[0].offset
     assert fetched < 0, "nothing was stored"
     c.close()
+    for client in clients.values():
+        client.close()
 
 
 def test_two_kafka_python_members_share_a_group(broker):

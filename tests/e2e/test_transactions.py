@@ -17,7 +17,8 @@ import pytest
 from oncelog.protocol import records as rb
 from oncelog.client.wire import RawClient, request_module
 
-from ..helpers import create_topic, on_apache_kafka, unique, wait_for_partitions
+from ..helpers import (COORDINATOR_GROUP, COORDINATOR_TRANSACTION, coordinator_address, create_topic, leader_address,
+                       on_apache_kafka, unique, wait_for_partitions)
 
 pytestmark = pytest.mark.both_brokers
 
@@ -213,7 +214,7 @@ def test_transactional_offsets_are_pending_until_commit(broker):
     p.flush(10)
     # pending: invisible to a plain fetch, UNSTABLE_OFFSET_COMMIT for require_stable
     m = request_module(9, 7)
-    raw = RawClient(broker.bootstrap)
+    raw = RawClient(coordinator_address(broker.bootstrap, group, COORDINATOR_GROUP))  # the group's coordinator
 
     def fetch(stable):
         r = raw.request(m.OffsetFetchRequest(group_id=group, topics=(m.OffsetFetchRequestTopic(name=src, partition_indexes=(0,)),),
@@ -230,6 +231,7 @@ def test_transactional_offsets_are_pending_until_commit(broker):
         time.sleep(0.05)
     assert fetch(True) == (42, 0)
     consumer.close()
+    raw.close()
 
 
 @pytest.mark.oncelog_only("SIGKILLs and restarts the broker")
@@ -284,23 +286,24 @@ def tv2_produce(client, topic, txn_id, pid, epoch, seq, value, version=12):
     return client.request(req).responses[0].partition_responses[0].error_code
 
 
-def init_transactional_producer_id(client, txn_id, timeout=60.0):
-    """(producer id, epoch) from InitProducerId v5 for a new transactional id, as a client gets it:
-    FindCoordinator(TRANSACTION) first, retrying the coordinator's transient answers. A fresh Kafka
-    creates __transaction_state on the first FindCoordinator (COORDINATOR_NOT_AVAILABLE until then)
-    and then loads it (InitProducerId NOT_COORDINATOR, then COORDINATOR_LOAD_IN_PROGRESS); oncelog's
-    coordinator answers at once."""
-    find, init = request_module(10, 4), request_module(22, 5)
+def init_transactional_producer_id(bootstrap, txn_id, timeout=60.0):
+    """(a RawClient to the coordinator, producer id, epoch) from InitProducerId v5 for a new
+    transactional id, as a client gets it: FindCoordinator(TRANSACTION) first (on a cluster of nodes
+    another node than the bootstrap's may be the coordinator), retrying the coordinator's transient
+    answers. A fresh Kafka creates __transaction_state on the first FindCoordinator
+    (COORDINATOR_NOT_AVAILABLE until then) and then loads it (InitProducerId NOT_COORDINATOR, then
+    COORDINATOR_LOAD_IN_PROGRESS); oncelog's coordinator answers at once."""
+    init = request_module(22, 5)
     transient = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
     deadline = time.monotonic() + timeout
     while True:
-        found = client.request(find.FindCoordinatorRequest(key_type=1, coordinator_keys=(txn_id,))).coordinators[0]
-        r = None if found.error_code else client.request(init.InitProducerIdRequest(
+        client = RawClient(coordinator_address(bootstrap, txn_id, COORDINATOR_TRANSACTION, timeout))
+        r = client.request(init.InitProducerIdRequest(
             transactional_id=txn_id, transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1, producer_epoch=-1))
-        code = found.error_code or r.error_code
-        if code == 0:
-            return r.producer_id, r.producer_epoch
-        assert code in transient and time.monotonic() < deadline, (found, r)
+        if r.error_code == 0:
+            return client, r.producer_id, r.producer_epoch
+        client.close()
+        assert r.error_code in transient and time.monotonic() < deadline, r
         time.sleep(0.1)
 
 
@@ -312,15 +315,15 @@ def test_transaction_version_2_bumps_the_epoch_so_late_requests_are_fenced(broke
     topic, txn_id = unique("tv2"), unique("tx-tv2")
     create_topic(broker.bootstrap, topic, 1)
     wait_for_partitions(broker.bootstrap, topic, 1)  # Kafka leads the partition a moment after CreateTopics
-    c = RawClient(broker.bootstrap)
-    pid, epoch = init_transactional_producer_id(c, txn_id)
+    c, pid, epoch = init_transactional_producer_id(broker.bootstrap, txn_id)  # the transaction coordinator
+    leader = RawClient(leader_address(broker.bootstrap, topic, 0))  # produce goes to the partition's leader
     end = request_module(26, 5)
 
     def end_txn(e, commit=True):
         return c.request(end.EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=e, committed=commit))
 
     # transaction 1: Produce v12 adds the partition implicitly
-    assert tv2_produce(c, topic, txn_id, pid, epoch, 0, b"t1") == 0
+    assert tv2_produce(leader, topic, txn_id, pid, epoch, 0, b"t1") == 0
     r1 = end_txn(epoch)
     assert r1.error_code == 0 and r1.producer_epoch == epoch + 1
     # a retried EndTxn of transaction 1 is answered again (once its markers are written),
@@ -330,14 +333,16 @@ def test_transaction_version_2_bumps_the_epoch_so_late_requests_are_fenced(broke
         time.sleep(0.05)
     assert retry.error_code == 0 and retry.producer_epoch == epoch + 1
     # transaction 2 with the new epoch
-    assert tv2_produce(c, topic, txn_id, pid, epoch + 1, 0, b"t2") == 0
+    assert tv2_produce(leader, topic, txn_id, pid, epoch + 1, 0, b"t2") == 0
     # a late produce of transaction 1 (old epoch) is fenced and does not join transaction 2
-    assert tv2_produce(c, topic, txn_id, pid, epoch, 1, b"late-t1") == 47  # INVALID_PRODUCER_EPOCH
+    assert tv2_produce(leader, topic, txn_id, pid, epoch, 1, b"late-t1") == 47  # INVALID_PRODUCER_EPOCH
     # a late abort or commit of transaction 1 (old epoch) can neither abort nor commit transaction 2
     assert end_txn(epoch, commit=False).error_code == 90  # PRODUCER_FENCED
     assert end_txn(epoch, commit=True).error_code == 90
     r2 = end_txn(epoch + 1)
     assert r2.error_code == 0 and r2.producer_epoch == epoch + 2
+    c.close()
+    leader.close()
     got = read_values(broker.bootstrap, [(topic, 0)], "read_committed")[(topic, 0)]
     assert got == [b"t1", b"t2"]
 
