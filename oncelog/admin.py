@@ -125,8 +125,12 @@ def producers_command(args) -> int:
         m = request_module(61, 0)
         client = _protocol_client(args, "oncelog-producers")
         try:
-            resp = client.any_connection().request(m.DescribeProducersRequest(topics=(
-                m.TopicRequest(name=args.topic, partition_indexes=tuple(sorted(topic.partitions))),)))
+            # Each partition is described by its leader (kafka-transactions.sh's describe-producers).
+            parts = []
+            for partition in sorted(topic.partitions):
+                resp = client.leader(args.topic, partition).request(m.DescribeProducersRequest(topics=(
+                    m.TopicRequest(name=args.topic, partition_indexes=(partition,)),)))
+                parts += list(resp.topics[0].partitions)
         finally:
             client.close()
     except KafkaException as exc:
@@ -137,7 +141,7 @@ def producers_command(args) -> int:
     table = Table("partition", "producer id", "epoch", "last sequence", "last append", title=args.topic)
     import datetime
 
-    for part in resp.topics[0].partitions:
+    for part in parts:
         if part.error_code != 0:
             table.add_row(str(part.partition_index), f"error {part.error_code.name.upper()}", "", "", "")
         for p in part.active_producers:
@@ -149,17 +153,35 @@ def producers_command(args) -> int:
 
 
 def _txn_describe(client, ids):
+    """DescribeTransactions, each id asked of its coordinator (FindCoordinator), as
+    kafka-transactions.sh does; ``client``: the protocol client."""
     from .client.wire import request_module
 
     m = request_module(65, 0)
-    return client.request(m.DescribeTransactionsRequest(transactional_ids=tuple(ids))).transaction_states
+    by_node: dict[int, list[str]] = {}
+    for txn_id in ids:
+        conn = client.coordinator(txn_id, 1)
+        by_node.setdefault(id(conn), [conn, []])[1].append(txn_id)
+    out = []
+    for conn, asked in by_node.values():
+        out += list(conn.request(m.DescribeTransactionsRequest(transactional_ids=tuple(asked))).transaction_states)
+    return out
+
+
+def _nodes(client):
+    """A connection to every broker of the cluster (Metadata's list)."""
+    client.metadata([])
+    return [client.node(node_id) for node_id in sorted(client.brokers)]
 
 
 def _txn_list(client):
+    """ListTransactions of every broker: each lists the ids it coordinates."""
     from .client.wire import request_module
 
     m = request_module(66, 1)
-    return client.request(m.ListTransactionsRequest(state_filters=(), producer_id_filters=(), duration_filter=-1)).transaction_states
+    return [t for conn in _nodes(client)
+            for t in conn.request(m.ListTransactionsRequest(state_filters=(), producer_id_filters=(),
+                                                            duration_filter=-1)).transaction_states]
 
 
 def _open_producer_txns(client, admin):
@@ -172,7 +194,16 @@ def _open_producer_txns(client, admin):
     topics = tuple(m.TopicRequest(name=name, partition_indexes=tuple(sorted(t.partitions)))
                    for name, t in sorted(md.topics.items()))
     out = []
-    for topic in client.request(m.DescribeProducersRequest(topics=topics)).topics:
+    by_leader: dict[int, tuple] = {}  # each partition asked of its leader, one request per leader
+    for t in topics:
+        for partition in t.partition_indexes:
+            conn = client.leader(t.name, partition)
+            by_leader.setdefault(id(conn), (conn, {}))[1].setdefault(t.name, []).append(partition)
+    answers = []
+    for conn, wanted in by_leader.values():
+        answers += conn.request(m.DescribeProducersRequest(topics=tuple(
+            m.TopicRequest(name=name, partition_indexes=tuple(ps)) for name, ps in wanted.items()))).topics
+    for topic in answers:
         for part in topic.partitions:
             for p in part.active_producers:
                 if p.current_txn_start_offset >= 0:
@@ -191,7 +222,7 @@ def transactions_command(args) -> int:
         print(f"oncelog transactions {args.action}: {exc}", file=sys.stderr)
         return 1
     try:
-        return _transactions(args, protocol.any_connection(), AdminClient(_admin_conf(args)))
+        return _transactions(args, protocol, AdminClient(_admin_conf(args)))
     except KafkaException as exc:
         return _fail(f"transactions {args.action}", exc, args)
     except (CommandError, KafkaProtocolError, KafkaSecurityError, UnsupportedBroker, OSError) as exc:
@@ -202,7 +233,9 @@ def transactions_command(args) -> int:
 
 
 def _transactions(args, client, admin) -> int:
-    """The verbs of :func:`transactions_command`; ``client`` is a protocol connection (``request``)."""
+    """The verbs of :func:`transactions_command`; ``client`` is the protocol client: each request goes
+    to the broker that answers it (the coordinator, a partition's leader, every broker), as
+    kafka-transactions.sh sends them."""
     import datetime
     import time
 
@@ -263,7 +296,7 @@ def _transactions(args, client, admin) -> int:
             return 1
         m = request_module(27, 1)
         for topic, partition, pid, epoch, start, _ in open_txns:
-            resp = client.request(m.WriteTxnMarkersRequest(markers=(m.WritableTxnMarker(
+            resp = client.leader(topic, partition).request(m.WriteTxnMarkersRequest(markers=(m.WritableTxnMarker(
                 producer_id=pid, producer_epoch=epoch, transaction_result=False, coordinator_epoch=0,
                 topics=(m.WritableTxnMarkerTopic(name=topic, partition_indexes=(partition,)),)),)))
             code = resp.markers[0].topics[0].partitions[0].error_code

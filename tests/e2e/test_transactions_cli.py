@@ -67,11 +67,6 @@ def producer(bootstrap: str, transactional_id: str) -> ck.Producer:
 
 # On a cluster the id is coordinated by another node than the bootstrap's, which the command must
 # find with FindCoordinator as kafka-transactions.sh does.
-NOT_ROUTED = ("`oncelog transactions describe` sends DescribeTransactions to the bootstrap node "
-              "(any_connection), not to the id's coordinator (FindCoordinator): NOT_COORDINATOR")
-
-
-@pytest.mark.cluster_xfail(NOT_ROUTED)
 @pytest.mark.parametrize("end", ["commit", "abort"])
 def test_describe_empty_ongoing_and_completed(broker, end):
     topic, txn_id = unique("txcli"), unique_away_from_bootstrap(broker, "txcli-id", COORDINATOR_TRANSACTION)
@@ -109,7 +104,6 @@ def test_describe_empty_ongoing_and_completed(broker, end):
     assert rest == []
 
 
-@pytest.mark.cluster_xfail(NOT_ROUTED)
 def test_describe_an_unknown_id_fails_with_kafkas_error(broker):
     never_used = unique_away_from_bootstrap(broker, "never-used", COORDINATOR_TRANSACTION)
     proc = subprocess.run([sys.executable, "-m", "oncelog", "transactions", "--bootstrap-server", broker.bootstrap,
