@@ -50,10 +50,16 @@ def _check(ctx, topic: str, partition: int, replicas) -> tuple[ErrorCode, str | 
             return ErrorCode.invalid_replica_assignment, (f"The manual partition assignment includes the broker {b} "
                                                           "more than once.")
         seen.add(b)
+    nodes = ctx.broker.placement.node_ids()
     for b in replicas:
-        if b != ctx.broker.node_id:
+        if b not in nodes:
             return ErrorCode.invalid_replica_assignment, (f"The manual partition assignment includes broker {b}, but "
                                                           "no such broker is registered.")
+    leader = ctx.broker.placement.leader(topic, partition)
+    if list(replicas) != [leader]:
+        # A cluster of nodes (oncelog.cluster) places each partition on one node for good.
+        return ErrorCode.invalid_replica_assignment, (f"{topic}-{partition} stays on node {leader}: oncelog's "
+                                                      "partitions have one replica and do not move between nodes.")
     return OK, None
 
 
