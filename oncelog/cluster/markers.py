@@ -88,9 +88,11 @@ class ClusterMarkerWriter:
                 coordinator_epoch=coordinator_epoch),))
             try:
                 answer = await self.node.link(node_id).request(request)
-            except LinkDown as exc:
+            except asyncio.CancelledError:
+                raise  # the node is stopping: a restarted coordinator sends the markers again
+            except Exception as exc:  # LinkDown, or anything unforeseen: the transaction must not stay pending
                 if attempt % 20 == 0:
-                    log.warning("markers of producer %d for node %d: %s; retrying", producer_id, node_id, exc)
+                    log.warning("markers of producer %d for node %d: %r; retrying", producer_id, node_id, exc)
             else:
                 storage_error = None
                 for marker in answer.markers:
