@@ -30,8 +30,11 @@ from oncelog import apis
 from ._runner import main as run
 
 SEEDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "requests")
-SERVED = sorted((key, version) for key, module in apis.HANDLERS.items()
-                for version in range(module.MIN_VERSION, module.MAX_VERSION + 1))
+# Every (api_key, version) a client may send, and the Envelope v0 a cluster's nodes send each
+# other on their control sockets (oncelog.cluster; decoded by the same codec, then its inner frame
+# by the broker as any request).
+SERVED = sorted([(key, version) for key, module in apis.HANDLERS.items()
+                 for version in range(module.MIN_VERSION, module.MAX_VERSION + 1)] + [(58, 0)])
 _SERVED_SET = frozenset(SERVED)
 
 
