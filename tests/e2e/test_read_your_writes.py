@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from ..helpers import create_topic, unique
+from ..helpers import create_topic, leader_address, unique, wait_for_partitions
 from ..kafka.conformance.framework import Conversation, batch
 
 pytestmark = pytest.mark.both_brokers
@@ -27,7 +27,9 @@ ROUNDS = 30
 def test_an_acknowledged_write_is_visible_at_once(broker, acks):
     topic = unique("ryw")
     create_topic(broker.bootstrap, topic, partitions=1)
-    k = Conversation(getattr(broker, "kind", "broker"), broker.bootstrap, unique("r"))
+    wait_for_partitions(broker.bootstrap, topic, 1)
+    # The partition's leader: the bootstrap on one node, the placement's node on a cluster.
+    k = Conversation(getattr(broker, "kind", "broker"), leader_address(broker.bootstrap, topic, 0), unique("r"))
     try:
         stale = []
         for i in range(ROUNDS):

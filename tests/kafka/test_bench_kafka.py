@@ -28,7 +28,8 @@ def test_kafka_target_names_and_pairs():
     plain, flush1 = Target.parse("kafka"), Target.parse("kafka+flush1")
     assert (plain.kind, plain.fsync, plain.label) == ("kafka", None, "Apache Kafka")
     assert (flush1.kind, flush1.fsync, flush1.label) == ("kafka", "flush1", "Apache Kafka flush.messages=1")
-    assert PAIRS == {"oncelog-never": "kafka", "oncelog-always": "kafka+flush1"}
+    assert PAIRS == {"oncelog-never": "kafka", "oncelog-always": "kafka+flush1",
+                     "oncelog-never:nodes2": "kafka", "oncelog-always:nodes2": "kafka+flush1"}
     assert broker_config(True, 3) == {"num.partitions": "3", **FLUSH1}
     assert "log.flush.interval.messages" not in broker_config(False, 3)
     assert {"acks1", "acksall", "idempotent", "txn-100ms", "wire-txn-100ms", "java-txn-100ms"} <= set(SUITE_MODES["kafka"])
