@@ -254,7 +254,10 @@ def test_sigkill_of_the_whole_cluster_keeps_everything_acknowledged(tmp_path):
 
         i = 0
         deadline = time.monotonic() + 60
-        while not all(len(s.committed) >= 15 for s in streams) and time.monotonic() < deadline:
+        # Until both streams committed 15 transactions and the plain producer had 100 records
+        # acknowledged (the streams may get there first: its idempotent start waits for its id).
+        while (not all(len(s.committed) >= 15 for s in streams) or len(acked) <= 100) \
+                and time.monotonic() < deadline:
             producer.produce(plain, value=b"plain-%d" % i, partition=i % PARTITIONS, on_delivery=delivered)
             i += 1
             producer.poll(0.002)
