@@ -352,7 +352,7 @@ class Broker:
             # A cluster's metadata changes are the controller's (KIP-590's forwarding, in an
             # Envelope that carries the client's principal); a node's Envelope is answered here.
             if api_key in FORWARDED_APIS and not self.placement.is_controller and not _from_node(session):
-                return self.cluster.forward(frame, correlation_id, peer, session)
+                return self.cluster.forward(frame, peer, session)
         if session is None:
             ctx = RequestContext(self, version, correlation_id, header.client_id, peer)
         else:

@@ -39,6 +39,7 @@ from ..metadata.topics import validate_topic_name
 from . import _authz
 from ._acl import AUTHORIZED_OPERATIONS_OMITTED, operations
 from ._base import NO_THROTTLE, OK, build, response_module
+from .metadata import partition_state
 
 API_KEY = 75
 MIN_VERSION = 0
@@ -119,14 +120,5 @@ def _invalid(m, request):
 
 
 def _partition(m, ctx, topic: str, p: int):
-    """The partition's leader: its placement's node (oncelog.cluster; one node: this one),
-    LEADER_NOT_AVAILABLE with leader -1 while that node is not up, as Metadata answers."""
-    b = ctx.broker
-    leader = b.placement.leader(topic, p)
-    if b.cluster is not None and b.cluster.address(leader, ctx.listener) is None:
-        return build(m.DescribeTopicPartitionsResponsePartition, error_code=ErrorCode.leader_not_available,
-                     partition_index=p, leader_id=-1, leader_epoch=0, replica_nodes=(leader,), isr_nodes=(),
-                     eligible_leader_replicas=(), last_known_elr=(), offline_replicas=(leader,))
-    return build(m.DescribeTopicPartitionsResponsePartition, error_code=OK, partition_index=p, leader_id=leader,
-                 leader_epoch=0, replica_nodes=(leader,), isr_nodes=(leader,), eligible_leader_replicas=(),
-                 last_known_elr=(), offline_replicas=())
+    return build(m.DescribeTopicPartitionsResponsePartition, eligible_leader_replicas=(), last_known_elr=(),
+                 **partition_state(ctx.broker, ctx.listener, topic, p))

@@ -138,15 +138,21 @@ def controller_id(broker) -> int:
     return CONTROLLER_ID if broker.cluster is not None else broker.node_id
 
 
-def _partition(m, broker, listener: str, topic: str, p: int):
+def partition_state(broker, listener: str, topic: str, p: int) -> dict:
+    """A partition's leadership fields as Metadata and DescribeTopicPartitions answer them: its
+    placement's node (one node: this one), or, while that node is not up (starting, or restarting
+    after a crash), Kafka's answer for a partition without a live leader (replication factor 1:
+    no other replica), LEADER_NOT_AVAILABLE with leader -1."""
     leader = broker.placement.leader(topic, p)
     if broker.cluster is not None and broker.cluster.address(leader, listener) is None:
-        # Its node is not up (starting, or restarting after a crash): Kafka's answer for a
-        # partition without a live leader (replication factor 1: no other replica).
-        return build(m.MetadataResponsePartition, error_code=ErrorCode.leader_not_available, partition_index=p,
-                     leader_id=-1, leader_epoch=0, replica_nodes=(leader,), isr_nodes=(), offline_replicas=(leader,))
-    return build(m.MetadataResponsePartition, error_code=OK, partition_index=p, leader_id=leader,
-                 leader_epoch=0, replica_nodes=(leader,), isr_nodes=(leader,), offline_replicas=())
+        return dict(error_code=ErrorCode.leader_not_available, partition_index=p, leader_id=-1, leader_epoch=0,
+                    replica_nodes=(leader,), isr_nodes=(), offline_replicas=(leader,))
+    return dict(error_code=OK, partition_index=p, leader_id=leader, leader_epoch=0, replica_nodes=(leader,),
+                isr_nodes=(leader,), offline_replicas=())
+
+
+def _partition(m, broker, listener: str, topic: str, p: int):
+    return build(m.MetadataResponsePartition, **partition_state(broker, listener, topic, p))
 
 
 def _topic_denied(m, name, topic_id):

@@ -20,7 +20,7 @@ from .. import errors
 from ..protocol.requests import request_module
 from ..metadata.producer_ids import ProducerIdManager
 from ..metadata.store import MetadataStore
-from . import CONTROLLER_ID, logs_dir, read_registration, write_registration
+from . import CONTROLLER_ID, logs_dir, read_registration, registration_path, write_registration
 from .link import LinkDown, NodeLink
 from .markers import ClusterMarkerWriter
 
@@ -95,7 +95,7 @@ class ClusterNode:
     # ------------------------------------------------------------------ the other nodes
 
     def registration(self, node_id: int) -> dict | None:
-        path = os.path.join(self.data_dir, "nodes", f"{node_id}.json")
+        path = registration_path(self.data_dir, node_id)
         try:
             mtime = os.stat(path).st_mtime_ns
         except OSError:
@@ -148,7 +148,7 @@ class ClusterNode:
         except LinkDown as exc:
             log.warning("node %d: cannot ask the controller to create %s: %s", self.node_id, name, exc)
 
-    async def forward(self, frame: bytes, correlation_id: int, peer: str, session) -> list[bytes]:
+    async def forward(self, frame: bytes, peer: str, session) -> list[bytes]:
         """A metadata change asked of this node: sent to the controller in an Envelope with the
         client's principal and address (KIP-590), its answer returned as the controller gave it."""
         m = request_module(58, 0)
@@ -208,11 +208,8 @@ class ClusterNode:
             self._applied[name] = (t.topic_id, t.partitions)
 
     def _reload_security(self) -> None:
-        b = self.broker
-        for store in (getattr(b, "acls", None), getattr(b, "scram_credentials", None)):
-            reload = getattr(store, "reload_if_changed", None)
-            if reload is not None:
-                reload()
+        self.broker.acls.reload_if_changed()
+        self.broker.scram_credentials.reload_if_changed()
 
     # ------------------------------------------------------------------ transactions across nodes
 
