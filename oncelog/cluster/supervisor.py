@@ -77,14 +77,17 @@ class _Node:
                 sys.stdout.flush()
 
 
-def node_argv(argv: list[str], node_id: int) -> list[str]:
-    return [sys.executable, "-m", "oncelog", *argv, "--cluster-node", str(node_id)]
+def node_argv(argv: list[str], node_id: int, nodes: int) -> list[str]:
+    """Node ``node_id``'s command line: ``serve``'s arguments, the node count said outright (a
+    node pinned to one core must not count cores for ``serve``'s default, and a fresh data
+    directory has no count recorded yet) and the node's id (argparse: the last one wins)."""
+    return [sys.executable, "-m", "oncelog", *argv, "--nodes", str(nodes), "--cluster-node", str(node_id)]
 
 
 def run(argv: list[str], nodes: int, *, start_timeout_s: float = 60.0) -> int:
     """Run the cluster until SIGTERM/SIGINT; ``argv``: ``serve`` and its arguments."""
     cores = len(os.sched_getaffinity(0))
-    slots = [_Node(k, node_argv(argv, k), (k - 1) % cores if cores >= nodes else None) for k in range(1, nodes + 1)]
+    slots = [_Node(k, node_argv(argv, k, nodes), (k - 1) % cores if cores >= nodes else None) for k in range(1, nodes + 1)]
     stopping = threading.Event()
 
     def stop(signum, _frame) -> None:

@@ -66,6 +66,37 @@ def test_another_node_count_on_a_cluster_data_dir_is_refused(tmp_path):
         again.kill()
 
 
+def test_serve_without_nodes_on_a_new_data_dir_starts_a_node_per_core_and_records_it(tmp_path):
+    """``oncelog serve`` as a user types it: a node per core this process may use (at most 16),
+    recorded in meta.json, and the same count again on the next start without --nodes. (Each
+    node is pinned to one core: a node counting its own cores would find one.)"""
+    import json
+    import os
+
+    from oncelog.cluster import MAX_DEFAULT_NODES
+    from oncelog.process import BrokerProcess
+
+    expected = max(1, min(len(os.sched_getaffinity(0)), MAX_DEFAULT_NODES))
+    data = str(tmp_path / "data")
+    b = BrokerProcess(data, fsync="never", nodes=None).start()
+    try:
+        assert sorted(x.node_id for x in raw_metadata(b.bootstrap).brokers) == list(range(1, expected + 1))
+        create_topic(b.bootstrap, "kept", 2)
+        produce_numbered(b.bootstrap, "kept", 2, 3)
+    finally:
+        b.stop()
+    with open(os.path.join(data, "meta.json")) as f:
+        assert json.load(f).get("nodes", 1) == expected
+    again = BrokerProcess(data, fsync="never", nodes=None).start()
+    try:
+        assert sorted(x.node_id for x in raw_metadata(again.bootstrap).brokers) == list(range(1, expected + 1))
+        got = read_back(again.bootstrap, "kept", 2, 6)
+        assert {p: [v for _o, v in got[p]] for p in range(2)} == {p: [b"%d-%d" % (p, i) for i in range(3)]
+                                                                  for p in range(2)}
+    finally:
+        again.kill()
+
+
 def test_a_one_node_data_dir_refuses_a_cluster(tmp_path):
     from oncelog.process import BrokerProcess
 
