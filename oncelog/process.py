@@ -7,6 +7,7 @@ The broker prints ``oncelog listening on HOST:PORT`` once it accepts connections
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -16,6 +17,21 @@ import threading
 import time
 
 _LISTENING = re.compile(r"oncelog listening on ([\d.]+):(\d+)")
+
+
+def _proc_state(pid: int) -> tuple[str, int] | None:
+    """(state letter, parent pid) of a process from /proc, None if there is none."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _running(pid: int) -> bool:
+    state = _proc_state(pid)
+    return state is not None and state[0] not in ("Z", "X")
 
 
 def tail_file(path, lines: int = 40) -> str:
@@ -52,6 +68,7 @@ class BrokerProcess:
         self.module = list(module)
         self.fsync = fsync
         self.port = port
+        self.requested_port = port  # what start() asks for again on a cluster (below)
         self.extra_args = list(extra_args)
         # The broker's default is Kafka's 3000 ms; child brokers (tests, demo, benchmarks) form
         # groups at once unless told otherwise, here or by --group-initial-rebalance-delay-ms
@@ -78,7 +95,14 @@ class BrokerProcess:
 
     def start(self, timeout: float = 30.0) -> "BrokerProcess":
         os.makedirs(self.data_dir, exist_ok=True)
-        cmd = [sys.executable, *self.module, "serve", "--data-dir", self.data_dir, "--port", str(self.port),
+        # One process restarts on the port it had. A cluster asks again for what it was first
+        # asked: with 0 every node, node 1 included, takes back the port its registration
+        # records (oncelog.cluster.node_config), so every node keeps its address, as a Kafka
+        # broker does; node 1's old port plus K-1 would give node K a new one, and a client
+        # holding node K's address (its cached coordinator) would never find it again.
+        clustered = os.path.exists(os.path.join(self.data_dir, "nodes", "1.json"))
+        port = self.requested_port if clustered else self.port
+        cmd = [sys.executable, *self.module, "serve", "--data-dir", self.data_dir, "--port", str(port),
                "--fsync", self.fsync,
                "--group-initial-rebalance-delay-ms", str(self.group_initial_rebalance_delay_ms),
                *self.group_session_timeout_args, *(["--nodes", str(self.nodes)] if self.nodes is not None else []),
@@ -106,10 +130,46 @@ class BrokerProcess:
         return tail_file(self.log_path, lines)
 
     def kill(self) -> None:
-        """SIGKILL: the broker gets no chance to flush or mark a clean shutdown."""
+        """SIGKILL: the broker gets no chance to flush or mark a clean shutdown. A cluster's
+        supervisor and every node die together: the nodes are SIGKILLed too and waited for, so
+        a :meth:`restart` right after never meets a node of the old cluster still holding its
+        port or the data directory's lock (the kernel's parent-death signal alone is not
+        synchronous with the supervisor's end)."""
         if self.proc and self.proc.poll() is None:
+            nodes = self._node_pids()
             self.proc.send_signal(signal.SIGKILL)
+            for pid in nodes:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
             self.proc.wait()
+            deadline = time.monotonic() + 10
+            while any(_running(pid) for pid in nodes) and time.monotonic() < deadline:
+                time.sleep(0.02)
+
+    def _node_pids(self) -> list[int]:
+        """The pids of this cluster's node processes (children of the supervisor, as their
+        registrations name them); [] for one process."""
+        if self.nodes == 1 or self.proc is None:
+            return []
+        pids = []
+        try:
+            names = os.listdir(os.path.join(self.data_dir, "nodes"))
+        except OSError:
+            return []
+        for name in names:
+            if not name.endswith(".json"):
+                continue
+            try:
+                with open(os.path.join(self.data_dir, "nodes", name)) as f:
+                    pid = int(json.load(f)["pid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            state = _proc_state(pid)
+            if state is not None and state[1] == self.proc.pid:  # a stale registration's pid may be anyone's now
+                pids.append(pid)
+        return pids
 
     def stop(self, timeout: float = 30.0) -> int:
         if self.proc and self.proc.poll() is None:

@@ -26,7 +26,9 @@ A third variant, ``oncelog-2-nodes``, is oncelog as ``serve`` starts it on a two
 cluster of two node processes. A test that sends its own requests routes them as a Kafka client
 does (tests/helpers: ``leader_address``, ``coordinator_address``, ``broker_addresses``). A test
 about one broker process as such is marked ``one_node(reason)`` and skips that variant; one where
-oncelog is wrong on a cluster is marked ``cluster_xfail(reason)`` (strict: the fix shows).
+oncelog is wrong on a cluster is marked ``cluster_xfail(reason)`` (strict: the fix shows). A
+``crash`` test (it SIGKILLs oncelog and checks the data afterwards) runs with ``broker_factory``
+making one process and, as ``oncelog-2-nodes``, a two-node cluster (``oncelog_nodes``).
 """
 
 from __future__ import annotations
@@ -46,10 +48,18 @@ def soak_scale(full: int, short: int) -> int:
 
 
 @pytest.fixture
-def broker_factory(tmp_path):
+def oncelog_nodes(request) -> int:
+    """How many node processes ``broker_factory`` starts unless told: 1, or 2 in a ``crash``
+    test's ``oncelog-2-nodes`` variant."""
+    return getattr(request, "param", 1)
+
+
+@pytest.fixture
+def broker_factory(tmp_path, oncelog_nodes):
     started: list[BrokerProcess] = []
 
     def make(name: str = "broker", **kwargs) -> BrokerProcess:
+        kwargs.setdefault("nodes", oncelog_nodes)
         b = BrokerProcess(str(tmp_path / name), **kwargs)
         started.append(b)
         return b.start()
@@ -82,6 +92,15 @@ def pytest_generate_tests(metafunc):
     ``xfail(strict=True)``: oncelog is wrong on a cluster there (the reason says how), and the
     strictness reports the fix."""
     definition = metafunc.definition
+    if definition.get_closest_marker("crash") is not None:
+        # A crash test runs on one node and on the two-node cluster (the kills take the whole
+        # cluster, the supervisor and every node), unless it is about one process as such.
+        one_node = definition.get_closest_marker("one_node")
+        if one_node is not None and not one_node.args:
+            raise pytest.UsageError(f"{definition.nodeid}: one_node needs its reason")
+        metafunc.parametrize("oncelog_nodes", [1] if one_node else [1, 2], indirect=True,
+                             ids=[ONCELOG] if one_node else [ONCELOG, ONCELOG_NODES])
+        return
     if definition.get_closest_marker("both_brokers") is None or "broker" not in metafunc.fixturenames:
         return
     if definition.get_closest_marker("oncelog_only") is not None:

@@ -40,6 +40,7 @@ def produce_storm(bootstrap: str, topic: str, acked: dict, failed: list, stop: t
 
 
 @pytest.mark.slow
+@pytest.mark.crash
 def test_sigkill_during_acks_all_storm_loses_no_acknowledged_record(broker_factory):
     broker = broker_factory(fsync="always")
     create_topic(broker.bootstrap, "storm", 3)

@@ -176,6 +176,7 @@ def committed_offsets(bootstrap, *, stable=False, names=NAMES):
 
 @pytest.mark.slow
 @pytest.mark.oncelog_only("SIGKILLs and restarts the broker")
+@pytest.mark.crash
 @pytest.mark.parametrize("group_protocol", ["classic", "consumer"])
 def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker_factory, tmp_path, group_protocol):
     consumer_protocol = group_protocol == "consumer"
@@ -240,6 +241,7 @@ def test_consume_transform_produce_survives_worker_and_broker_sigkills(broker_fa
 
 
 @pytest.mark.oncelog_only("SIGKILLs and restarts the broker")
+@pytest.mark.crash
 def test_worker_transaction_right_after_a_broker_restart_completes(broker, tmp_path):
     """The soak's stall, made deterministic. The worker commits a first transaction (its producer
     now caches the group coordinator), the broker is SIGKILLed and restarted while the worker has

@@ -124,6 +124,7 @@ def test_idempotent_producer_through_faulty_network(broker_factory, client):
 
 @pytest.mark.slow
 @pytest.mark.oncelog_only("SIGKILLs and restarts the broker")
+@pytest.mark.crash
 @pytest.mark.parametrize("client", list(SENDERS))
 def test_idempotent_producer_across_broker_sigkills(broker_factory, client):
     n = 200_000

@@ -31,6 +31,7 @@ def _batch(p: TransactionalProducer, topic: str, values: list[bytes]) -> bytes:
 
 
 @pytest.mark.oncelog_only("SIGKILLs and restarts the broker")
+@pytest.mark.crash
 def test_a_write_survives_a_broker_sigkill_and_commits_each_record_once(broker):
     topic = "retry-out"
     create_topic(broker.bootstrap, topic, 1)

@@ -235,6 +235,7 @@ def test_transactional_offsets_are_pending_until_commit(broker):
 
 
 @pytest.mark.oncelog_only("SIGKILLs and restarts the broker")
+@pytest.mark.crash
 def test_init_producer_id_right_after_a_restart_aborts_the_open_transaction_at_once(broker):
     """The soak's stall once suggested the coordinator of answering CONCURRENT_TRANSACTIONS for 22 s across
     broker restarts (it was twelve worker instances, each answered once). Right after a SIGKILL
@@ -256,7 +257,7 @@ def test_init_producer_id_right_after_a_restart_aborts_the_open_transaction_at_o
     consumer.close()
     broker.kill()
     broker.restart()
-    raw = RawClient(broker.bootstrap)
+    raw = RawClient(coordinator_address(broker.bootstrap, "tx-restart", COORDINATOR_TRANSACTION))
     init = request_module(22, 4)
     answers = []
     started = time.monotonic()
@@ -269,6 +270,8 @@ def test_init_producer_id_right_after_a_restart_aborts_the_open_transaction_at_o
     assert answers[-1].producer_epoch == 2  # 0 for the old instance, 1 for the fence, 2 for this one
     assert took < 1.0, f"InitProducerId took {took:.3f} s after the restart"
     fetch = request_module(9, 7)
+    raw.close()
+    raw = RawClient(coordinator_address(broker.bootstrap, "g-restart", COORDINATOR_GROUP))
     r = raw.request(fetch.OffsetFetchRequest(group_id="g-restart", require_stable=True, topics=(
         fetch.OffsetFetchRequestTopic(name="src", partition_indexes=(0,)),)))
     part = r.topics[0].partitions[0]

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.oncelog_only("the broker's fault switch ONCELOG_FAULT f
 GROUP, TXN_ID = "g-durable", "tx-durable"
 
 
+@pytest.mark.crash
 def test_failed_txn_offset_write_then_commit_leaves_the_same_offsets_before_and_after_a_restart(broker_factory):
     broker = broker_factory(env={"ONCELOG_FAULT": "offsets-txn-write:1000000"})
     create_topic(broker.bootstrap, "in", 1)
