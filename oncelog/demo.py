@@ -27,6 +27,7 @@ Kafka connector instead, to show what its at-least-once sink does under the same
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 
@@ -81,6 +82,12 @@ def run(args, pipeline_factory=None) -> int:
     if cfg.bootstrap_server and (cfg.broker != "oncelog" or cfg.brokers != 1):
         console.print("[red]oncelog demo: --bootstrap-server runs on an existing cluster: no --broker or --brokers[/]")
         return 2
+    if cfg.nodes is not None and (cfg.broker != "oncelog" or cfg.bootstrap_server):
+        console.print("[red]oncelog demo: --nodes is for the oncelog broker the demo starts[/]")
+        return 2
+    if cfg.nodes is not None and not 1 <= cfg.nodes <= 16:
+        console.print(f"[red]oncelog demo: --nodes must be 1..16 (got {cfg.nodes})[/]")
+        return 2
     if cfg.brokers != 1 and cfg.broker != "apache-kafka":
         console.print("[red]oncelog demo: --brokers is for --broker apache-kafka[/]")
         return 2
@@ -124,7 +131,10 @@ def run(args, pipeline_factory=None) -> int:
     elif cfg.broker == "apache-kafka":
         where = f"Apache Kafka, {cfg.brokers} node{'s' if cfg.brokers > 1 else ''}"
     else:
-        where = "an oncelog broker"
+        from .cluster import default_nodes
+
+        n = cfg.nodes or default_nodes(os.path.join(pipeline.dir, "broker"))
+        where = "an oncelog broker" + (f" of {n} node processes" if n > 1 else "")
     sinks = "Spark's own Kafka sink (at-least-once)" if cfg.sink == "spark-kafka" else f"{cfg.guarantee} sinks"
     console.print(f"[bold]oncelog demo[/]: {cfg.records:,} order events on {where}, Spark {pipeline.master}, "
                   f"{sinks}; chaos: {cfg.driver_kills} driver SIGKILLs, {cfg.broker_kills} broker "
@@ -183,7 +193,7 @@ def print_summary(console, r: dict, cfg) -> None:
 
     cl = r.get("cluster") or {}
     where = {"apache-kafka": f"Apache Kafka ×{cl.get('nodes')}", "external": cl.get("bootstrap", "")}.get(
-        cl.get("kind"), "oncelog")
+        cl.get("kind"), f"oncelog ×{cl['nodes']}" if (cl.get("nodes") or 1) > 1 else "oncelog")
     sinks = "Spark's Kafka sink" if r.get("sink") == "spark-kafka" else f"{r['delivery_guarantee']} sinks"
     t = Table(title=f"oncelog demo on {where}: {sinks}, {r['master']}, {r['seconds']:.0f}s")
     t.add_column("")

@@ -118,6 +118,10 @@ def test_demo_exactly_once_through_driver_and_broker_kills(tmp_path):
     kills = [e for e in r["timeline"] if e["kind"] == "driver-kill"]
     assert len(kills) == 3 and all("processes" in e["text"] for e in kills), context
     assert r["master"] == "local[2,3]" and r["seconds"] > 0, context
+    # on serve's default shape: a node process per core (here 2), all killed and restarted together
+    from oncelog.cluster import default_nodes
+
+    assert r["cluster"]["nodes"] == default_nodes(str(tmp_path / "fresh")), context
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "exactly once" in out
     assert_plain_screen(out, r)
@@ -133,9 +137,11 @@ def test_demo_exactly_once_through_driver_and_broker_kills(tmp_path):
 
 def test_demo_at_least_once_shows_the_duplicates(tmp_path):
     """The same pipeline with at-least-once sinks: a driver SIGKILL and the retried task make
-    Spark write rows again, the auditor counts them, and the demo fails."""
+    Spark write rows again, the auditor counts them, and the demo fails. On one broker process
+    (``--nodes 1``): the exactly-once run above takes serve's default, a node per core."""
     rc, out, r = run_demo(tmp_path, "--records", "20000", "--driver-kills", "1", "--broker-kills", "0",
-                          "--produce-seconds", "15", "--delivery-guarantee", "at-least-once", timeout=300)
+                          "--produce-seconds", "15", "--delivery-guarantee", "at-least-once", "--nodes", "1",
+                          timeout=300)
     context = f"{json.dumps({k: v for k, v in r.items() if k != 'timeline'}, indent=1)[:4000]}\n{out[-2500:]}"
     assert rc == 1, context
     assert r["exactly_once"] is False and r["delivery_guarantee"] == "at-least-once", context
@@ -144,6 +150,7 @@ def test_demo_at_least_once_shows_the_duplicates(tmp_path):
     # Duplicates, but nothing lost and nothing from an aborted transaction: at-least-once.
     assert (r["lost"], r["aborted_reads"], r["phantom"]) == (0, 0, 0), context
     assert r["driver_kills"] == 1 and r["task_failures"] == 1, context
+    assert r["cluster"]["nodes"] == 1, context
     assert "NOT exactly once" in out and "twice" in out, context
     assert_plain_screen(out, r)
 

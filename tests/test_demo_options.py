@@ -39,6 +39,9 @@ def _args(*argv: str):
     (["--bootstrap-server", "b:9092", "--broker", "apache-kafka"], "existing cluster"),
     (["--brokers", "3"], "--brokers is for --broker apache-kafka"),
     (["--kafka.security.protocol", "SSL"], "--bootstrap-server"),
+    (["--broker", "apache-kafka", "--nodes", "2"], "--nodes is for the oncelog broker"),
+    (["--bootstrap-server", "b:9092", "--nodes", "2"], "--nodes is for the oncelog broker"),
+    (["--nodes", "0"], "--nodes must be 1..16"),
 ])
 def test_contradictory_options_are_refused_before_anything_starts(argv, message, capsys):
     assert run(_args(*argv)) == 2

@@ -1,7 +1,9 @@
 """The cluster the pipeline runs on, and what a "broker SIGKILL" means there.
 
-* :class:`OncelogCluster`: one ``oncelog serve`` child process (``fsync=always``) in the run's
-  folder; a kill is a SIGKILL of it, a restart starts it again on the same data and port.
+* :class:`OncelogCluster`: ``oncelog serve`` as a child process (``fsync=always``) in the run's
+  folder, with ``serve``'s own default shape unless told (a node process per core: a supervisor
+  and its nodes); a kill is a SIGKILL of all of it, a restart starts it again on the same data,
+  every node on its old port.
 * :class:`ApacheKafkaCluster`: Apache Kafka from the user's cache (:mod:`oncelog.tools.apache_kafka`),
   1 or 3 KRaft nodes on loopback; a kill is a SIGKILL of one node's JVM, chosen as the node that
   matters most at that moment, in turn: the leader of a partition of the enriched output, the
@@ -28,14 +30,20 @@ class OncelogCluster:
     can_kill = True
     replication_factor = 1
 
-    def __init__(self, folder: str, log_path: str) -> None:
+    def __init__(self, folder: str, log_path: str, nodes: int | None = None) -> None:
         from ..process import BrokerProcess
 
-        self.broker = BrokerProcess(os.path.join(folder, "broker"), fsync="always", log_path=log_path)
+        # nodes=None: what `oncelog serve` starts on this machine (the data directory is new)
+        self.broker = BrokerProcess(os.path.join(folder, "broker"), fsync="always", log_path=log_path, nodes=nodes)
+        self.nodes = nodes
 
     def start(self) -> str:
+        from ..cluster import default_nodes
+
         self.broker.start()
-        return f"oncelog broker listening on {self.broker.bootstrap} (data in {self.broker.data_dir})"
+        self.nodes = default_nodes(self.broker.data_dir)  # as its meta.json now records it
+        shape = f"{self.nodes} node processes, node 1 " if self.nodes > 1 else ""
+        return f"oncelog broker ({shape}listening on {self.broker.bootstrap}, data in {self.broker.data_dir})"
 
     @property
     def bootstrap(self) -> str:
@@ -44,6 +52,8 @@ class OncelogCluster:
     def kill(self, rng: random.Random, topics: dict[str, str], txn_id: str, k: int) -> str:
         pid = self.broker.proc.pid
         self.broker.kill()
+        if self.nodes > 1:
+            return f"SIGKILL to the broker: its supervisor (pid {pid}) and its {self.nodes} node processes"
         return f"SIGKILL to the broker (pid {pid})"
 
     def restart(self) -> str:

@@ -56,6 +56,9 @@ class PipelineConfig:
                                      "Maven)", "oncelog", group=WHERE, choices=["oncelog", "apache-kafka"])
     brokers: int = option("--brokers", "Apache Kafka nodes: 3 gives replication factor 3 and min.insync.replicas=2 "
                                        "(default %(default)s)", 1, group=WHERE, choices=[1, 3])
+    nodes: int | None = option("--nodes", "oncelog node processes (default: what `oncelog serve` starts, a node per "
+                                          "core; 1: one process); a broker kill takes them all", None, group=WHERE,
+                               type=int, metavar="N")
     bootstrap_server: str | None = option(
         "--bootstrap-server", "run on this existing cluster instead (topics named oncelog-demo-<run id>-*, left there "
                               "afterwards); no broker kills", None, group=WHERE, metavar="HOST:PORT")

@@ -380,7 +380,7 @@ class Pipeline:
         elif cfg.broker == "apache-kafka":
             self.cluster = ApacheKafkaCluster(self.dir, cfg.brokers)
         else:
-            self.cluster = OncelogCluster(self.dir, self.log("broker.log"))
+            self.cluster = OncelogCluster(self.dir, self.log("broker.log"), nodes=cfg.nodes)
         self.event("broker-up", self.cluster.start())
         bootstrap = self.cluster.bootstrap
         create_topics(bootstrap, {self.topics[k]: PARTITIONS[v] for k, v in
