@@ -6,8 +6,9 @@ and a real Spark driver, and the bounds of a month of micro-batches asserted aft
 * transactional ids held by the broker (ListTransactions, every state) never above the pool bound
   the bench derives from the job's shape (a naming that makes new ids per micro-batch passes it
   within a few dozen batches);
-* the broker's RSS, the driver's RSS (JVM and Python) and the checkpoints: the last window within
-  10% of the first window after warm-up (a window's peak, for the sizes on disk);
+* the broker's RSS, the driver's Python RSS and the checkpoints: the last window within 10% of the
+  first window after warm-up (a window's peak, for the sizes on disk); the driver JVM's heap after
+  a full GC within 30% (its RSS follows the heap the JVM chose to grow, not what it holds: below);
 * the segments of the two compacted topics, ``__transaction_state`` and the commit log: the last
   window at most one segment per partition in use above the first. A compacted partition is cleaned
   only in closed segments and only once its dirty part reaches half of it, so its size swings by up
@@ -43,11 +44,17 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 BATCHES = soak_scale(1000, 300)
 EVERY = 100
 WARMUP = 1  # windows
-# The driver JVM's heap after a full GC is the benchmark's, not this test's: with both queries always
-# busy its live set varies by +-20% with the micro-batches in flight, and even the least of 8 probes
-# per 100 micro-batches moved 18% between two windows once (2,000 micro-batches in 250-batch
-# windows, BENCHMARKS.md: within 8%).
-BOUNDED = ("txn_ids", "broker_rss_mib", "driver_rss_mib", "checkpoint_bytes")
+# Judged from the bench's own verdicts (the last window within --tolerance, 10%, of the first).
+BOUNDED = ("txn_ids", "broker_rss_mib", "checkpoint_bytes")
+# The driver, judged here, each part by what measures what it holds. Its Python process (the
+# connector's driver side) by RSS, 10%. Its JVM not by RSS: a JVM grows its heap towards -Xmx under
+# allocation pressure and keeps it, so RSS jumps with the machine's load, not with what the driver
+# holds (a CI run under load saw 853 -> 874 -> 1,619 MiB in its last window; alone at once after, it
+# passed). The JVM by its heap after a full GC instead (the least of 8 probes a window), with room
+# for the live set's swing while both queries are busy: +-20% with the micro-batches in flight, 18%
+# once between two windows of the long benchmark (BENCHMARKS.md) — 30%; a leak of one micro-batch's
+# worth of anything exceeds it within the long benchmark's windows.
+DRIVER_BOUNDS = {"driver_python_rss_mib": 0.10, "driver_heap_after_gc_mib": 0.30}
 SEGMENT_BYTES = 65536  # --segment-bytes below
 TXN_STATE_PARTITIONS = 50  # transaction.state.log.num.partitions (Kafka's default, oncelog's too)
 COMMIT_LOG_PARTITIONS = 1  # the sink creates its commit log with one partition
@@ -96,6 +103,12 @@ def test_the_demo_output_paths_stay_bounded_over_many_micro_batches(tmp_path, ca
     why = "\n".join(f"{k}: {v['verdict']} ({[w.get(k) for w in windows]})" for k, v in failed.items()) \
         + f"\ncheckpoints by part: {[w['checkpoint_bytes_by_part'] for w in windows]}"
     assert not set(failed) - set(KNOWN_GROWTH), why
+    for key, tolerance in DRIVER_BOUNDS.items():
+        values = [w.get(key) for w in windows]
+        v = endurance.verdict(values, WARMUP, tolerance, "flat")
+        # (the heap is n/a without the JDK's jcmd; every run here has it)
+        assert v["ok"] or (v["ok"] is None and key == "driver_heap_after_gc_mib"), f"{key}: {v['verdict']} after warm-up (tolerance {tolerance:.0%}): {values}; " \
+                        f"driver JVM RSS {[w.get('driver_jvm_rss_mib') for w in windows]}"
     # the compacted topics: bounded by a segment per partition in use (see the module docstring)
     for name, partitions in (("txn_state_bytes", min(max(ids), TXN_STATE_PARTITIONS)),
                              ("commit_log_bytes", COMMIT_LOG_PARTITIONS)):
