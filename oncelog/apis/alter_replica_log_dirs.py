@@ -42,7 +42,7 @@ def handle(ctx, request):
     md = ctx.broker.metadata
     results: dict[str, list] = {}
     for d in request.dirs:
-        here = _same_dir(d.path, md.data_dir)
+        here = _same_dir(d.path, ctx.broker.logs.data_dir)  # DescribeLogDirs' (a node's own, on a cluster)
         for t in d.topics:
             topic = md.topics.get(t.name)
             for p in t.partitions:

@@ -56,7 +56,8 @@ def handle(ctx, request):
         return build(m.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=code, producer_id=-1,
                      producer_epoch=-1)
     if request.transactional_id is not None:
-        not_coordinator = ctx.broker.coordinator_error(1, request.transactional_id)
+        # an empty id is INVALID_REQUEST on every node of a cluster (Kafka checks it before the coordinator)
+        not_coordinator = ctx.broker.coordinator_error(1, request.transactional_id) if request.transactional_id else None
         if not_coordinator is not None:
             err, pid, epoch = producer_answer(not_coordinator, API_KEY, ctx.api_version)
             return build(m.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=err, producer_id=pid,
