@@ -27,9 +27,14 @@ Invariants
     - One rule compares loosely, by design: where Kafka answers ``error_message: null``, oncelog
       may name what was wrong (the project's rule "bad input gets a clear error"); where Kafka
       sends a message, the two are compared exactly.
+    - A conversation with a cluster sends each request where a Kafka client sends it
+      (routing.py); with one node, everything goes to the one connection it names. Compared with
+      a one-node Kafka, a cluster's answers differ by nature only in their lists of brokers, which
+      :func:`one_broker_view` collapses (that comparison only: the one-node one keeps them whole).
     - A difference is either fixed in oncelog or declared beside its scenario
-      (``differs="by design: ..."``) with the reason; the test of a scenario fails when an
-      undeclared difference appears, and when a declared one is gone (the declaration is stale).
+      (``differs="by design: ..."``; ``cluster_differs=`` for one the cluster alone shows) with the
+      reason; the test of a scenario fails when an undeclared difference appears, and when a
+      declared one is gone (the declaration is stale).
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ from kio.static.constants import EntityType
 
 from oncelog.client.wire import RawClient
 from oncelog.protocol import records as rb
+
+from .routing import Identity, Router
 
 # API keys, as Kafka numbers them.
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
@@ -84,14 +91,17 @@ class Scenario:
     doc: str  # the first line of the function's docstring: what it checks
     fn: Callable[["Conversation"], Any]
     differs: str | None = None  # the declared reason Kafka's answer and oncelog's differ
+    cluster_differs: str | None = None  # the declared reason they differ on oncelog's cluster only
 
 
 SCENARIOS: dict[str, Scenario] = {}
 
 
-def scenario(area: str, *, differs: str | None = None):
+def scenario(area: str, *, differs: str | None = None, cluster_differs: str | None = None):
     """Register ``fn(k) -> answer`` as scenario ``area.<fn name>``; ``differs`` declares that the
-    answers differ and why ("by design: ..."), as docs/conformance.md's list of differences says it."""
+    answers differ and why ("by design: ..."), as docs/conformance.md's list of differences says it;
+    ``cluster_differs`` that oncelog's two-node cluster answers differently from Kafka where its one
+    node does not, and why."""
 
     def register(fn):
         name = f"{area}.{fn.__name__}"
@@ -100,7 +110,7 @@ def scenario(area: str, *, differs: str | None = None):
         doc = (fn.__doc__ or "").strip().splitlines()
         if not doc:
             raise ValueError(f"scenario {name} has no docstring saying what it checks")
-        SCENARIOS[name] = Scenario(area, name, doc[0].strip(), fn, differs)
+        SCENARIOS[name] = Scenario(area, name, doc[0].strip(), fn, differs, cluster_differs)
         return fn
 
     return register
@@ -126,14 +136,17 @@ class ScenarioFailed(AssertionError):
 
 class Conversation:
     """One scenario's connection to one broker. ``k.send(request)`` sends a kio request and returns
-    kio's response; helpers below build the usual requests. The single node answers for every
-    partition and coordinator, so one connection serves them all; :meth:`connect` opens another
-    (a second producer's or member's own connection, when a scenario needs one)."""
+    kio's response; helpers below build the usual requests. :meth:`connect` opens another identity
+    (a second producer's or member's own connections, when a scenario needs one). On a one-node
+    broker every request goes to the identity's one connection; on a cluster each goes where a
+    Kafka client sends it (:class:`~.routing.Router`: the partition's leader, the coordinator,
+    every node, or the bootstrap), on that identity's connection to the node."""
 
     def __init__(self, broker: str, bootstrap: str, run_id: str) -> None:
-        self.broker = broker  # "apache-kafka" | "oncelog"
+        self.broker = broker  # "apache-kafka" | "oncelog" | "oncelog-cluster"
         self.bootstrap = bootstrap
         self.prefix = f"cf{run_id}-"
+        self.router = Router(bootstrap)
         self._clients: list[RawClient] = []
         self.client = self.connect()
 
@@ -143,9 +156,10 @@ class Conversation:
                 c.close()
             except OSError:
                 pass
+        self.router.close()
 
-    def connect(self) -> RawClient:
-        c = RawClient(self.bootstrap, timeout=30.0)
+    def connect(self) -> Identity:
+        c = Identity(self.bootstrap, timeout=30.0)
         self._clients.append(c)
         return c
 
@@ -154,7 +168,11 @@ class Conversation:
         return self.prefix + base
 
     def send(self, request, *, via: RawClient | None = None):
-        return (via or self.client).request(request)
+        """``request`` as identity ``via`` (default: :attr:`client`), to the node that must answer it."""
+        ident = via or self.client
+        if not isinstance(ident, Identity) or not self.router.clustered:
+            return ident.request(request)
+        return self.router.send(ident, request)
 
     def wait_until(self, fn: Callable[[], Any], what: str, timeout: float = 30.0, interval: float = 0.05):
         """Poll ``fn()`` until it returns something truthy, and return that; ScenarioFailed after
@@ -193,10 +211,23 @@ class Conversation:
         return name
 
     def _leaders_known(self, topic: str, partitions: int) -> bool:
-        md = self.metadata([topic])
-        t = md.topics[0]
-        return int(t.error_code) == 0 and len(t.partitions) == partitions and all(
+        """Every node's Metadata names a leader for each of the ``partitions`` of ``topic`` (as a
+        client of a cluster waits, so a request to any node finds the topic)."""
+        return all(int(t.error_code) == 0 and len(t.partitions) == partitions and all(
             p.leader_id >= 0 and int(p.error_code) == 0 for p in t.partitions)
+            for t in (md.topics[0] for md in self.every_node_metadata([topic])))
+
+    def every_node_metadata(self, topics: list[str] | None, *, version: int = 12) -> list:
+        """Metadata of ``topics`` from each node: on a one-node broker the one answer, on the
+        conversation's connection; on a cluster one per node, on :attr:`client`'s connections."""
+        if not self.router.clustered:
+            return [self.metadata(topics, version=version)]
+        m = mod(METADATA, version)
+        request = m.MetadataRequest(
+            topics=None if topics is None else tuple(m.MetadataRequestTopic(name=t, topic_id=uuid.UUID(int=0))
+                                                     for t in topics),
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        return [self.client.on(self.router.address(n)).request(request) for n in sorted(self.router.nodes)]
 
     def metadata(self, topics: list[str] | None, *, version: int = 12):
         m = mod(METADATA, version)
@@ -215,7 +246,11 @@ class Conversation:
             topic_data=(m.TopicProduceData(name=topic, partition_data=tuple(
                 m.PartitionProduceData(index=p, records=bytes(b)) for p, b in parts)),))
         if acks == 0:
-            (via or self.client).send_frame((via or self.client).encode(request))
+            ident = via or self.client
+            if isinstance(ident, Identity) and self.router.clustered:
+                self.router.send_frame(ident, request)
+            else:
+                ident.send_frame(ident.encode(request))
             return None
         return self.send(request, via=via)
 
@@ -433,7 +468,7 @@ def _short(value, limit: int = 160) -> str:
 # ---------------------------------------------------------------------- running
 
 
-_run_ids = itertools.count()
+_run_ids: dict[str, itertools.count] = {}  # per broker: a scenario's nth run has one name length on each
 
 
 RETRIABLE_AT_START = {"coordinator_load_in_progress", "coordinator_not_available", "not_coordinator"}
@@ -459,7 +494,7 @@ def warm_up(bootstrap: str, timeout: float = 120.0) -> None:
 
 def run_one(sc: Scenario, broker: str, bootstrap: str, session: str):
     """``sc`` against one broker: its normalised answer, or ``{"failed": ...}`` if it raised."""
-    run_id = f"{session}{next(_run_ids)}"
+    run_id = f"{session}{next(_run_ids.setdefault(broker, itertools.count()))}"
     k = Conversation(broker, bootstrap, run_id)
     try:
         answer = sc.fn(k)
@@ -482,10 +517,36 @@ class Outcome:
         return not self.diffs
 
 
-def run_both(sc: Scenario, kafka_bootstrap: str, oncelog_bootstrap: str, session: str) -> Outcome:
-    kafka = run_one(sc, "apache-kafka", kafka_bootstrap, session)
+def run_both(sc: Scenario, kafka_bootstrap: str, oncelog_bootstrap: str, session: str, *, kafka=None) -> Outcome:
+    """``sc`` on both brokers (Kafka's normalised answer may be given: one run serves two comparisons)."""
+    kafka = run_one(sc, "apache-kafka", kafka_bootstrap, session) if kafka is None else kafka
     oncelog = run_one(sc, "oncelog", oncelog_bootstrap, session)
     return Outcome(sc, kafka, oncelog, differences(kafka, oncelog))
+
+
+BROKER_LISTS = {"brokers", "node_endpoints"}
+
+
+def one_broker_view(answer):
+    """``answer`` (normalised) as a one-node cluster would give it: in each list of brokers
+    (:data:`BROKER_LISTS`: Metadata's and DescribeCluster's ``brokers``, Produce's and Fetch's
+    ``node_endpoints``) identical entries collapse to one. Normalised, two nodes read
+    ``{"node_id": "<node>", "host": "<host>", "port": "<port>"}`` both; their number is the one
+    thing a correctly routed conversation sees differ with the cluster's size."""
+    if isinstance(answer, dict):
+        return {k: (_unique(v) if k in BROKER_LISTS and isinstance(v, list) else one_broker_view(v))
+                for k, v in answer.items()}
+    if isinstance(answer, list):
+        return [one_broker_view(v) for v in answer]
+    return answer
+
+
+def _unique(entries: list) -> list:
+    out: list = []
+    for e in entries:
+        if e not in out:
+            out.append(e)
+    return out
 
 
 def table(outcomes: list[Outcome]) -> str:

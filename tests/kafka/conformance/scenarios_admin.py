@@ -454,7 +454,8 @@ def delete_then_recreate(k):
     """A deleted topic created again gets a new id and an empty log."""
     name = filled(k)
     delete_topics(k, [name])
-    k.wait_until(lambda: not exists(k, name), "topic gone")
+    k.wait_until(lambda: all(int(md.topics[0].error_code) != 0 for md in k.every_node_metadata([name])),
+                 "topic gone")  # from every node (a cluster's): none still serves the old log
     again = k.wait_until(lambda: (r := create(k, {"name": name})) and int(r.topics[0].error_code) == 0 and r,
                          "topic created again")
     # a new partition's leader may answer NOT_LEADER_OR_FOLLOWER a moment after Metadata names it

@@ -28,6 +28,10 @@ def test_declared_reasons_say_why():
     for sc in load_scenarios().values():
         if sc.differs:
             assert re.match(r"(by design|open): \S", sc.differs), f"{sc.name}: differs= must start 'by design: ' or 'open: '"
+        if sc.cluster_differs:
+            assert re.match(r"(by design|open): \S", sc.cluster_differs), (
+                f"{sc.name}: cluster_differs= must start 'by design: ' or 'open: '")
+            assert not sc.differs, f"{sc.name}: declares differs=, which the cluster run holds to as well"
 
 
 def test_committed_table_matches_the_registry():
