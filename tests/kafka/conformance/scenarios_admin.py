@@ -147,8 +147,14 @@ def incremental(k, resource_type: int, name: str, ops, *, validate_only: bool = 
         configs=tuple(m.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops)),)))
     if resource_type == GROUP and not validate_only and resp.responses[0].error_code == 0:
         _group_settled(k, name, lambda own: all(
-            (own.get(n) == v) if op == SET else (n not in own) for n, op, v in ops if op in (SET, DELETE)))
+            (_as_list(own.get(n)) == _as_list(v)) if op == SET else (n not in own)
+            for n, op, v in ops if op in (SET, DELETE)))
     return _node_named(resp, resource_type)
+
+
+def _as_list(value):
+    """A config value as a LIST config's items: Kafka describes "a, b" as "a,b"."""
+    return value if value is None else ",".join(item.strip() for item in value.split(","))
 
 
 def _group_settled(k, group: str, done) -> None:
