@@ -95,11 +95,26 @@ async def _long_poll(ctx, request, deadline):
             await asyncio.wait_for(fut, remaining)
         except asyncio.TimeoutError:
             break
+        finally:
+            # Only an append empties a log's waiters: a poll that timed out takes its future
+            # back, or a consumer polling an idle partition for weeks would grow the list forever.
+            forget_waiter(logs, fut)
         result, total, has_error = _collect(ctx, request)
         if total >= request.min_bytes or has_error:
             return _response(ctx, result)
     result, _, _ = _collect(ctx, request)
     return _response(ctx, result)
+
+
+def forget_waiter(logs, fut) -> None:
+    """Take ``fut`` out of the logs' waiters (a long poll that ended without being woken)."""
+    if fut.done() and not fut.cancelled():
+        return  # woken: the log emptied its list
+    for plog in logs:
+        try:
+            plog.waiters.remove(fut)
+        except ValueError:
+            pass
 
 
 def _topic_key(ctx, t):

@@ -181,6 +181,26 @@ def test_a_long_poll_is_answered_when_data_arrives_or_when_max_wait_passes(tmp_p
     run(tmp_path, scenario)
 
 
+def test_long_polls_that_time_out_leave_no_waiter_behind_on_an_idle_partition(tmp_path):
+    """Only an append empties a log's waiters: each long poll that times out takes its own back,
+    so a consumer polling an idle partition for weeks does not grow the list (it did: one future
+    per poll, freed only by the next append)."""
+    async def scenario(api):
+        await api.create_topic("t")
+        plog = api.broker.partitions.get("t", 0).log
+        for _ in range(20):
+            await api.fetch_request({("t", 0): 0}, min_bytes=1, max_wait_ms=5)
+        assert plog.waiters == []
+        waiting = asyncio.ensure_future(api.fetch_request({("t", 0): 0}, min_bytes=1, max_wait_ms=3000))
+        await asyncio.sleep(0.05)
+        assert len(plog.waiters) == 1  # the one waiting poll, woken by the append below
+        await api.produce("t", batch([b"a"]))
+        await waiting
+        assert plog.waiters == []
+
+    run(tmp_path, scenario)
+
+
 # ---------------------------------------------------------------------- leader epochs (KIP-320)
 # The one leader's epoch is 0; Kafka's Partition.checkCurrentLeaderEpoch and readRecords.
 
