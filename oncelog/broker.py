@@ -34,6 +34,7 @@ from .faults import FaultHandle, Faults
 from .notices import log_rejections
 from .config.settings import BrokerConfig
 from .groups.coordinator import GroupCoordinator
+from .groups.share_coordinator import ShareCoordinator
 from .groups.store import OffsetsTopic
 from .partition import PartitionManager
 from .txn.coordinator import TransactionCoordinator
@@ -156,6 +157,14 @@ class Broker:
         loaded = self.offsets_topic.replay(self.groups)
         self.groups.finish_load()
         log.info("group coordinator loaded %d record(s): %d group(s)", loaded, len(self.groups.groups))
+        # Share groups (KIP-932): membership in the same namespace of group ids, share partitions
+        # and their state (__share_group_state) on the partitions' leader.
+        classic_or_consumer = self.groups.groups
+        self.share = ShareCoordinator(
+            self.partitions, self.clock, self.placement,
+            topics=lambda: {t.name: (t.topic_id, t.partitions) for t in topics.values() if not t.internal},
+            settings=self.metadata.group_configs.share_settings,
+            other_type=lambda g: None if g not in classic_or_consumer else type(classic_or_consumer[g]).__name__)
         # The two coordinators meet only here, through callbacks: markers reaching
         # __consumer_offsets settle the group side's pending transactional offsets, and the
         # transaction side asks where a group's offsets live (AddOffsetsToTxn, TxnOffsetCommit).
@@ -211,6 +220,7 @@ class Broker:
                     self.schedule_group_timer()
                 for txn_id in self.txn.tick():
                     log.info("transaction %s timed out: aborting it and fencing its producer", txn_id)
+                self.share.tick()  # acquisition locks and share group members (100 ms is precise enough)
             except Exception:
                 log.exception("coordinator timer failed")
 
@@ -323,6 +333,11 @@ class Broker:
         runs before the API's handler and answers (returns what a handler returns) or passes the
         request on (None). ``count`` answers, 0 = until ``handle.remove()``."""
         return self.faults.control(api_key, fn, count)
+
+    def connection_closed(self, session: Session | None, peer: str) -> None:
+        """A client connection closed: the share sessions it made end, and their members'
+        acquired records become available again (Kafka's ShareSessionCache on a disconnect)."""
+        self.share.connection_closed(id(session) if session is not None else peer)  # as apis._share.connection_of
 
     def handle_frame(self, frame: bytes, peer: str, session: Session | None = None):
         try:

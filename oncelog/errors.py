@@ -78,6 +78,8 @@ class NotLeaderOrFollower(KafkaError): ...
 class NotController(KafkaError): ...
 class NotCoordinator(KafkaError): ...
 class LeaderNotAvailable(KafkaError): ...
+# share groups (KIP-932)
+class InvalidRecordState(KafkaError): ...
 
 
 ERROR_CODES: dict[type[KafkaError], ErrorCode] = {
@@ -139,6 +141,7 @@ ERROR_CODES: dict[type[KafkaError], ErrorCode] = {
     NotController: ErrorCode.not_controller,
     NotCoordinator: ErrorCode.not_coordinator,
     LeaderNotAvailable: ErrorCode.leader_not_available,
+    InvalidRecordState: ErrorCode.invalid_record_state,
 }
 
 def error_code_for(exc: BaseException | None) -> ErrorCode:

@@ -301,6 +301,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         limits = self.limits
         if self.ip is None:
             return  # refused (admit), or already uncounted
+        try:
+            self.broker.connection_closed(self.session, self.peer)
+        except Exception:  # never lose the accounting below to it
+            log.exception("closing the share sessions of %s failed", self.peer)
         limits.connections.discard(self)
         limits.per_ip[self.ip] -= 1
         if not limits.per_ip[self.ip]:

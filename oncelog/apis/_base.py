@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..config.settings import BrokerConfig
     from ..errors import KafkaError
     from ..groups.coordinator import GroupCoordinator
+    from ..groups.share_coordinator import ShareCoordinator
     from ..groups.store import OffsetsTopic
     from ..partition import PartitionManager
     from ..security.acls import AclStore
@@ -56,6 +57,7 @@ class BrokerView(Protocol):
     logs: "LogManager"  # the logs themselves (DescribeLogDirs); appends go through partitions
     partitions: "PartitionManager"
     groups: "GroupCoordinator"
+    share: "ShareCoordinator"  # share groups (KIP-932): membership, sessions, share partitions
     offsets_topic: "OffsetsTopic"
     txn: "TransactionCoordinator"
     markers: "MarkerWriter"

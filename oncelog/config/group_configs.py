@@ -300,6 +300,35 @@ def consumer_settings(props: Mapping[str, str], gc: GroupConfig) -> dict[str, in
     return out
 
 
+SHARE_SETTINGS = ("share.session.timeout.ms", "share.heartbeat.interval.ms", "share.record.lock.duration.ms",
+                  "share.delivery.count.limit", "share.partition.max.record.locks", "share.auto.offset.reset",
+                  "share.isolation.level", "share.renew.acknowledge.enable")
+
+
+def share_settings(props: Mapping[str, str], gc: GroupConfig) -> dict[str, object]:
+    """Every setting a share group runs by (:data:`SHARE_SETTINGS`): the group's own, clamped into
+    the broker's bounds as Kafka's GroupConfig.evaluate does, else the broker's default (Kafka 4.4's
+    ``group.share.*``, :data:`KAFKA_BROKER_DEFAULTS`), else the config's own default."""
+    bounds = {name: (lo, hi) for name, lo, hi in _bounds(gc)}
+    out: dict[str, object] = {}
+    for name in SHARE_SETTINGS:
+        c = GROUP_CONFIGS[name]
+        value = None
+        if name in props:
+            try:
+                value = parse_value(name, props[name], c.type)
+            except ConfigError:
+                value = None  # validated when set; a hand-edited file is not trusted
+        if value is None:
+            value = parse_value(name, KAFKA_BROKER_DEFAULTS.get("group." + name, c.default), c.type)
+        if isinstance(value, int) and not isinstance(value, bool) and name in bounds:
+            lo, hi = bounds[name]
+            value = max(value, lo) if lo is not None else value
+            value = min(value, hi) if hi is not None else value
+        out[name] = value
+    return out
+
+
 BrokerSynonyms = Callable[[str], list[tuple[str, str | None, int]]]
 
 

@@ -1,5 +1,5 @@
 """The group coordinator: classic-protocol and consumer (KIP-848) groups in one namespace of group
-ids, their offsets, and ``__consumer_offsets``. Laid out as :mod:`oncelog.txn` is, one idea per
+ids, their offsets, and ``__consumer_offsets``; share groups (KIP-932) beside them. Laid out as :mod:`oncelog.txn` is, one idea per
 module:
 
 Classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup):
@@ -32,6 +32,17 @@ Between the two:
 * :mod:`.classic_members` — a classic member's partitions by topic name <-> by topic id (the
   consumer protocol's bytes are :mod:`oncelog.protocol.consumer_protocol`).
 
+Share groups (KIP-932: ShareGroupHeartbeat, ShareFetch, ShareAcknowledge; docs/share-groups.md):
+
+* :mod:`.share_coordinator` — ShareCoordinator, the front the handlers use: share partitions made
+  on first fetch, the fetch's read and acquire, acknowledgements made durable, releases, timers;
+* :mod:`.share_group` — ShareGroups: membership by heartbeat (epochs, sessions, the assignment);
+* :mod:`.share_assignor` — Kafka's SimpleAssignor (a partition may go to several members);
+* :mod:`.share_sessions` — ShareSessions: the share-session cache (epochs, limit, connections);
+* :mod:`.share_partition` — SharePartition: in-flight records, acquire / acknowledge / release /
+  expire, the SPSO, the StateChanges to persist;
+* :mod:`.share_state` — ``__share_group_state``: its records (a snapshot per change) and replay.
+
 Offsets and storage:
 
 * :mod:`.offsets` — committed and transactional offsets (GroupOffsets), DeleteGroups, retention;
@@ -41,5 +52,6 @@ Offsets and storage:
   and the one key codec of every record type;
 * :mod:`.store` — the I/O side: the ``__consumer_offsets`` topic and its replay.
 
-Only :mod:`.store` does I/O; the rest is sans-IO and driven by an injected clock and ``persist``.
+Only :mod:`.store`, :mod:`.share_state` and :mod:`.share_coordinator` do I/O; the rest is sans-IO
+and driven by an injected clock and ``persist``.
 """

@@ -200,6 +200,11 @@ class GroupConfigs:
         """The coordinator's hook: the group's own consumer.* settings in force."""
         return self._effective.get(group_id, {})
 
+    def share_settings(self, group_id: str) -> Mapping[str, object]:
+        """A share group's settings in force (its own, else the broker's defaults): every
+        ``share.*`` setting the share coordinator and share partitions run by."""
+        return gcfg.share_settings(self._configs.get(group_id, {}), self.settings)
+
     def replace(self, group_id: str, props: Mapping[str, str | None], *, validate_only: bool) -> None:
         """Make ``props`` the group's whole set of configs: validated as Kafka's GroupConfig.validate
         (INVALID_CONFIG with its message), then, unless ``validate_only``, written and in force.

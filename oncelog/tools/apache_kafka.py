@@ -677,6 +677,9 @@ class KafkaCluster:
                 "offsets.topic.replication.factor": replicas,
                 "transaction.state.log.replication.factor": replicas,
                 "transaction.state.log.min.isr": min_isr,
+                # Share groups (KIP-932): their state topic, sized to the cluster as the two above.
+                "share.coordinator.state.topic.replication.factor": replicas,
+                "share.coordinator.state.topic.min.isr": min_isr,
                 "group.initial.rebalance.delay.ms": "0",
                 # KIP-848 groups: only the bounds are lowered (the defaults stay Kafka's 45 s session,
                 # 5 s heartbeat), so a test may set a short consumer.session.timeout.ms and

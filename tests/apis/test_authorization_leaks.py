@@ -33,7 +33,7 @@ from .harness import E, Api, request_module, run_with_authorizer
 ADMIN, ALICE, BOB = "User:admin", "User:alice", "User:bob"
 MINE, SECRET, VISIBLE = "mine", "secret", "visible"
 INT32_MIN = -2147483648
-INTERNAL = ("__consumer_offsets", "__transaction_state")
+INTERNAL = ("__consumer_offsets", "__transaction_state", "__share_group_state")
 
 
 def grant(api: Api, principal: str, *acls) -> None:

@@ -448,6 +448,30 @@ async def _admin_consumes_t_in_cg2(admin: Api, fx: Fixture) -> None:
     _grant(admin, [(R.GROUP, "cg2", Op.DESCRIBE)])
 
 
+def _share_group_heartbeat(m, fx):  # a share group join
+    return m.ShareGroupHeartbeatRequest(group_id="sg", member_id="m-share", member_epoch=0, rack_id=None,
+                                        subscribed_topic_names=(TOPIC,))
+
+
+def _share_group_describe(m, fx):
+    return m.ShareGroupDescribeRequest(group_ids=("sg",), include_authorized_operations=False)
+
+
+def _share_fetch(m, fx):  # opens a share session on TOPIC-0 (nothing acquired: the group starts at latest)
+    return _known(m.ShareFetchRequest, group_id="sg", member_id="m-share", share_session_epoch=0,
+                  max_wait=datetime.timedelta(0), min_bytes=0, max_bytes=1 << 20, max_records=10, batch_size=10,
+                  share_acquire_mode=0, is_renew_ack=False, forgotten_topics_data=(), topics=(m.FetchTopic(
+                      topic_id=fx.extra["ids"][TOPIC], partitions=(m.FetchPartition(
+                          partition_index=0, acknowledgement_batches=()),)),))
+
+
+def _share_acknowledge(m, fx):  # with no session: SHARE_SESSION_NOT_FOUND once authorized
+    return _known(m.ShareAcknowledgeRequest, group_id="sg", member_id="m-share", share_session_epoch=1,
+                  is_renew_ack=False, topics=(m.AcknowledgeTopic(topic_id=fx.extra["ids"][TOPIC], partitions=(
+                      m.AcknowledgePartition(partition_index=0, acknowledgement_batches=(
+                          m.AcknowledgementBatch(first_offset=0, last_offset=0, acknowledge_types=(1,)),)),)),))
+
+
 def _topic_ids(m, fx, names):
     return tuple(m.MetadataRequestTopic(topic_id=fx.extra["ids"][n], name=None) for n in names)
 
@@ -558,6 +582,14 @@ MATRIX: dict[int, Entry] = {
     69: Entry(call(69, 1, _consumer_group_describe), ((R.GROUP, "cg", Op.DESCRIBE),), E.group_authorization_failed,
               allowed=lambda resp: resp.groups[0].error_code == E.group_id_not_found),
     75: Entry(call(75, 0, _describe_topic_partitions), (TOPIC_DESCRIBE,), E.topic_authorization_failed),
+    76: Entry(call(76, 1, _share_group_heartbeat), ((R.GROUP, "sg", Op.READ), TOPIC_DESCRIBE),
+              E.group_authorization_failed, allowed=lambda resp: resp.error_code == E.none and resp.member_epoch == 1),
+    77: Entry(call(77, 1, _share_group_describe), ((R.GROUP, "sg", Op.DESCRIBE),), E.group_authorization_failed,
+              allowed=lambda resp: resp.groups[0].error_code == E.group_id_not_found),
+    78: Entry(call(78, 2, _share_fetch), ((R.GROUP, "sg", Op.READ), TOPIC_READ), E.group_authorization_failed,
+              setup=_learn_topic_ids),
+    79: Entry(call(79, 2, _share_acknowledge), ((R.GROUP, "sg", Op.READ), TOPIC_READ), E.group_authorization_failed,
+              setup=_learn_topic_ids, allowed=lambda resp: resp.error_code == E.share_session_not_found),
 }
 
 # More cases than one per API: each runs like a MATRIX entry.

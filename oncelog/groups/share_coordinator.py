@@ -1,0 +1,253 @@
+"""Share groups on one broker (KIP-932): the front the handlers talk to. It holds the share
+groups' membership (:mod:`.share_group`), the share sessions (:mod:`.share_sessions`), the share
+partitions this node leads (:mod:`.share_partition`) and their persisted state
+(:mod:`.share_state`), and does the share fetch's reading: from a share partition's next fetch
+offset, whole log batches up to the high watermark (``read_uncommitted``) or the last stable
+offset (``read_committed``, aborted transactions archived), acquired for the fetching member.
+
+A share partition (group id, topic id, partition) is made on its first fetch, from its persisted
+state if it has one, else at ``share.auto.offset.reset`` (``latest``: the high watermark;
+``earliest``: the log start; ``by_duration:D``: the first offset at or after now - D, else the
+high watermark). Every acknowledgement, release and lock expiry writes the share partition's
+whole state (:mod:`.share_state`); an acknowledgement is answered once that write is durable
+(``on_done``). A write that fails is answered as an error (UNKNOWN_SERVER_ERROR, as Kafka maps a
+persister failure it cannot name) while the state in memory keeps the change: after a crash the
+durable state is the older one, so records are delivered again (never lost).
+
+Timers: :meth:`tick` (the broker's 100 ms tick) expires locks and members. Waiting fetches are
+woken (:meth:`wake`) when records become available again (release, expiry, RELEASE); new data
+wakes them through the partition logs' own waiters.
+
+Bounds: one share partition per (group, partition) fetched, each holding at most
+``share.partition.max.record.locks`` records in flight (plus one log batch); sessions at most
+``group.share.max.share.sessions``; members per group ``group.share.max.size``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from .. import errors
+from ..cluster import Placement
+from ..errors import KafkaError
+from ..partition.manager import PartitionManager
+from ..protocol import records as rb
+from .share_group import ShareGroups
+from .share_partition import AcquiredRange, LogBatch, SharePartition, ShareStateError
+from .share_sessions import ShareSessions
+from .share_state import Key, ShareStateTopic, storage_error
+
+log = logging.getLogger("oncelog.groups")
+
+STATE_PARTITIONS = 16  # __share_group_state: at least one partition per node of a cluster (<= 16)
+
+
+@dataclass
+class PartitionFetch:
+    """One partition of a ShareFetch answer."""
+
+    error: KafkaError | None = None
+    records: bytes | None = None
+    acquired: list[AcquiredRange] = field(default_factory=list)
+
+
+class ShareCoordinator:
+    def __init__(self, partitions: PartitionManager, clock: Callable[[], int], placement: Placement,
+                 topics: Callable[[], Mapping[str, tuple]], settings: Callable[[str], Mapping[str, object]],
+                 other_type: Callable[[str], str | None]) -> None:
+        self.partitions = partitions
+        self.clock = clock
+        self.settings = settings
+        self.groups = ShareGroups(clock, topics, settings, other_type)
+        self.sessions = ShareSessions()
+        self.state = ShareStateTopic(partitions, STATE_PARTITIONS, placement)
+        self._persisted: dict[Key, object] = self.state.replay()  # read once, used at first fetch
+        self.shares: dict[Key, SharePartition] = {}
+        self._waiters: list[asyncio.Future] = []
+
+    # ------------------------------------------------------------------ share partitions
+
+    def share_partition(self, group_id: str, name: str, topic_id: uuid.UUID, index: int) -> SharePartition:
+        """The share partition, made on first use (module docstring); the data partition must
+        be led here (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION otherwise)."""
+        key = (group_id, topic_id, index)
+        sp = self.shares.get(key)
+        partition = self.partitions.get(name, index)
+        settings = self.settings(group_id)
+        if sp is None:
+            plog = partition.log
+            state = self._persisted.pop(key, None)
+            limit = int(settings["share.partition.max.record.locks"])
+            if state is not None:
+                sp = SharePartition(max(state.start_offset, plog.log_start_offset), max_in_flight=limit,
+                                    batches=[b for b in state.batches if b.last_offset >= plog.log_start_offset])
+            else:
+                sp = SharePartition(self._initial_offset(plog, str(settings["share.auto.offset.reset"])),
+                                    max_in_flight=limit)
+            self.shares[key] = sp
+        sp.max_in_flight = int(settings["share.partition.max.record.locks"])
+        sp.move_start(partition.log.log_start_offset)
+        return sp
+
+    def _initial_offset(self, plog, reset: str) -> int:
+        if reset == "earliest":
+            return plog.log_start_offset
+        if reset.startswith("by_duration:"):
+            found = plog.offset_for_timestamp(self.clock() - _duration_ms(reset[len("by_duration:"):]))
+            return found[0] if found is not None else plog.high_watermark
+        return plog.high_watermark
+
+    # ------------------------------------------------------------------ fetch
+
+    def fetch(self, group_id: str, member_id: str, name: str, topic_id: uuid.UUID, index: int, *,
+              max_records: int, batch_size: int, max_bytes: int, record_limit: bool = False) -> PartitionFetch:
+        """Read and acquire for one partition of a ShareFetch (the handler keeps the request's
+        ``max_records`` and ``max_bytes`` budgets across partitions)."""
+        try:
+            sp = self.share_partition(group_id, name, topic_id, index)
+        except KafkaError as exc:
+            return PartitionFetch(exc)
+        settings = self.settings(group_id)
+        if max_records <= 0 or not sp.can_acquire():
+            return PartitionFetch()
+        partition = self.partitions.get(name, index)
+        plog = partition.log
+        read_committed = settings["share.isolation.level"] == "read_committed"
+        upper = partition.last_stable_offset() if read_committed else plog.high_watermark
+        offset = sp.next_fetch_offset()
+        if offset >= upper:
+            return PartitionFetch()
+        try:
+            data = plog.read(offset, max(max_bytes, 1), upper, min_one=True)
+        except errors.OffsetOutOfRangeError:
+            sp.move_start(plog.log_start_offset)  # Kafka absorbs it: no error, no records
+            return PartitionFetch()
+        if not data:
+            return PartitionFetch()
+        headers = rb.scan_batches(data, verify_crc=False)
+        batches = [LogBatch(h.base_offset, h.last_offset, h.producer_id, h.is_transactional, h.is_control)
+                   for h in headers]
+        aborted = partition.aborted_between(offset, upper) if read_committed else ()
+        acquired = sp.acquire(member_id, batches, max_records=max_records, batch_size=max(batch_size, 1),
+                              now_ms=self.clock(), lock_ms=int(settings["share.record.lock.duration.ms"]),
+                              delivery_limit=int(settings["share.delivery.count.limit"]), aborted=aborted,
+                              record_limit=record_limit)
+        if not acquired:
+            return PartitionFetch()
+        first, last = acquired[0].first_offset, acquired[-1].last_offset
+        kept = [h for h in headers if h.last_offset >= first and h.base_offset <= last]
+        records = data[kept[0].position: kept[-1].position + kept[-1].size]
+        return PartitionFetch(None, bytes(records), acquired)
+
+    # ------------------------------------------------------------------ acknowledge, release
+
+    def acknowledge(self, group_id: str, member_id: str, name: str, topic_id: uuid.UUID, index: int,
+                    acks, on_done: Callable[[KafkaError | None], None]) -> None:
+        """Apply one partition's acknowledgements (all or none) and answer ``on_done`` once the
+        new state is durable (an error at once for a refused one)."""
+        key = (group_id, topic_id, index)
+        try:
+            sp = self.share_partition(group_id, name, topic_id, index)
+        except KafkaError as exc:
+            return on_done(exc)
+        settings = self.settings(group_id)
+        self._expire_one(key, sp)  # a lock past its deadline is no longer the member's
+        start = sp.start_offset
+        try:
+            change = sp.acknowledge(member_id, acks, now_ms=self.clock(),
+                                    lock_ms=int(settings["share.record.lock.duration.ms"]),
+                                    delivery_limit=int(settings["share.delivery.count.limit"]))
+        except ShareStateError as exc:
+            return on_done(_ack_error(exc))
+        if not change.batches and sp.start_offset == start:
+            return on_done(None)  # RENEW only, or offsets below the SPSO: nothing to write
+        # (no batches but a new SPSO: the leading records are done and dropped — that is a change)
+        self.wake()
+        self._persist(key, sp, on_done)
+
+    def release(self, group_id: str, member_id: str, parts) -> None:
+        """A share session ended: its member's acquired records in ``parts`` ((topic id,
+        partition)) are available again, this delivery not counted."""
+        for topic_id, index in parts:
+            key = (group_id, topic_id, index)
+            sp = self.shares.get(key)
+            if sp is None:
+                continue
+            limit = int(self.settings(group_id)["share.delivery.count.limit"])
+            if sp.release_member(member_id, delivery_limit=limit) is not None:
+                self._persist(key, sp, _log_failure(key))
+        self.wake()
+
+    def connection_closed(self, connection) -> None:
+        for (group_id, member_id), parts in self.sessions.connection_closed(connection):
+            self.release(group_id, member_id, parts)
+
+    def _persist(self, key: Key, sp: SharePartition, on_done: Callable[[KafkaError | None], None]) -> None:
+        def done(error: KafkaError | None) -> None:
+            on_done(None if error is None else storage_error(key))
+        self.state.persist(key, sp.snapshot(), done)
+
+    # ------------------------------------------------------------------ timers and waiters
+
+    def tick(self) -> None:
+        """Expire locks past their deadline and members past their session."""
+        self.groups.tick()
+        for key, sp in list(self.shares.items()):
+            self._expire_one(key, sp)
+
+    def _expire_one(self, key: Key, sp: SharePartition) -> None:
+        deadline = sp.next_deadline_ms()
+        if deadline is None or deadline > self.clock():
+            return
+        limit = int(self.settings(key[0])["share.delivery.count.limit"])
+        if sp.expire(self.clock(), delivery_limit=limit) is not None:
+            self._persist(key, sp, _log_failure(key))
+            self.wake()
+
+    def waiter(self) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        return fut
+
+    def forget(self, fut: asyncio.Future) -> None:
+        """A wait that ended without being woken takes its future back (the list stays bounded)."""
+        try:
+            self._waiters.remove(fut)
+        except ValueError:
+            pass
+
+    def wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+
+def _ack_error(exc: ShareStateError) -> KafkaError:
+    if exc.code == errors.ERROR_CODES[errors.InvalidRequest]:
+        return errors.InvalidRequest(exc.message)
+    return errors.InvalidRecordState(exc.message)
+
+
+def _log_failure(key: Key) -> Callable[[KafkaError | None], None]:
+    def done(error: KafkaError | None) -> None:
+        if error is not None:
+            log.error("share partition %s: its state after a release or expiry is not durable: %s", key, error)
+    return done
+
+
+_ISO = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.IGNORECASE)
+
+
+def _duration_ms(text: str) -> int:
+    """An ISO-8601 duration (``PnDTnHnMn.nS``, as share.auto.offset.reset's by_duration) in ms."""
+    m = _ISO.match(text.strip())
+    if m is None:
+        return 0
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in m.groups())
+    return int(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
