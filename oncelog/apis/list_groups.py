@@ -1,5 +1,6 @@
 """ListGroups (key 16), v0-5, with the state filter (v4+) and type filter (v5+: "classic", "consumer": KIP-848 groups; their states are
-Kafka's ConsumerGroupState names: Empty, Assigning, Reconciling, Stable).
+Kafka's ConsumerGroupState names: Empty, Assigning, Reconciling, Stable; "share": KIP-932 share
+groups, Empty or Stable, protocol type "share", listed by the node coordinating them).
 
 ACLs (Kafka's KafkaApis.handleListGroupsRequest): with DESCRIBE on the cluster every group,
 else only the groups the principal may DESCRIBE, the others left out silently.
@@ -41,4 +42,16 @@ def handle(ctx, request):
             continue
         groups.append(build(m.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type or "",
                             group_state=g.state.value, group_type=g.group_type))
+    share = ctx.broker.share
+    for group_id in sorted(share.group_ids()):
+        if ctx.broker.coordinator_error(0, group_id) is not None:
+            continue  # another node of a cluster lists it (it coordinates the group)
+        if not everything and not _authz.group(ctx, _authz.Op.DESCRIBE, group_id):
+            continue
+        group = share.groups.get(group_id)
+        state = group.state.value if group is not None else "Empty"
+        if states and state.lower() not in states or types and "share" not in types:
+            continue
+        groups.append(build(m.ListedGroup, group_id=group_id, protocol_type="share", group_state=state,
+                            group_type="share"))
     return build(m.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=OK, groups=tuple(groups))

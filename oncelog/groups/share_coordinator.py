@@ -192,6 +192,48 @@ class ShareCoordinator:
             on_done(None if error is None else storage_error(key))
         self.state.persist(key, sp.snapshot(), done)
 
+    # ------------------------------------------------------------------ admin
+
+    def group_ids(self) -> set[str]:
+        """The share groups this node knows: those with members here, and those whose share
+        partitions it keeps state for (a group outlives its members, as in Kafka)."""
+        return {g for g, group in self.groups.groups.items() if not group.dead} | \
+            {key[0] for key in self.shares} | {key[0] for key in self._persisted}
+
+    def delete_group(self, group_id: str, on_done: Callable[[KafkaError | None], None]) -> None:
+        """DeleteGroups of a share group here: only without members (NON_EMPTY_GROUP); its
+        membership is forgotten and the state of its share partitions led here gets tombstones
+        (``on_done`` once durable). On a cluster the other leaders' state is deleted by
+        DeleteShareGroupState, sent by the handler."""
+        group = self.groups.get(group_id)
+        if group is not None and group.members:
+            return on_done(errors.NonEmptyGroup(f"Group {group_id} is not empty."))
+        if group is not None:
+            self.groups.delete(group_id)
+        self.delete_state(group_id, None, on_done)
+
+    def delete_state(self, group_id: str, parts, on_done: Callable[[KafkaError | None], None]) -> None:
+        """Forget the state of the group's share partitions ``parts`` ((topic id, partition);
+        None: every one) kept here: tombstones, ``on_done`` once durable."""
+        keys = [k for k in dict.fromkeys(list(self.shares) + list(self._persisted))
+                if k[0] == group_id and (parts is None or (k[1], k[2]) in parts)]
+        for key in keys:
+            self.shares.pop(key, None)
+            self._persisted.pop(key, None)
+        if not keys:
+            return on_done(None)
+        pending = [len(keys)]
+        failed: list[KafkaError] = []
+
+        def done(error: KafkaError | None) -> None:
+            if error is not None:
+                failed.append(error)
+            pending[0] -= 1
+            if pending[0] == 0:
+                on_done(failed[0] if failed else None)
+        for key in keys:
+            self.state.persist(key, None, done)
+
     # ------------------------------------------------------------------ timers and waiters
 
     def tick(self) -> None:

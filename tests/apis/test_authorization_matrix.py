@@ -472,6 +472,11 @@ def _share_acknowledge(m, fx):  # with no session: SHARE_SESSION_NOT_FOUND once 
                           m.AcknowledgementBatch(first_offset=0, last_offset=0, acknowledge_types=(1,)),)),)),))
 
 
+def _delete_share_group_state(m, fx):  # an inter-broker call: CLUSTER_ACTION
+    return m.DeleteShareGroupStateRequest(group_id="sg", topics=(m.DeleteStateData(
+        topic_id=fx.extra["ids"][TOPIC], partitions=(m.PartitionData(partition=0),)),))
+
+
 def _topic_ids(m, fx, names):
     return tuple(m.MetadataRequestTopic(topic_id=fx.extra["ids"][n], name=None) for n in names)
 
@@ -586,6 +591,8 @@ MATRIX: dict[int, Entry] = {
               E.group_authorization_failed, allowed=lambda resp: resp.error_code == E.none and resp.member_epoch == 1),
     77: Entry(call(77, 1, _share_group_describe), ((R.GROUP, "sg", Op.DESCRIBE),), E.group_authorization_failed,
               allowed=lambda resp: resp.groups[0].error_code == E.group_id_not_found),
+    86: Entry(call(86, 0, _delete_share_group_state), (cluster(Op.CLUSTER_ACTION),), E.cluster_authorization_failed,
+              setup=_learn_topic_ids),
     78: Entry(call(78, 2, _share_fetch), ((R.GROUP, "sg", Op.READ), TOPIC_READ), E.group_authorization_failed,
               setup=_learn_topic_ids),
     79: Entry(call(79, 2, _share_acknowledge), ((R.GROUP, "sg", Op.READ), TOPIC_READ), E.group_authorization_failed,

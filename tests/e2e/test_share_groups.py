@@ -234,3 +234,68 @@ def test_a_broker_sigkill_loses_no_record_and_redelivers_no_accepted_one(broker_
     assert not accepted & set(got), f"{len(accepted & set(got))} accepted record(s) delivered again"
     assert sorted(list(accepted) + got) == values, (len(accepted), len(got), len(set(got)))
     assert {v.encode() for v in first["held"]} <= set(got)
+
+
+def _share_groups_listed(bootstrap: str, group: str):
+    """ListGroups v5 of type ``share`` at the group's coordinator: the group's (state, type), or None."""
+    from oncelog.client.wire import RawClient, request_module
+
+    from ..helpers import coordinator_address
+
+    m = request_module(16, 5)
+    c = RawClient(coordinator_address(bootstrap, group))
+    try:
+        r = c.request(m.ListGroupsRequest(states_filter=(), types_filter=("share",)))
+    finally:
+        c.close()
+    found = [(g.group_state, g.group_type) for g in r.groups if g.group_id == group]
+    return found[0] if found else None
+
+
+def _delete_group(bootstrap: str, group: str) -> int:
+    from oncelog.client.wire import RawClient, request_module
+
+    from ..helpers import coordinator_address
+
+    m = request_module(42, 2)
+    c = RawClient(coordinator_address(bootstrap, group))
+    try:
+        return int(c.request(m.DeleteGroupsRequest(groups_names=(group,))).results[0].error_code)
+    finally:
+        c.close()
+
+
+def test_a_share_group_is_listed_by_type_and_deleted_once_empty_with_its_state(broker):
+    """ListGroups v5 lists a share group (type ``share``); DeleteGroups refuses it while it has a
+    member (NON_EMPTY_GROUP, 68) and deletes it once empty, with its share partitions' state on
+    every node: the same group id starts again from ``share.auto.offset.reset``."""
+    topic = unique("q")
+    create_topic(broker.bootstrap, topic, 2)
+    group = share_group(broker.bootstrap)
+    values = produce(broker.bootstrap, topic, 10, 2)
+
+    def consume_all():
+        c = consumer(broker.bootstrap, group, topic)
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(values) and time.monotonic() < deadline:
+            got += [m.value() for m in poll(c, 0.5)]
+        c.commit_sync(30)
+        return c, got
+
+    c, got = consume_all()
+    try:
+        assert sorted(got) == values
+        assert _share_groups_listed(broker.bootstrap, group) == ("Stable", "share")
+        assert _delete_group(broker.bootstrap, group) == 68  # NON_EMPTY_GROUP
+    finally:
+        c.close()
+    deadline = time.monotonic() + 30
+    while _share_groups_listed(broker.bootstrap, group) != ("Empty", "share"):
+        assert time.monotonic() < deadline, _share_groups_listed(broker.bootstrap, group)
+        time.sleep(0.2)
+    assert _delete_group(broker.bootstrap, group) == 0
+    assert _share_groups_listed(broker.bootstrap, group) is None
+    c, again = consume_all()  # its state is gone: from the earliest offset again
+    c.close()
+    assert sorted(again) == values
