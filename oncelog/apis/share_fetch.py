@@ -57,7 +57,11 @@ def handle(ctx, request):
     if not member_id:
         return refuse(ErrorCode.invalid_request, "MemberId can't be empty.")
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
-    added = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
+    # Only partitions that exist join the session: a session must not grow with made-up ids
+    # (an unknown one is answered UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION, and forgotten).
+    by_id = ctx.broker.metadata.topics.by_id
+    added = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions
+             if (topic := by_id.get(t.topic_id)) is not None and 0 <= p.partition_index < topic.partitions]
     forgotten = [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
     try:
         context = ctx.broker.share.sessions.fetch(group_id, member_id, request.share_session_epoch,
@@ -77,6 +81,12 @@ async def _serve(ctx, m, request, context):
     readable = _authz.filter_topics(ctx, _authz.Op.READ, [n for n in names.values() if n is not None])
     acks = await _share.apply_acks(ctx, group_id, member_id, request.topics, readable)
     answers: dict = {}  # (topic id, partition) -> [error, records, acquired]
+    for t in request.topics:  # named but not in the session: a topic id or partition that does not exist
+        for p in t.partitions:
+            key = (t.topic_id, p.partition_index)
+            if key not in context.partitions and not context.final:
+                answers[key] = [_share.partition_error(ctx, names.get(t.topic_id), t.topic_id, p.partition_index,
+                                                       readable), None, []]
     if context.final:
         _share.release_session(ctx, group_id, member_id)
     elif not getattr(request, "is_renew_ack", False):
