@@ -44,6 +44,7 @@ from .share_state import Key, ShareStateTopic, storage_error
 
 log = logging.getLogger("oncelog.groups")
 
+PRUNE_INTERVAL_MS = 10_000  # how often share partitions of deleted topics are looked for
 STATE_PARTITIONS = 16  # __share_group_state: at least one partition per node of a cluster (<= 16)
 
 
@@ -59,10 +60,15 @@ class PartitionFetch:
 class ShareCoordinator:
     def __init__(self, partitions: PartitionManager, clock: Callable[[], int], placement: Placement,
                  topics: Callable[[], Mapping[str, tuple]], settings: Callable[[str], Mapping[str, object]],
-                 other_type: Callable[[str], str | None]) -> None:
+                 other_type: Callable[[str], str | None],
+                 topic_ids: Callable[[], set] | None = None) -> None:
+        """``topics()``: the topics a share group may subscribe to, name -> (topic id, partition
+        count); ``topic_ids()``: the ids of every topic now, internal ones included."""
         self.partitions = partitions
         self.clock = clock
         self.settings = settings
+        self.topic_ids = topic_ids or (lambda: {tid for tid, _n in topics().values()})
+        self._pruned_at = 0
         self.groups = ShareGroups(clock, topics, settings, other_type)
         self.sessions = ShareSessions()
         self.state = ShareStateTopic(partitions, STATE_PARTITIONS, placement)
@@ -237,10 +243,19 @@ class ShareCoordinator:
     # ------------------------------------------------------------------ timers and waiters
 
     def tick(self) -> None:
-        """Expire locks past their deadline and members past their session."""
+        """Expire locks past their deadline and members past their session; every 10 s forget
+        the share partitions of deleted topics (their state gets tombstones), so nothing stays
+        for a topic id that no longer exists."""
         self.groups.tick()
         for key, sp in list(self.shares.items()):
             self._expire_one(key, sp)
+        if self.clock() - self._pruned_at >= PRUNE_INTERVAL_MS:
+            self._pruned_at = self.clock()
+            live = self.topic_ids()
+            for key in [k for k in list(self.shares) + list(self._persisted) if k[1] not in live]:
+                self.shares.pop(key, None)
+                self._persisted.pop(key, None)
+                self.state.persist(key, None, _log_failure(key))
 
     def _expire_one(self, key: Key, sp: SharePartition) -> None:
         deadline = sp.next_deadline_ms()

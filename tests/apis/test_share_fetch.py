@@ -56,3 +56,21 @@ def test_records_are_acquired_once_with_their_ranges(tmp_path):
         assert [p.acquired_records for r in again.responses for p in r.partitions] in ([], [()])
 
     run(tmp_path, scenario)
+
+
+def test_the_share_partitions_of_a_deleted_topic_are_forgotten(tmp_path):
+    async def scenario(api):
+        await api.create_topic("t")
+        tid = api.broker.metadata.topics.get("t").topic_id
+        m = request_module(78, 2)
+        await api.call(78, 2, share_fetch(m, 0, [(tid, [0])]))
+        assert (GROUP, tid, 0) in api.broker.share.shares
+        d = request_module(20, 6)
+        resp = await api.call(20, 6, d.DeleteTopicsRequest(
+            topics=(d.DeleteTopicState(name="t", topic_id=None),), timeout=datetime.timedelta(seconds=5)))
+        assert resp.responses[0].error_code == E.none
+        api.broker.share._pruned_at = -(10**12)  # the 10 s interval has passed
+        api.broker.share.tick()
+        assert (GROUP, tid, 0) not in api.broker.share.shares
+
+    run(tmp_path, scenario)
