@@ -20,7 +20,7 @@ Every op has::
 
     {"process": int,              # a worker incarnation: a restarted worker gets a new number
      "type": "invoke"|"ok"|"fail"|"info",
-     "f": "send"|"txn"|"poll"|"assign",
+     "f": "send"|"txn"|"poll"|"assign"|"final-done"|"share-poll"|"share-ack"|...,
      "time": int,                 # nanoseconds, time.time_ns() of the worker (one machine)
      "value": ...}
 
@@ -56,6 +56,23 @@ Operations:
 * ``f: "assign"`` — ``value`` is the list of partitions the consumer process now owns; it starts
   a new assignment session for that process (every partition of it), ending the previous one.
   A consumer that assigns partitions itself writes one ``assign`` before its first poll.
+
+Share groups (``--share-consumers``; the micro-ops name the partition as above):
+
+* ``f: "share-poll"`` (``ok`` only, with ``"since"``: ``time_ns()`` before the poll began) —
+  ``value`` is a list of ``["deliver", partition, offset, value, delivery_count]``: the records one
+  ShareConsumer.poll returned.
+* ``f: "share-ack"`` — an invoke listing ``["ack", partition, offset, value, kind, delivery_count]``
+  (``kind`` ``accept``/``release``/``reject``), written before the acknowledgements are given and
+  committed (commit_sync); the completion lists them again, each with its outcome appended
+  (``ok`` = durable, ``fail`` = refused by the broker, ``info`` = unknown); its type is that outcome
+  when all agree, else ``info``. A process that died leaves the invoke alone: every one unknown.
+* ``f: "share-final-done"`` (``ok``) — the share group's final drain ended; ``value``
+  ``{"drained": bool, "quiet_s": s}``: whether nothing more arrived for ``s`` seconds.
+* The run's own ops (process 0, ``ok``): ``f: "share-group"`` with ``{"group", "topics",
+  "delivery_count_limit", "isolation"}``, and ``f: "crash"`` (``value`` ``"broker"`` or
+  ``"node-<k>"``) at each broker or node SIGKILL (or exit by itself). Written only with share
+  consumers.
 
 Polls by the run's final reader (which reads every partition to its end after the faults heal)
 are ``f: "poll"`` ops of a process whose first op is ``{"f": "assign", ..., "final": true}``;

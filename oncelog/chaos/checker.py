@@ -53,6 +53,30 @@ Failing classes (``Result.ok`` is False if any is non-zero):
   txn op). wr: a committed txn op read a value written by another node. Impossible under
   read_committed: each read needs its writer's commit, and a reader commits after its reads.
 
+Share groups (KIP-932; from the ``share-*`` ops of ``--share-consumers`` runs and the run's
+``crash`` ops, :mod:`oncelog.chaos`). A delivery's time is bounded below by its poll's ``since``
+(the poll began then) and above by the poll op's time; an acknowledgement's outcome is its micro-op's
+(``ok`` = durable, ``fail`` = refused, ``info`` = unknown, also when the process died):
+
+* ``share-accepted-twice``: a value with an ACCEPT answered ``ok`` (completed at ``t``) delivered
+  again by a poll that began after ``t``, to any consumer.
+* ``share-rejected-redelivered``: the same for a REJECT answered ``ok``.
+* ``share-lost``: only when a final drain got to the end (``share-final-done`` with ``drained``):
+  a write to the share group's topics that was acknowledged (its op ``ok``, or an ``info`` send with
+  an offset), never REJECTed (any outcome), never ACCEPTed with outcome ``ok`` or ``info``, and
+  never seen delivered with a count ``>=`` the limit (such a record may be archived at the limit).
+* ``share-beyond-limit``: a delivery whose delivery count exceeds ``L + c``: ``L`` the group's
+  ``share.delivery.count.limit`` (from the ``share-group`` op, else 5) and ``c`` the broker crashes
+  (``crash`` ops: a SIGKILL of the broker or a node, or one exiting by itself) after the value's
+  write was invoked and before the poll returned (acquisitions are not persisted: Kafka allows
+  deliveries past the limit after a crash).
+* ``share-stale-ack``: an acknowledgement of a process's delivery (count ``d``) answered ``ok``
+  although another process had already been given the value with a count ``> d`` before the
+  acknowledgement was sent: the broker took the record from its first holder (lock expiry,
+  release, session end), so that holder's acknowledgement must be refused.
+* ``share-aborted-read``: a read_committed share group (the ``share-group`` op's ``isolation``)
+  delivered a value whose write definitely failed (an aborted transaction).
+
 Informational (never failing):
 
 * ``unseen``: committed writes never read and not lost (no reader got past them).
@@ -76,10 +100,15 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import breadth_first_order, connected_components
 
-from .history import F_NAMES, FAIL, INFO, OK, TXN, TYPE_NAMES, Flat, paused_gc
+from .history import (CRASH, F_NAMES, FAIL, INFO, OK, SEND, SHARE_ACK, SHARE_FINAL_DONE, SHARE_GROUP, SHARE_POLL,
+                      TXN, TYPE_NAMES, Flat, paused_gc)
 
+SHARE_FAILING = ("share-accepted-twice", "share-rejected-redelivered", "share-lost", "share-beyond-limit",
+                 "share-stale-ack", "share-aborted-read")
 FAILING = ("lost-write", "duplicate", "inconsistent-offsets", "aborted-read", "uncommitted-read",
-           "partial-read", "nonmonotonic-poll", "poll-skip", "internal-read", "duplicate-processing", "G1c")
+           "partial-read", "nonmonotonic-poll", "poll-skip", "internal-read", "duplicate-processing", "G1c",
+           *SHARE_FAILING)
+SHARE_DEFAULT_LIMIT = 5  # Kafka's share.delivery.count.limit default, when no share-group op says
 INFORMATIONAL = ("unseen", "G0 (allowed)", "G1c-ww (allowed)", "G-single/G2 (allowed)")
 CLASSES = FAILING + INFORMATIONAL
 
@@ -254,6 +283,7 @@ class _Checker:
         self.duplicate_processing()
         self.session_order()
         self.cycles()
+        self.share()
 
         op_counts = np.bincount(f.op_f.astype(np.int64) * 3 + f.op_type, minlength=len(F_NAMES) * 3)
         self.info.update({
@@ -635,3 +665,145 @@ class _Checker:
         for nxt, e in zip(nodes[1:], steps):
             text += f" -{_EDGE[self.e_kind[e]]}({self.f.partitions[self.e_part[e]]})-> {self.node_text(nxt)}"
         return ([self.node_ops(n) for n in nodes], text)
+
+    # -- share groups (queue semantics) -----------------------------------------------------
+
+    def share(self) -> None:
+        """The share-* classes (module docstring). Share ops are few next to polls: plain Python."""
+        f = self.f
+        idx = np.flatnonzero(np.isin(f.op_f, (SHARE_POLL, SHARE_ACK, SHARE_FINAL_DONE, SHARE_GROUP, CRASH)))
+        if not len(idx):
+            return
+        limit, topics, read_committed, drained = SHARE_DEFAULT_LIMIT, set(), False, False
+        crashes: list[int] = []
+        deliveries: dict[int, list[tuple]] = {}  # value -> [(since, returned, op, process, partition, offset, count)]
+        acks: dict[int, list[tuple]] = {}        # value -> [(kind, outcome, invoked, completed, op, process, count)]
+        for i in idx.tolist():
+            op, code = f.ops[i], f.op_f[i]
+            if code == SHARE_POLL:
+                since = op.event.get("since", op.time)
+                for _, part, off, v, count in op.value or ():
+                    deliveries.setdefault(v, []).append((since, op.time, i, op.process, part, off, count))
+            elif code == SHARE_ACK:
+                for m in op.value or ():
+                    outcome = m[6] if len(m) > 6 else "info"  # an invoke alone: the process died
+                    acks.setdefault(m[3], []).append((m[4], outcome, op.time, op.complete_time, i, op.process, m[5]))
+            elif code == SHARE_FINAL_DONE:
+                drained |= bool((op.value or {}).get("drained"))
+            elif code == SHARE_GROUP:
+                v = op.value or {}
+                limit = int(v.get("delivery_count_limit", limit))
+                topics.update(v.get("topics", ()))
+                read_committed |= v.get("isolation") == "read_committed"
+            else:
+                crashes.append(op.time)
+        crashes.sort()
+        values = np.fromiter(deliveries.keys() | acks.keys(), dtype=np.int64)
+        write = dict(zip(values.tolist(), f.write_of(values).tolist()))
+        self._share_redelivered(deliveries, acks, "accept", "share-accepted-twice", "accepted")
+        self._share_redelivered(deliveries, acks, "reject", "share-rejected-redelivered", "rejected")
+        self._share_beyond_limit(deliveries, write, crashes, limit)
+        self._share_stale_ack(deliveries, acks)
+        self._share_aborted_read(deliveries, write, read_committed)
+        lost = self._share_lost(deliveries, acks, topics, limit) if drained else 0
+        self.info["share"] = {"deliveries": sum(map(len, deliveries.values())), "values_delivered": len(deliveries),
+                              "acknowledgements": {k: sum(a[0] == k for al in acks.values() for a in al)
+                                                   for k in ("accept", "release", "reject")},
+                              "delivery_count_limit": limit, "broker_crashes": len(crashes),
+                              "final_drain": drained, "lost": lost}
+
+    def _share_redelivered(self, deliveries, acks, kind: str, name: str, word: str) -> None:
+        found = []
+        for v, ack_list in acks.items():
+            done = [a for a in ack_list if a[0] == kind and a[1] == "ok" and a[3] >= 0]
+            if not done:
+                continue
+            first = min(done, key=lambda a: a[3])
+            later = [d for d in deliveries.get(v, ()) if d[0] > first[3]]
+            if later:
+                found.append((first, v, later))
+
+        def examples():
+            for a, v, later in found:
+                yield ((a[4], *[d[2] for d in later[:5]]),
+                       f"value {v}: {word} durably by {self.op(a[4])} (process {a[5]}), then delivered again "
+                       + ", ".join(f"by {self.op(d[2])} at {d[4]}@{d[5]} (delivery count {d[6]})" for d in later[:5]))
+
+        self.add(name, len(found), examples())
+
+    def _share_beyond_limit(self, deliveries, write, crashes, limit: int) -> None:
+        from bisect import bisect_left
+
+        f = self.f
+        found = []
+        for v, ds in deliveries.items():
+            w = write.get(v, -1)
+            born = int(f.w_time[w]) if w >= 0 else -1
+            for d in ds:
+                lived = bisect_left(crashes, d[1]) - bisect_left(crashes, born)
+                if d[6] > limit + lived:
+                    found.append((v, d, lived))
+
+        def examples():
+            for v, d, lived in found:
+                yield ((d[2],), f"value {v} delivered by {self.op(d[2])} at {d[4]}@{d[5]} with delivery count "
+                                f"{d[6]} > limit {limit} + {lived} broker crash(es) since its write")
+
+        self.add("share-beyond-limit", len(found), examples())
+
+    def _share_stale_ack(self, deliveries, acks) -> None:
+        found = []
+        for v, ack_list in acks.items():
+            for a in ack_list:
+                if a[1] != "ok":
+                    continue
+                newer = [d for d in deliveries.get(v, ()) if d[3] != a[5] and d[6] > a[6] and d[1] < a[2]]
+                if newer:
+                    found.append((v, a, newer[0]))
+
+        def examples():
+            for v, a, d in found:
+                yield ((a[4], d[2]), f"value {v}: {self.op(d[2])} (process {d[3]}) was given it with delivery count "
+                                     f"{d[6]} before {self.op(a[4])} (process {a[5]}) acknowledged ({a[0]}) its "
+                                     f"delivery {a[6]}, and that acknowledgement was answered ok")
+
+        self.add("share-stale-ack", len(found), examples())
+
+    def _share_aborted_read(self, deliveries, write, read_committed: bool) -> None:
+        f = self.f
+        found = [] if not read_committed else [
+            (v, ds[0], w) for v, ds in deliveries.items() if (w := write.get(v, -1)) >= 0 and f.w_outcome[w] == FAIL]
+        self.add("share-aborted-read", len(found),
+                 (((d[2], f.w_op[w]), f"{self.write(w)} failed (aborted), yet {self.op(d[2])} was given it "
+                                      "by a read_committed share group") for v, d, w in found))
+
+    def _share_lost(self, deliveries, acks, topics: set, limit: int) -> int:
+        f = self.f
+        names = np.array([p.rsplit("/", 1)[0] in topics or not topics for p in f.partitions] or [False])
+        acked = (f.w_outcome == OK) | ((f.w_kind == SEND) & (f.w_outcome == INFO) & (f.w_offset >= 0))
+        cand = np.flatnonzero(acked & names[f.w_partition]) if len(f.w_op) else np.empty(0, dtype=np.int64)
+        if not topics:  # no share-group op: the topics the share consumers were given records of
+            seen = {d[4].rsplit("/", 1)[0] for ds in deliveries.values() for d in ds}
+            cand = np.array([w for w in cand.tolist() if f.partitions[f.w_partition[w]].rsplit("/", 1)[0] in seen],
+                            dtype=np.int64)
+        found = []
+        for w in cand.tolist():
+            v = int(f.w_value[w])
+            ack_list = acks.get(v, ())
+            if any(a[0] == "reject" for a in ack_list):
+                continue
+            if any(a[0] == "accept" and a[1] in ("ok", "info") for a in ack_list):
+                continue
+            ds = deliveries.get(v, ())
+            if any(d[6] >= limit for d in ds):
+                continue  # it may have been archived at the limit
+            found.append((w, ds))
+
+        def examples():
+            for w, ds in found:
+                yield ((f.w_op[w], *[d[2] for d in ds[:5]]),
+                       f"{self.write(w)} acknowledged, never accepted nor rejected after the final drain; "
+                       + (f"delivered {len(ds)} time(s), last count {ds[-1][6]}" if ds else "never delivered"))
+
+        self.add("share-lost", len(found), examples())
+        return len(found)

@@ -36,6 +36,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "one node (its supervisor restarts it), 'kill' the whole cluster, 'pause' and 'clock' "
                         "act on every node, and 'net' goes through one fault proxy per node (node k "
                         "advertises proxy k)")
+    p.add_argument("--share-consumers", type=int, default=0, metavar="N",
+                   help="add N share-group members (KIP-932, explicit acknowledgement) reading the topic, and a "
+                        "final drain of the group; the checker then also looks for records accepted twice, "
+                        "lost, delivered beyond the delivery-count limit or acknowledged stale (default 0)")
+    p.add_argument("--share-delivery-limit", type=int, default=5, metavar="N",
+                   help="the share group's share.delivery.count.limit (2-10, default 5)")
     p.add_argument("--seed", type=int, default=1, help="the nemesis's and the workload's seed (default 1)")
     p.add_argument("--partitions", type=int, default=4, help="partitions per topic (default 4)")
     p.add_argument("--report", metavar="FILE", default=None, help="write the run's report (JSON) here")
@@ -77,6 +83,8 @@ def run(args) -> int:
         if nodes > 1 and (args.bootstrap is not None or args.pipeline):
             raise ValueError("--nodes starts the local broker as a cluster: not with --bootstrap-server or --pipeline")
         faults = parse_faults(args.faults, nodes)
+        if getattr(args, "share_consumers", 0) < 0 or not 2 <= getattr(args, "share_delivery_limit", 5) <= 10:
+            raise ValueError("--share-consumers must be >= 0 and --share-delivery-limit 2..10")
     except ValueError as exc:
         print(f"oncelog chaos: {exc}", file=sys.stderr)
         return 2
@@ -104,7 +112,8 @@ def run(args) -> int:
                           "only the workers are killed and paused")
     options = ChaosOptions(duration_s=args.duration, faults=faults, seed=args.seed, bootstrap=args.bootstrap,
                            client_config=client_config, work_dir=args.work_dir, partitions=args.partitions,
-                           nodes=nodes)
+                           nodes=nodes, share_consumers=getattr(args, "share_consumers", 0),
+                           share_delivery_limit=getattr(args, "share_delivery_limit", 5))
     chaos = ChaosRun(options, say=lambda text: console.print(text, markup=False))
     try:
         report = chaos.execute()

@@ -43,15 +43,16 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 # Operation kinds (``f``) and outcomes (``type``) as the small ints of the numpy columns.
-SEND, TXN, POLL, ASSIGN, FINAL_DONE = range(5)
-F_NAMES = ("send", "txn", "poll", "assign", "final-done")
+SEND, TXN, POLL, ASSIGN, FINAL_DONE, SHARE_POLL, SHARE_ACK, SHARE_FINAL_DONE, SHARE_GROUP, CRASH = range(10)
+F_NAMES = ("send", "txn", "poll", "assign", "final-done",
+           "share-poll", "share-ack", "share-final-done", "share-group", "crash")
 F_CODES = {name: code for code, name in enumerate(F_NAMES)}
 OK, FAIL, INFO = range(3)
 TYPE_NAMES = ("ok", "fail", "info")
 TYPE_CODES = {name: code for code, name in enumerate(TYPE_NAMES)}
 
 # Operations written only as ``ok`` (no invoke): what a consumer saw.
-_STANDALONE = frozenset(("poll", "assign", "final-done"))
+_STANDALONE = frozenset(("poll", "assign", "final-done", "share-poll", "share-final-done", "share-group", "crash"))
 
 
 @contextmanager
@@ -365,8 +366,9 @@ def _flatten(ops: list[Op]) -> Flat:
                 intern(part)
             if op.event.get("final"):
                 final_assigns.append(op)
-        else:  # final-done
+        elif f == FINAL_DONE:
             final_dones[op.process] = op
+        # share-* and crash ops: the checker reads them from ``ops`` (see checker.ShareChecks)
 
     i64 = np.int64
     o_process = np.fromiter((op.process for op in ops), dtype=i64, count=n)

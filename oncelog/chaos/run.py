@@ -60,6 +60,8 @@ class ChaosOptions:
     stop_timeout_s: float = 40.0   # workers asked to stop get this long, then SIGKILL
     nodes: int = 1                 # the local broker as a cluster of this many node processes
     node_restart_timeout_s: float = 60.0  # a killed node not registered again by then: a failure
+    share_consumers: int = 0       # share-group members (KIP-932) reading the topic; 0: none
+    share_delivery_limit: int = 5  # the share group's share.delivery.count.limit
 
 
 class _Slot:
@@ -94,6 +96,8 @@ class ChaosRun(nem.Targets):
         self.node_pids: dict[int, int] = {}  # a cluster's nodes as last seen alive: node id -> pid
         self.nodes_down: dict[int, int] = {}  # node id -> the pid that died (killed, or by itself)
         self.data_dir = os.path.join(self.work_dir, "disk", "data")
+        self.share_group = f"chaos-{self.run_id}-share"
+        self._run_history = None  # history/0.jsonl: the run's own ops (share group, broker crashes)
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -172,7 +176,8 @@ class ChaosRun(nem.Targets):
             role=slot.role, process=process, bootstrap=self.bootstrap, topic=self.topic,
             partitions=self.o.partitions, history=os.path.join(self.work_dir, "history", f"{process}.jsonl"),
             seed=self.o.seed * 1000 + process, out_topic=self.out_topic if slot.role in ("ctp", "final") else "",
-            group=f"chaos-{self.run_id}-{slot.role}", transactional_id=f"chaos-{self.run_id}-{slot.name}",
+            group=self.share_group if slot.role.startswith("share") else f"chaos-{self.run_id}-{slot.role}",
+            transactional_id=f"chaos-{self.run_id}-{slot.name}",
             client=dict(self.o.client_config), final_deadline_s=self.o.final_deadline_s)
 
     def _spawn(self, slot: _Slot) -> None:
@@ -191,8 +196,37 @@ class ChaosRun(nem.Targets):
         slot.incarnations += 1
         slot.state = "running"
 
+    def _record(self, f: str, value) -> None:
+        """An op of the run itself (process 0) in the history: only with share consumers."""
+        if self._run_history is not None:
+            self._run_history.op("ok", f, value)
+
+    def _setup_share_group(self) -> None:
+        """The share group reads from the beginning, read_committed, with the run's delivery limit;
+        its settings go into the history (the checker needs the limit and the topic)."""
+        from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                           ResourceType)
+
+        from .workload import History
+
+        settings = {"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed",
+                    "share.delivery.count.limit": str(self.o.share_delivery_limit)}
+        res = ConfigResource(ResourceType.GROUP, self.share_group, incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in settings.items()])
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, **self.o.client_config})
+        for fut in admin.incremental_alter_configs([res]).values():
+            fut.result(60)
+        self._run_history = History(os.path.join(self.work_dir, "history", "0.jsonl"), 0)
+        self._record("share-group", {"group": self.share_group, "topics": [self.topic],
+                                     "delivery_count_limit": self.o.share_delivery_limit,
+                                     "isolation": "read_committed"})
+
     def _start_workers(self) -> None:
-        for role, n in self.o.roles.items():
+        roles = dict(self.o.roles)
+        if self.o.share_consumers > 0:
+            self._setup_share_group()
+            roles["share"] = self.o.share_consumers
+        for role, n in roles.items():
             for i in range(n):
                 name = f"{role}-{i}"
                 self.slots[name] = _Slot(name, role, i)
@@ -209,6 +243,7 @@ class ChaosRun(nem.Targets):
                         and b.proc.poll() is not None and not self._stopping:
                     self.broker_exits.append({"time": time.time_ns(), "code": b.proc.returncode,
                                               "log": b.tail_log(20)})
+                    self._record("crash", "broker")
                     self.say(f"the broker exited by itself (code {b.proc.returncode}): a failure; restarting it")
                     b.restart()
                     self._learn_nodes()
@@ -276,6 +311,7 @@ class ChaosRun(nem.Targets):
                 if self.broker.proc.poll() is not None:
                     return  # the whole cluster went: the broker's own check records it
                 self.nodes_down[k] = known
+                self._record("crash", f"node-{k}")
                 self.broker_exits.append({"time": time.time_ns(), "node": k, "code": None,
                                           "log": self.broker.tail_log(20)})
                 self.say(f"node {k} (pid {known}) exited by itself: a failure; its supervisor restarts it")
@@ -299,6 +335,7 @@ class ChaosRun(nem.Targets):
             if pid is None:
                 raise RuntimeError(f"node {node_id} has no live registered process to kill")
             self.nodes_down[node_id] = pid  # first: the watch must not take it for a crash
+            self._record("crash", f"node-{node_id}")
             os.kill(pid, signal.SIGKILL)
 
     def revive_node(self, target: str) -> None:
@@ -337,6 +374,7 @@ class ChaosRun(nem.Targets):
         if target == "broker":
             with self._lock:
                 self.broker_killed = True  # first: the supervisor must not take it for a crash
+                self._record("crash", "broker")
                 self.broker.kill()
             return
         with self._lock:
@@ -480,6 +518,9 @@ class ChaosRun(nem.Targets):
             self._stop_workers()
             self.say("workload stopped; final read of every partition")
             self._final_read()
+            if self.o.share_consumers > 0:
+                self.say("final drain of the share group")
+                self._final_read("share-final")
         except BaseException:
             if getattr(self, "nemesis", None) is not None:
                 self.nemesis.stop(5)
@@ -500,8 +541,8 @@ class ChaosRun(nem.Targets):
         finally:
             self._shutdown()
 
-    def _final_read(self) -> None:
-        slot = _Slot("final-0", "final", 0)
+    def _final_read(self, role: str = "final") -> None:
+        slot = _Slot(f"{role}-0", role, 0)
         self.slots[slot.name] = slot
         self._spawn(slot)
         try:

@@ -16,6 +16,12 @@ the history (a new number, a new value space). Roles:
 * ``group`` — a read_committed consumer in a group (subscribe; sessions start at each assign).
 * ``reader`` — a read_committed consumer assigned every partition from the beginning.
 * ``final`` — the run's last reader: every partition from the beginning to its end offset.
+* ``share`` — a share-group member (KIP-932, explicit acknowledgement) of the topic: each
+  delivery written (``share-poll``), then ACCEPTed — RELEASEd on its first delivery when the
+  value ends in 3, REJECTed when it ends in 7 — and the acknowledgements committed
+  (``share-ack``, the outcome per acknowledgement).
+* ``share-final`` — after the final reader: the share group's last member ACCEPTs what is left
+  until nothing arrives for a few seconds.
 
 Every op is written (and flushed to the OS) before the client is asked to do it, so a killed
 worker leaves at worst an invoke without completion, which the checker reads as unknown.
@@ -398,8 +404,101 @@ def run_final(spec: WorkerSpec, hist: History, stop: Stop) -> None:
     consumer.close()
 
 
+def _share_kind(value: int, count: int, final: bool) -> str:
+    """The acknowledgement a share consumer gives a delivery: from the value, so a history says why."""
+    if final or value < 0:
+        return "accept"
+    if value % 10 == 3 and count == 1:
+        return "release"
+    return "reject" if value % 10 == 7 else "accept"
+
+
+# Per-partition errors of an acknowledgement that say it was not applied; any other is unknown.
+_ACK_REFUSED = ("INVALID_RECORD_STATE",)
+
+
+def _share_step(ck, consumer, hist: History, final: bool, timeout_s: float) -> int:
+    """One poll, its deliveries written, each acknowledged, the acknowledgements committed and
+    their outcome per partition written. Returns how many records were delivered."""
+    kinds = {"accept": ck.AcknowledgeType.ACCEPT, "release": ck.AcknowledgeType.RELEASE,
+             "reject": ck.AcknowledgeType.REJECT}
+    since = time.time_ns()
+    msgs = [m for m in (consumer.poll(timeout_s) or []) if m.error() is None]
+    if not msgs:
+        return 0
+    deliveries, acks = [], []
+    for m in msgs:
+        try:
+            v = int(m.value())
+        except (TypeError, ValueError):
+            v = -1
+        count = m.delivery_count()
+        part = _pname(m.topic(), m.partition())
+        deliveries.append(["deliver", part, m.offset(), v, count])
+        acks.append(["ack", part, m.offset(), v, _share_kind(v, count, final), count])
+    hist.op("ok", "share-poll", deliveries, since=since)
+    hist.op("invoke", "share-ack", acks)
+    for m, a in zip(msgs, acks):
+        consumer.acknowledge(m, kinds[a[4]])
+    try:
+        result = consumer.commit_sync(CALL_TIMEOUT_S) or {}
+    except ck.KafkaException:
+        hist.op("info", "share-ack", [a + ["info"] for a in acks])
+        return len(msgs)
+    outcome = {}
+    for tp, err in result.items():
+        err = err if err is not None else getattr(tp, "error", None)
+        if err is None:
+            outcome[_pname(tp.topic, tp.partition)] = "ok"
+        else:
+            e = err.args[0] if isinstance(err, Exception) and err.args else err
+            name = e.name() if hasattr(e, "name") else str(e)
+            outcome[_pname(tp.topic, tp.partition)] = "fail" if name in _ACK_REFUSED else "info"
+    done = [a + [outcome.get(a[1], "info")] for a in acks]
+    kinds_seen = {a[-1] for a in done}
+    hist.op(kinds_seen.pop() if len(kinds_seen) == 1 else "info", "share-ack", done)
+    return len(msgs)
+
+
+def _share_consumer(spec: WorkerSpec):
+    import confluent_kafka as ck
+
+    consumer = ck.ShareConsumer(_config(spec, **{"group.id": spec.group, "share.acknowledgement.mode": "explicit"}))
+    consumer.subscribe([spec.topic])
+    return ck, consumer
+
+
+def run_share(spec: WorkerSpec, hist: History, stop: Stop) -> None:
+    """A share-group member (explicit acknowledgement): every delivery ACCEPTed, but a value
+    ending in 3 RELEASEd on its first delivery and one ending in 7 REJECTed."""
+    ck, consumer = _share_consumer(spec)
+    while not stop.requested:
+        _share_step(ck, consumer, hist, False, 0.5)
+    consumer.close()
+
+
+SHARE_QUIET_S = 5.0
+
+
+def run_share_final(spec: WorkerSpec, hist: History, stop: Stop) -> None:
+    """The share group's last member, after the faults healed: ACCEPT whatever is left until
+    nothing arrives for ``SHARE_QUIET_S``; ``share-final-done`` says whether it got that far."""
+    ck, consumer = _share_consumer(spec)
+    deadline = time.monotonic() + spec.final_deadline_s
+    last = time.monotonic()
+    drained = False
+    while time.monotonic() < deadline and not stop.requested:
+        if _share_step(ck, consumer, hist, True, 0.5):
+            last = time.monotonic()
+        elif time.monotonic() - last >= SHARE_QUIET_S:
+            drained = True
+            break
+    hist.op("ok", "share-final-done", {"drained": drained, "quiet_s": SHARE_QUIET_S})
+    consumer.close()
+
+
 ROLES = {"producer": run_producer, "txn": run_txn, "ctp": run_ctp, "group": run_group, "reader": run_reader,
-         "final": run_final}
+         "final": run_final, "share": run_share, "share-final": run_share_final}
 
 
 def main(argv: list[str]) -> int:
