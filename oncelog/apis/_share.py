@@ -60,9 +60,17 @@ def message_of(error) -> str | None:
     return None if error is None or isinstance(error, _Denied) else str(error)
 
 
+UNSET_LEADER = (0, 0)  # Kafka's LeaderIdAndEpoch left unset: the schema's defaults
+
+
 def leader_of(ctx, error) -> tuple[int, int]:
-    """A served partition's current leader (this node, its one epoch); unknown after an error."""
-    return NO_LEADER if error is not None else (ctx.broker.node_id, LEADER_EPOCH)
+    """A served partition's current leader (this node, its one epoch); after NOT_LEADER_OR_FOLLOWER
+    unknown (-1, -1); after another error unset, as Kafka 4.4 leaves it ((0, 0), the schema's
+    defaults: clients read it only with NOT_LEADER_OR_FOLLOWER)."""
+    if error is None:
+        return (ctx.broker.node_id, LEADER_EPOCH)
+    return NO_LEADER if code_of(error) in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) \
+        else UNSET_LEADER
 
 
 async def apply_acks(ctx, group_id, member_id, topics, readable) -> dict:

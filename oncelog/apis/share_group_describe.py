@@ -35,9 +35,10 @@ def handle(ctx, request):
     for group_id in request.group_ids:
         def entry(code, message=None, group=None):
             return build(m.DescribedGroup, error_code=code, error_message=message, group_id=group_id,
-                         group_state="Dead" if group is None else group.state.value,
-                         group_epoch=-1 if group is None else group.group_epoch,
-                         assignment_epoch=-1 if group is None else group.assignment_epoch,
+                         # Kafka 4.4 leaves an error entry's state and epochs unset ("", 0, 0)
+                         group_state="" if group is None else group.state.value,
+                         group_epoch=0 if group is None else group.group_epoch,
+                         assignment_epoch=0 if group is None else group.assignment_epoch,
                          assignor_name="" if group is None else "simple",
                          members=() if group is None else members(group),
                          authorized_operations=(authorized(ctx, _authz.R.GROUP, group_id,

@@ -152,10 +152,16 @@ class ShareGroups:
         interval = int(settings["share.heartbeat.interval.ms"])
         group = self.groups.get(group_id)
         if member_epoch == -1:
-            if group is not None and member_id in group.members:
+            # A group this broker does not have (membership is not persisted: after a restart) —
+            # the leave succeeds; a member the group does not have: UNKNOWN_MEMBER_ID, as Kafka 4.4.
+            if group is not None and not group.dead:
+                if member_id not in group.members:
+                    raise errors.UnknownMemberId(f"Member {member_id} is not a member of group {group_id}.")
                 self._remove(group, member_id)
             return HeartbeatResult(None, member_id, -1, 0)
         if group is None or group.dead:
+            # Kafka answers GROUP_ID_NOT_FOUND; here it is also what a member sees after a restart
+            # (membership is not persisted), and UNKNOWN_MEMBER_ID is what makes it rejoin.
             if member_epoch != 0:
                 raise errors.UnknownMemberId(f"Member {member_id} is not a member of group {group_id}.")
             group = self.groups[group_id] = ShareGroup(group_id)
@@ -174,10 +180,15 @@ class ShareGroups:
         elif member_epoch == 0:  # joins again with its id: a new epoch, the whole assignment
             member.sent = None
         elif member_epoch != member.member_epoch and member_epoch != member.previous_member_epoch:
-            raise errors.FencedMemberEpoch(
-                f"The share group member has a {'greater' if member_epoch > member.member_epoch else 'smaller'} "
-                f"member epoch ({member_epoch}) than the one known by the group coordinator "
-                f"({member.member_epoch}). The member must abandon all its partitions and rejoin.")
+            if member_epoch > member.member_epoch:
+                raise errors.FencedMemberEpoch(
+                    f"The share group member has a greater member epoch ({member_epoch}) than the one known by "
+                    f"the group coordinator ({member.member_epoch}). The member must abandon all its partitions "
+                    "and rejoin.")
+            raise errors.FencedMemberEpoch(  # Kafka 4.4's words (GroupMetadataManager)
+                f"The share group member has a smaller member epoch ({member_epoch}) than the one known by the "
+                f"group coordinator ({member.member_epoch}), and it does not match the previous member epoch "
+                f"({member.previous_member_epoch}). The member must abandon all its partitions and rejoin.")
         if subscribed is not None and tuple(subscribed) != member.subscribed:
             member.subscribed = tuple(subscribed)
             changed = True

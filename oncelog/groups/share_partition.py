@@ -91,7 +91,7 @@ MSG_NOT_FOUND = "Batch record not found. The request batch offsets are not found
 MSG_FIRST_PAST = "Batch record not found. The first offset in request is past acquired records."
 MSG_LAST_PAST = "Batch record not found. The last offset in request is past acquired records."
 MSG_INVALID_TYPE = "Invalid acknowledge type: {}"
-MSG_NOT_ACQUIRED = "The batch cannot be acknowledged. The offset is not acquired."
+MSG_NOT_ACQUIRED = "The offset cannot be acknowledged. The offset is not acquired."  # Kafka 4.4, per offset
 MSG_NOT_OWNER = "Member is not the owner of offset"
 
 
@@ -326,9 +326,14 @@ class SharePartition:
         and nothing has changed. Offsets before the SPSO are ignored. RENEW restarts the lock
         (``now_ms + lock_ms``) and writes nothing; the rest is returned to be made durable."""
         plan: dict[int, int] = {}                            # offset -> ack type, checked
+        previous_last = -1
         for first, last, types in acks:
             if first > last or not types or 1 < len(types) < last - first + 1:
                 raise ShareStateError(ErrorCode.invalid_request, "Invalid acknowledgement batch")
+            if first < previous_last:  # Kafka 4.4: INVALID_REQUEST (no message), nothing applied
+                raise ShareStateError(ErrorCode.invalid_request,
+                                      "Acknowledgement batches must be in offset order")
+            previous_last = last
             for t in types:
                 if t not in AckType._value2member_map_:
                     raise ShareStateError(ErrorCode.invalid_request, MSG_INVALID_TYPE.format(t))
@@ -363,15 +368,15 @@ class SharePartition:
     # -- release, expiry, log start ------------------------------------------------------------
 
     def release_member(self, member_id: str, *, delivery_limit: int) -> StateChange | None:
-        """The member's share session closed: its ACQUIRED records become AVAILABLE and this
-        delivery is not counted (Kafka's DECREASE; never archives, so ``delivery_limit`` is
-        unused). None when it held nothing."""
+        """The member's share session closed: its ACQUIRED records become AVAILABLE, the delivery
+        counted (Kafka 4.4 redelivers them at the next count: the conformance scenarios
+        sa_final_epoch_releases and sf_final_epoch_with_acks), ARCHIVED once the count reached
+        ``delivery_limit``, as an explicit RELEASE. None when it held nothing."""
         changed = [o for o, r in self._records.items()
                    if r.state is RecordState.ACQUIRED and r.member == member_id]
         for offset in changed:
             record = self._records[offset]
-            record.count = max(record.count - 1, 0)
-            self._set(record, RecordState.AVAILABLE)
+            self._set(record, RecordState.ARCHIVED if record.count >= delivery_limit else RecordState.AVAILABLE)
         return self._change(sorted(changed)) if changed else None
 
     def expire(self, now_ms: int, *, delivery_limit: int) -> StateChange | None:

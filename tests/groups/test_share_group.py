@@ -204,3 +204,15 @@ def test_delete_only_an_empty_group():
     assert sg.get("g") is None
     with pytest.raises(errors.GroupIdNotFound):
         sg.delete("g")
+
+
+def test_a_second_leave_is_unknown_member_id_and_a_leave_from_a_group_it_lacks_succeeds():
+    sg, _clock, _topics = make()
+    hb(sg, "a", 0)
+    assert hb(sg, "a", -1, subscribed=None).member_epoch == -1
+    again = hb(sg, "a", -1, subscribed=None)
+    assert isinstance(again.error, errors.UnknownMemberId)
+    assert str(again.error) == "Member a is not a member of group g."
+    # membership is not persisted: after a restart the group is unknown, and a leave just succeeds
+    gone = hb(sg, "a", -1, subscribed=None, group="other")
+    assert gone.error is None and gone.member_epoch == -1

@@ -205,17 +205,29 @@ def test_an_available_record_at_the_limit_is_archived_when_a_fetch_reaches_it():
     assert p.start_offset == 2
 
 
-def test_release_member_gives_back_its_records_without_counting_the_delivery():
+def test_release_member_gives_back_its_records_counting_the_delivery():
+    # Kafka 4.4 redelivers a closed session's records at the next count (conformance scenarios
+    # sa_final_epoch_releases, sf_final_epoch_with_acks), and archives them at the limit.
     p = SharePartition(0)
     acquire(p, "a", log(3))
     acquire(p, "b", log(3, 2, start=0)[1:])
     ack(p, "a", (0, 0, [RELEASE]))
     acquire(p, "a", log(3))                              # offset 0 again, count 2
     change = p.release_member("a", delivery_limit=LIMIT)
-    assert change == StateChange(0, (StateBatch(0, 0, 0, 1), StateBatch(1, 2, 0, 0)), 0)
-    assert states(p, 0, 4) == [(0, 1), (0, 0), (0, 0), (1, 1), (1, 1)]
+    assert change == StateChange(0, (StateBatch(0, 0, 0, 2), StateBatch(1, 2, 0, 1)), 0)
+    assert states(p, 0, 4) == [(0, 2), (0, 1), (0, 1), (1, 1), (1, 1)]
     assert p.release_member("a", delivery_limit=LIMIT) is None
-    assert acquire(p, "c", log(3)) == [AcquiredRange(0, 0, 2), AcquiredRange(1, 2, 1)]
+    assert acquire(p, "c", log(3)) == [AcquiredRange(0, 0, 3), AcquiredRange(1, 2, 2)]
+    # count 3 == LIMIT: released, it is archived (the SPSO moves past it)
+    assert p.release_member("c", delivery_limit=LIMIT) is not None
+    assert p.start_offset == 1 and states(p, 1, 2) == [(0, 2), (0, 2)]
+
+
+def test_acknowledgement_batches_out_of_order_are_invalid_request_and_change_nothing():
+    p = SharePartition(0)
+    acquire(p, "a", log(3))
+    refused(p, "a", [(1, 1, [ACCEPT]), (0, 0, [ACCEPT])], ErrorCode.invalid_request)
+    assert states(p, 0, 2) == [(1, 1)] * 3
 
 
 def test_renew_restarts_the_lock_and_writes_nothing():
@@ -391,11 +403,12 @@ def test_snapshot_and_restore():
     q = SharePartition(snap.start_offset, batches=snap.batches)
     assert q.snapshot() == snap
     assert (q.start_offset, q.end_offset, q.in_flight_count, q.delivery_complete_count) == (0, 9, 10, 3)
-    # The restored partition redelivers as the live one would once its session closed.
+    # The restored partition holds the acquired record at its last durable count (3: AVAILABLE,
+    # count 1), and the live one, once its sessions closed, at the delivery counted (count 2).
     p.release_member("a", delivery_limit=LIMIT)
     p.release_member("b", delivery_limit=LIMIT)
-    assert full(q) == full(p)
-    assert acquire(q, "c", log(10)) == acquire(p, "c", log(10))
+    assert q.state_of(3)[:2] == (RecordState.AVAILABLE, 1) and p.state_of(3)[:2] == (RecordState.AVAILABLE, 2)
+    assert acquire(q, "c", log(10)) == [AcquiredRange(0, 0, 1), AcquiredRange(3, 3, 2), AcquiredRange(5, 9, 1)]
 
 
 def test_restore_fills_gaps_and_refuses_batches_before_the_start():
