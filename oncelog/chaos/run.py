@@ -38,6 +38,11 @@ from dataclasses import dataclass, field
 from . import nemesis as nem
 from .workload import WorkerSpec
 
+# share.session.timeout.ms (Kafka's default and least value) and a margin: a share member that
+# died without leaving is gone from its group after this.
+SHARE_SESSION_TIMEOUT_NS = 47_000_000_000
+SHARE_LOCK_MS = 15_000  # the share group's share.record.lock.duration.ms: Kafka's least
+
 # Two consume-transform-produce members: rebalances between them, and a paused one is a zombie
 # its group must fence (KIP-447: the generation in TxnOffsetCommit).
 ROLES_DEFAULT = {"producer": 2, "txn": 2, "ctp": 2, "group": 2, "reader": 1}
@@ -98,6 +103,9 @@ class ChaosRun(nem.Targets):
         self.data_dir = os.path.join(self.work_dir, "disk", "data")
         self.share_group = f"chaos-{self.run_id}-share"
         self._run_history = None  # history/0.jsonl: the run's own ops (share group, broker crashes)
+        # The last time a share consumer died without leaving its group: the member stays (and keeps
+        # its partitions) until its session times out, so the final drain waits for that first.
+        self.share_orphan_ns: int | None = None
 
     # -- set-up ---------------------------------------------------------------------------------
 
@@ -178,7 +186,8 @@ class ChaosRun(nem.Targets):
             seed=self.o.seed * 1000 + process, out_topic=self.out_topic if slot.role in ("ctp", "final") else "",
             group=self.share_group if slot.role.startswith("share") else f"chaos-{self.run_id}-{slot.role}",
             transactional_id=f"chaos-{self.run_id}-{slot.name}",
-            client=dict(self.o.client_config), final_deadline_s=self.o.final_deadline_s)
+            client=dict(self.o.client_config), final_deadline_s=self.o.final_deadline_s,
+            not_before_ns=self._share_not_before() if slot.role == "share-final" else 0)
 
     def _spawn(self, slot: _Slot) -> None:
         with self._lock:
@@ -201,6 +210,19 @@ class ChaosRun(nem.Targets):
         if self._run_history is not None:
             self._run_history.op("ok", f, value)
 
+    def _share_not_before(self) -> int:
+        """When the final drain may call the group drained: every record lock the workers took has
+        expired (a record fetched but never returned to the application stays acquired until its
+        lock expires: seen with librdkafka), and every member that died has timed out."""
+        t = time.time_ns() + SHARE_LOCK_MS * 1_000_000 + 1_000_000_000
+        if self.share_orphan_ns is not None:
+            t = max(t, self.share_orphan_ns + SHARE_SESSION_TIMEOUT_NS)
+        return t
+
+    def _share_orphan(self, slot: _Slot) -> None:
+        if slot.role == "share":
+            self.share_orphan_ns = time.time_ns()
+
     def _setup_share_group(self) -> None:
         """The share group reads from the beginning, read_committed, with the run's delivery limit;
         its settings go into the history (the checker needs the limit and the topic)."""
@@ -210,6 +232,7 @@ class ChaosRun(nem.Targets):
         from .workload import History
 
         settings = {"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed",
+                    "share.record.lock.duration.ms": str(SHARE_LOCK_MS),
                     "share.delivery.count.limit": str(self.o.share_delivery_limit)}
         res = ConfigResource(ResourceType.GROUP, self.share_group, incremental_configs=[
             ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in settings.items()])
@@ -251,6 +274,7 @@ class ChaosRun(nem.Targets):
                 for slot in self.slots.values():
                     if slot.state == "running" and slot.proc is not None and slot.proc.poll() is not None \
                             and not self._stopping:
+                        self._share_orphan(slot)
                         self.restarts[slot.name] = self.restarts.get(slot.name, 0) + 1
                         self._spawn(slot)
             time.sleep(0.5)
@@ -268,6 +292,7 @@ class ChaosRun(nem.Targets):
             except subprocess.TimeoutExpired:
                 slot.proc.kill()
                 slot.proc.wait()
+                self._share_orphan(slot)
 
     # -- a cluster's nodes -----------------------------------------------------------------------
 
@@ -375,11 +400,13 @@ class ChaosRun(nem.Targets):
             with self._lock:
                 self.broker_killed = True  # first: the supervisor must not take it for a crash
                 self._record("crash", "broker")
+                self.share_orphan_ns = None  # oncelog keeps share-group members in memory only
                 self.broker.kill()
             return
         with self._lock:
             slot = self.slots[target]
             slot.state = "killed"
+            self._share_orphan(slot)
             if slot.proc.poll() is None:  # else it ended by itself just now: revive makes the next one
                 try:
                     os.killpg(slot.proc.pid, signal.SIGKILL)

@@ -62,6 +62,7 @@ class WorkerSpec:
     pace_s: float = 0.01          # pause between ops (each op waits for its answer anyway)
     client: dict = field(default_factory=dict)  # extra client settings (security, ...)
     final_deadline_s: float = 60.0
+    not_before_ns: int = 0        # share-final: not drained before this time (a dead member's session)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -482,15 +483,17 @@ SHARE_QUIET_S = 5.0
 
 def run_share_final(spec: WorkerSpec, hist: History, stop: Stop) -> None:
     """The share group's last member, after the faults healed: ACCEPT whatever is left until
-    nothing arrives for ``SHARE_QUIET_S``; ``share-final-done`` says whether it got that far."""
+    nothing arrives for ``SHARE_QUIET_S``, and not before ``not_before_ns`` (a member that died
+    holds its partitions until its session times out); ``share-final-done`` says whether it got
+    that far."""
     ck, consumer = _share_consumer(spec)
-    deadline = time.monotonic() + spec.final_deadline_s
+    deadline = time.monotonic() + spec.final_deadline_s + max(spec.not_before_ns - time.time_ns(), 0) / 1e9
     last = time.monotonic()
     drained = False
     while time.monotonic() < deadline and not stop.requested:
         if _share_step(ck, consumer, hist, True, 0.5):
             last = time.monotonic()
-        elif time.monotonic() - last >= SHARE_QUIET_S:
+        elif time.monotonic() - last >= SHARE_QUIET_S and time.time_ns() >= spec.not_before_ns:
             drained = True
             break
     hist.op("ok", "share-final-done", {"drained": drained, "quiet_s": SHARE_QUIET_S})
