@@ -1,8 +1,8 @@
 """``oncelog chaos --share-consumers``: share-group members (KIP-932) under broker SIGKILLs.
 
 A short run (15 s of faults; about 45 s in all, the final drain waiting out the record locks) of
-the usual workload plus two share consumers in explicit acknowledgement mode (ACCEPT, a RELEASE on the first delivery of values ending in 3, a REJECT of
-values ending in 7), the broker SIGKILLed and restarted by the nemesis, then the final reader and
+the usual workload plus two share consumers in explicit acknowledgement mode (ACCEPT, a RELEASE
+on the first delivery of values ending in 3, a REJECT of values ending in 7), the broker SIGKILLed and restarted by the nemesis, then the final reader and
 the share group's final drain. The checker's share classes must find nothing: no record accepted
 twice or redelivered after a durable reject, none lost, no delivery count past the limit plus the
 crashes, no stale acknowledgement answered ok, no aborted record given out. The classes' rules
