@@ -178,7 +178,8 @@ class ShareCoordinator:
 
     def release(self, group_id: str, member_id: str, parts) -> None:
         """A share session ended: its member's acquired records in ``parts`` ((topic id,
-        partition)) are available again, this delivery not counted."""
+        partition)) are available again; the delivery counted (as Kafka 4.4 answers: a record at the
+        delivery-count limit is archived)."""
         for topic_id, index in parts:
             key = (group_id, topic_id, index)
             sp = self.shares.get(key)
