@@ -98,6 +98,16 @@ async def apply_acks(ctx, group_id, member_id, topics, readable) -> dict:
     return {key: await fut for key, fut in waits.items()}
 
 
+def refused(ctx, request) -> tuple[ErrorCode, str | None] | None:
+    """Why ShareFetch or ShareAcknowledge is refused as a whole before its session step, as
+    Kafka checks both: READ on the group (GROUP_AUTHORIZATION_FAILED), a member id."""
+    if not _authz.group(ctx, _authz.Op.READ, request.group_id or ""):
+        return _authz.GROUP_DENIED, None
+    if not request.member_id:
+        return ErrorCode.invalid_request, "MemberId can't be empty."
+    return None
+
+
 def session_error(exc: ShareSessionError):
     return exc.code, exc.message
 

@@ -86,19 +86,8 @@ async def _long_poll(ctx, request, deadline):
     logs = _logs_named(ctx, request)
     while True:
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if remaining <= 0 or not await wait_for_data(logs, loop.create_future(), remaining):
             break
-        fut = loop.create_future()
-        for plog in logs:
-            plog.waiters.append(fut)
-        try:
-            await asyncio.wait_for(fut, remaining)
-        except asyncio.TimeoutError:
-            break
-        finally:
-            # Only an append empties a log's waiters: a poll that timed out takes its future
-            # back, or a consumer polling an idle partition for weeks would grow the list forever.
-            forget_waiter(logs, fut)
         result, total, has_error = _collect(ctx, request)
         if total >= request.min_bytes or has_error:
             return _response(ctx, result)
@@ -106,15 +95,25 @@ async def _long_poll(ctx, request, deadline):
     return _response(ctx, result)
 
 
-def forget_waiter(logs, fut) -> None:
-    """Take ``fut`` out of the logs' waiters (a long poll that ended without being woken)."""
-    if fut.done() and not fut.cancelled():
-        return  # woken: the log emptied its list
+async def wait_for_data(logs, fut, timeout: float) -> bool:
+    """Wait until an append to one of ``logs`` (or whoever else holds ``fut``) wakes ``fut``, at
+    most ``timeout`` seconds; whether it was woken. Only an append empties a log's waiters, so a
+    wait that ends otherwise takes its future back: a consumer polling an idle partition for
+    weeks would grow the list forever."""
     for plog in logs:
-        try:
-            plog.waiters.remove(fut)
-        except ValueError:
-            pass
+        plog.waiters.append(fut)
+    try:
+        await asyncio.wait_for(fut, timeout)
+        return True
+    except asyncio.TimeoutError:
+        return False
+    finally:
+        if not (fut.done() and not fut.cancelled()):  # not woken: the logs still hold it
+            for plog in logs:
+                try:
+                    plog.waiters.remove(fut)
+                except ValueError:
+                    pass
 
 
 def _topic_key(ctx, t):

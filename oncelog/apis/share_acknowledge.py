@@ -40,10 +40,8 @@ def handle(ctx, request):
         return build(m.ShareAcknowledgeResponse, throttle_time=NO_THROTTLE, error_code=code, error_message=message,
                      acquisition_lock_timeout=datetime.timedelta(0), responses=(), node_endpoints=())
 
-    if not _authz.group(ctx, _authz.Op.READ, group_id):
-        return refuse(_authz.GROUP_DENIED)
-    if not member_id:
-        return refuse(ErrorCode.invalid_request, "MemberId can't be empty.")
+    if (why := _share.refused(ctx, request)) is not None:
+        return refuse(*why)
     try:
         context = ctx.broker.share.sessions.acknowledge(group_id, member_id, request.share_session_epoch,
                                                         _share.connection_of(ctx))

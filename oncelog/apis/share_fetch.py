@@ -25,7 +25,6 @@ ShareFetch: v1-2
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import time
 
@@ -35,7 +34,7 @@ from .. import errors
 from ..groups.share_sessions import ShareSessionError
 from . import _authz, _share
 from ._base import NO_THROTTLE, build, response_module
-from .fetch import forget_waiter
+from .fetch import wait_for_data
 
 API_KEY = 78
 MIN_VERSION = 1
@@ -52,10 +51,8 @@ def handle(ctx, request):
         return build(m.ShareFetchResponse, throttle_time=NO_THROTTLE, error_code=code, error_message=message,
                      acquisition_lock_timeout=datetime.timedelta(0), responses=(), node_endpoints=())
 
-    if not _authz.group(ctx, _authz.Op.READ, group_id):
-        return refuse(_authz.GROUP_DENIED)
-    if not member_id:
-        return refuse(ErrorCode.invalid_request, "MemberId can't be empty.")
+    if (why := _share.refused(ctx, request)) is not None:
+        return refuse(*why)
     has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
     # Only partitions that exist join the session: a session must not grow with made-up ids
     # (an unknown one is answered UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION, and forgotten).
@@ -75,9 +72,8 @@ async def _serve(ctx, m, request, context):
     group_id, member_id = context.group_id, context.member_id
     share = ctx.broker.share
     settings = share.settings(group_id)
-    names = {}
-    for topic_id, _p in set(context.partitions) | {(t.topic_id, 0) for t in request.topics}:
-        names[topic_id] = _share.topic_name(ctx, topic_id)
+    names = {tid: _share.topic_name(ctx, tid)
+             for tid in {tid for tid, _index in context.partitions} | {t.topic_id for t in request.topics}}
     readable = _authz.filter_topics(ctx, _authz.Op.READ, [n for n in names.values() if n is not None])
     acks = await _share.apply_acks(ctx, group_id, member_id, request.topics, readable)
     answers: dict = {}  # (topic id, partition) -> [error, records, acquired]
@@ -91,29 +87,22 @@ async def _serve(ctx, m, request, context):
         _share.release_session(ctx, group_id, member_id)
     elif not getattr(request, "is_renew_ack", False):
         deadline = time.monotonic() + request.max_wait.total_seconds()
-        while True:
-            _fetch(ctx, request, context, names, readable, answers)
-            remaining = deadline - time.monotonic()
-            if any(a[2] for a in answers.values()) or remaining <= 0 or not context.partitions:
-                break
-            waiter = share.waiter()
+        _fetch(ctx, request, context, names, readable, answers)
+        remaining = deadline - time.monotonic()
+        if not any(a[2] for a in answers.values()) and remaining > 0 and context.partitions:
+            # Nothing to acquire: wait once for new data or records given back, then look again.
             logs = []
             for topic_id, index in context.partitions:
                 try:
                     logs.append(ctx.broker.partitions.get(names.get(topic_id), index).log)
                 except errors.KafkaError:  # an error partition has nothing to wait for
                     pass
-            for plog in logs:
-                plog.waiters.append(waiter)
+            waiter = share.waiter()
             try:
-                await asyncio.wait_for(waiter, remaining)
-            except asyncio.TimeoutError:
-                pass
+                await wait_for_data(logs, waiter, remaining)
             finally:
-                forget_waiter(logs, waiter)
                 share.forget(waiter)
             _fetch(ctx, request, context, names, readable, answers)
-            break
     keys = dict.fromkeys(list(acks) + list(answers) +
                          ([(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
                           if context.initial else []))
