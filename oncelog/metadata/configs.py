@@ -187,6 +187,7 @@ class GroupConfigs:
     def load(self) -> None:
         self._configs = {g: dict(props) for g, props in self.store.read(GROUP_CONFIGS, {}).items()}
         self._effective = {g: gcfg.consumer_settings(props, self.settings) for g, props in self._configs.items()}
+        self._share = {}  # group id -> its share settings, computed on first use after a change
 
     def get(self, group_id: str) -> dict[str, str]:
         """The group's own configs (empty if none)."""
@@ -202,8 +203,14 @@ class GroupConfigs:
 
     def share_settings(self, group_id: str) -> Mapping[str, object]:
         """A share group's settings in force (its own, else the broker's defaults): every
-        ``share.*`` setting the share coordinator and share partitions run by."""
-        return gcfg.share_settings(self._configs.get(group_id, {}), self.settings)
+        ``share.*`` setting the share coordinator and share partitions run by. Parsed once per
+        change (every share fetch, acknowledgement and lock expiry reads them); a group without
+        configs of its own shares the defaults' entry."""
+        key = group_id if group_id in self._configs else None
+        found = self._share.get(key)
+        if found is None:
+            found = self._share[key] = gcfg.share_settings(self._configs.get(group_id, {}), self.settings)
+        return found
 
     def replace(self, group_id: str, props: Mapping[str, str | None], *, validate_only: bool) -> None:
         """Make ``props`` the group's whole set of configs: validated as Kafka's GroupConfig.validate
@@ -227,4 +234,5 @@ class GroupConfigs:
             raise errors.KafkaStorageError(f"could not write {GROUP_CONFIGS}: {exc}") from None
         self._configs = configs
         self._effective[group_id] = gcfg.consumer_settings(props, self.settings)
+        self._share.pop(group_id, None)
         log.info("group %s configs now %s", group_id, props or "{} (broker defaults)")
