@@ -253,7 +253,7 @@ class ShareCoordinator:
         if self.clock() - self._pruned_at >= PRUNE_INTERVAL_MS:
             self._pruned_at = self.clock()
             live = self.topic_ids()
-            for key in [k for k in list(self.shares) + list(self._persisted) if k[1] not in live]:
+            for key in [k for k in dict.fromkeys([*self.shares, *self._persisted]) if k[1] not in live]:
                 self.shares.pop(key, None)
                 self._persisted.pop(key, None)
                 self.state.persist(key, None, _log_failure(key))
