@@ -120,6 +120,7 @@ def test_control_at_least_once_shows_duplicates(broker_factory, apache_kafka, tm
 def _run(version, kind, broker_factory, apache_kafka, tmp_path, guarantee: str) -> dict:
     """One run; returns {key: (count of counts, first, last)} of the keys whose counts are not 1..n."""
     jars, classes = _streams(version)
+    tmp_path.mkdir(parents=True, exist_ok=True)  # the control's runs each take a folder of tmp_path
     bootstrap = apache_kafka.bootstrap if kind == "apache-kafka" else broker_factory().bootstrap
     app, src, dst = unique("ks-app"), unique("ks-in"), unique("ks-out")
     create_topic(bootstrap, src, partitions=PARTITIONS)
