@@ -38,7 +38,7 @@ from ..errors import KafkaError
 from ..partition.manager import PartitionManager
 from ..protocol import records as rb
 from .share_group import ShareGroups
-from .share_partition import AcquiredRange, LogBatch, SharePartition, ShareStateError
+from .share_partition import AcquiredRange, LogBatch, SharePartition, ShareStateError, StateChange
 from .share_sessions import ShareSessions
 from .share_state import Key, ShareStateTopic, storage_error
 
@@ -206,6 +206,54 @@ class ShareCoordinator:
         partitions it keeps state for (a group outlives its members, as in Kafka)."""
         return {g for g, group in self.groups.groups.items() if not group.dead} | \
             {key[0] for key in self.shares} | {key[0] for key in self._persisted}
+
+    def state_partitions(self, group_id: str) -> dict[uuid.UUID, set[int]]:
+        """The group's share partitions kept here, {topic id: partitions}: those with state (in
+        memory or persisted) and those its live assignment covers (Kafka's "initialized" share
+        partitions, which its coordinator records when it assigns them)."""
+        out: dict[uuid.UUID, set[int]] = {}
+        for g, topic_id, index in [*self.shares, *self._persisted]:
+            if g == group_id:
+                out.setdefault(topic_id, set()).add(index)
+        group = self.groups.get(group_id)
+        for _name, topic_id, partitions in (group.topology if group is not None else ()):
+            out.setdefault(topic_id, set()).update(range(partitions))
+        return out
+
+    def summary(self, group_id: str, topic_id: uuid.UUID, index: int) -> tuple[int, int] | None:
+        """A share partition's (start offset, delivery-complete count) as its state says (Kafka's
+        ReadShareGroupStateSummary), or None when it has none."""
+        key = (group_id, topic_id, index)
+        sp = self.shares.get(key)
+        if sp is not None:
+            return sp.start_offset, sp.delivery_complete_count
+        state = self._persisted.get(key)
+        if state is not None:
+            return state.start_offset, state.delivery_complete_count
+        return None
+
+    def alter_start(self, group_id: str, starts: Mapping[tuple[uuid.UUID, int], int],
+                    on_done: Callable[[dict], None]) -> None:
+        """AlterShareGroupOffsets here (Kafka's InitializeShareGroupState): each share partition
+        ``starts`` names ((topic id, partition) -> start offset) gets a new state, that start offset
+        and nothing in flight; its next fetch begins there. ``on_done({part: error or None})`` once
+        every new state is durable (the group must be empty: the handler checks)."""
+        if not starts:
+            return on_done({})
+        results: dict = {}
+
+        def one(part):
+            def done(error: KafkaError | None) -> None:
+                results[part] = None if error is None else storage_error((group_id, *part))
+                if len(results) == len(starts):
+                    on_done(results)
+            return done
+        for (topic_id, index), start in starts.items():
+            key = (group_id, topic_id, index)
+            state = StateChange(start, (), 0)
+            self.shares.pop(key, None)
+            self._persisted[key] = state
+            self.state.persist(key, state, one((topic_id, index)))
 
     def delete_group(self, group_id: str, on_done: Callable[[KafkaError | None], None]) -> None:
         """DeleteGroups of a share group here: only without members (NON_EMPTY_GROUP); its

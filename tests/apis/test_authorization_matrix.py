@@ -472,6 +472,21 @@ def _share_acknowledge(m, fx):  # with no session: SHARE_SESSION_NOT_FOUND once 
                           m.AcknowledgementBatch(first_offset=0, last_offset=0, acknowledge_types=(1,)),)),)),))
 
 
+def _describe_share_group_offsets(m, fx):  # the group has no state: start offset -1, no error
+    return m.DescribeShareGroupOffsetsRequest(groups=(m.DescribeShareGroupOffsetsRequestGroup(
+        group_id="sg", topics=(m.DescribeShareGroupOffsetsRequestTopic(topic_name=TOPIC, partitions=(0,)),)),))
+
+
+def _alter_share_group_offsets(m, fx):  # an empty (new) group: its state made at offset 0
+    return m.AlterShareGroupOffsetsRequest(group_id="sg", topics=(m.AlterShareGroupOffsetsRequestTopic(
+        topic_name=TOPIC, partitions=(m.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0),)),))
+
+
+def _delete_share_group_offsets(m, fx):  # a group nobody joined: GROUP_ID_NOT_FOUND once authorized
+    return m.DeleteShareGroupOffsetsRequest(group_id="sg", topics=(
+        m.DeleteShareGroupOffsetsRequestTopic(topic_name=TOPIC),))
+
+
 def _delete_share_group_state(m, fx):  # an inter-broker call: CLUSTER_ACTION
     return m.DeleteShareGroupStateRequest(group_id="sg", topics=(m.DeleteStateData(
         topic_id=fx.extra["ids"][TOPIC], partitions=(m.PartitionData(partition=0),)),))
@@ -595,6 +610,12 @@ MATRIX: dict[int, Entry] = {
               setup=_learn_topic_ids),
     78: Entry(call(78, 2, _share_fetch), ((R.GROUP, "sg", Op.READ), TOPIC_READ), E.group_authorization_failed,
               setup=_learn_topic_ids),
+    90: Entry(call(90, 1, _describe_share_group_offsets), ((R.GROUP, "sg", Op.DESCRIBE), TOPIC_DESCRIBE),
+              E.group_authorization_failed),
+    91: Entry(call(91, 0, _alter_share_group_offsets), ((R.GROUP, "sg", Op.READ), TOPIC_READ),
+              E.group_authorization_failed),
+    92: Entry(call(92, 0, _delete_share_group_offsets), ((R.GROUP, "sg", Op.DELETE), TOPIC_READ),
+              E.group_authorization_failed, allowed=lambda resp: resp.error_code == E.group_id_not_found),
     79: Entry(call(79, 2, _share_acknowledge), ((R.GROUP, "sg", Op.READ), TOPIC_READ), E.group_authorization_failed,
               setup=_learn_topic_ids, allowed=lambda resp: resp.error_code == E.share_session_not_found),
 }
