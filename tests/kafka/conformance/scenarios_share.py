@@ -604,3 +604,92 @@ def sf_unknown_topic_and_partition(k):
     tid, g, a = ready(k, 1, [b"a"])
     b = Member(k, g, "b", own_connection=True)
     return [fetched(a.fetch(uuid.uuid4(), max_wait_ms=0)), fetched(b.fetch(tid, partitions=(5,), max_wait_ms=0))]
+
+
+# ---------------------------------------------------------------------- share-group offsets (admin)
+
+DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = 90, 91, 92
+
+
+def describe_offsets(k, group: str, topics, version: int = 1):
+    """DescribeShareGroupOffsets of one group, to its coordinator: ``topics`` {name: [partitions]}
+    or None (every topic of the group)."""
+    m = mod(DESCRIBE_OFFSETS, version)
+    req = m.DescribeShareGroupOffsetsRequest(groups=(m.DescribeShareGroupOffsetsRequestGroup(
+        group_id=group, topics=None if topics is None else tuple(
+            m.DescribeShareGroupOffsetsRequestTopic(topic_name=t, partitions=tuple(ps)) for t, ps in topics.items())),))
+    return _to(k, req, _coordinator(k, group))
+
+
+def alter_offsets(k, group: str, topics):
+    """AlterShareGroupOffsets v0, to the group's coordinator: ``topics`` {name: {partition: start}}."""
+    m = mod(ALTER_OFFSETS, 0)
+    req = m.AlterShareGroupOffsetsRequest(group_id=group, topics=tuple(
+        m.AlterShareGroupOffsetsRequestTopic(topic_name=t, partitions=tuple(
+            m.AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=o) for p, o in ps.items()))
+        for t, ps in topics.items()))
+    return _to(k, req, _coordinator(k, group))
+
+
+def delete_offsets(k, group: str, *topics: str):
+    """DeleteShareGroupOffsets v0, to the group's coordinator."""
+    m = mod(DELETE_OFFSETS, 0)
+    req = m.DeleteShareGroupOffsetsRequest(group_id=group, topics=tuple(
+        m.DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in topics))
+    return _to(k, req, _coordinator(k, group))
+
+
+@scenario(AREA, differs=(
+    "open: Kafka 4.4 persists the share-partition start offset lazily (after records 0-1 of a 3-record batch are "
+    "accepted its state still says start offset 0, delivery-complete count 2); oncelog moves it past the accepted "
+    "records at the acknowledgement (start offset 2, count 0): the start offsets differ, the lag (1) agrees"))
+def sgo_describe_offsets(k):
+    """DescribeShareGroupOffsets once 2 of 3 records are accepted (start offset 2; v1's lag: high watermark 3 - 2 -
+    0 complete = 1; v0 without lag), a topic that does not exist (-1, no error), every topic (null) and no
+    topics (empty)."""
+    tid, g, a = ready(k, 1, [b"a", b"b", b"c"])
+    t = k.name("t")
+    a.fetch_until(tid)
+    acked = a.acknowledge(tid, {0: [(0, 1, [ACCEPT])]})
+    return [acked.error_code, describe_offsets(k, g, {t: [0]}), describe_offsets(k, g, {t: [0]}, version=0),
+            describe_offsets(k, g, {k.name("nope"): [0]}), describe_offsets(k, g, None), describe_offsets(k, g, {})]
+
+
+@scenario(AREA, cluster_differs=(
+    "open: on a cluster of nodes a share partition's state is on its leader, and the group's coordinator does not "
+    "yet read or write another node's (DescribeShareGroupOffsets and AlterShareGroupOffsets answer such a partition "
+    "COORDINATOR_NOT_AVAILABLE, DeleteShareGroupOffsets sees no state of it): docs/share-groups.md"))
+def sgo_alter_offsets(k):
+    """AlterShareGroupOffsets: with a member NON_EMPTY_GROUP; once it left, start offset 1 (the describe
+    follows); a partition the topic lacks and a topic that does
+    not exist UNKNOWN_TOPIC_OR_PARTITION; a group nobody joined: altered (Kafka 4.4 makes its state)."""
+    tid, g, a = ready(k, 1, [b"a", b"b", b"c"])
+    t = k.name("t")
+    a.fetch_until(tid)
+    busy = alter_offsets(k, g, {t: {0: 1}})
+    a.acknowledge(tid, {0: [(0, 2, [ACCEPT])]})
+    a.fetch(tid, epoch=-1, partitions=())
+    a.heartbeat(epoch=-1)
+    altered = alter_offsets(k, g, {t: {0: 1, 4: 0}, k.name("nope"): {0: 0}})
+    return [busy, altered, describe_offsets(k, g, {t: [0]}), alter_offsets(k, k.name("nobody"), {t: {0: 0}})]
+
+
+@scenario(AREA, cluster_differs=(
+    "open: on a cluster of nodes a share partition's state is on its leader, and the group's coordinator does not "
+    "yet read or write another node's (DescribeShareGroupOffsets and AlterShareGroupOffsets answer such a partition "
+    "COORDINATOR_NOT_AVAILABLE, DeleteShareGroupOffsets sees no state of it): docs/share-groups.md"))
+def sgo_delete_offsets(k):
+    """DeleteShareGroupOffsets: with a member NON_EMPTY_GROUP; once it left, the topic's state deleted (the
+    describe answers -1 and every topic none), a topic the group
+    never read and one that does not exist UNKNOWN_TOPIC_OR_PARTITION; a group nobody joined GROUP_ID_NOT_FOUND."""
+    tid, g, a = ready(k, 1, [b"a", b"b", b"c"])
+    t = k.name("t")
+    other = k.create_topic("other", 1)
+    a.fetch_until(tid)
+    busy = delete_offsets(k, g, t)
+    a.acknowledge(tid, {0: [(0, 2, [ACCEPT])]})
+    a.fetch(tid, epoch=-1, partitions=())
+    a.heartbeat(epoch=-1)
+    deleted = delete_offsets(k, g, t, other, k.name("nope"))
+    after = describe_offsets(k, g, {t: [0]})
+    return [busy, deleted, after, describe_offsets(k, g, None), delete_offsets(k, k.name("nobody"), t)]
