@@ -11,8 +11,10 @@ members NON_EMPTY_GROUP ("The group is not empty."); a group id nobody joined is
 does (its state made) — a top-level error
 answers no topics at all; a partition the topic lacks is UNKNOWN_TOPIC_OR_PARTITION, the others
 NONE once their state is durable. In a cluster of nodes a group another node coordinates is
-NOT_COORDINATOR; a partition another node leads (its state is there) is COORDINATOR_NOT_AVAILABLE,
-not yet altered from here (docs/share-groups.md).
+NOT_COORDINATOR; the state of a partition another node leads is kept there (docs/share-groups.md)
+and written with InitializeShareGroupState (:mod:`.initialize_share_group_state`) over the nodes'
+control link, as Kafka's persister does; a node that does not answer makes its partitions
+COORDINATOR_NOT_AVAILABLE.
 
 Version notes:
 
@@ -23,12 +25,13 @@ AlterShareGroupOffsets: v0-0
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from kio.schema.errors import ErrorCode
 
 from .. import errors
-from . import _authz
+from . import _authz, _share_state
 from ._base import NO_THROTTLE, build, reply_later, response_module
 from ._groups import error_code, error_message
 
@@ -66,6 +69,7 @@ def handle(ctx, request):
     allowed = _authz.filter_topics(ctx, _authz.Op.READ, [t.topic_name for t in request.topics])
     answers: dict[str, tuple] = {}  # topic name -> (topic id, [(partition, code, message)]), in order
     starts: dict = {}
+    elsewhere: dict = {}  # node -> [(topic, partition, start offset)]
     # As Kafka's response builder: the topics refused before the group is asked first, then the others.
     refused = [t for t in request.topics if t.topic_name not in allowed or topics.get(t.topic_name) is None]
     for t in refused + [t for t in request.topics if t not in refused]:
@@ -79,12 +83,12 @@ def handle(ctx, request):
         for p in t.partitions:
             if not 0 <= p.partition_index < topic.partitions:
                 rows.append((p.partition_index, ErrorCode.unknown_topic_or_partition, UNKNOWN_TOPIC))
-            elif not broker.placement.leads(topic.name, p.partition_index):
-                rows.append((p.partition_index, ErrorCode.coordinator_not_available,
-                             f"The share state of {topic.name}-{p.partition_index} is kept by node "
-                             f"{broker.placement.leader(topic.name, p.partition_index)}; not yet altered from this one."))
             else:
-                starts[(topic.topic_id, p.partition_index)] = p.start_offset
+                if broker.placement.leads(topic.name, p.partition_index):
+                    starts[(topic.topic_id, p.partition_index)] = p.start_offset
+                else:  # its leader keeps the state: InitializeShareGroupState there
+                    node = broker.placement.leader(topic.name, p.partition_index)
+                    elsewhere.setdefault(node, []).append((topic, p.partition_index, p.start_offset))
                 rows.append((p.partition_index, None, (topic.topic_id, p.partition_index)))
 
     def response(results):
@@ -101,8 +105,17 @@ def handle(ctx, request):
                          m.AlterShareGroupOffsetsResponseTopic(topic_name=name, topic_id=tid, partitions=tuple(
                              row(*r) for r in rows)) for name, (tid, rows) in answers.items()))
 
-    if not starts:
+    if not starts and not elsewhere:
         return response({})
     fut, respond = reply_later(response)
-    broker.share.alter_start(group_id, starts, respond)
+    if not elsewhere:
+        broker.share.alter_start(group_id, starts, respond)
+        return fut
+
+    async def alter_everywhere() -> None:
+        here = asyncio.get_running_loop().create_future()
+        broker.share.alter_start(group_id, starts, lambda results: here.done() or here.set_result(results))
+        there = await _share_state.initialize(ctx, group_id, elsewhere)
+        respond({**there, **await here})
+    asyncio.ensure_future(alter_everywhere())
     return fut

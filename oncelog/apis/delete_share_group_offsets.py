@@ -11,8 +11,10 @@ answers no topics at all; a group without any share partition answers only the r
 Then the topics deleted (with their ids), then those that could not be: a topic that does not
 exist, or one the group has no share partitions of ("There is no offset information to delete."),
 UNKNOWN_TOPIC_OR_PARTITION, topic id zero. In a cluster of nodes a group another node coordinates
-is NOT_COORDINATOR; the state other nodes keep (of the partitions they lead) is deleted there with
-DeleteShareGroupState, as DeleteGroups does.
+is NOT_COORDINATOR; the state other nodes keep (of the partitions they lead) is found with
+ReadShareGroupStateSummary (:mod:`.read_share_group_state_summary`) of every partition they lead
+(the group's topics are those with state anywhere, as Kafka's coordinator knows them) and deleted
+there with DeleteShareGroupState, as DeleteGroups does.
 
 Version notes:
 
@@ -30,7 +32,7 @@ from kio.schema.errors import ErrorCode
 
 from .. import errors
 from ..protocol.requests import request_module
-from . import _authz
+from . import _authz, _share_state
 from ._base import NO_THROTTLE, build, reply_later, response_module
 from ._groups import error_code, error_message
 
@@ -65,15 +67,38 @@ def handle(ctx, request):
     not_coordinator = broker.coordinator_error(0, group_id)
     if not_coordinator is not None:
         return answer(error_code(not_coordinator), error_message(not_coordinator))
+    if broker.cluster is None:
+        return _delete(ctx, m, group_id, names, allowed, refused, answer, topic_row, {})
+    fut, respond = reply_later(lambda found: found)
+
+    async def discover() -> None:
+        """Which topics the group has state of on the other nodes (ReadShareGroupStateSummary of
+        every partition they lead), then as on one node."""
+        summaries = await _share_state.read_summaries(ctx, group_id, _share_state.every_remote_partition(ctx))
+        remote: dict = {}
+        for (tid, index), found in summaries.items():
+            if found is not None and not isinstance(found, errors.KafkaError):
+                remote.setdefault(tid, set()).add(index)
+        result = _delete(ctx, m, group_id, names, allowed, refused, answer, topic_row, remote)
+        respond(await result if isinstance(result, asyncio.Future) else result)
+    asyncio.ensure_future(discover())
+    return fut
+
+
+def _delete(ctx, m, group_id, names, allowed, refused, answer, topic_row, remote):
+    """The group's checks and the deletion, ``remote`` the state other nodes keep ({topic id: partitions})."""
+    broker = ctx.broker
     share = broker.share
     group = share.groups.get(group_id)
-    if group is None and group_id not in share.group_ids():
+    if group is None and group_id not in share.group_ids() and not remote:
         kind = group_id in broker.groups.groups
         return answer(ErrorCode.group_id_not_found, f"Group {group_id} is not a share group." if kind
                       else f"Group {group_id} not found.")
     if group is not None and group.members:
         return answer(ErrorCode.non_empty_group, "The group is not empty.")
     held = share.state_partitions(group_id)
+    for tid, parts in remote.items():
+        held.setdefault(tid, set()).update(parts)
     if not held:
         return answer(topics=refused)
     topics = broker.metadata.topics

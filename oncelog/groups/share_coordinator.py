@@ -89,7 +89,7 @@ class ShareCoordinator:
             plog = partition.log
             state = self._persisted.pop(key, None)
             limit = int(settings["share.partition.max.record.locks"])
-            if state is not None:
+            if state is not None and state.start_offset >= 0:
                 sp = SharePartition(max(state.start_offset, plog.log_start_offset), max_in_flight=limit,
                                     batches=[b for b in state.batches if b.last_offset >= plog.log_start_offset])
             else:
@@ -237,7 +237,10 @@ class ShareCoordinator:
         """AlterShareGroupOffsets here (Kafka's InitializeShareGroupState): each share partition
         ``starts`` names ((topic id, partition) -> start offset) gets a new state, that start offset
         and nothing in flight; its next fetch begins there. ``on_done({part: error or None})`` once
-        every new state is durable (the group must be empty: the handler checks)."""
+        every new state is durable (the group must be empty: the handler checks). A start offset of
+        -1 (InitializeShareGroupState's "not being initialized") makes the next fetch begin at
+        ``share.auto.offset.reset``. The share partition held in memory is dropped: its next fetch
+        reads the new state (Kafka's leader fences its cached share partition instead)."""
         if not starts:
             return on_done({})
         results: dict = {}

@@ -448,6 +448,10 @@ async def _admin_consumes_t_in_cg2(admin: Api, fx: Fixture) -> None:
     _grant(admin, [(R.GROUP, "cg2", Op.DESCRIBE)])
 
 
+async def _alice_reads_stg(admin: Api, fx: Fixture) -> None:
+    _grant(admin, [(R.GROUP, "stg", Op.READ)])
+
+
 def _share_group_heartbeat(m, fx):  # a share group join
     return m.ShareGroupHeartbeatRequest(group_id="sg", member_id="m-share", member_epoch=0, rack_id=None,
                                         subscribed_topic_names=(TOPIC,))
@@ -455,6 +459,20 @@ def _share_group_heartbeat(m, fx):  # a share group join
 
 def _share_group_describe(m, fx):
     return m.ShareGroupDescribeRequest(group_ids=("sg",), include_authorized_operations=False)
+
+
+def _streams_group_heartbeat(m, fx):  # a KIP-1071 join with a topology reading TOPIC
+    return m.StreamsGroupHeartbeatRequest(
+        group_id="stg", member_id="m-streams", member_epoch=0, endpoint_information_epoch=-1, instance_id=None,
+        rack_id=None, rebalance_timeout=datetime.timedelta(seconds=30), topology=m.Topology(epoch=0, subtopologies=(
+            m.Subtopology(subtopology_id="0", source_topics=(TOPIC,), state_changelog_topics=(),
+                          repartition_source_topics=(), copartition_groups=()),)),
+        active_tasks=(), standby_tasks=(), warmup_tasks=(), process_id="p1", client_tags=(), task_offsets=(),
+        task_end_offsets=())
+
+
+def _streams_group_describe(m, fx):
+    return m.StreamsGroupDescribeRequest(group_ids=("stg",), include_authorized_operations=True)
 
 
 def _share_fetch(m, fx):  # opens a share session on TOPIC-0 (nothing acquired: the group starts at latest)
@@ -490,6 +508,16 @@ def _delete_share_group_offsets(m, fx):  # a group nobody joined: GROUP_ID_NOT_F
 def _delete_share_group_state(m, fx):  # an inter-broker call: CLUSTER_ACTION
     return m.DeleteShareGroupStateRequest(group_id="sg", topics=(m.DeleteStateData(
         topic_id=fx.extra["ids"][TOPIC], partitions=(m.PartitionData(partition=0),)),))
+
+
+def _read_share_group_state_summary(m, fx):  # an inter-broker call: CLUSTER_ACTION
+    return m.ReadShareGroupStateSummaryRequest(group_id="sg", topics=(m.ReadStateSummaryData(
+        topic_id=fx.extra["ids"][TOPIC], partitions=(m.PartitionData(partition=0, leader_epoch=0),)),))
+
+
+def _initialize_share_group_state(m, fx):  # an inter-broker call: CLUSTER_ACTION
+    return m.InitializeShareGroupStateRequest(group_id="sg", topics=(m.InitializeStateData(
+        topic_id=fx.extra["ids"][TOPIC], partitions=(m.PartitionData(partition=0, state_epoch=0, start_offset=0),)),))
 
 
 def _topic_ids(m, fx, names):
@@ -608,6 +636,14 @@ MATRIX: dict[int, Entry] = {
               allowed=lambda resp: resp.groups[0].error_code == E.group_id_not_found),
     86: Entry(call(86, 0, _delete_share_group_state), (cluster(Op.CLUSTER_ACTION),), E.cluster_authorization_failed,
               setup=_learn_topic_ids),
+    83: Entry(call(83, 0, _initialize_share_group_state), (cluster(Op.CLUSTER_ACTION),),
+              E.cluster_authorization_failed, setup=_learn_topic_ids),
+    87: Entry(call(87, 1, _read_share_group_state_summary), (cluster(Op.CLUSTER_ACTION),),
+              E.cluster_authorization_failed, setup=_learn_topic_ids),
+    88: Entry(call(88, 0, _streams_group_heartbeat), ((R.GROUP, "stg", Op.READ), TOPIC_DESCRIBE),
+              E.group_authorization_failed, allowed=lambda resp: resp.error_code == E.none),
+    89: Entry(call(89, 0, _streams_group_describe), ((R.GROUP, "stg", Op.DESCRIBE),), E.group_authorization_failed,
+              allowed=lambda resp: resp.groups[0].error_code == E.group_id_not_found),
     78: Entry(call(78, 2, _share_fetch), ((R.GROUP, "sg", Op.READ), TOPIC_READ), E.group_authorization_failed,
               setup=_learn_topic_ids),
     90: Entry(call(90, 1, _describe_share_group_offsets), ((R.GROUP, "sg", Op.DESCRIBE), TOPIC_DESCRIBE),
@@ -629,6 +665,9 @@ EXTRA: dict[str, tuple[int, Entry]] = {
     "ConsumerGroupHeartbeat with READ on the group, subscribing to a topic it may not describe": (68, Entry(
         call(68, 1, _consumer_group_heartbeat), (TOPIC_DESCRIBE,), E.topic_authorization_failed,
         setup=_alice_reads_cg, allowed=lambda resp: resp.error_code == E.none)),
+    "StreamsGroupHeartbeat with READ on the group, its topology reading a topic it may not describe": (88, Entry(
+        call(88, 0, _streams_group_heartbeat), (TOPIC_DESCRIBE,), E.topic_authorization_failed,
+        setup=_alice_reads_stg, allowed=lambda resp: resp.error_code == E.none)),
     # KIP-848's GROUP config resource (type 32): DESCRIBE_CONFIGS / ALTER_CONFIGS on the group, as Kafka 4.x.
     "DescribeConfigs of a GROUP resource": (32, Entry(call(32, 4, lambda m, fx: m.DescribeConfigsRequest(
         resources=(m.DescribeConfigsResource(resource_type=32, resource_name=GROUP, configuration_keys=None),),
