@@ -639,6 +639,36 @@ def delete_offsets(k, group: str, *topics: str):
     return _to(k, req, _coordinator(k, group))
 
 
+def ready_alone(k, *batches: list[bytes]):
+    """As :func:`ready` (one partition), the member on its own connection: (topic id, group, member)."""
+    t = k.create_topic("t", 1)
+    produce_values(k, t, *batches)
+    g = share_group(k)
+    a = Member(k, g, "a", own_connection=True)
+    a.join(t)
+    return topic_id(k, t), g, a
+
+
+def leave_and_disconnect(member, tid) -> None:
+    """The member closes its share session, leaves the group and closes its connection, as a share
+    consumer's close does: Kafka's leader drops its cached share partitions of a group once the
+    connection of the group's last share session closes (ShareSessionCache's disconnect listener,
+    onGroupEmpty), not before."""
+    member.fetch(tid, epoch=-1, partitions=())
+    member.heartbeat(epoch=-1)
+    member.via.close()
+
+
+def next_records(member, tid, tries: int = 20):
+    """What a new member's fetches acquire first (a share partition is initialised on its first fetch, so
+    several fetches are tried), or [] when none of them acquires anything."""
+    for _ in range(tries):
+        got = acquired(member.fetch(tid, max_wait_ms=250))
+        if got:
+            return got
+    return []
+
+
 @scenario(AREA, differs=(
     "open: Kafka 4.4 persists the share-partition start offset lazily (after records 0-1 of a 3-record batch are "
     "accepted its state still says start offset 0, delivery-complete count 2); oncelog moves it past the accepted "
@@ -655,41 +685,42 @@ def sgo_describe_offsets(k):
             describe_offsets(k, g, {k.name("nope"): [0]}), describe_offsets(k, g, None), describe_offsets(k, g, {})]
 
 
-@scenario(AREA, cluster_differs=(
-    "open: on a cluster of nodes a share partition's state is on its leader, and the group's coordinator does not "
-    "yet read or write another node's (DescribeShareGroupOffsets and AlterShareGroupOffsets answer such a partition "
-    "COORDINATOR_NOT_AVAILABLE, DeleteShareGroupOffsets sees no state of it): docs/share-groups.md"))
+@scenario(AREA)
 def sgo_alter_offsets(k):
-    """AlterShareGroupOffsets: with a member NON_EMPTY_GROUP; once it left, start offset 1 (the describe
-    follows); a partition the topic lacks and a topic that does
-    not exist UNKNOWN_TOPIC_OR_PARTITION; a group nobody joined: altered (Kafka 4.4 makes its state)."""
-    tid, g, a = ready(k, 1, [b"a", b"b", b"c"])
+    """AlterShareGroupOffsets: with a member NON_EMPTY_GROUP; once it left (and closed its connection), start
+    offset 1 (the describe follows); a partition the topic lacks and a topic that does not exist
+    UNKNOWN_TOPIC_OR_PARTITION; a group nobody joined: altered (Kafka 4.4 makes its state); a new member's
+    next fetch acquires from offset 1."""
+    tid, g, a = ready_alone(k, [b"a", b"b", b"c"])
     t = k.name("t")
     a.fetch_until(tid)
     busy = alter_offsets(k, g, {t: {0: 1}})
     a.acknowledge(tid, {0: [(0, 2, [ACCEPT])]})
-    a.fetch(tid, epoch=-1, partitions=())
-    a.heartbeat(epoch=-1)
+    leave_and_disconnect(a, tid)
     altered = alter_offsets(k, g, {t: {0: 1, 4: 0}, k.name("nope"): {0: 0}})
-    return [busy, altered, describe_offsets(k, g, {t: [0]}), alter_offsets(k, k.name("nobody"), {t: {0: 0}})]
+    described = describe_offsets(k, g, {t: [0]})
+    b = Member(k, g, "b", own_connection=True)
+    b.join(t)
+    return [busy, altered, described, alter_offsets(k, k.name("nobody"), {t: {0: 0}}), next_records(b, tid)]
 
 
-@scenario(AREA, cluster_differs=(
-    "open: on a cluster of nodes a share partition's state is on its leader, and the group's coordinator does not "
-    "yet read or write another node's (DescribeShareGroupOffsets and AlterShareGroupOffsets answer such a partition "
-    "COORDINATOR_NOT_AVAILABLE, DeleteShareGroupOffsets sees no state of it): docs/share-groups.md"))
+@scenario(AREA)
 def sgo_delete_offsets(k):
-    """DeleteShareGroupOffsets: with a member NON_EMPTY_GROUP; once it left, the topic's state deleted (the
-    describe answers -1 and every topic none), a topic the group
-    never read and one that does not exist UNKNOWN_TOPIC_OR_PARTITION; a group nobody joined GROUP_ID_NOT_FOUND."""
-    tid, g, a = ready(k, 1, [b"a", b"b", b"c"])
+    """DeleteShareGroupOffsets: with a member NON_EMPTY_GROUP; once it left (and closed its connection), the
+    topic's state deleted (the describe answers -1 and every topic none), a topic the group never read and one
+    that does not exist UNKNOWN_TOPIC_OR_PARTITION; a group nobody joined GROUP_ID_NOT_FOUND; a new member's next
+    fetch acquires from share.auto.offset.reset (earliest: offset 0, the accepted records again)."""
+    tid, g, a = ready_alone(k, [b"a", b"b", b"c"])
     t = k.name("t")
     other = k.create_topic("other", 1)
     a.fetch_until(tid)
     busy = delete_offsets(k, g, t)
     a.acknowledge(tid, {0: [(0, 2, [ACCEPT])]})
-    a.fetch(tid, epoch=-1, partitions=())
-    a.heartbeat(epoch=-1)
+    leave_and_disconnect(a, tid)
     deleted = delete_offsets(k, g, t, other, k.name("nope"))
     after = describe_offsets(k, g, {t: [0]})
-    return [busy, deleted, after, describe_offsets(k, g, None), delete_offsets(k, k.name("nobody"), t)]
+    every = describe_offsets(k, g, None)
+    produce_values(k, t, [b"d"])
+    b = Member(k, g, "b", own_connection=True)
+    b.join(t)
+    return [busy, deleted, after, every, delete_offsets(k, k.name("nobody"), t), next_records(b, tid)]
