@@ -4,7 +4,7 @@ ClassicGroupMember.describeNoMetadata: no protocol is chosen for good until the 
 from v6 (KIP-1043) also with GROUP_ID_NOT_FOUND and Kafka's message, and then
 without authorized operations (Kafka adds them only to groups described without error).
 A consumer (KIP-848) group is described as a group that does not exist, as Kafka does
-(ConsumerGroupDescribe describes it), with "Group X is not a classic group." from v6.
+(ConsumerGroupDescribe describes it; a streams group likewise, StreamsGroupDescribe's), with "Group X is not a classic group." from v6.
 
 ACLs (Kafka's KafkaApis.handleDescribeGroupsRequest): DESCRIBE on each group, else that group is
 answered GROUP_AUTHORIZATION_FAILED with nothing of it; authorized operations are the
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from .. import errors
 from ..groups.consumer_state import ConsumerGroup
+from ..groups.streams_group import StreamsGroup
 from ..groups.state import GroupState
 from . import _authz
 from ._acl import AUTHORIZED_OPERATIONS_OMITTED, authorized
@@ -58,7 +59,7 @@ def handle(ctx, request):
             continue
         ops = authorized(ctx, _authz.R.GROUP, gid, want_ops)
         group = ctx.broker.groups.describe(gid)
-        if group is None or isinstance(group, ConsumerGroup):
+        if group is None or isinstance(group, (ConsumerGroup, StreamsGroup)):
             if ctx.api_version >= 6:
                 missing = errors.GroupIdNotFound(f"Group {gid} not found." if group is None
                                                  else f"Group {gid} is not a classic group.")

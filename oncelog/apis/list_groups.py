@@ -1,6 +1,7 @@
 """ListGroups (key 16), v0-5, with the state filter (v4+) and type filter (v5+: "classic", "consumer": KIP-848 groups; their states are
 Kafka's ConsumerGroupState names: Empty, Assigning, Reconciling, Stable; "share": KIP-932 share
-groups, Empty or Stable, protocol type "share", listed by the node coordinating them).
+groups, Empty or Stable, protocol type "share", listed by the node coordinating them; "streams": KIP-1071
+groups, protocol type "streams", states Empty, NotReady, Assigning, Reconciling, Stable).
 
 ACLs (Kafka's KafkaApis.handleListGroupsRequest): with DESCRIBE on the cluster every group,
 else only the groups the principal may DESCRIBE, the others left out silently.

@@ -1,5 +1,5 @@
-"""The group coordinator: classic-protocol and consumer (KIP-848) groups in one namespace of group
-ids, their offsets, and ``__consumer_offsets``; share groups (KIP-932) beside them. Laid out as :mod:`oncelog.txn` is, one idea per
+"""The group coordinator: classic-protocol, consumer (KIP-848) and streams (KIP-1071) groups in one
+namespace of group ids, their offsets, and ``__consumer_offsets``; share groups (KIP-932) beside them. Laid out as :mod:`oncelog.txn` is, one idea per
 module:
 
 Classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup):
@@ -31,6 +31,17 @@ Between the two:
   classic members of a consumer group;
 * :mod:`.classic_members` — a classic member's partitions by topic name <-> by topic id (the
   consumer protocol's bytes are :mod:`oncelog.protocol.consumer_protocol`).
+
+Streams groups (KIP-1071: StreamsGroupHeartbeat, StreamsGroupDescribe; docs/streams-groups.md):
+
+* :mod:`.streams_coordinator` — StreamsGroupCoordinator: the heartbeat's steps, leave and
+  fencing, timers, the member checks of offset commits, replay;
+* :mod:`.streams_group` — StreamsGroup, StreamsMember, their states, reconciliation of active
+  tasks (``next_assignment``, pure), the records of a change;
+* :mod:`.streams_topology` — the topology as sent, its checks, its configuration against the
+  topics (statuses, partition counts, the internal topics to create);
+* :mod:`.streams_assignor` — Kafka's StickyTaskAssignor (active tasks);
+* :mod:`.streams_records` — Kafka's ``__consumer_offsets`` record types 17 and 19-23.
 
 Share groups (KIP-932: ShareGroupHeartbeat, ShareFetch, ShareAcknowledge; docs/share-groups.md):
 

@@ -7,7 +7,7 @@ A check raises what refuses the whole request (a domain error, turned into a wir
 edge), and returns None if every partition may be committed, or, for a consumer (KIP-848) group,
 a check per partition (KIP-1251: a commit at an older member epoch is accepted for a partition
 the member has owned since that epoch). A classic group's member is checked by generation and
-instance id, a consumer group's by member epoch (a classic member of it by generation = member
+instance id, a consumer or streams group's by member epoch (a classic member of it by generation = member
 epoch, ILLEGAL_GENERATION when they differ).
 """
 
@@ -18,6 +18,8 @@ from typing import Callable, Mapping
 from .. import errors
 from ..errors import KafkaError
 from .consumer_state import ConsumerGroup
+from .streams_coordinator import StreamsGroupCoordinator
+from .streams_group import StreamsGroup
 from .state import Group, GroupState, check_member, illegal_generation
 
 # A per-partition offset-commit check: (topic name, partition) -> None or why not.
@@ -50,6 +52,9 @@ class CommitChecks:
         if isinstance(group, ConsumerGroup):
             return self.consumer_offset_commit(group, member_id, generation, transactional=False,
                                                api_version=api_version, instance_id=group_instance_id)
+        if isinstance(group, StreamsGroup):
+            return StreamsGroupCoordinator.offset_commit(group, member_id, generation, transactional=False,
+                                                         api_version=api_version, instance_id=group_instance_id)
         if generation < 0 and group.state is GroupState.EMPTY:
             return None
         error = check_member(group_id, group, member_id, group_instance_id)
@@ -75,12 +80,14 @@ class CommitChecks:
         group = self.groups.get(group_id)
         if group is None or group.is_dead():
             raise errors.IllegalGeneration(f"group {group_id!r} does not exist, so has no generation {generation}")
-        if isinstance(group, ConsumerGroup):
+        if isinstance(group, (ConsumerGroup, StreamsGroup)):
             # KIP-447 with member epochs; a stale epoch is ILLEGAL_GENERATION here, as Kafka
             # answers TxnOffsetCommit (older transactional clients know no STALE_MEMBER_EPOCH).
+            commit = self.consumer_offset_commit if isinstance(group, ConsumerGroup) \
+                else StreamsGroupCoordinator.offset_commit
             try:
-                check = self.consumer_offset_commit(group, member_id, generation, transactional=True,
-                                                    api_version=99, instance_id=group_instance_id)
+                check = commit(group, member_id, generation, transactional=True,
+                               api_version=99, instance_id=group_instance_id)
             except errors.StaleMemberEpoch as exc:
                 raise errors.IllegalGeneration(str(exc)) from None
             if check is None:
@@ -104,6 +111,8 @@ class CommitChecks:
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup) and not group.is_dead():
             self.consumer_offset_fetch(group, member_id, member_epoch)
+        elif isinstance(group, StreamsGroup) and not group.is_dead():
+            StreamsGroupCoordinator.offset_fetch(group, member_id, member_epoch)
 
     # ------------------------------------------------------------------ consumer (KIP-848) groups
 

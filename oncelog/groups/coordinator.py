@@ -41,20 +41,10 @@ from .consumer_state import ConsumerGroup
 from .migration import Migration
 from .offsets import GroupOffsets, TopicPartition
 from .records import GroupKey, GroupValue, OffsetKey, OffsetValue, encode_group_value, encode_key
-from .state import (
-    Group,
-    GroupEvent,
-    GroupState,
-    JoinResult,
-    Member,
-    Persist,
-    SyncResult,
-    check_member,
-    fenced,
-    illegal_generation,
-    members_of,
-    unknown_member,
-)
+from .streams_coordinator import StreamsGroupCoordinator
+from .streams_group import StreamsGroup
+from .state import (Group, GroupEvent, GroupState, JoinResult, Member, Persist, SyncResult, check_member,
+                    fenced, illegal_generation, members_of, unknown_member)
 
 log = logging.getLogger("oncelog.groups")
 
@@ -78,6 +68,7 @@ class GroupCoordinator:
         self.consumer = ConsumerGroupCoordinator(self.groups, clock, persist, config, topics, group_configs)
         # Classic <-> consumer conversions, and classic members of consumer groups.
         self.migration = self.consumer.migration = Migration(self, self.consumer)
+        self.streams = StreamsGroupCoordinator(self.groups, clock, persist, topics)  # KIP-1071 streams groups
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -513,8 +504,9 @@ class GroupCoordinator:
         and expiry of offsets of empty groups."""
         now = self.clock()
         self.consumer.tick()
+        self.streams.tick()
         for group in list(self.groups.values()):
-            if isinstance(group, ConsumerGroup):
+            if isinstance(group, (ConsumerGroup, StreamsGroup)):
                 if group.is_empty():
                     self.offsets.expire(group, now, self.config.offsets_retention_ms)
                 continue
@@ -552,10 +544,8 @@ class GroupCoordinator:
         pending member, rebalance, sync), or None. Offset expiry is not included: it is
         coarse and the broker ticks periodically for it."""
         classic = (g.next_deadline_ms() for g in self.groups.values() if not isinstance(g, ConsumerGroup))
-        deadlines = [d for d in classic if d is not None]
-        consumer = self.consumer.next_deadline_ms()
-        if consumer is not None:
-            deadlines.append(consumer)
+        deadlines = [d for d in (*classic, self.consumer.next_deadline_ms(), self.streams.next_deadline_ms())
+                     if d is not None]
         return min(deadlines, default=None)
 
     # ------------------------------------------------------------------ describe / list / delete
@@ -645,6 +635,11 @@ class GroupCoordinator:
         """Replay: a consumer group's record (:mod:`oncelog.groups.consumer_records`)."""
         self.consumer.load(key, value)
 
+    def load_streams_record(self, key, value) -> None:
+        """Replay: a streams group's record (:mod:`oncelog.groups.streams_records`)."""
+        self.streams.load(key, value)
+
     def finish_load(self) -> None:
-        """After the replay of ``__consumer_offsets``: consumer groups' states and timers."""
+        """After the replay of ``__consumer_offsets``: consumer and streams groups' states and timers."""
         self.consumer.finish_load()
+        self.streams.finish_load()

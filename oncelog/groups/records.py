@@ -32,8 +32,9 @@ strings never null:
     7     ConsumerGroupTargetAssignmentMemberKey   group, member_id
     8     ConsumerGroupCurrentMemberAssignmentKey  group, member_id
     16    ConsumerGroupRegularExpressionKey        group, regex
+    17, 19-23  streams groups' keys (:mod:`.streams_records`)
 
-Other types (share and streams groups', 9-15 and 17-22) are refused: oncelog has no such groups.
+Other types (share groups', 9-15, and 18, unused in Kafka 4.4) are refused.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from dataclasses import dataclass, fields
 
 from ..protocol.internal_records import Reader, Writer
 from . import consumer_records as cr
+from . import streams_records as sr
 
 OFFSET_KEY_VERSION = 1  # the record type an offset commit key is written with (0 is read too)
 GROUP_KEY_VERSION = 2
@@ -112,6 +114,7 @@ _KEYS: dict[type, tuple[int, tuple[tuple[str, str], ...]]] = {
         (cr.ConsumerGroupTargetAssignmentMemberKey, cr.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, "ss"),
         (cr.ConsumerGroupCurrentMemberAssignmentKey, cr.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, "ss"),
         (cr.ConsumerGroupRegularExpressionKey, cr.CONSUMER_GROUP_REGULAR_EXPRESSION, "ss"),
+        *sr.KEY_LAYOUTS,  # streams groups' (17, 19-23)
     ]
 }
 # record type -> key class; an offset commit key v0 has v1's layout

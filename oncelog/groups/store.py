@@ -2,7 +2,8 @@
 
 Group metadata and offset commits are records placed by group id; at start-up every partition is
 replayed into the coordinator: offsets and classic groups by ``load_offset`` / ``load_group``,
-consumer (KIP-848) group records by ``load_consumer_record(key, value or None)``. Transactional
+consumer (KIP-848) group records by ``load_consumer_record(key, value or None)``, streams
+(KIP-1071) group records by ``load_streams_record``. Transactional
 offset commits (TxnOffsetCommit) are written as transactional batches of the producer and
 replayed as pending until their marker; such batches hold nothing else.
 """
@@ -20,6 +21,7 @@ from ..partition.internal_topic import OFFSETS_TOPIC, InternalTopic
 from ..partition.manager import PartitionManager
 from . import consumer_records as cr
 from . import records as gr
+from . import streams_records as sr
 from .coordinator import GroupCoordinator
 
 log = logging.getLogger("oncelog.groups")
@@ -89,6 +91,10 @@ class OffsetsTopic(InternalTopic):
                 coordinator.load_offset(k, gr.decode_offset_value(value) if value is not None else None)
             elif isinstance(k, gr.GroupKey):
                 coordinator.load_group(k.group, gr.decode_group_value(value) if value is not None else None)
+            elif isinstance(k, sr.STREAMS_KEYS):  # a streams (KIP-1071) group's record
+                load = getattr(coordinator, "load_streams_record", None)
+                if load is not None:
+                    load(k, sr.decode_streams_value(k, value) if value is not None else None)
             elif isinstance(k, cr.CONSUMER_KEYS):  # a consumer (KIP-848) group's record
                 v = cr.decode_consumer_value(k, value) if value is not None else None
                 load = getattr(coordinator, "load_consumer_record", None)

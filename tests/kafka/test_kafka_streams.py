@@ -107,6 +107,17 @@ def test_two_instances_one_killed_count_exactly_once(version, kind, broker_facto
         assert not wrong, wrong
 
 
+@pytest.mark.parametrize("kind", ["oncelog", "apache-kafka"])
+def test_streams_protocol_two_instances_one_killed_count_exactly_once(kind, broker_factory, apache_kafka, tmp_path):
+    """Kafka Streams 4.4 on the streams group protocol (KIP-1071, ``group.protocol=streams``): the
+    broker assigns the tasks and creates the internal topics. The killed instance's tasks move
+    when its session expires: streams.session.timeout.ms, 45 s at least on Kafka 4.4 (and oncelog:
+    group.streams.min.session.timeout.ms), so this run takes about a minute more than the others."""
+    with engine_cell(ENGINE + " (streams protocol)", "4.4.0", CHECK, kind):
+        wrong = _run("4.4.0", kind, broker_factory, apache_kafka, tmp_path, "exactly_once_v2", protocol="streams")
+        assert not wrong, wrong
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("ONCELOG_SOAK") != "full", reason="control run: ONCELOG_SOAK=full")
 def test_control_at_least_once_shows_duplicates(broker_factory, apache_kafka, tmp_path):
@@ -117,8 +128,9 @@ def test_control_at_least_once_shows_duplicates(broker_factory, apache_kafka, tm
                for i in range(3))
 
 
-def _run(version, kind, broker_factory, apache_kafka, tmp_path, guarantee: str) -> dict:
-    """One run; returns {key: (count of counts, first, last)} of the keys whose counts are not 1..n."""
+def _run(version, kind, broker_factory, apache_kafka, tmp_path, guarantee: str, protocol: str = "classic") -> dict:
+    """One run; returns {key: (count of counts, first, last)} of the keys whose counts are not 1..n.
+    ``protocol``: the application's group.protocol (classic, or streams: KIP-1071)."""
     jars, classes = _streams(version)
     tmp_path.mkdir(parents=True, exist_ok=True)  # the control's runs each take a folder of tmp_path
     bootstrap = apache_kafka.bootstrap if kind == "apache-kafka" else broker_factory().bootstrap
@@ -130,7 +142,8 @@ def _run(version, kind, broker_factory, apache_kafka, tmp_path, guarantee: str) 
     def start(name: str) -> subprocess.Popen:
         cmd = ak.client_command(jars, classes, "StreamsExactlyOnce", [
             "--bootstrap", bootstrap, "--app-id", app, "--input", src, "--output", dst,
-            "--state-dir", str(tmp_path / name), "--pace-ms", "2", "--guarantee", guarantee], heap="256m")
+            "--state-dir", str(tmp_path / name), "--pace-ms", "2", "--guarantee", guarantee,
+            *(["--group-protocol", protocol] if protocol != "classic" else [])], heap="256m")
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"{name}.log", "w"),
                                 stdin=subprocess.DEVNULL, start_new_session=True)
 

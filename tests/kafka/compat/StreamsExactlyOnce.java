@@ -4,14 +4,17 @@
  * Apache Kafka, compiled against each kafka-streams version tested (3.x and 4.4).
  *
  *   StreamsExactlyOnce --bootstrap H:P --app-id A --input IN --output OUT --state-dir DIR [--pace-ms MS]
- *                      [--guarantee exactly_once_v2|at_least_once]
+ *                      [--guarantee exactly_once_v2|at_least_once] [--group-protocol classic|streams]
  *
  * Topology: IN's records carry a value "<key>:<n>" and no key; selectKey(<key>) makes Streams
  * write them through a repartition topic; groupByKey().count() keeps a changelog-backed store
  * (in memory: no native RocksDB); each new count goes to OUT as "<key>" -> "<count>". Under
  * exactly-once the committed OUT holds, per key, exactly 1, 2, ..., n: a duplicate or a gap is a
  * broken guarantee whatever the crash. --pace-ms sleeps per count, so that OUT grows steadily and
- * a kill lands mid-run. The application runs until killed.
+ * a kill lands mid-run. --group-protocol streams sets group.protocol=streams (KIP-1071, Kafka
+ * Streams 4.1+: the broker assigns the tasks; the consumer's session and heartbeat settings are then
+ * the group's, not set here); without it the classic protocol, as before. The application runs
+ * until killed.
  */
 
 import java.util.HashMap;
@@ -43,8 +46,13 @@ public class StreamsExactlyOnce {
         p.put(StreamsConfig.STATE_DIR_CONFIG, args.get("state-dir"));
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "200");
         p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, "1");
-        p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), "6000");
-        p.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), "1000");
+        String protocol = args.getOrDefault("group-protocol", "classic");
+        if (protocol.equals("classic")) {
+            p.put(StreamsConfig.consumerPrefix("session.timeout.ms"), "6000");
+            p.put(StreamsConfig.consumerPrefix("heartbeat.interval.ms"), "1000");
+        } else {
+            p.put("group.protocol", protocol);  // a string: 3.x's StreamsConfig has no constant for it
+        }
         p.put(StreamsConfig.producerPrefix("transaction.timeout.ms"), "10000");
         p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, "0");  // every count is sent, not only the last
         p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.String().getClass().getName());
