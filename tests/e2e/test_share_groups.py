@@ -299,3 +299,64 @@ def test_a_share_group_is_listed_by_type_and_deleted_once_empty_with_its_state(b
     c, again = consume_all()  # its state is gone: from the earliest offset again
     c.close()
     assert sorted(again) == values
+
+
+def _start_offset(bootstrap: str, group: str, topic: str) -> int:
+    """Partition 0's share-partition start offset (DescribeShareGroupOffsets v0 at the coordinator)."""
+    from kio.schema.describe_share_group_offsets.v0 import request as rq
+
+    from oncelog.client.kafka import COORDINATOR_GROUP, KafkaClient
+
+    client = KafkaClient(bootstrap, {}, client_id="share-offsets", timeout=10)
+    try:
+        r = client.coordinator(group, COORDINATOR_GROUP).request(rq.DescribeShareGroupOffsetsRequest(groups=(
+            rq.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=(
+                rq.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(0,)),)),)))
+    finally:
+        client.close()
+    return r.groups[0].topics[0].partitions[0].start_offset
+
+
+@pytest.mark.oncelog_only("a lone transaction marker is archived by design (docs/share-groups.md); Kafka 4.4 "
+                          "hands it to librdkafka, which never acknowledges it, and keeps its start offset on it")
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_a_transaction_marker_fetched_alone_does_not_hold_the_start_offset(broker, commit):
+    """A record read while its transaction is open, then its COMMIT or ABORT marker alone in the next
+    fetch: librdkafka's share consumer acknowledges nothing for a fetch without a data record, so
+    were the marker acquired (as Kafka does) the start offset would stay on it through every lock
+    timeout up to the delivery limit, and the partition stall at its in-flight limit. oncelog
+    archives it: the next records come and the start offset reaches the end."""
+    topic = unique("q")
+    create_topic(broker.bootstrap, topic, 1)
+    group = share_group(broker.bootstrap)
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique("tx")})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"in-txn", partition=0)
+    p.flush(30)
+    c = consumer(broker.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        got = []
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            got = poll(c, 0.5)  # read_uncommitted (the default): the open transaction's record
+        assert [m.value() for m in got] == [b"in-txn"]
+        c.acknowledge(got[0], ACCEPT)
+        c.commit_sync(30)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+        deadline = time.monotonic() + 30
+        while _start_offset(broker.bootstrap, group, topic) != 2:  # past the marker at offset 1
+            assert time.monotonic() < deadline, _start_offset(broker.bootstrap, group, topic)
+            poll(c, 0.3)
+        after = produce(broker.bootstrap, topic, 3, 1)
+        later = []
+        deadline = time.monotonic() + 30
+        while len(later) < len(after) and time.monotonic() < deadline:
+            for m in poll(c, 0.5):
+                later.append(m.value())
+                c.acknowledge(m, ACCEPT)
+            c.commit_sync(30)
+        assert later == after
+        assert _start_offset(broker.bootstrap, group, topic) == 5
+    finally:
+        c.close()

@@ -372,13 +372,28 @@ def test_aborted_transactions_are_archived_and_cut_out():
     assert p.start_offset == 5
 
 
-def test_an_aborted_transaction_at_the_head_moves_the_spso():
+def test_an_aborted_transaction_at_the_head_moves_the_spso_past_its_marker():
+    """The ABORT marker would be acquired alone: archived instead (by design, not Kafka's)."""
     p = SharePartition(0)
     got = acquire(p, "a", [LogBatch(0, 2, producer_id=1, is_transactional=True),
                            LogBatch(3, 3, producer_id=1, is_transactional=True, is_control=True)],
                   aborted=[(1, 0)])
-    assert got == [AcquiredRange(3, 3, 1)]
-    assert p.start_offset == 3
+    assert got == []
+    assert p.start_offset == 4 and p.in_flight_count == 0
+
+
+def test_a_lone_commit_marker_is_archived_and_one_with_data_is_acquired():
+    p = SharePartition(0)
+    assert acquire(p, "a", [LogBatch(0, 0, producer_id=1, is_transactional=True)]) == [AcquiredRange(0, 0, 1)]
+    # the data was fetched while its transaction was open; its COMMIT marker comes alone
+    assert acquire(p, "a", [LogBatch(1, 1, producer_id=1, is_transactional=True, is_control=True)]) == []
+    assert p.state_of(1) == (ARCHIVED, 0, None, 0) and p.state_of(0)[0] is ACQUIRED
+    assert p.next_fetch_offset() == 2
+    ack(p, "a", (0, 0, [ACCEPT]))
+    assert p.start_offset == 2 and p.in_flight_count == 0
+    # a marker fetched with data: acquired with it, as Kafka does (the client acknowledges it as a GAP)
+    got = acquire(p, "a", [LogBatch(2, 2, producer_id=1, is_transactional=True, is_control=True), LogBatch(3, 4)])
+    assert got == [AcquiredRange(2, 4, 1)]
 
 
 # -- the persisted form ---------------------------------------------------------------------------

@@ -724,3 +724,42 @@ def sgo_delete_offsets(k):
     b = Member(k, g, "b", own_connection=True)
     b.join(t)
     return [busy, deleted, after, every, delete_offsets(k, k.name("nobody"), t), next_records(b, tid)]
+
+
+# ---------------------------------------------------------------------- read_committed and markers
+
+
+def _txn_values(k, topic: str, values: list[bytes], commit: bool) -> None:
+    """One transaction of ``values`` (one batch) to partition 0 of ``topic``, committed or aborted,
+    its markers written."""
+    from .scenarios_transactions import begin, end, txn_batch
+    tid, pid, epoch = begin(k, "tx", {topic: [0]})
+    r = k.produce(topic, txn_batch(values, pid, epoch, 0), transactional_id=tid)
+    code = r.responses[0].partition_responses[0].error_code
+    if int(code) != 0:
+        raise ScenarioFailed(f"transactional produce: {code!r}")
+    if int(end(k, tid, pid, epoch, commit).error_code) != 0:
+        raise ScenarioFailed("EndTxn failed")
+
+
+@scenario(AREA, differs=(
+    "by design: a fetch that would acquire only transaction markers archives them (oncelog's first fetch "
+    "acquires nothing and the SPSO moves past the ABORT marker); Kafka 4.4 acquires the lone marker [1, 1] and "
+    "sends its batch, which librdkafka's share consumer never acknowledges (no data record in the fetch), so the "
+    "SPSO waits on it through every lock timeout up to the delivery limit (docs/share-groups.md)"))
+def sf_read_committed_abort_marker(k):
+    """A read_committed share group over an aborted transaction (data then ABORT marker) and a
+    committed one: which offsets are acquired and which batches sent."""
+    t = k.create_topic("t", 1)
+    _txn_values(k, t, [b"x"], commit=False)
+    g = share_group(k)
+    r = incremental(k, GROUP, g, [("share.isolation.level", SET, "read_committed")])
+    if int(r.responses[0].error_code) != 0:
+        raise ScenarioFailed(f"share.isolation.level: {r.responses[0]!r}")
+    a = Member(k, g, "a", own_connection=True)
+    a.join(t)
+    tid = topic_id(k, t)
+    first = [a.fetch(tid, max_wait_ms=300) for _ in range(3)]
+    _txn_values(k, t, [b"y"], commit=True)
+    later = a.fetch_until(tid)
+    return [[fetched(f) for f in first], fetched(later)]
