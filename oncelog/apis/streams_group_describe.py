@@ -40,7 +40,7 @@ def handle(ctx, request):
 
     def failed(gid, code, message=None):
         return build(m.DescribedGroup, error_code=code, error_message=message, group_id=gid, group_state="",
-                     group_epoch=-1, assignment_epoch=-1, topology=None, members=(),
+                     group_epoch=0, assignment_epoch=0, topology=None, members=(),
                      authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
     def task_ids(tasks):

@@ -87,7 +87,7 @@ def handle(ctx, request):
     def refuse(code, message=None):
         return build(m.StreamsGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=code,
                      error_message=message, member_id="", member_epoch=0, heartbeat_interval=datetime.timedelta(0),
-                     acceptable_recovery_lag=0, task_offset_interval=datetime.timedelta(0), status=None,
+                     acceptable_recovery_lag=0, task_offset_interval=datetime.timedelta(0), status=(),
                      active_tasks=None, standby_tasks=None, warmup_tasks=None, endpoint_information_epoch=0,
                      partitions_by_user_endpoint=None)
 
@@ -119,7 +119,9 @@ def handle(ctx, request):
                      error_message=None, member_id=result.member_id, member_epoch=result.member_epoch,
                      heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
                      acceptable_recovery_lag=0,
-                     task_offset_interval=datetime.timedelta(milliseconds=TASK_OFFSET_INTERVAL_MS),
+                     # a leave's answer has the member id and epoch only (Kafka's streamsGroupLeave)
+                     task_offset_interval=datetime.timedelta(
+                         milliseconds=TASK_OFFSET_INTERVAL_MS if result.member_epoch >= 0 else 0),
                      status=tuple(m.Status(status_code=c, status_detail=d) for c, d in statuses),
                      active_tasks=task_ids(tasks) if tasks is not None else None,
                      standby_tasks=() if tasks is not None else None, warmup_tasks=() if tasks is not None else None,

@@ -379,8 +379,9 @@ class StreamsGroupCoordinator:
     def _leave(self, req: HeartbeatRequest, respond) -> None:
         group = self.groups.get(req.group_id)
         if not isinstance(group, StreamsGroup) or group.dead:
-            return respond(HeartbeatResult(errors.GroupIdNotFound(f"Streams group {req.group_id} not found."),
-                                           req.member_id, req.member_epoch))
+            missing = f"Group {req.group_id} not found." if group is None or group.is_dead() else \
+                f"Group {req.group_id} is not a streams group."
+            return respond(HeartbeatResult(errors.GroupIdNotFound(missing), req.member_id, req.member_epoch))
         member = group.members.get(req.member_id)
         if member is None:
             return respond(HeartbeatResult(errors.UnknownMemberId(
