@@ -23,6 +23,8 @@ def test_committed_table_lists_every_engine_check():
         listed = engines_listed(f.read())
     wanted = {(test_flink.ENGINE, test_flink.setup_label(s), c) for s in test_flink.SETUPS for c in test_flink.CHECKS}
     wanted |= {(test_kafka_streams.ENGINE, v, test_kafka_streams.CHECK) for v in test_kafka_streams.VERSIONS}
+    wanted.add((test_kafka_streams.STREAMS_PROTOCOL_ENGINE, test_kafka_streams.STREAMS_PROTOCOL_VERSION,
+                test_kafka_streams.CHECK))
     wanted.add((test_kafka_connect.ENGINE, test_kafka_connect.VERSION, test_kafka_connect.CHECK))
     assert listed == wanted, (
         f"{COMMITTED} is stale: missing {sorted(wanted - listed)}, extra {sorted(listed - wanted)}; run the engine "
