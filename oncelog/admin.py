@@ -716,7 +716,7 @@ def users_command(args) -> int:
 
 # api key: (name, highest version this client builds)
 GROUP_APIS = {9: ("OffsetFetch", 7), 15: ("DescribeGroups", 6), 16: ("ListGroups", 5),
-              69: ("ConsumerGroupDescribe", 1)}
+              69: ("ConsumerGroupDescribe", 1), 77: ("ShareGroupDescribe", 1), 90: ("DescribeShareGroupOffsets", 1)}
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # INT32_MIN: the client did not ask for them
 MEMBER_TYPES = {-1: None, 0: "classic", 1: "consumer"}  # ConsumerGroupDescribe v1 member_type
 # Per-group errors after which the same request is sent again (to a coordinator found anew for
@@ -905,6 +905,9 @@ def describe_group(client, group_id: str, *, include_authorized_operations: bool
             break
         name = code.name
         if not classic and code in (ErrorCode.group_id_not_found, ErrorCode.unsupported_version):
+            share = _describe_share(client, conn, group_id, include_authorized_operations)
+            if share is not None:
+                return share
             classic, not_found_message = True, group.error_message
             continue
         if name in _GROUP_RETRY and time.monotonic() < deadline:
@@ -941,10 +944,81 @@ def describe_group(client, group_id: str, *, include_authorized_operations: bool
                             assignment_epoch=group.assignment_epoch, api=f"ConsumerGroupDescribe v{version}")
 
 
+def _describe_share(client, conn, group_id: str, include_authorized_operations: bool) -> GroupDescription | None:
+    """``group_id`` as a share group (ShareGroupDescribe), or None when it is not one (or the
+    broker serves no share groups): the caller then tries a classic group."""
+    from kio.schema.errors import ErrorCode
+
+    from .client.kafka import COORDINATOR_GROUP
+
+    version = _version(conn, 77)
+    if version is None:
+        return None
+    resp = conn.request(_request(77, version, "ShareGroupDescribeRequest", group_ids=(group_id,),
+                                 include_authorized_operations=include_authorized_operations))
+    group = next((g for g in resp.groups if g.group_id == group_id), None)
+    if group is None or group.error_code == ErrorCode.group_id_not_found:
+        return None
+    if group.error_code != ErrorCode.none:
+        raise GroupError(group.error_code.name.upper(), group.error_message)
+    node = client.coordinators[(COORDINATOR_GROUP, group_id)]
+    host, port = client.brokers.get(node, ("?", 0))
+    members = [GroupMember(m.member_id, None, m.rack_id, m.client_id, m.client_host, _topic_partitions(m.assignment),
+                           member_epoch=m.member_epoch, member_type="share",
+                           subscribed_topic_names=sorted(m.subscribed_topic_names))
+               for m in group.members]
+    return GroupDescription(group_id, "share", "share", group.group_state, group.assignor_name or None,
+                            (node, host, port), members, _operation_names(group.authorized_operations),
+                            group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                            api=f"ShareGroupDescribe v{version}")
+
+
+def share_group_offsets(client, description: GroupDescription) -> list[dict]:
+    """Every share partition of a share group (DescribeShareGroupOffsets, all topics): its start
+    offset (the SPSO: everything before it is acknowledged or archived) and lag, as
+    kafka-share-groups --describe shows them, with the members it is assigned to."""
+    from kio.schema.errors import ErrorCode
+
+    from .client.kafka import COORDINATOR_GROUP, KafkaProtocolError
+
+    group_id = description.group_id
+    conn = client.coordinator(group_id, COORDINATOR_GROUP)
+    version = _version(conn, 90)
+    if version is None:
+        raise CommandError(f"broker {conn.address} does not offer DescribeShareGroupOffsets")
+    from .client.wire import request_module
+
+    mod = request_module(90, version)
+    resp = conn.request(mod.DescribeShareGroupOffsetsRequest(groups=(
+        mod.DescribeShareGroupOffsetsRequestGroup(group_id=group_id, topics=None),)))
+    group = resp.groups[0]
+    if group.error_code != ErrorCode.none:
+        raise KafkaProtocolError(group.error_code, f"DescribeShareGroupOffsets group {group_id!r}")
+    owners: dict = {}
+    for member in description.members:
+        for t, ps in member.assignment.items():
+            for p in ps:
+                owners.setdefault((t, p), []).append(member.client_id)
+    rows = []
+    for t in sorted(group.topics, key=lambda t: t.topic_name):
+        for p in sorted(t.partitions, key=lambda p: p.partition_index):
+            start = p.start_offset if p.start_offset >= 0 else None
+            lag = getattr(p, "lag", -1)
+            rows.append({"topic": t.topic_name, "partition": p.partition_index, "start_offset": start,
+                         "lag": lag if lag >= 0 else None,
+                         "error": None if p.error_code == ErrorCode.none else p.error_code.name.upper(),
+                         "members": sorted(owners.get((t.topic_name, p.partition_index), []))})
+    return rows
+
+
 def group_offsets(client, description: GroupDescription) -> list[dict]:
     """Committed offset, high watermark and lag of every partition the group has committed or
-    its members own (as kafka-consumer-groups --describe), with the owning member."""
+    its members own (as kafka-consumer-groups --describe), with the owning member; a share
+    group's start offsets and lag (:func:`share_group_offsets`)."""
     import time
+
+    if description.group_type == "share":
+        return share_group_offsets(client, description)
 
     from kio.schema.errors import ErrorCode
 
@@ -1009,14 +1083,27 @@ def _description_json(d: GroupDescription, offsets: list[dict]) -> dict:
 
 def _print_description(console: Console, d: GroupDescription, offsets: list[dict]) -> None:
     node, host, port = d.coordinator
-    what = (f"protocol consumer (KIP-848), state {d.state}, group epoch {d.group_epoch}, assignment epoch "
-            f"{d.assignment_epoch}" if d.group_type == "consumer"
+    what = (f"protocol {'consumer (KIP-848)' if d.group_type == 'consumer' else 'share (KIP-932)'}, state {d.state}, "
+            f"group epoch {d.group_epoch}, assignment epoch {d.assignment_epoch}" if d.group_type in ("consumer", "share")
             else f"protocol classic (protocol type {d.protocol_type or '-'}), state {d.state}")
     console.print(f"group [bold]{d.group_id}[/]: {what}, assignor {d.assignor or '-'}, coordinator {node} "
                   f"({host}:{port})", soft_wrap=True, highlight=False)
     if d.authorized_operations is not None:
         console.print(f"authorized operations: {', '.join(d.authorized_operations) or '-'}", soft_wrap=True,
                       highlight=False)
+    if d.group_type == "share":
+        members = Table("member", "client id", "host", "epoch", "subscription", "assignment")
+        for m in sorted(d.members, key=lambda m: (m.client_id, m.member_id)):
+            members.add_row(m.member_id, m.client_id, m.client_host, str(m.member_epoch),
+                            ", ".join(m.subscribed_topic_names or []) or "-", _assignment_text(m.assignment))
+        console.print(members)
+        starts = Table("topic", "partition", "start offset", "lag", "members")
+        for row in offsets:
+            none = lambda v: "-" if v is None else str(v)  # noqa: E731
+            starts.add_row(row["topic"], str(row["partition"]), none(row["start_offset"]),
+                           row["error"] or none(row["lag"]), ", ".join(row["members"]) or "-")
+        console.print(starts)
+        return
     if d.group_type == "consumer":
         members = Table("member", "instance id", "client id", "host", "epoch", "subscription", "current assignment",
                         "target assignment", "pending (+ to assign, - to revoke)")
@@ -1046,10 +1133,11 @@ def _print_description(console: Console, d: GroupDescription, offsets: list[dict
 
 
 def groups_command(args) -> int:
-    """``oncelog groups list|describe|delete``; list shows each group's type (classic or
-    consumer) and state; describe shows a consumer group's epochs and each member's current and
+    """``oncelog groups list|describe|delete``; list shows each group's type (classic, consumer,
+    share, streams) and state; describe shows a consumer group's epochs and each member's current and
     target assignment, a classic group's members, and for both the lag per partition (committed
-    offset vs high watermark)."""
+    offset vs high watermark); a share group's members and each share partition's start offset and
+    lag."""
     import json
 
     from .client.kafka import KafkaClient, KafkaProtocolError, KafkaSecurityError, UnsupportedBroker

@@ -65,12 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("name")
     _command_config_option(t, [c, tl, d, x])
 
-    g = sub.add_parser("groups", help="list, describe (with lag) or delete consumer groups, classic or KIP-848",
+    g = sub.add_parser("groups", help="list, describe (with lag) or delete groups: classic, KIP-848 and share groups",
                        description="Consumer groups of both protocols: classic (JoinGroup/SyncGroup) and consumer "
-                                   "(KIP-848, ConsumerGroupHeartbeat). describe tries ConsumerGroupDescribe first "
-                                   "and falls back to DescribeGroups, as Kafka's admin client does.")
+                                   "(KIP-848, ConsumerGroupHeartbeat); share groups (KIP-932, queues). describe "
+                                   "tries ConsumerGroupDescribe first, then ShareGroupDescribe, and falls back to "
+                                   "DescribeGroups, as Kafka's admin client does; a share group's lag is per share "
+                                   "partition, from its start offset (DescribeShareGroupOffsets).")
     gsub = g.add_subparsers(dest="action", required=True)
-    gl = gsub.add_parser("list", help="every group with its type (classic, consumer) and state")
+    gl = gsub.add_parser("list", help="every group with its type (classic, consumer, share, ...) and state")
     gl.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
     gd = gsub.add_parser("describe", help="a group's state and members (a consumer group's epochs and each "
                                           "member's current vs target assignment), and its lag per partition")

@@ -360,3 +360,47 @@ def test_a_transaction_marker_fetched_alone_does_not_hold_the_start_offset(broke
         assert _start_offset(broker.bootstrap, group, topic) == 5
     finally:
         c.close()
+
+
+def test_oncelog_groups_describes_a_share_group_with_its_members_and_lag(broker):
+    """``oncelog groups describe`` of a share group (ShareGroupDescribe after ConsumerGroupDescribe's
+    GROUP_ID_NOT_FOUND, then DescribeShareGroupOffsets): protocol share, its member's subscription
+    and assignment, per partition a start offset and a lag of 0 once everything is accepted;
+    ``groups list`` gives its type."""
+    import json
+
+    topic = unique("q")
+    create_topic(broker.bootstrap, topic, 2)
+    group = share_group(broker.bootstrap)
+    values = produce(broker.bootstrap, topic, 10, 2)
+    c = consumer(broker.bootstrap, group, topic)
+
+    def groups(*args):
+        proc = subprocess.run([sys.executable, "-m", "oncelog", "groups", "--bootstrap-server", broker.bootstrap,
+                               *args], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    try:
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(values) and time.monotonic() < deadline:
+            got += [m.value() for m in poll(c, 0.5)]
+        c.commit_sync(30)
+        assert sorted(got) == values
+        deadline = time.monotonic() + 30
+        while True:  # the lag follows the acknowledgements the leader applied
+            d = json.loads(groups("describe", group, "--json"))
+            if [r["lag"] for r in d["offsets"]] == [0, 0] or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert (d["group_type"], d["state"]) == ("share", "Stable")
+        assert [(m["subscribed_topic_names"], m["assignment"]) for m in d["members"]] == [([topic], {topic: [0, 1]})]
+        assert [(r["topic"], r["partition"], r["lag"], r["error"]) for r in d["offsets"]] == \
+            [(topic, 0, 0, None), (topic, 1, 0, None)]
+        assert all(r["start_offset"] is not None for r in d["offsets"])
+        assert [g for g in json.loads(groups("list", "--json")) if g["group_id"] == group][0]["group_type"] == "share"
+        text = groups("describe", group)
+        assert "protocol share (KIP-932)" in text and "start offset" in text
+    finally:
+        c.close()
