@@ -111,7 +111,7 @@ def _api_versions(k):
 
 @scenario("admin", differs="by design: Kafka also serves replication (OffsetForLeaderEpoch 23), KRaft "
                            "(UpdateFeatures 57, UnregisterBroker 64, Add/RemoveRaftVoter 80/81), delegation tokens "
-                           "(38-41), client quotas (48/49), share groups' state APIs (84-85), streams groups (88-89): docs/broker.md "
+                           "(38-41), client quotas (48/49), share groups' state APIs (84-85), streams groups' topology description update (93, KIP-1331): docs/broker.md "
                            "'Not implemented' and docs/conformance.md's differences")
 def api_versions_keys(k):
     """ApiVersions v3: the API keys each broker serves."""
