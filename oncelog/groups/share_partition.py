@@ -36,8 +36,12 @@ batches; offsets missing from the log just before a fetched batch also count); a
 
 Representation and cost: one small object per in-flight offset in a dict (at most
 ``max_in_flight`` plus one log batch, Kafka's range 100..10000). ``acquire`` is O(records
-fetched + in flight); ``acknowledge`` O(offsets acknowledged); ``expire``, ``release_member``,
-``next_deadline_ms``, ``next_fetch_offset`` and ``snapshot`` O(in flight).
+fetched + in flight); ``acknowledge`` O(offsets acknowledged); ``next_deadline_ms`` (asked by
+every 100 ms tick) and ``expire`` O(log n) per lock set or expired, from a heap of (deadline,
+offset) entries checked against the record when they reach its top (an entry whose record was
+acknowledged, renewed or dropped is stale and skipped; the heap is rebuilt from the records when
+stale entries outnumber them, so it stays O(in flight)); ``release_member``,
+``next_fetch_offset`` and ``snapshot`` O(in flight).
 
 Choices where Kafka's behaviour was not verified ([U]), the simplest consistent one:
 
@@ -69,6 +73,7 @@ Choices where Kafka's behaviour was not verified ([U]), the simplest consistent 
 from __future__ import annotations
 
 import enum
+import heapq
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -186,6 +191,7 @@ class SharePartition:
         self.end_offset = start_offset
         self._records: dict[int, _Record] = {}
         self._done = 0
+        self._locks: list[tuple[int, int]] = []              # heap of (deadline, offset), some stale
         for b in sorted(batches, key=lambda b: b.first_offset):
             if b.last_offset < start_offset:
                 raise ValueError(f"state batch {b} is before the start offset {start_offset}")
@@ -227,8 +233,22 @@ class SharePartition:
                 or self.in_flight_count < self.max_in_flight)
 
     def next_deadline_ms(self) -> int | None:
-        deadlines = [r.deadline for r in self._records.values() if r.state is RecordState.ACQUIRED]
-        return min(deadlines) if deadlines else None
+        """The earliest lock deadline of an ACQUIRED record, None when none is acquired."""
+        locks = self._locks
+        while locks and not self._holds(*locks[0]):
+            heapq.heappop(locks)
+        return locks[0][0] if locks else None
+
+    def _holds(self, deadline: int, offset: int) -> bool:
+        r = self._records.get(offset)
+        return r is not None and r.state is RecordState.ACQUIRED and r.deadline == deadline
+
+    def _lock(self, offset: int, record: _Record, deadline: int) -> None:
+        record.deadline = deadline
+        heapq.heappush(self._locks, (deadline, offset))
+        if len(self._locks) > 2 * len(self._records) + 64:  # mostly stale: rebuild from the records
+            self._locks = [(r.deadline, o) for o, r in self._records.items() if r.state is RecordState.ACQUIRED]
+            heapq.heapify(self._locks)
 
     def state_of(self, offset: int) -> tuple[RecordState, int, str | None, int] | None:
         """(state, delivery count, owner, lock deadline) of an in-flight offset, else None."""
@@ -304,7 +324,8 @@ class SharePartition:
                     self._set(record, RecordState.ARCHIVED)
                     continue
                 self._set(record, RecordState.ACQUIRED)
-                record.member, record.deadline = member_id, deadline
+                record.member = member_id
+                self._lock(offset, record, deadline)
                 acquired.append(offset)
                 if batch.is_control:
                     markers.add(offset)
@@ -375,7 +396,7 @@ class SharePartition:
         for offset, ack in plan.items():
             record = self._records[offset]
             if ack == AckType.RENEW:
-                record.deadline = now_ms + lock_ms
+                self._lock(offset, record, now_ms + lock_ms)
                 continue
             state = _ACK_STATE[AckType(ack)]
             if state is RecordState.AVAILABLE and record.count >= delivery_limit:
@@ -401,8 +422,13 @@ class SharePartition:
     def expire(self, now_ms: int, *, delivery_limit: int) -> StateChange | None:
         """Locks whose deadline is ``<= now_ms``: AVAILABLE, or ARCHIVED once the count reached
         the limit; the count is unchanged. None when no lock expired."""
-        changed = [o for o, r in self._records.items()
-                   if r.state is RecordState.ACQUIRED and r.deadline <= now_ms]
+        expired = set()  # a set: the same lock may have been pushed twice (acquired again in the same ms)
+        locks = self._locks
+        while locks and locks[0][0] <= now_ms:
+            deadline, offset = heapq.heappop(locks)
+            if self._holds(deadline, offset):
+                expired.add(offset)
+        changed = sorted(expired)
         for offset in changed:
             record = self._records[offset]
             self._set(record, RecordState.ARCHIVED if record.count >= delivery_limit

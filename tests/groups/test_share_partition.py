@@ -575,3 +575,32 @@ def test_random_members_keep_the_invariants(ops, max_in_flight, limit):
         view = persisted_view(p)
         for x in range(p.start_offset, p.end_offset + 1) if p.in_flight_count else ():
             assert persisted.get(x, (0, 0)) == view[x], x
+
+
+
+def test_lock_deadlines_come_from_a_heap_that_stays_bounded_and_skips_stale_entries():
+    """next_deadline_ms and expire see only live locks: renewed and acknowledged records leave
+    stale heap entries that are skipped, the heap is rebuilt before it outgrows the records, and a
+    lock pushed twice (acquired again in the same millisecond) expires once."""
+    def take(p, member, batches, now):
+        return p.acquire(member, batches, max_records=500, batch_size=500, now_ms=now, lock_ms=1000,
+                         delivery_limit=5)
+
+    def acks(p, member, now, *ranges):
+        return p.acknowledge(member, list(ranges), now_ms=now, lock_ms=1000, delivery_limit=5)
+
+    p = SharePartition(0, max_in_flight=10_000)
+    assert take(p, "a", log(100), 0) == [AcquiredRange(0, 99, 1)] and p.next_deadline_ms() == 1000
+    for now in range(1, 51):  # renew everything again and again: stale entries pile up, then a rebuild
+        acks(p, "a", now, (0, 99, [4]))
+        assert len(p._locks) <= 2 * p.in_flight_count + 64
+    assert p.next_deadline_ms() == 1050
+    acks(p, "a", 60, (0, 49, [ACCEPT]))
+    assert p.expire(1049, delivery_limit=5) is None
+    assert p.expire(1050, delivery_limit=5).batches == (StateBatch(50, 99, 0, 1),)
+    assert p.next_deadline_ms() is None
+    q = SharePartition(0)
+    take(q, "a", log(1), 0)
+    assert q.expire(1000, delivery_limit=5) is not None
+    take(q, "b", log(1), 0)  # the same deadline again: (1000, 0) is in the heap twice
+    assert q.expire(1000, delivery_limit=5).batches == (StateBatch(0, 0, 0, 2),)
