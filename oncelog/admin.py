@@ -716,7 +716,8 @@ def users_command(args) -> int:
 
 # api key: (name, highest version this client builds)
 GROUP_APIS = {9: ("OffsetFetch", 7), 15: ("DescribeGroups", 6), 16: ("ListGroups", 5),
-              69: ("ConsumerGroupDescribe", 1), 77: ("ShareGroupDescribe", 1), 90: ("DescribeShareGroupOffsets", 1)}
+              69: ("ConsumerGroupDescribe", 1), 77: ("ShareGroupDescribe", 1), 89: ("StreamsGroupDescribe", 0),
+              90: ("DescribeShareGroupOffsets", 1)}
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # INT32_MIN: the client did not ask for them
 MEMBER_TYPES = {-1: None, 0: "classic", 1: "consumer"}  # ConsumerGroupDescribe v1 member_type
 # Per-group errors after which the same request is sent again (to a coordinator found anew for
@@ -905,9 +906,10 @@ def describe_group(client, group_id: str, *, include_authorized_operations: bool
             break
         name = code.name
         if not classic and code in (ErrorCode.group_id_not_found, ErrorCode.unsupported_version):
-            share = _describe_share(client, conn, group_id, include_authorized_operations)
-            if share is not None:
-                return share
+            other = (_describe_share(client, conn, group_id, include_authorized_operations)
+                     or _describe_streams(client, conn, group_id, include_authorized_operations))
+            if other is not None:
+                return other
             classic, not_found_message = True, group.error_message
             continue
         if name in _GROUP_RETRY and time.monotonic() < deadline:
@@ -971,6 +973,46 @@ def _describe_share(client, conn, group_id: str, include_authorized_operations: 
                             (node, host, port), members, _operation_names(group.authorized_operations),
                             group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
                             api=f"ShareGroupDescribe v{version}")
+
+
+def _describe_streams(client, conn, group_id: str, include_authorized_operations: bool) -> GroupDescription | None:
+    """``group_id`` as a streams group (StreamsGroupDescribe, KIP-1071), or None when it is not
+    one: each member's active tasks shown as the source-topic partitions they read (a task is a
+    subtopology's partition), so the lag rows name their owner."""
+    from kio.schema.errors import ErrorCode
+
+    from .client.kafka import COORDINATOR_GROUP
+
+    version = _version(conn, 89)
+    if version is None:
+        return None
+    resp = conn.request(_request(89, version, "StreamsGroupDescribeRequest", group_ids=(group_id,),
+                                 include_authorized_operations=include_authorized_operations))
+    group = next((g for g in resp.groups if g.group_id == group_id), None)
+    if group is None or group.error_code == ErrorCode.group_id_not_found:
+        return None
+    if group.error_code != ErrorCode.none:
+        raise GroupError(group.error_code.name.upper(), group.error_message)
+    sources = {st.subtopology_id: sorted({*st.source_topics, *(t.name for t in st.repartition_source_topics)})
+               for st in ((group.topology.subtopologies or ()) if group.topology is not None else ())}
+
+    def partitions(assignment) -> dict[str, list[int]]:
+        out: dict[str, set[int]] = {}
+        for task in assignment.active_tasks:
+            for topic in sources.get(task.subtopology_id, [f"subtopology {task.subtopology_id}"]):
+                out.setdefault(topic, set()).update(task.partitions)
+        return {t: sorted(ps) for t, ps in sorted(out.items())}
+
+    node = client.coordinators[(COORDINATOR_GROUP, group_id)]
+    host, port = client.brokers.get(node, ("?", 0))
+    members = [GroupMember(m.member_id, m.instance_id, m.rack_id, m.client_id, m.client_host, partitions(m.assignment),
+                           member_epoch=m.member_epoch, member_type="streams",
+                           subscribed_topic_names=sorted({t for ts in sources.values() for t in ts}),
+                           target_assignment=partitions(m.target_assignment))
+               for m in group.members]
+    return GroupDescription(group_id, "streams", "streams", group.group_state, None, (node, host, port), members,
+                            _operation_names(group.authorized_operations), group_epoch=group.group_epoch,
+                            assignment_epoch=group.assignment_epoch, api=f"StreamsGroupDescribe v{version}")
 
 
 def share_group_offsets(client, description: GroupDescription) -> list[dict]:
@@ -1083,8 +1125,9 @@ def _description_json(d: GroupDescription, offsets: list[dict]) -> dict:
 
 def _print_description(console: Console, d: GroupDescription, offsets: list[dict]) -> None:
     node, host, port = d.coordinator
-    what = (f"protocol {'consumer (KIP-848)' if d.group_type == 'consumer' else 'share (KIP-932)'}, state {d.state}, "
-            f"group epoch {d.group_epoch}, assignment epoch {d.assignment_epoch}" if d.group_type in ("consumer", "share")
+    protocols = {"consumer": "consumer (KIP-848)", "share": "share (KIP-932)", "streams": "streams (KIP-1071)"}
+    what = (f"protocol {protocols[d.group_type]}, state {d.state}, group epoch {d.group_epoch}, assignment epoch "
+            f"{d.assignment_epoch}" if d.group_type in protocols
             else f"protocol classic (protocol type {d.protocol_type or '-'}), state {d.state}")
     console.print(f"group [bold]{d.group_id}[/]: {what}, assignor {d.assignor or '-'}, coordinator {node} "
                   f"({host}:{port})", soft_wrap=True, highlight=False)
@@ -1104,7 +1147,7 @@ def _print_description(console: Console, d: GroupDescription, offsets: list[dict
                            row["error"] or none(row["lag"]), ", ".join(row["members"]) or "-")
         console.print(starts)
         return
-    if d.group_type == "consumer":
+    if d.group_type in ("consumer", "streams"):  # a streams member's tasks as the partitions they read
         members = Table("member", "instance id", "client id", "host", "epoch", "subscription", "current assignment",
                         "target assignment", "pending (+ to assign, - to revoke)")
         for m in sorted(d.members, key=lambda m: (m.client_id, m.member_id)):
@@ -1134,10 +1177,10 @@ def _print_description(console: Console, d: GroupDescription, offsets: list[dict
 
 def groups_command(args) -> int:
     """``oncelog groups list|describe|delete``; list shows each group's type (classic, consumer,
-    share, streams) and state; describe shows a consumer group's epochs and each member's current and
-    target assignment, a classic group's members, and for both the lag per partition (committed
-    offset vs high watermark); a share group's members and each share partition's start offset and
-    lag."""
+    share, streams) and state; describe shows a consumer or streams group's epochs and each member's
+    current and target assignment (a streams member's active tasks as the source partitions they
+    read), a classic group's members, and for these the lag per partition (committed offset vs high
+    watermark); a share group's members and each share partition's start offset and lag."""
     import json
 
     from .client.kafka import KafkaClient, KafkaProtocolError, KafkaSecurityError, UnsupportedBroker

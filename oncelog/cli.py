@@ -65,10 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("name")
     _command_config_option(t, [c, tl, d, x])
 
-    g = sub.add_parser("groups", help="list, describe (with lag) or delete groups: classic, KIP-848 and share groups",
+    g = sub.add_parser("groups", help="list, describe (with lag) or delete groups: classic, KIP-848, share and streams groups",
                        description="Consumer groups of both protocols: classic (JoinGroup/SyncGroup) and consumer "
-                                   "(KIP-848, ConsumerGroupHeartbeat); share groups (KIP-932, queues). describe "
-                                   "tries ConsumerGroupDescribe first, then ShareGroupDescribe, and falls back to "
+                                   "(KIP-848, ConsumerGroupHeartbeat); share groups (KIP-932, queues) and streams groups "
+                                   "(KIP-1071). describe tries ConsumerGroupDescribe first, then ShareGroupDescribe "
+                                   "and StreamsGroupDescribe, and falls back to "
                                    "DescribeGroups, as Kafka's admin client does; a share group's lag is per share "
                                    "partition, from its start offset (DescribeShareGroupOffsets).")
     gsub = g.add_subparsers(dest="action", required=True)
