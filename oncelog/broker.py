@@ -165,7 +165,8 @@ class Broker:
             topics=lambda: {t.name: (t.topic_id, t.partitions) for t in topics.values() if not t.internal},
             settings=self.metadata.group_configs.share_settings,
             other_type=lambda g: None if g not in classic_or_consumer else type(classic_or_consumer[g]).__name__,
-            topic_ids=lambda: set(topics.by_id))
+            topic_ids=lambda: set(topics.by_id), max_size=self.config.group.share_max_size,
+            max_sessions=self.config.group.share_max_share_sessions)
         # The two coordinators meet only here, through callbacks: markers reaching
         # __consumer_offsets settle the group side's pending transactional offsets, and the
         # transaction side asks where a group's offsets live (AddOffsetsToTxn, TxnOffsetCommit).

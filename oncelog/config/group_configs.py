@@ -14,12 +14,12 @@ checked against a running Kafka 4.4):
   and ``consumer.assignment.interval.ms`` are honoured: the consumer coordinator reads them through
   :func:`consumer_settings` at every use, so a change applies to the group at once.
   ``consumer.assignor.offload.enable`` has no effect, as the broker-level one (oncelog's assignors
-  run in the coordinator). The ``share.*``, ``streams.*`` and ``errors.deadletterqueue.*`` configs
-  are accepted, validated and described exactly as Kafka does: they configure share and streams
-  groups, which oncelog does not have, and Kafka itself ignores them on a consumer or classic
-  group — so storing them has on oncelog the effect they have on Kafka for every group oncelog
-  can hold (none). Their bounds are Kafka's broker defaults (group.share.*, group.streams.*,
-  which oncelog has no settings for).
+  run in the coordinator). The ``share.*`` configs that :func:`share_settings` lists configure
+  share groups: their defaults and bounds are the broker's ``group.share.*`` settings
+  (:class:`~.settings.GroupConfig`). ``share.assignment.interval.ms``, the ``streams.*`` and
+  ``errors.deadletterqueue.*`` configs are accepted, validated and described exactly as Kafka
+  does; their bounds are Kafka's broker defaults (group.share.assignment.interval.ms,
+  group.streams.*: :data:`KAFKA_BROKER_DEFAULTS`, which oncelog has no settings for).
 
 * Validation with Kafka's order and messages (:func:`validate`, GroupConfig.validate): unknown
   names, duplicate rack tags, then each value parsed (ConfigDef), then the broker's min/max
@@ -180,12 +180,10 @@ _DESCRIBE_ORDER = (
 assert sorted(_DESCRIBE_ORDER) == sorted(GROUP_CONFIGS)
 
 # Kafka 4.4's broker defaults of the share and streams group settings oncelog has no broker config
-# for: the defaults a group without its own takes, and the bounds its own must keep.
+# for (the group.share.* it has are BrokerConfigDefs: GroupConfig.share_*): the defaults a group
+# without its own takes, and the bounds its own must keep.
 KAFKA_BROKER_DEFAULTS = {
-    "group.share.session.timeout.ms": "45000", "group.share.heartbeat.interval.ms": "5000",
-    "group.share.record.lock.duration.ms": "30000", "group.share.delivery.count.limit": "5",
-    "group.share.partition.max.record.locks": "2000", "group.share.assignment.interval.ms": "1000",
-    "group.share.assignor.offload.enable": "true",
+    "group.share.assignment.interval.ms": "1000", "group.share.assignor.offload.enable": "true",
     "group.streams.session.timeout.ms": "45000", "group.streams.heartbeat.interval.ms": "5000",
     "group.streams.num.standby.replicas": "0", "group.streams.initial.rebalance.delay.ms": "3000",
     "group.streams.assignment.interval.ms": "1000", "group.streams.assignor.offload.enable": "true",
@@ -198,17 +196,20 @@ _STREAMS_ASSIGNORS = ["sticky"]
 
 def _bounds(gc: GroupConfig) -> list[tuple[str, int | None, int | None]]:
     """GroupConfig.validateValues' checks in Kafka's order: (config, min, max); None = unbounded
-    (validateIntMax / validateIntMin). The consumer ones are this broker's group.consumer.min/max.*."""
+    (validateIntMax / validateIntMin). The consumer and share ones are this broker's
+    group.consumer.min/max.* and group.share.min/max.*."""
     return [
         ("consumer.heartbeat.interval.ms", gc.consumer_min_heartbeat_interval_ms, gc.consumer_max_heartbeat_interval_ms),
         ("consumer.session.timeout.ms", gc.consumer_min_session_timeout_ms, gc.consumer_max_session_timeout_ms),
         ("consumer.assignment.interval.ms", gc.consumer_min_assignment_interval_ms,
          gc.consumer_max_assignment_interval_ms),
-        ("share.heartbeat.interval.ms", 5000, 15000),
-        ("share.session.timeout.ms", 45000, 60000),
-        ("share.record.lock.duration.ms", 15000, 60000),
-        ("share.delivery.count.limit", 2, 10),
-        ("share.partition.max.record.locks", 100, 4000),
+        ("share.heartbeat.interval.ms", gc.share_min_heartbeat_interval_ms, gc.share_max_heartbeat_interval_ms),
+        ("share.session.timeout.ms", gc.share_min_session_timeout_ms, gc.share_max_session_timeout_ms),
+        ("share.record.lock.duration.ms", gc.share_min_record_lock_duration_ms,
+         gc.share_max_record_lock_duration_ms),
+        ("share.delivery.count.limit", gc.share_min_delivery_count_limit, gc.share_max_delivery_count_limit),
+        ("share.partition.max.record.locks", gc.share_min_partition_max_record_locks,
+         gc.share_max_partition_max_record_locks),
         ("share.assignment.interval.ms", 0, 15000),
         ("streams.heartbeat.interval.ms", 5000, 15000),
         ("streams.session.timeout.ms", 45000, 60000),
@@ -222,7 +223,8 @@ def _bounds(gc: GroupConfig) -> list[tuple[str, int | None, int | None]]:
 def _session_heartbeat_pairs(gc: GroupConfig) -> list[tuple[str, int, str, int]]:
     return [("consumer.session.timeout.ms", gc.consumer_session_timeout_ms,
              "consumer.heartbeat.interval.ms", gc.consumer_heartbeat_interval_ms),
-            ("share.session.timeout.ms", 45000, "share.heartbeat.interval.ms", 5000),
+            ("share.session.timeout.ms", gc.share_session_timeout_ms,
+             "share.heartbeat.interval.ms", gc.share_heartbeat_interval_ms),
             ("streams.session.timeout.ms", 45000, "streams.heartbeat.interval.ms", 5000)]
 
 
@@ -300,6 +302,13 @@ def consumer_settings(props: Mapping[str, str], gc: GroupConfig) -> dict[str, in
     return out
 
 
+# A share group config -> the GroupConfig field of its broker synonym (group.share.*).
+SHARE_BROKER_SETTINGS = {
+    "share.session.timeout.ms": "share_session_timeout_ms",
+    "share.heartbeat.interval.ms": "share_heartbeat_interval_ms",
+    "share.record.lock.duration.ms": "share_record_lock_duration_ms",
+    "share.delivery.count.limit": "share_delivery_count_limit",
+    "share.partition.max.record.locks": "share_partition_max_record_locks"}
 SHARE_SETTINGS = ("share.session.timeout.ms", "share.heartbeat.interval.ms", "share.record.lock.duration.ms",
                   "share.delivery.count.limit", "share.partition.max.record.locks", "share.auto.offset.reset",
                   "share.isolation.level", "share.renew.acknowledge.enable")
@@ -307,8 +316,9 @@ SHARE_SETTINGS = ("share.session.timeout.ms", "share.heartbeat.interval.ms", "sh
 
 def share_settings(props: Mapping[str, str], gc: GroupConfig) -> dict[str, object]:
     """Every setting a share group runs by (:data:`SHARE_SETTINGS`): the group's own, clamped into
-    the broker's bounds as Kafka's GroupConfig.evaluate does, else the broker's default (Kafka 4.4's
-    ``group.share.*``, :data:`KAFKA_BROKER_DEFAULTS`), else the config's own default."""
+    the broker's bounds (group.share.min/max.*) as Kafka's GroupConfig.evaluate does, else the
+    broker's ``group.share.*`` setting (:data:`SHARE_BROKER_SETTINGS`), else the config's own
+    default."""
     bounds = {name: (lo, hi) for name, lo, hi in _bounds(gc)}
     out: dict[str, object] = {}
     for name in SHARE_SETTINGS:
@@ -320,7 +330,8 @@ def share_settings(props: Mapping[str, str], gc: GroupConfig) -> dict[str, objec
             except ConfigError:
                 value = None  # validated when set; a hand-edited file is not trusted
         if value is None:
-            value = parse_value(name, KAFKA_BROKER_DEFAULTS.get("group." + name, c.default), c.type)
+            field = SHARE_BROKER_SETTINGS.get(name)
+            value = getattr(gc, field) if field else parse_value(name, c.default, c.type)
         if isinstance(value, int) and not isinstance(value, bool) and name in bounds:
             lo, hi = bounds[name]
             value = max(value, lo) if lo is not None else value

@@ -720,6 +720,66 @@ _BROKER_OWN = [
                     "never: accepted for compatibility, no effect.",
                     validator=one_of("disabled", "upgrade", "downgrade", "bidirectional"),
                     setting="group.consumer_migration_policy", handling=Handling.NO_EFFECT),
+    # KIP-932 share groups: Kafka 4.4's GroupCoordinatorConfig (members, session, heartbeat) and
+    # ShareGroupConfig (sessions, locks, deliveries) settings, with their ranges; the cross-checks
+    # (min <= value <= max, sessions >= members) are GroupConfig.share_settings_error's.
+    BrokerConfigDef("group.share.max.size", T.INT, "200", None,
+                    "Members a share group may have; one more is answered GROUP_MAX_SIZE_REACHED.",
+                    validator=between(1, 1000), setting="group.share_max_size"),
+    BrokerConfigDef("group.share.max.share.sessions", T.INT, "2000", None,
+                    "Share sessions this broker keeps at once (one per share consumer fetching from it); one "
+                    "more is answered SHARE_SESSION_LIMIT_REACHED. At least group.share.max.size.",
+                    validator=at_least(1), setting="group.share_max_share_sessions"),
+    BrokerConfigDef("group.share.session.timeout.ms", T.INT, "45000", None,
+                    "A share group member that sends no ShareGroupHeartbeat for this long is removed; the "
+                    "default of a group's share.session.timeout.ms.", validator=at_least(1),
+                    setting="group.share_session_timeout_ms"),
+    BrokerConfigDef("group.share.min.session.timeout.ms", T.INT, "45000", None,
+                    "The shortest group.share.session.timeout.ms (and group share.session.timeout.ms) allowed.",
+                    validator=at_least(1), setting="group.share_min_session_timeout_ms"),
+    BrokerConfigDef("group.share.max.session.timeout.ms", T.INT, "60000", None,
+                    "The longest group.share.session.timeout.ms (and group share.session.timeout.ms) allowed.",
+                    validator=at_least(1), setting="group.share_max_session_timeout_ms"),
+    BrokerConfigDef("group.share.heartbeat.interval.ms", T.INT, "5000", None,
+                    "How often share group members are told to heartbeat; the default of a group's "
+                    "share.heartbeat.interval.ms.", validator=at_least(1),
+                    setting="group.share_heartbeat_interval_ms"),
+    BrokerConfigDef("group.share.min.heartbeat.interval.ms", T.INT, "5000", None,
+                    "The shortest group.share.heartbeat.interval.ms (and group share.heartbeat.interval.ms) "
+                    "allowed.", validator=at_least(1), setting="group.share_min_heartbeat_interval_ms"),
+    BrokerConfigDef("group.share.max.heartbeat.interval.ms", T.INT, "15000", None,
+                    "The longest group.share.heartbeat.interval.ms (and group share.heartbeat.interval.ms) "
+                    "allowed.", validator=at_least(1), setting="group.share_max_heartbeat_interval_ms"),
+    BrokerConfigDef("group.share.record.lock.duration.ms", T.INT, "30000", None,
+                    "How long a record delivered to a share consumer stays acquired by it (ShareFetch's "
+                    "acquisition_lock_timeout_ms); the default of a group's share.record.lock.duration.ms.",
+                    validator=between(1000, 3600000), setting="group.share_record_lock_duration_ms"),
+    BrokerConfigDef("group.share.min.record.lock.duration.ms", T.INT, "15000", None,
+                    "The shortest share.record.lock.duration.ms a group may set.", validator=between(1000, 30000),
+                    setting="group.share_min_record_lock_duration_ms"),
+    BrokerConfigDef("group.share.max.record.lock.duration.ms", T.INT, "60000", None,
+                    "The longest share.record.lock.duration.ms a group may set.",
+                    validator=between(30000, 3600000), setting="group.share_max_record_lock_duration_ms"),
+    BrokerConfigDef("group.share.delivery.count.limit", T.INT, "5", None,
+                    "Deliveries of a record to a share group before it is archived; the default of a group's "
+                    "share.delivery.count.limit.", validator=between(2, 10),
+                    setting="group.share_delivery_count_limit"),
+    BrokerConfigDef("group.share.min.delivery.count.limit", T.INT, "2", None,
+                    "The smallest share.delivery.count.limit a group may set.", validator=between(2, 5),
+                    setting="group.share_min_delivery_count_limit"),
+    BrokerConfigDef("group.share.max.delivery.count.limit", T.INT, "10", None,
+                    "The largest share.delivery.count.limit a group may set.", validator=between(5, 25),
+                    setting="group.share_max_delivery_count_limit"),
+    BrokerConfigDef("group.share.partition.max.record.locks", T.INT, "2000", None,
+                    "Records of one share partition acquired and not yet acknowledged at once (a fetch may "
+                    "finish the log batch it is in); the default of a group's share.partition.max.record.locks.",
+                    validator=between(100, 10000), setting="group.share_partition_max_record_locks"),
+    BrokerConfigDef("group.share.min.partition.max.record.locks", T.INT, "100", None,
+                    "The smallest share.partition.max.record.locks a group may set.", validator=between(100, 2000),
+                    setting="group.share_min_partition_max_record_locks"),
+    BrokerConfigDef("group.share.max.partition.max.record.locks", T.INT, "4000", None,
+                    "The largest share.partition.max.record.locks a group may set.",
+                    validator=between(2000, 10000), setting="group.share_max_partition_max_record_locks"),
     BrokerConfigDef("log.retention.check.interval.ms", T.LONG, "300000", None,
                     "How often retention runs (serve --retention-check-ms).", validator=at_least(1),
                     setting="log_retention_check_interval_ms", flag="--retention-check-ms",
@@ -829,6 +889,7 @@ _BROKER_OWN = [
 # Kafka broker configs a server.properties may carry that mean nothing to one oncelog process:
 # accepted at start with one INFO line giving the reason (a name neither here nor in
 # BROKER_CONFIGS is an error: Kafka would keep an unknown name for plugins; oncelog has none).
+_SHARE_STATE_PLACEMENT = "__share_group_state is written where each share partition is led (docs/share-groups.md)"
 NOT_HONOURED: dict[str, str] = {
     "process.roles": "oncelog is one process that is broker and controller at once (no KRaft quorum)",
     "controller.quorum.voters": "oncelog has no controller quorum",
@@ -845,11 +906,11 @@ NOT_HONOURED: dict[str, str] = {
     "socket.receive.buffer.bytes": "the operating system's socket buffer sizes are used",
     "transaction.state.log.min.isr": "one broker: every write is to the one replica",
     "offsets.topic.min.isr": "one broker: every write is to the one replica",
-    "share.coordinator.state.topic.replication.factor": "oncelog has no share groups (KIP-932)",
-    "share.coordinator.state.topic.min.isr": "oncelog has no share groups (KIP-932)",
+    "share.coordinator.state.topic.replication.factor": _SHARE_STATE_PLACEMENT,
+    "share.coordinator.state.topic.min.isr": _SHARE_STATE_PLACEMENT,
     "group.coordinator.rebalance.protocols": (
         "deprecated in Kafka 4.4 (all protocols always on in 5.0): oncelog always serves the classic and "
-        "consumer protocols; share and streams groups are not implemented"),
+        "consumer protocols, and share and streams groups"),
     "metadata.log.dir": "oncelog keeps no KRaft metadata log",
     "cluster.id": "the cluster id is created with the data dir (meta.json)",
 }

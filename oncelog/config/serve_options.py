@@ -375,7 +375,8 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
     2. the listeners: each one served, its TLS settings, and what is advertised for it;
     3. the data directory (log.dirs, else log.dir);
     4. the topic configs' broker defaults, resolved through the layers as Kafka resolves synonyms;
-    5. the checks across settings (node.id vs broker.id, the session timeout bounds);
+    5. the checks across settings (node.id vs broker.id, the session timeout bounds, the
+       group.share.* bounds and Kafka's cross-checks of them);
     6. no listener without authentication beyond loopback unless
        ``oncelog.allow.unauthenticated.listeners=true`` (then a WARNING note). A SASL listener
        counts as unauthenticated when any mechanism it offers proves nothing
@@ -483,6 +484,9 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
         name, value, bound_name, bound = bounds
         raise ServeConfigError(f"{name}={value} is outside its bounds: {bound_name}={bound} (as Kafka, the broker "
                                f"does not start; set {bound_name} too)")
+    share_error = group_config.share_settings_error()
+    if share_error is not None:
+        raise ServeConfigError(f"{share_error} (as Kafka, the broker does not start)")
     config = BrokerConfig(**fields, host=host, port=port, advertise=advertise, log=log, group=group_config,
                           txn=TxnConfig(**txn), listeners=listeners if "listeners" in values else (), given=static)
     # Step 6. The safe default: no unauthenticated listener beyond loopback unless asked for.

@@ -192,6 +192,23 @@ class GroupConfig:
     consumer_max_assignment_interval_ms: int = default("group.consumer.max.assignment.interval.ms")
     consumer_assignors: list[str] = field(default_factory=lambda: list(default("group.consumer.assignors")))
     consumer_migration_policy: str = default("group.consumer.migration.policy")
+    share_max_size: int = default("group.share.max.size")
+    share_max_share_sessions: int = default("group.share.max.share.sessions")
+    share_session_timeout_ms: int = default("group.share.session.timeout.ms")
+    share_min_session_timeout_ms: int = default("group.share.min.session.timeout.ms")
+    share_max_session_timeout_ms: int = default("group.share.max.session.timeout.ms")
+    share_heartbeat_interval_ms: int = default("group.share.heartbeat.interval.ms")
+    share_min_heartbeat_interval_ms: int = default("group.share.min.heartbeat.interval.ms")
+    share_max_heartbeat_interval_ms: int = default("group.share.max.heartbeat.interval.ms")
+    share_record_lock_duration_ms: int = default("group.share.record.lock.duration.ms")
+    share_min_record_lock_duration_ms: int = default("group.share.min.record.lock.duration.ms")
+    share_max_record_lock_duration_ms: int = default("group.share.max.record.lock.duration.ms")
+    share_delivery_count_limit: int = default("group.share.delivery.count.limit")
+    share_min_delivery_count_limit: int = default("group.share.min.delivery.count.limit")
+    share_max_delivery_count_limit: int = default("group.share.max.delivery.count.limit")
+    share_partition_max_record_locks: int = default("group.share.partition.max.record.locks")
+    share_min_partition_max_record_locks: int = default("group.share.min.partition.max.record.locks")
+    share_max_partition_max_record_locks: int = default("group.share.max.partition.max.record.locks")
 
     def consumer_bounds_error(self) -> tuple[str, int, str, int] | None:
         """The first group.consumer.* setting outside its min/max bounds, as (name, value,
@@ -210,6 +227,34 @@ class GroupConfig:
                 return name, value, lo_name, lo
             if value > hi:
                 return name, value, hi_name, hi
+        return None
+
+    def share_settings_error(self) -> str | None:
+        """The first cross-check of the group.share.* settings that fails, as Kafka's message
+        with the values, or None: Kafka's GroupCoordinatorConfig (heartbeat and session within
+        their min/max, heartbeat below session) then ShareGroupConfig.validate (delivery limit,
+        record locks and lock duration within their min/max, sessions >= members); Kafka's
+        broker does not start then."""
+        def value(n: str) -> int:  # group.share.max.size -> share_max_size
+            return getattr(self, n[len("group."):].replace(".", "_"))
+
+        checks = []
+        for what in ("heartbeat.interval.ms", "session.timeout.ms"):
+            lo, mid, hi = (f"group.share.min.{what}", f"group.share.{what}", f"group.share.max.{what}")
+            checks += [(hi, ">=", lo), (mid, ">=", lo), (mid, "<=", hi)]
+        checks.append(("group.share.heartbeat.interval.ms", "<", "group.share.session.timeout.ms"))
+        checks += [("group.share.max.delivery.count.limit", ">=", "group.share.delivery.count.limit"),
+                   ("group.share.delivery.count.limit", ">=", "group.share.min.delivery.count.limit"),
+                   ("group.share.max.partition.max.record.locks", ">=", "group.share.partition.max.record.locks"),
+                   ("group.share.partition.max.record.locks", ">=", "group.share.min.partition.max.record.locks"),
+                   ("group.share.record.lock.duration.ms", ">=", "group.share.min.record.lock.duration.ms"),
+                   ("group.share.max.record.lock.duration.ms", ">=", "group.share.record.lock.duration.ms"),
+                   ("group.share.max.share.sessions", ">=", "group.share.max.size")]
+        words = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}
+        for left, op, right in checks:
+            a, b = value(left), value(right)
+            if not (a >= b if op == ">=" else a <= b if op == "<=" else a < b):
+                return f"{left} must be {words[op]} {right} ({left}={a}, {right}={b})"
         return None
 
     def __post_init__(self) -> None:

@@ -37,9 +37,9 @@ from ..cluster import Placement
 from ..errors import KafkaError
 from ..partition.manager import PartitionManager
 from ..protocol import records as rb
-from .share_group import ShareGroups
+from .share_group import MAX_SIZE, ShareGroups
 from .share_partition import AcquiredRange, LogBatch, SharePartition, ShareStateError, StateChange
-from .share_sessions import ShareSessions
+from .share_sessions import DEFAULT_MAX_SHARE_SESSIONS, ShareSessions
 from .share_state import Key, ShareStateTopic, storage_error
 
 log = logging.getLogger("oncelog.groups")
@@ -61,16 +61,19 @@ class ShareCoordinator:
     def __init__(self, partitions: PartitionManager, clock: Callable[[], int], placement: Placement,
                  topics: Callable[[], Mapping[str, tuple]], settings: Callable[[str], Mapping[str, object]],
                  other_type: Callable[[str], str | None],
-                 topic_ids: Callable[[], set] | None = None) -> None:
+                 topic_ids: Callable[[], set] | None = None, *, max_size: int = MAX_SIZE,
+                 max_sessions: int = DEFAULT_MAX_SHARE_SESSIONS) -> None:
         """``topics()``: the topics a share group may subscribe to, name -> (topic id, partition
-        count); ``topic_ids()``: the ids of every topic now, internal ones included."""
+        count); ``topic_ids()``: the ids of every topic now, internal ones included;
+        ``max_size``, ``max_sessions``: the broker's group.share.max.size and
+        group.share.max.share.sessions."""
         self.partitions = partitions
         self.clock = clock
         self.settings = settings
         self.topic_ids = topic_ids or (lambda: {tid for tid, _n in topics().values()})
         self._pruned_at = 0
-        self.groups = ShareGroups(clock, topics, settings, other_type)
-        self.sessions = ShareSessions()
+        self.groups = ShareGroups(clock, topics, settings, other_type, max_size=max_size)
+        self.sessions = ShareSessions(max_sessions)
         self.state = ShareStateTopic(partitions, STATE_PARTITIONS, placement)
         self._persisted: dict[Key, object] = self.state.replay()  # read once, used at first fetch
         self.shares: dict[Key, SharePartition] = {}

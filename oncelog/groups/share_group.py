@@ -29,8 +29,10 @@ Group states (Kafka's ShareGroupState): Empty (no members), Stable (members); De
 Membership is not persisted (docs/share-groups.md: after a restart a member joins again, as after
 its session expired); a group stays known while it has members or share state.
 
-Bounds: members per group ``group.share.max.size`` (200, GROUP_MAX_SIZE_REACHED); a member that
-does not heartbeat within its session timeout (``share.session.timeout.ms``, 45 s) is removed.
+Bounds: members per group ``group.share.max.size`` (the broker's setting, default 200;
+GROUP_MAX_SIZE_REACHED); a member that does not heartbeat within its session timeout
+(``share.session.timeout.ms``, else the broker's ``group.share.session.timeout.ms``, 45 s) is
+removed.
 Nothing grows with what clients send beyond that: member ids are the clients' (a UUID each), and
 a member removed is forgotten.
 """
@@ -45,7 +47,7 @@ from typing import Callable, Mapping
 from .. import errors
 from .share_assignor import simple_assign
 
-MAX_SIZE = 200  # group.share.max.size (Kafka's default)
+MAX_SIZE = 200  # group.share.max.size's default (Kafka's); the broker passes its setting
 ASSIGNOR = "simple"
 
 

@@ -56,7 +56,7 @@ from kio.schema.errors import ErrorCode
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 MAX_EPOCH = 2**31 - 1
-DEFAULT_MAX_SHARE_SESSIONS = 2000  # group.share.max.share.sessions
+DEFAULT_MAX_SHARE_SESSIONS = 2000  # group.share.max.share.sessions's default; the broker passes its setting
 
 TopicIdPartition = tuple[uuid.UUID, int]
 SessionKey = tuple[str, str]  # (group id, member id)

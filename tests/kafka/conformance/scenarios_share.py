@@ -24,7 +24,7 @@ import uuid
 
 from .framework import DESCRIBE_CONFIGS, ScenarioFailed, batch, decode_records, mod
 from .routing import GROUP as COORDINATOR_GROUP
-from .scenarios_admin import GROUP, SET, incremental
+from .scenarios_admin import BROKER, GROUP, SET, describe_configs, incremental, node_id
 from .scenarios_consumer_groups import cgh
 from .scenarios_groups import build, join_member, scenario
 
@@ -763,3 +763,40 @@ def sf_read_committed_abort_marker(k):
     _txn_values(k, t, [b"y"], commit=True)
     later = a.fetch_until(tid)
     return [[fetched(f) for f in first], fetched(later)]
+
+
+# ---------------------------------------------------------------------- the broker's group.share.* settings
+
+SHARE_BROKER_SETTINGS = (
+    "group.share.max.size", "group.share.max.share.sessions", "group.share.session.timeout.ms",
+    "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms", "group.share.heartbeat.interval.ms",
+    "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms",
+    "group.share.record.lock.duration.ms", "group.share.min.record.lock.duration.ms",
+    "group.share.max.record.lock.duration.ms", "group.share.delivery.count.limit",
+    "group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit",
+    "group.share.partition.max.record.locks", "group.share.min.partition.max.record.locks",
+    "group.share.max.partition.max.record.locks")
+
+
+@scenario(AREA)
+def broker_share_settings(k):
+    """DescribeConfigs v4 of this broker's group.share.* settings with synonyms: Kafka 4.4's names,
+    defaults, sources and read-only flags."""
+    return describe_configs(k, BROKER, str(node_id(k)), list(SHARE_BROKER_SETTINGS), synonyms=True)
+
+
+@scenario(AREA)
+def group_share_configs_outside_broker_bounds(k):
+    """A GROUP's share.* configs outside the broker's group.share.min/max.* (its defaults here):
+    INVALID_CONFIG with Kafka's message, one per config; at a bound (validate_only): accepted;
+    a session not above the broker's heartbeat or the group's."""
+    g = k.name("g")
+    return [incremental(k, GROUP, g, [(name, SET, value)], validate_only=True) for name, value in (
+        ("share.record.lock.duration.ms", "14999"), ("share.record.lock.duration.ms", "60001"),
+        ("share.record.lock.duration.ms", "15000"), ("share.delivery.count.limit", "11"),
+        ("share.delivery.count.limit", "10"), ("share.partition.max.record.locks", "4001"),
+        ("share.partition.max.record.locks", "99"), ("share.session.timeout.ms", "44999"),
+        ("share.session.timeout.ms", "60000"), ("share.heartbeat.interval.ms", "4999"),
+        ("share.heartbeat.interval.ms", "15001"))] + [
+        incremental(k, GROUP, g, [("share.session.timeout.ms", SET, "45000"),
+                                   ("share.heartbeat.interval.ms", SET, "15000")], validate_only=True)]
