@@ -19,8 +19,11 @@ range and its finalized level. As Kafka's ``ApiVersionsResponse`` does:
 - a finalized feature at level 0 is left out, the others have min = max = the level;
 - the epoch is that of the finalized set (ours is fixed: the set never changes at run time).
 Kafka also advertises metadata.version, kraft.version, share.version, streams.version and
-eligible.leader.replicas.version (KRaft, share groups, streams groups, ELR): oncelog implements
-none of them and does not claim them (docs/conformance.md, ``admin.api_versions_feature_names``).
+eligible.leader.replicas.version (KRaft, share groups, streams groups, ELR): oncelog does not claim
+them (docs/conformance.md, ``admin.api_versions_feature_names``). It implements neither KRaft nor
+ELR; it serves share and streams groups without their features, which only Kafka's broker reads
+(to gate those APIs): no 4.4 client, Kafka Streams or tool does, and there is no UpdateFeatures
+here to change them.
 
 The response is the same for every request of a version, so it is encoded once per version and
 cached.

@@ -9,8 +9,12 @@ When the group's topology names internal (repartition, changelog) topics that do
 answer has status MISSING_INTERNAL_TOPICS and the broker creates them, as Kafka's KafkaApis does,
 with the partition count the topology decides, the replication factor the client sent (0 or -1:
 the broker's default) and the client's topic configs verbatim. A creation error is added to that
-status' detail ("; Creation failed: t (error)"). In a cluster of nodes, only the controller
-node creates them (elsewhere the status stays until it does: not yet served).
+status' detail ("; Creation failed: t (error)") for twice the heartbeat interval, during which
+the topic is not asked for again (Kafka's error cache). In a cluster of nodes, a coordinator on
+another node than the controller asks the controller to create them (CreateTopics over the
+nodes' link, as Kafka's coordinator goes through its controller): the answer does not wait, one
+creation per topic is in flight, and the status stays until this node has followed the new
+topics.
 
 ACLs (Kafka's KafkaApis.handleStreamsGroupHeartbeat): READ on the group, else
 GROUP_AUTHORIZATION_FAILED; with a topology, Kafka-internal topic names and invalid names are
@@ -30,6 +34,7 @@ StreamsGroupHeartbeat: v0-0
 from __future__ import annotations
 
 import datetime
+import weakref
 
 from .. import errors
 from ..groups.streams_coordinator import TASK_OFFSET_INTERVAL_MS, HeartbeatRequest
@@ -102,7 +107,7 @@ def handle(ctx, request):
             return refuse(error_code(result.error), error_message(result.error))
         statuses = [list(s) for s in result.statuses]
         if result.to_create:
-            detail = create_internal_topics(ctx, result.to_create)
+            detail = create_internal_topics(ctx, result.to_create, result.heartbeat_interval_ms)
             if detail:
                 for s in statuses:
                     if s[0] == MISSING_INTERNAL_TOPICS:
@@ -166,27 +171,82 @@ def handle(ctx, request):
     return fut
 
 
-def create_internal_topics(ctx, to_create) -> str:
+class CreationErrors:
+    """Kafka's ExpiringErrorCache (DefaultAutoTopicCreationManager): why an internal topic's
+    creation failed, kept for twice the group's heartbeat interval. Meanwhile the topic is not
+    asked for again and the MISSING_INTERNAL_TOPICS detail names it. At most :attr:`CAPACITY`
+    topics: the one expiring first makes room."""
+
+    CAPACITY = 1000
+
+    def __init__(self) -> None:
+        self._errors: dict[str, tuple[int, str]] = {}  # topic -> (expiry ms, message)
+
+    def put(self, name: str, message: str, ttl_ms: int, now_ms: int) -> None:
+        self._errors.pop(name, None)
+        if len(self._errors) >= self.CAPACITY:
+            self._expire(now_ms)
+        if len(self._errors) >= self.CAPACITY:
+            del self._errors[min(self._errors, key=lambda n: self._errors[n][0])]
+        self._errors[name] = (now_ms + ttl_ms, message)
+
+    def get(self, name: str, now_ms: int) -> str | None:
+        found = self._errors.get(name)
+        if found is None:
+            return None
+        if found[0] <= now_ms:
+            del self._errors[name]
+            return None
+        return found[1]
+
+    def _expire(self, now_ms: int) -> None:
+        for name in [n for n, (expiry, _m) in self._errors.items() if expiry <= now_ms]:
+            del self._errors[name]
+
+
+_CREATION_ERRORS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # broker -> its CreationErrors
+
+
+def create_internal_topics(ctx, to_create, heartbeat_interval_ms: int) -> str:
     """KafkaApis' creation of a streams group's missing internal topics: CREATE on the cluster or
-    each topic; returns what to add to the MISSING_INTERNAL_TOPICS status' detail."""
+    each topic; returns what to add to the MISSING_INTERNAL_TOPICS status' detail. The controller
+    node creates them at once; another node asks the controller (CreateTopics over the cluster's
+    link, one creation in flight per topic) and answers without waiting, as Kafka's coordinator
+    does through its controller. A failure is told for twice the heartbeat interval, during which
+    the topic is not asked for again (Kafka's error cache)."""
     names = [t[0] for t in to_create]
     if not _authz.cluster(ctx, _authz.Op.CREATE):
         denied = [n for n in names if not _authz.topic(ctx, _authz.Op.CREATE, n)]
         if denied:
             return f"; Unauthorized to CREATE on topics {', '.join(denied)}."
     broker = ctx.broker
-    if broker.cluster is not None and not broker.placement.is_controller:
-        return ""  # not yet: a cluster's controller creates topics (see the module docstring)
+    cache = _CREATION_ERRORS.get(broker)
+    if cache is None:
+        cache = _CREATION_ERRORS[broker] = CreationErrors()
+    now = broker.groups.streams.clock()
+    ttl = 2 * heartbeat_interval_ms
+    remote = broker.cluster is not None and not broker.placement.is_controller
     failed = []
     for name, partitions, rf, configs in to_create:
         if broker.metadata.topics.get(name) is not None:
+            continue
+        error = cache.get(name, now)
+        if error is not None:
+            failed.append(f"{name} ({error})")
+            continue
+        if remote:
+            broker.cluster.create_on_controller(
+                name, partitions, rf if rf > 0 else -1, tuple(configs),
+                on_error=lambda n, message: cache.put(n, message, ttl, broker.groups.streams.clock()))
             continue
         try:
             broker.metadata.topics.create_topic(name, partitions, rf if rf > 0 else -1, dict(configs), strict=False)
         except errors.TopicAlreadyExists:
             pass
         except errors.KafkaError as exc:
-            failed.append(f"{name} ({type(exc).__name__}: {exc})")
+            message = f"{type(exc).__name__}: {exc}"
+            cache.put(name, message, ttl, now)
+            failed.append(f"{name} ({message})")
     if failed:
         shown = ", ".join(failed[:3])
         more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""

@@ -37,6 +37,8 @@ directory when that path is too long), served as the ``CONTROL`` listener whose 
   partitions (:class:`.markers.ClusterMarkerWriter`), retried until answered;
 * AddPartitionsToTxn v4 ``verify_only`` from a partition leader to the transaction coordinator
   of a transactional batch (KIP-890 part 1) and of a TxnOffsetCommit;
+* CreateTopics from a node to the controller for a topic that node needs created (Metadata's
+  auto-creation, a streams group's internal topics), in the background, one in flight per topic;
 * producer ids need no traffic: node ``k`` hands out ids ``≡ k-1 (mod N)`` from its own blocks
   (:class:`oncelog.metadata.producer_ids.ProducerIdManager`), so two nodes never hand out one id.
 

@@ -27,6 +27,7 @@ from .markers import ClusterMarkerWriter
 log = logging.getLogger("oncelog.cluster")
 
 FOLLOW_INTERVAL_S = 0.1
+MAX_CREATING = 64  # topic creations asked of the controller and not yet answered, over every caller
 MAX_UNIX_PATH = 100  # sun_path holds 108 bytes on Linux
 
 # The coordinator's verdicts a partition leader may get back (AddPartitionsToTxn v4
@@ -47,7 +48,7 @@ class ClusterNode:
         self._applied: dict[str, tuple[uuid.UUID, int]] = {}  # topic -> (id, partitions) this node's logs match
         self._tasks: list[asyncio.Task] = []
         self._registrations: dict[int, tuple[float, dict | None]] = {}
-        self._creating: set[str] = set()  # auto-creations asked of the controller, in flight
+        self._creating: dict[str, asyncio.Task] = {}  # creations asked of the controller, in flight
 
     # ------------------------------------------------------------------ start
 
@@ -87,7 +88,7 @@ class ClusterNode:
             self._tasks.append(loop.create_task(self._follow_task()))
 
     async def close(self) -> None:
-        for task in self._tasks:
+        for task in (*self._tasks, *self._creating.values()):
             task.cancel()
         for link in self.links.values():
             link.close()
@@ -126,27 +127,47 @@ class ClusterNode:
                 node_id, lambda: (self.registration(node_id) or {}).get("control"))
         return found
 
-    def create_on_controller(self, name: str) -> None:
-        """Auto-creation asked of a follower: the controller creates the topic (CreateTopics
-        over the link, Kafka's forwarding); the caller answers retriably meanwhile."""
-        if name in self._creating or len(self._creating) >= 64:
-            return
-        self._creating.add(name)
-        task = asyncio.get_running_loop().create_task(self._create(name))
-        task.add_done_callback(lambda _t: self._creating.discard(name))
+    def create_on_controller(self, name: str, partitions: int = -1, replication_factor: int = -1,
+                             configs: tuple[tuple[str, str | None], ...] = (), on_error=None) -> bool:
+        """A topic this node's clients need, created by the controller (CreateTopics over the
+        link, Kafka's forwarded auto-creation: Metadata's, and a streams group's internal topics);
+        the caller answers retriably meanwhile and never waits. One creation in flight per name
+        until this node has followed the result, :data:`MAX_CREATING` in all: False when this one
+        was not started. ``on_error(name, message)`` hears a refusal (TOPIC_ALREADY_EXISTS is not
+        one) or an unreachable controller."""
+        if name in self._creating or len(self._creating) >= MAX_CREATING:
+            return False
+        task = asyncio.get_running_loop().create_task(
+            self._create(name, partitions, replication_factor, configs, on_error))
+        self._creating[name] = task
+        task.add_done_callback(lambda _t: self._creating.pop(name, None))
+        return True
 
-    async def _create(self, name: str) -> None:
+    async def _create(self, name: str, partitions: int, replication_factor: int, configs, on_error) -> None:
         import datetime
 
         m = request_module(19, 7)
         request = m.CreateTopicsRequest(topics=(m.CreatableTopic(
-            name=name, num_partitions=-1, replication_factor=-1, assignments=(), configs=()),),
+            name=name, num_partitions=partitions, replication_factor=replication_factor, assignments=(),
+            configs=tuple(m.CreatableTopicConfig(name=k, value=v) for k, v in configs)),),
             timeout=datetime.timedelta(seconds=10), validate_only=False)
         try:
-            await self.link(CONTROLLER_ID).request(request)
-            await self.follow()
+            answer = await self.link(CONTROLLER_ID).request(request)
         except LinkDown as exc:
             log.warning("node %d: cannot ask the controller to create %s: %s", self.node_id, name, exc)
+            if on_error is not None:
+                on_error(name, f"the controller (node {CONTROLLER_ID}) is not reachable: {exc}")
+            return
+        for result in answer.topics:
+            if result.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
+                log.warning("node %d: the controller did not create %s: %s %s", self.node_id, result.name,
+                            result.error_code.name, result.error_message or "")
+                if on_error is not None:
+                    on_error(result.name, result.error_message or result.error_code.name)
+        try:
+            await self.follow()
+        except Exception:
+            log.exception("node %d: following the controller after creating %s failed", self.node_id, name)
 
     async def forward(self, frame: bytes, peer: str, session) -> list[bytes]:
         """A metadata change asked of this node: sent to the controller in an Envelope with the
