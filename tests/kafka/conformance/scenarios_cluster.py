@@ -178,8 +178,9 @@ def api_versions_features_by_version(k):
 
 @scenario("admin", differs="by design: Kafka also advertises metadata.version, kraft.version, share.version, "
                            "streams.version and eligible.leader.replicas.version (KRaft metadata, share and streams "
-                           "groups, ELR): oncelog implements none of them and does not claim them (docs/conformance.md's "
-                           "differences)")
+                           "groups, ELR): oncelog has no KRaft metadata or ELR, and serves share and streams groups without "
+                           "claiming their features, which only Kafka's broker reads (to switch the APIs off) and no "
+                           "client or tool of 4.4 does (docs/conformance.md's differences)")
 def api_versions_feature_names(k):
     """ApiVersions v4: the names of the supported and finalized features."""
     r = _api_versions_at(k, 4)
