@@ -222,7 +222,24 @@ def _is_variant(item) -> bool:
     return callspec is not None and callspec.params.get("broker") == APACHE_KAFKA
 
 
+def _cluster_variant_left_out(item) -> bool:
+    """``cluster_only(reason, **values)``: the ``oncelog-2-nodes`` variant of a parametrized test
+    runs only for these parameter values (e.g. one codec: compression does not depend on the node
+    count, the routing does)."""
+    marker = item.get_closest_marker("cluster_only")
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if marker is None or params.get("broker") != ONCELOG_NODES:
+        return False
+    if not marker.args:
+        raise pytest.UsageError(f"{item.nodeid}: cluster_only needs its reason")
+    return any(params.get(name) not in allowed for name, allowed in marker.kwargs.items())
+
+
 def pytest_collection_modifyitems(config, items):
+    left_out = [item for item in items if _cluster_variant_left_out(item)]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if item not in left_out]
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if _PROCESS_FIXTURES & fixtures:

@@ -471,6 +471,8 @@ ROUNDTRIPS = {"confluent": confluent_roundtrip, "kafka-python": kafka_python_rou
 # ---------------------------------------------------------------------------------------------
 # Tests
 
+@pytest.mark.cluster_only("compression does not depend on the node count; each client's routing on the "
+                           "cluster is held with one codec", codec=["none"])
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("client", CLIENTS)
 def test_roundtrip(broker, client, codec):

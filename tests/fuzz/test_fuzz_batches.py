@@ -40,6 +40,8 @@ def test_fuzz_batches_short_pass():
 
 @pytest.mark.e2e
 @pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("ONCELOG_SOAK") != "full", reason="1,000,000 inputs: ONCELOG_SOAK=full "
+                    "(docs/limits.md: CI runs the short pass, as the other harnesses)")
 def test_fuzz_batches_a_million_inputs():
     _fuzz(1_000_000, timeout=3600)
 
