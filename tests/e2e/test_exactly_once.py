@@ -365,7 +365,7 @@ def wait_for_two_owners(bootstrap, names, timeout):
     raise AssertionError(f"two workers do not share {names.input}: {members}")
 
 
-def run_two_workers_with_zombies(bootstrap, tmp_path, names, rounds=6):
+def run_two_workers_with_zombies(bootstrap, tmp_path, names, rounds=soak_scale(6, 4)):
     """Two consume-transform-produce workers on the consumer protocol, each with its own
     transactional id, share the input. Each round makes one of them a zombie at the worst moment
     (tests/ctp_worker.py's ZombieHook: its output of a batch is in the log, its offsets not sent,
@@ -373,7 +373,8 @@ def run_two_workers_with_zombies(bootstrap, tmp_path, names, rounds=6):
     partition (and so reads that batch again), then lets it go on: its
     send_offsets_to_transaction() with the group metadata it read the batch under must be
     refused (UNKNOWN_MEMBER_ID, or ILLEGAL_GENERATION if it rejoined first) and the worker exits;
-    it is restarted (its new producer aborts the zombie transaction). At the end the output holds
+    it is restarted (its new producer aborts the zombie transaction; 4 rounds in CI, each kind of
+    refusal twice, 6 in the soak). At the end the output holds
     each input record exactly once. The group's timing must be set by the caller (a group config,
     or the broker's): CONSUMER_PROTOCOL_TIMING."""
     rng = random.Random(848)
