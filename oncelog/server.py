@@ -583,8 +583,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if isinstance(head, asyncio.Future):
                 if not head.done():
                     break
-                chunks = head.result()
-            elif isinstance(head, CloseConnection):
+                head = head.result()  # its answer's chunks, or a CloseConnection that came late
+            if isinstance(head, CloseConnection):
                 log.info("closing connection from %s: %s", self.peer, head.reason)
                 if released:
                     self._release(released)
@@ -592,8 +592,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.queued.clear()
                 self.transport.close()  # what was written before it still goes out
                 return
-            else:
-                chunks = head
+            chunks = head
             slots.popleft()
             self.transport.writelines(chunks)
             released += nbytes
@@ -831,8 +830,8 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
             loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # not the main thread (oncelog.testing's in-process broker): its owner sets stop
     for lc, sock in bound:  # the first line is the first listener's: process.py reads its port
         host, port = broker.advertised_for(lc.name)
         log.info("node %d listening on %s:%d (%s, %s; advertised as %s:%d), data in %s, fsync %s", broker.node_id,
