@@ -6,8 +6,8 @@ Two kinds, the test's choice:
 * ``kind="thread"`` (default) — the broker runs in the test's own process, on its own thread
   and event loop (uvloop when installed). Fastest to start; faults are added directly;
   :meth:`Broker.pause` blocks its loop. It cannot be SIGKILLed without the test.
-* ``kind="process"`` — a child process (``python -m oncelog.testing._child``, ``serve``'s
-  arguments): :meth:`Broker.kill` is a real SIGKILL (what was not fsynced is lost, recovery runs
+* ``kind="process"`` — a child process (forked from a warm fork server, :mod:`._zygote`, and
+  running ``serve``'s arguments through :mod:`._child`): :meth:`Broker.kill` is a real SIGKILL (what was not fsynced is lost, recovery runs
   at the restart), :meth:`Broker.pause` is SIGSTOP/SIGCONT, and faults travel over a Unix
   control socket only its user can open.
 
@@ -44,6 +44,7 @@ class NotSupported(Exception):
 
 
 _TESTING_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
+_LISTENING = re.compile(r"oncelog listening on ([\d.]+):(\d+)")
 _LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>-?[0-9]+)")
 
 
@@ -190,7 +191,7 @@ class Broker(_Cluster):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
         self._inner = None  # the thread kind's oncelog.broker.Broker
-        self._proc = None  # the process kind's oncelog.process.BrokerProcess
+        self._pid: int | None = None  # the process kind's broker (a child of the fork server, _zygote)
         self._control = None  # the process kind's control socket client
 
     # ------------------------------------------------------------------ lifecycle
@@ -232,7 +233,7 @@ class Broker(_Cluster):
                 raise TimeoutError(f"the broker's thread did not stop within {timeout} s")
         else:
             self._close_control()
-            self._proc.stop(timeout)
+            self._end_process(signal.SIGTERM, timeout)
 
     def kill(self) -> None:
         """SIGKILL (process kind): no flush, no clean-shutdown marker; what was not fsynced is
@@ -243,7 +244,7 @@ class Broker(_Cluster):
         if self._running:
             self._running = False
             self._close_control()
-            self._proc.kill()
+            self._end_process(signal.SIGKILL, 10)
 
     def restart(self, timeout: float = 30.0) -> "Broker":
         """Start again on the same port with the same data (stopping it first if it runs).
@@ -262,7 +263,7 @@ class Broker(_Cluster):
         if self.kind == "thread":
             self._loop.call_soon_threadsafe(time.sleep, seconds)
             return
-        pid = self._proc.proc.pid
+        pid = self._pid
         os.kill(pid, signal.SIGSTOP)
         timer = threading.Timer(seconds, _cont, (pid,))
         timer.daemon = True
@@ -276,8 +277,8 @@ class Broker(_Cluster):
         finally:
             if self._temp and not self.keep:
                 shutil.rmtree(self.data_dir, ignore_errors=True)
-                if self._proc is not None and os.path.exists(self._proc.log_path):
-                    os.unlink(self._proc.log_path)
+                if os.path.exists(self.log_path):
+                    os.unlink(self.log_path)
 
     def __repr__(self) -> str:
         return f"Broker(kind={self.kind!r}, bootstrap_servers={self.bootstrap_servers!r}, data_dir={self.data_dir!r})"
@@ -335,25 +336,57 @@ class Broker(_Cluster):
     # ------------------------------------------------------------------ the process kind
 
     def _start_process(self, timeout: float) -> None:
-        from oncelog.process import BrokerProcess
+        from oncelog.process import tail_file
 
         from ._child import CONTROL_ENV, ControlClient
+        from ._zygote import Zygote
 
         control_path = os.path.join(tempfile.gettempdir(), f"oncelog-ctl-{os.getpid()}-{id(self):x}.sock")
-        overrides = [arg for name, value in self.settings.items() if name != "listeners"
-                     for arg in ("--override", f"{name}={value}")]
         listeners = self.settings["listeners"]
-        first = _LISTENER.match(listeners)
-        proc = BrokerProcess(self.data_dir, fsync=self.fsync, port=int(first["port"]) if first else 0,
-                             extra_args=[*(["--config", self.config_file] if self.config_file else []),
-                                         "--override", f"listeners={listeners}", *overrides],
-                             env={CONTROL_ENV: control_path}, module=("-m", "oncelog.testing._child"), nodes=None)
-        proc.start(timeout)
-        self._proc = proc
+        argv = ["--data-dir", self.data_dir, "--fsync", self.fsync,
+                *(["--config", self.config_file] if self.config_file else []),
+                *[arg for name, value in self.settings.items() for arg in ("--override", f"{name}={value}")]]
+        log_path = self.log_path
+        with open(log_path, "ab") as f:  # there before the broker writes it: read from its end
+            seen = f.tell()
+        pid = Zygote.get().fork(argv, {CONTROL_ENV: control_path}, log_path)
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(log_path, "rb") as f:
+                f.seek(seen)
+                m = _LISTENING.search(f.read().decode(errors="replace"))
+            if m:
+                break
+            if not _alive(pid) or time.monotonic() > deadline:
+                _signal(pid, signal.SIGKILL)
+                raise RuntimeError(f"the broker did not start; see {log_path}:\n{tail_file(log_path)}")
+            time.sleep(0.005)
+        self._pid = pid
         self._control = ControlClient(control_path)
         if not self.port:
-            self.port = proc.port
-            self.settings["listeners"] = _with_port(listeners, proc.port)
+            self.port = int(m.group(2))
+            self.settings["listeners"] = _with_port(listeners, self.port)
+
+    @property
+    def log_path(self) -> str:
+        """The process kind's log (its stdout and stderr), beside the data directory."""
+        return self.data_dir.rstrip("/") + ".log"
+
+    @property
+    def pid(self) -> int | None:
+        """The process kind's process id while it runs (None for the thread kind)."""
+        return self._pid if self._running else None
+
+    def _end_process(self, sig: int, timeout: float) -> None:
+        pid = self._pid
+        _signal(pid, signal.SIGCONT)  # a paused broker must run to end cleanly
+        _signal(pid, sig)
+        deadline = time.monotonic() + timeout
+        while _alive(pid):
+            if time.monotonic() > deadline:
+                _signal(pid, signal.SIGKILL)
+                deadline = time.monotonic() + 10
+            time.sleep(0.005)
 
     def _close_control(self) -> None:
         if self._control is not None:
@@ -430,10 +463,23 @@ def _host(host: str) -> str:
 
 
 def _cont(pid: int) -> None:
+    _signal(pid, signal.SIGCONT)
+
+
+def _signal(pid: int, sig: int) -> None:
     try:
-        os.kill(pid, signal.SIGCONT)
+        os.kill(pid, sig)
     except ProcessLookupError:
         pass
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not: the fork server reaps it a moment later)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
