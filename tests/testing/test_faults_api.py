@@ -271,3 +271,31 @@ def test_the_control_socket_closes_on_an_oversized_line_and_survives_garbage():
         s.close()
         b.create_topic("still-up")  # the broker and its own control connection are unharmed
         assert b.faults.add("Produce", error=6, count=1).live
+
+
+@pytest.mark.e2e
+def test_groups_and_audit_helpers_see_what_clients_did(broker, topic):
+    p = ck.Producer(broker.client_config(linger_ms=0))
+    for i in range(4):
+        p.produce(topic, b"%d" % i, partition=i % 2)
+    p.flush(30)
+    group = f"g-{topic}"
+    c = ck.Consumer(broker.client_config(group_id=group, auto_offset_reset="earliest"))
+    c.subscribe([topic])
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < 4 and time.monotonic() < deadline:
+        got += [m for m in c.consume(10, 0.5) if m.error() is None]
+    [g] = [g for g in broker.groups() if g.group_id == group]
+    assert (g.state, g.members) == ("Stable", 1)
+    # an "output" topic naming each input by the auditor's header: every input exactly once
+    out = f"{topic}-out"
+    broker.create_topic(out)
+    for m in got:
+        p.produce(out, m.value(), headers=[("oncelog.source", f"{m.topic()}:{m.partition()}:{m.offset()}".encode())])
+    p.flush(30)
+    c.close()
+    result = broker.audit(topic, out)
+    assert (result.lost, result.duplicated, result.aborted_reads, result.phantom) == (0, 0, 0, 0)
+    p.produce(out, got[0].value(), headers=[("oncelog.source", f"{got[0].topic()}:{got[0].partition()}:{got[0].offset()}".encode())])
+    p.flush(30)
+    assert broker.audit(topic, out).duplicated == 1
