@@ -946,17 +946,19 @@ def describe_group(client, group_id: str, *, include_authorized_operations: bool
                             assignment_epoch=group.assignment_epoch, api=f"ConsumerGroupDescribe v{version}")
 
 
-def _describe_share(client, conn, group_id: str, include_authorized_operations: bool) -> GroupDescription | None:
-    """``group_id`` as a share group (ShareGroupDescribe), or None when it is not one (or the
-    broker serves no share groups): the caller then tries a classic group."""
+def _describe_of_type(client, conn, api_key: int, request: str, group_id: str, include_authorized_operations: bool):
+    """Ask the coordinator ``conn`` to describe ``group_id`` with a group type's describe API
+    (ShareGroupDescribe, StreamsGroupDescribe): (the group's entry, the version, the coordinator as
+    (node id, host, port)), or None when the broker does not offer the API or the group is not of
+    that type (GROUP_ID_NOT_FOUND); another error raises GroupError."""
     from kio.schema.errors import ErrorCode
 
     from .client.kafka import COORDINATOR_GROUP
 
-    version = _version(conn, 77)
+    version = _version(conn, api_key)
     if version is None:
         return None
-    resp = conn.request(_request(77, version, "ShareGroupDescribeRequest", group_ids=(group_id,),
+    resp = conn.request(_request(api_key, version, request, group_ids=(group_id,),
                                  include_authorized_operations=include_authorized_operations))
     group = next((g for g in resp.groups if g.group_id == group_id), None)
     if group is None or group.error_code == ErrorCode.group_id_not_found:
@@ -964,13 +966,22 @@ def _describe_share(client, conn, group_id: str, include_authorized_operations: 
     if group.error_code != ErrorCode.none:
         raise GroupError(group.error_code.name.upper(), group.error_message)
     node = client.coordinators[(COORDINATOR_GROUP, group_id)]
-    host, port = client.brokers.get(node, ("?", 0))
+    return group, version, (node, *client.brokers.get(node, ("?", 0)))
+
+
+def _describe_share(client, conn, group_id: str, include_authorized_operations: bool) -> GroupDescription | None:
+    """``group_id`` as a share group (ShareGroupDescribe), or None when it is not one (or the
+    broker serves no share groups): the caller then tries a classic group."""
+    found = _describe_of_type(client, conn, 77, "ShareGroupDescribeRequest", group_id, include_authorized_operations)
+    if found is None:
+        return None
+    group, version, coordinator = found
     members = [GroupMember(m.member_id, None, m.rack_id, m.client_id, m.client_host, _topic_partitions(m.assignment),
                            member_epoch=m.member_epoch, member_type="share",
                            subscribed_topic_names=sorted(m.subscribed_topic_names))
                for m in group.members]
     return GroupDescription(group_id, "share", "share", group.group_state, group.assignor_name or None,
-                            (node, host, port), members, _operation_names(group.authorized_operations),
+                            coordinator, members, _operation_names(group.authorized_operations),
                             group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
                             api=f"ShareGroupDescribe v{version}")
 
@@ -979,20 +990,10 @@ def _describe_streams(client, conn, group_id: str, include_authorized_operations
     """``group_id`` as a streams group (StreamsGroupDescribe, KIP-1071), or None when it is not
     one: each member's active tasks shown as the source-topic partitions they read (a task is a
     subtopology's partition), so the lag rows name their owner."""
-    from kio.schema.errors import ErrorCode
-
-    from .client.kafka import COORDINATOR_GROUP
-
-    version = _version(conn, 89)
-    if version is None:
+    found = _describe_of_type(client, conn, 89, "StreamsGroupDescribeRequest", group_id, include_authorized_operations)
+    if found is None:
         return None
-    resp = conn.request(_request(89, version, "StreamsGroupDescribeRequest", group_ids=(group_id,),
-                                 include_authorized_operations=include_authorized_operations))
-    group = next((g for g in resp.groups if g.group_id == group_id), None)
-    if group is None or group.error_code == ErrorCode.group_id_not_found:
-        return None
-    if group.error_code != ErrorCode.none:
-        raise GroupError(group.error_code.name.upper(), group.error_message)
+    group, version, coordinator = found
     sources = {st.subtopology_id: sorted({*st.source_topics, *(t.name for t in st.repartition_source_topics)})
                for st in ((group.topology.subtopologies or ()) if group.topology is not None else ())}
 
@@ -1003,14 +1004,12 @@ def _describe_streams(client, conn, group_id: str, include_authorized_operations
                 out.setdefault(topic, set()).update(task.partitions)
         return {t: sorted(ps) for t, ps in sorted(out.items())}
 
-    node = client.coordinators[(COORDINATOR_GROUP, group_id)]
-    host, port = client.brokers.get(node, ("?", 0))
     members = [GroupMember(m.member_id, m.instance_id, m.rack_id, m.client_id, m.client_host, partitions(m.assignment),
                            member_epoch=m.member_epoch, member_type="streams",
                            subscribed_topic_names=sorted({t for ts in sources.values() for t in ts}),
                            target_assignment=partitions(m.target_assignment))
                for m in group.members]
-    return GroupDescription(group_id, "streams", "streams", group.group_state, None, (node, host, port), members,
+    return GroupDescription(group_id, "streams", "streams", group.group_state, None, coordinator, members,
                             _operation_names(group.authorized_operations), group_epoch=group.group_epoch,
                             assignment_epoch=group.assignment_epoch, api=f"StreamsGroupDescribe v{version}")
 
