@@ -14,14 +14,23 @@ Modules (each with its own docstring): :mod:`.broker` (``Broker``: the thread an
 kinds, their lifecycle; ``ExternalKafka``: the same helpers on any cluster), :mod:`.faults`
 (what a fault matches and does), :mod:`.answers` (the error answers, built from the schemas),
 :mod:`.inspect` (read_committed, transactions, groups: clients only), :mod:`._child` (the
-process kind's control socket), :mod:`.pytest_plugin` (the fixtures; a ``pytest11`` entry point).
-The user guide is docs/testing.md.
+process kind's control socket), :mod:`._zygote` (its warm fork server), :mod:`.pytest_plugin`
+(the fixtures; a ``pytest11`` entry point). The user guide is docs/testing.md.
+
+The names below are imported on first use: pytest loads the plugin (and so this package) in
+every run, and the broker's imports (kio's schemas, every API module) cost a second or more.
 """
 
 from __future__ import annotations
 
-from .broker import Broker, ExternalKafka, Fault, Faults, NotSupported
-from .inspect import Group, Record, Transaction, create_topic, groups, read_committed, transactions
+import importlib
+
+_EXPORTS = {
+    "Broker": ".broker", "ExternalKafka": ".broker", "Fault": ".broker", "Faults": ".broker",
+    "NotSupported": ".broker",
+    "Group": ".inspect", "Record": ".inspect", "Transaction": ".inspect", "create_topic": ".inspect",
+    "groups": ".inspect", "read_committed": ".inspect", "transactions": ".inspect",
+}
 
 
 def audit(bootstrap_servers: str, inputs, outputs, **kw):
@@ -32,5 +41,17 @@ def audit(bootstrap_servers: str, inputs, outputs, **kw):
     return _audit(bootstrap_servers, inputs, outputs, **kw)
 
 
-__all__ = ["Broker", "ExternalKafka", "Fault", "Faults", "NotSupported", "Group", "Record", "Transaction",
-           "audit", "create_topic", "groups", "read_committed", "transactions"]
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *_EXPORTS])
+
+
+__all__ = ["audit", *_EXPORTS]

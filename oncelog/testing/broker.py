@@ -43,8 +43,10 @@ class NotSupported(Exception):
     external cluster. The message says what to use instead."""
 
 
+# confluent-kafka's settings whose names have underscores of their own (callables, mostly).
+_CALLBACKS = frozenset({"error_cb", "throttle_cb", "stats_cb", "oauth_cb", "on_delivery", "on_commit", "logger"})
 _TESTING_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
-_LISTENING = re.compile(r"oncelog listening on ([\d.]+):(\d+)")
+_LISTENING = re.compile(r"oncelog listening on ([\d.]+):(\d+) \(.*?; listener ([A-Za-z0-9_]+),")
 _LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>-?[0-9]+)")
 
 
@@ -106,9 +108,9 @@ class _Cluster:
 
     def client_config(self, **extra: Any) -> dict:
         """confluent-kafka settings for this cluster (bootstrap, security) plus ``extra``
-        (``group_id="g"`` becomes ``group.id``)."""
+        (``group_id="g"`` becomes ``group.id``; callbacks keep their names: ``error_cb``...)."""
         return {"bootstrap.servers": self.bootstrap_servers, **self._client_settings,
-                **{k.replace("_", "."): v for k, v in extra.items()}}
+                **{k if k in _CALLBACKS else k.replace("_", "."): v for k, v in extra.items()}}
 
     def create_topic(self, name: str, partitions: int = 1, config: Mapping | None = None) -> None:
         _inspect.create_topic(self.client_config(), name, partitions, config)
@@ -182,7 +184,10 @@ class Broker(_Cluster):
         self.config_file = config_file
         self.settings = {**_TESTING_DEFAULTS, **{k: str(v) for k, v in (config or {}).items()}}
         if "listeners" not in self.settings:
-            self.settings["listeners"] = f"PLAINTEXT://{host}:{port}"
+            from oncelog.config.serve_options import read_properties
+
+            given = [s.value for s in read_properties(config_file) if s.name == "listeners"] if config_file else []
+            self.settings["listeners"] = given[-1] if given else f"PLAINTEXT://{host}:{port}"
         self._client_settings = dict(client_config or {})
         self.faults = Faults(self)
         self._running = False
@@ -199,6 +204,12 @@ class Broker(_Cluster):
     @property
     def bootstrap_servers(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def addresses(self) -> dict[str, str]:
+        """Every listener's bound address, ``{"PLAINTEXT": "127.0.0.1:PORT", "SASL_SSL": ...}``
+        (the ports a restart binds again)."""
+        return {m["name"]: f"{m['host']}:{m['port']}" for m in _LISTENER.finditer(self.settings["listeners"])}
 
     @property
     def running(self) -> bool:
@@ -354,8 +365,9 @@ class Broker(_Cluster):
         while True:
             with open(log_path, "rb") as f:
                 f.seek(seen)
-                m = _LISTENING.search(f.read().decode(errors="replace"))
-            if m:
+                text = f.read().decode(errors="replace")
+            bound = _LISTENING.findall(text)
+            if len(bound) >= len(list(_LISTENER.finditer(listeners))) and bound:
                 break
             if not _alive(pid) or time.monotonic() > deadline:
                 _signal(pid, signal.SIGKILL)
@@ -363,9 +375,11 @@ class Broker(_Cluster):
             time.sleep(0.005)
         self._pid = pid
         self._control = ControlClient(control_path)
-        if not self.port:
-            self.port = int(m.group(2))
-            self.settings["listeners"] = _with_port(listeners, self.port)
+        by_name = {name: (host, int(port)) for host, port, name in bound}
+        self.host, self.port = bound[0][0], int(bound[0][1])
+        # restart() binds the same ports: a client's cached addresses stay right
+        self.settings["listeners"] = _LISTENER.sub(
+            lambda m: f"{m['name']}://{m['host']}:{by_name.get(m['name'], (None, m['port']))[1]}", listeners)
 
     @property
     def log_path(self) -> str:
@@ -448,14 +462,6 @@ class Broker(_Cluster):
         out.append(Setting("oncelog.fsync", self.fsync, "Broker(fsync=...)"))
         out += [Setting(name, value, "Broker(config=...)") for name, value in self.settings.items()]
         return out
-
-
-def _with_port(listeners: str, port: int) -> str:
-    """The listeners with the first one's port 0 replaced by the port it bound."""
-    m = _LISTENER.search(listeners)
-    if m is None or m["port"] != "0":
-        return listeners
-    return listeners[:m.start("port")] + str(port) + listeners[m.end("port"):]
 
 
 def _host(host: str) -> str:

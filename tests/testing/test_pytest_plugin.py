@@ -151,9 +151,6 @@ def test_a_users_project_gets_the_fixtures_from_the_entry_point(tmp_path):
     assert "oncelog: broker data kept" in result.stdout and str(data) in result.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="oncelog/testing/__init__.py imports .broker (and so kio, oncelog.apis and "
-                   "hypothesis) at once: ~1-3 s and a HypothesisSideeffectWarning in every pytest run; "
-                   "its names must be imported on first use (a module __getattr__)")
 def test_loading_the_plugin_imports_nothing_heavy():
     """Every pytest run where oncelog is installed loads the plugin: it must not import the
     broker, the protocol (kio, whose import also pulls in hypothesis when installed and then
