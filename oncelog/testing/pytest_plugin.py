@@ -129,12 +129,6 @@ def _data_dir(config: pytest.Config, tmp_path_factory, name: str) -> tuple[str |
 _CALLBACKS = frozenset({"error_cb", "throttle_cb", "stats_cb", "oauth_cb", "on_delivery", "on_commit", "logger"})
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _read_client_properties(path: str) -> dict[str, str]:
     """``--kafka-config``: a Java properties file of client settings. Security settings (Java's
     names such as ``sasl.jaas.config`` and ``ssl.truststore.location``, or librdkafka's) become
@@ -470,10 +464,9 @@ def oncelog_secure_broker(request, tmp_path_factory):
     username, password = "alice", f"alice-{uuid.uuid4().hex[:12]}"
     jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
             f'username="{username}" password="{password}" user_{username}="{password}";')
-    port = _free_port()
     data_dir, keep = _data_dir(request.config, tmp_path_factory, "oncelog-secure")
     broker = Broker(kind="thread", data_dir=data_dir, keep=keep, config={
-        "listeners": f"PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:{port}",
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
         "listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN",
         "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
@@ -481,7 +474,7 @@ def oncelog_secure_broker(request, tmp_path_factory):
         "ssl.keystore.location": keystore,
     })
     broker.start()
-    yield SecureBroker(broker, f"127.0.0.1:{port}", ca_path, username, password)
+    yield SecureBroker(broker, broker.addresses["SASL_SSL"], ca_path, username, password)
     broker.close()
 
 
