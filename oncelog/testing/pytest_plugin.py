@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import sys
 import tempfile
 import time
