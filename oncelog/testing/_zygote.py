@@ -6,9 +6,9 @@ the test process that imports the broker, then waits on a Unix socket (0600) for
 JSON line each — ``{"argv": [...serve args], "env": {...}, "log": PATH}`` — and answers
 ``{"pid": N}`` after forking a broker with those arguments (its stdout and stderr to ``log``,
 where the parent reads the "oncelog listening on" line). The zygote is single-threaded (a fork
-of a threaded process may inherit a held lock), reaps its children, and dies with the test
-process (``PR_SET_PDEATHSIG``); each broker dies with the zygote the same way, so nothing
-outlives the test run. (multiprocessing's forkserver is the same idea; this one takes serve's
+of a threaded process may inherit a held lock), reaps its children, and ends within half a
+second of the test process (it polls its parent); each broker dies with the zygote
+(``PR_SET_PDEATHSIG``), so nothing outlives the test run. (multiprocessing's forkserver is the same idea; this one takes serve's
 argv and environment per broker and leaves the pid to the caller for SIGKILL/SIGSTOP.)
 """
 
@@ -47,7 +47,10 @@ def _reap(*_) -> None:
 
 
 def _serve(path: str) -> None:
-    _die_with_parent()
+    # Not PR_SET_PDEATHSIG for itself: that signal follows the parent *thread*, and a test may
+    # start the fork server from a thread that ends at once (the plugin warms it in one). The
+    # parent process's end is seen by polling instead; the brokers die with the fork server.
+    parent = os.getppid()
     # Warm: what every broker imports, once.
     import oncelog.broker  # noqa: F401
     import oncelog.cli  # noqa: F401
@@ -63,8 +66,15 @@ def _serve(path: str) -> None:
     finally:
         os.umask(old_umask)
     print("zygote ready", flush=True)
+    server.settimeout(0.5)
     while True:
-        conn, _ = server.accept()
+        try:
+            conn, _ = server.accept()
+        except TimeoutError:
+            if os.getppid() != parent:  # the test process is gone: so is this, and its brokers with it
+                return
+            continue
+        conn.settimeout(None)
         with conn:
             try:
                 line = conn.makefile("rb").readline(MAX_LINE)
