@@ -115,6 +115,8 @@ def run_suite(label: str, work: str, *, bootstrap: str | None = None, env: dict 
             result[k] = int(suite.get(k))
         cases = suite.findall("testcase")
         result["tests_time"] = sum(float(c.get("time", 0)) for c in cases)
+        result["cases"] = {f"{c.get('classname').rsplit('.', 1)[-1]}::{c.get('name')}": float(c.get("time", 0))
+                           for c in cases}
         result["failed"] = [f"{c.get('classname').rsplit('.', 1)[-1]}::{c.get('name')}" for c in cases
                             if c.find("failure") is not None or c.find("error") is not None]
         causes: dict[str, int] = {}
@@ -269,8 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             shutil.rmtree(work, ignore_errors=True)
         table = Table(title=f"The sample suite ({SUITE}, -m any_kafka, Spark's test left out, pytest -n 0)")
-        for col in ("broker", "tests", "passed", "failed", "broker start s", "wall s", "tests' time s", "total s",
-                    "Kafka's total / this"):
+        for col in ("broker", "tests", "passed", "failed", "broker start s", "wall s", "tests' time s",
+                    "median test s", "total s", "Kafka's total / this"):
             table.add_column(col, justify="left" if col == "broker" else "right")
         names = {"session": "oncelog, session broker (oncelog_broker)", "fresh": "oncelog, a broker process per test",
                  "kafka": "Apache Kafka 4.4, 1 node per session", "mock": "librdkafka mock cluster"}
@@ -278,8 +280,9 @@ def main(argv: list[str] | None = None) -> int:
         for target, res in results["suite"].items():
             ratio = f"{total['kafka'] / total[target]:.2f}×" if "kafka" in total and target != "kafka" else ""
             tt = f"{res['tests_time']:.1f}" if res["tests_time"] is not None else ""
+            med = f"{statistics.median(res['cases'].values()):.3f}" if res.get("cases") else ""
             table.add_row(names[target], str(res["tests"]), str(res["passed"]), str(res["failures"] + res["errors"]),
-                          f"{res['start']:.1f}" if "start" in res else "", f"{res['wall']:.1f}", tt,
+                          f"{res['start']:.1f}" if "start" in res else "", f"{res['wall']:.1f}", tt, med,
                           f"{total[target]:.1f}", ratio)
         console.print(table)
         for target, res in results["suite"].items():
@@ -291,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
             r = total["kafka"] / total["session"]
             console.print(f"the suite on the session broker vs Apache Kafka (its start included): {r:.2f}× "
                           f"(target ≥ {SUITE_TARGET:g}×: {'met' if r >= SUITE_TARGET else 'NOT met'})")
+            s_cases, k_cases = results["suite"]["session"].get("cases", {}), results["suite"]["kafka"].get("cases", {})
+            both = sorted(set(s_cases) & set(k_cases), key=lambda n: k_cases[n] - s_cases[n], reverse=True)
+            if both:
+                console.print("the tests where Apache Kafka took longest beside oncelog (seconds, oncelog / Kafka):")
+                for name in both[:5]:
+                    console.print(f"  {name}: {s_cases[name]:.2f} / {k_cases[name]:.2f}")
     results["load_end"] = os.getloadavg()
     console.print(f"load average at end: {' '.join(f'{x:.2f}' for x in results['load_end'])}")
     if args.json:

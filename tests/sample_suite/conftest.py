@@ -36,7 +36,13 @@ if LIMIT:
     @pytest.fixture(autouse=True)
     def _test_limit():
         def over(signum, frame):
-            raise TimeoutError(f"the test ran over ONCELOG_SAMPLE_TEST_LIMIT={LIMIT:g} s")
+            where = []  # the innermost calls of the suite and of oncelog: what did not answer
+            while frame is not None and len(where) < 2:
+                path = frame.f_code.co_filename
+                if "sample_suite" in path or "oncelog" in path:
+                    where.append(f"{frame.f_code.co_name} ({os.path.basename(path)}:{frame.f_lineno})")
+                frame = frame.f_back
+            raise TimeoutError(f"the test ran over ONCELOG_SAMPLE_TEST_LIMIT={LIMIT:g} s in {' < '.join(where)}")
 
         previous = signal.signal(signal.SIGALRM, over)
         signal.setitimer(signal.ITIMER_REAL, LIMIT)
