@@ -193,7 +193,8 @@ _PROCESS_FIXTURES = {"broker", "broker_factory", "spark"} | _APACHE_KAFKA_FIXTUR
 
 
 _SPARK_PATHS = ("tests/spark/", "tests/test_demo.py", "tests/test_demo_kafka.py",
-                "tests/test_bench_endurance.py")  # every test that starts Spark, and only those
+                "tests/test_bench_endurance.py",
+                "tests/sample_suite/test_spark_read.py")  # every test that starts Spark, and only those
 
 
 def _starts_spark(nodeid: str) -> bool:
