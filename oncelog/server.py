@@ -789,9 +789,12 @@ class _TlsListener:
         await asyncio.gather(*self.acceptors, *self.handshakes, return_exceptions=True)
 
 
-async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None) -> None:
+async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None,
+                announce: bool = True) -> None:
     """Run until ``stop`` is set or SIGTERM/SIGINT arrives; then stop accepting, close
-    connections, flush and checkpoint every log, and mark the shutdown clean."""
+    connections, flush and checkpoint every log, and mark the shutdown clean. ``announce``:
+    print each listener's "oncelog listening on" line (a parent process reads it; a broker in
+    a test's own process, oncelog.testing, does not need it)."""
     loop = asyncio.get_running_loop()
     limits = Limits(broker.config)
     loop.set_exception_handler(limits.loop_exception)
@@ -837,8 +840,9 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
         log.info("node %d listening on %s:%d (%s, %s; advertised as %s:%d), data in %s, fsync %s", broker.node_id,
                  sock[0], sock[1], lc.name, lc.security_protocol, host, port, broker.metadata.data_dir,
                  broker.config.fsync)
-        print(f"oncelog listening on {sock[0]}:{sock[1]} (advertised {host}:{port}; listener {lc.name}, "
-              f"{lc.security_protocol})", flush=True)
+        if announce:
+            print(f"oncelog listening on {sock[0]}:{sock[1]} (advertised {host}:{port}; listener {lc.name}, "
+                  f"{lc.security_protocol})", flush=True)
     if ready is not None:
         ready.set()
     await stop.wait()

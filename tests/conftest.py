@@ -189,7 +189,8 @@ def apache_kafka_cluster(_apache_kafka_3):
     return _apache_kafka_3
 
 
-_PROCESS_FIXTURES = {"broker", "broker_factory", "spark"} | _APACHE_KAFKA_FIXTURES
+# (the testing plugin's too: oncelog_broker_fresh forks broker processes, spark_session is Spark)
+_PROCESS_FIXTURES = {"broker", "broker_factory", "spark", "oncelog_broker_fresh", "spark_session"} | _APACHE_KAFKA_FIXTURES
 
 
 _SPARK_PATHS = ("tests/spark/", "tests/test_demo.py", "tests/test_demo_kafka.py",
@@ -252,8 +253,8 @@ def pytest_collection_modifyitems(config, items):
                                     "fixture: mark it pytest.mark.oncelog_only(reason)")
         if _is_variant(item):
             item.add_marker(pytest.mark.apache_kafka)
-        if "spark" in fixtures and not _starts_spark(item.nodeid):
-            raise pytest.UsageError(f"{item.nodeid} uses the spark fixture: put it under {' or '.join(_SPARK_PATHS)}, "
+        if {"spark", "spark_session"} & fixtures and not _starts_spark(item.nodeid):
+            raise pytest.UsageError(f"{item.nodeid} uses Spark: put it under {' or '.join(_SPARK_PATHS)}, "
                                     "which run on one worker")
         if _APACHE_KAFKA_FIXTURES & fixtures:
             item.add_marker(pytest.mark.apache_kafka)

@@ -314,7 +314,7 @@ class Broker(_Cluster):
             self._loop = asyncio.get_running_loop()
             self._stop_event = asyncio.Event()
             up = asyncio.Event()
-            task = asyncio.ensure_future(serve(inner, ready=up, stop=self._stop_event))
+            task = asyncio.ensure_future(serve(inner, ready=up, stop=self._stop_event, announce=False))
             waiter = asyncio.ensure_future(up.wait())
             await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
             if task.done():
