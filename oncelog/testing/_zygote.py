@@ -46,6 +46,24 @@ def _reap(*_) -> None:
             return
 
 
+def parse_request(line: bytes) -> tuple[list[str], dict[str, str], str]:
+    """One request line -> (serve's argv, the environment to add, the log's path); ValueError
+    for anything else (the socket is this user's alone, but a decoder is a decoder)."""
+    try:
+        ask = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    if not isinstance(ask, dict) or set(ask) != {"argv", "env", "log"}:
+        raise ValueError("a request is an object with argv, env and log")
+    argv, env, log = ask["argv"], ask["env"], ask["log"]
+    if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv) and len(argv) <= 1000
+            and isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) and k for k, v in env.items())
+            and isinstance(log, str) and log and "\0" not in log
+            and not any("\0" in a for a in argv) and not any("\0" in k + v or "=" in k for k, v in env.items())):
+        raise ValueError("argv is a list of strings, env an object of strings, log a path")
+    return argv, env, log
+
+
 def _serve(path: str) -> None:
     # Not PR_SET_PDEATHSIG for itself: that signal follows the parent *thread*, and a test may
     # start the fork server from a thread that ends at once (the plugin warms it in one). The
@@ -77,10 +95,8 @@ def _serve(path: str) -> None:
         conn.settimeout(None)
         with conn:
             try:
-                line = conn.makefile("rb").readline(MAX_LINE)
-                ask = json.loads(line)
-                argv, env, log = list(map(str, ask["argv"])), dict(ask["env"]), str(ask["log"])
-            except (ValueError, KeyError, TypeError, OSError) as exc:
+                argv, env, log = parse_request(conn.makefile("rb").readline(MAX_LINE))
+            except (ValueError, OSError) as exc:
                 conn.sendall(json.dumps({"error": str(exc)[:200]}).encode() + b"\n")
                 continue
             pid = os.fork()

@@ -299,3 +299,23 @@ def test_groups_and_audit_helpers_see_what_clients_did(broker, topic):
     p.produce(out, got[0].value(), headers=[("oncelog.source", f"{got[0].topic()}:{got[0].partition()}:{got[0].offset()}".encode())])
     p.flush(30)
     assert broker.audit(topic, out).duplicated == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(max_size=200),
+                 st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                              lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                              max_leaves=20).map(lambda v: json.dumps(v).encode()),
+                 st.fixed_dictionaries({"argv": st.lists(st.text(max_size=10), max_size=4),
+                                        "env": st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=3),
+                                        "log": st.text(max_size=20)}).map(lambda v: json.dumps(v).encode())))
+def test_the_fork_servers_request_decoder_accepts_requests_and_refuses_the_rest_with_a_reason(line):
+    from oncelog.testing._zygote import parse_request
+
+    try:
+        argv, env, log = parse_request(line)
+    except ValueError as exc:
+        assert str(exc)
+        return
+    assert all(isinstance(a, str) and "\0" not in a for a in argv) and isinstance(log, str) and log
+    assert all(k and "=" not in k for k in env)
