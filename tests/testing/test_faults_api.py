@@ -143,7 +143,13 @@ def test_errors_on_coordinator_apis_and_metadata(broker, topic):
     p.produce(topic, b"t", partition=0)
     p.commit_transaction(30)
     assert fc.fired == 2
-    [txn] = [t for t in broker.transactions() if t.transactional_id == f"tx-{topic}"]
+    # commit_transaction returns at EndTxn's answer (PrepareCommit); the markers then complete it
+    deadline = time.monotonic() + 20
+    while True:
+        [txn] = [t for t in broker.transactions() if t.transactional_id == f"tx-{topic}"]
+        if txn.state == "CompleteCommit" or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert txn.state == "CompleteCommit"
     md = broker.faults.add("Metadata", error="UNKNOWN_TOPIC_OR_PARTITION", topic=topic, count=1)
     assert _values(broker, topic) == [b"t"]  # the reader's first Metadata is refused, it asks again
