@@ -87,7 +87,7 @@ class Faults:
         spec = FaultSpec.make(api, error=error, delay=delay, drop=drop, count=count, every=every,
                               topic=topic, versions=versions)
         fault = self._owner._install(spec)
-        self._added.append(fault)
+        self._added = [f for f in self._added if f.live] + [fault]  # spent ones go: bounded by the live ones
         return fault
 
     def clear(self) -> None:
@@ -416,7 +416,7 @@ class Broker(_Cluster):
             from .faults import control_function
 
             handle = self._on_loop(lambda: self._inner.control(spec.api_key, control_function(spec), spec.count))
-            self._handles.append(handle)
+            self._handles = [h for h in self._handles if h.live] + [handle]  # kept for a restart while live
             return Fault(spec, handle.fired, lambda: self._on_loop(handle.remove) if self._running else handle.remove(),
                          lambda: handle.live)
         control = self._control
