@@ -15,7 +15,6 @@ argv and environment per broker and leaves the pid to the caller for SIGKILL/SIG
 from __future__ import annotations
 
 import atexit
-import ctypes
 import json
 import os
 import signal
@@ -25,15 +24,7 @@ import sys
 import tempfile
 import threading
 
-PR_SET_PDEATHSIG = 1
 MAX_LINE = 1 << 20
-
-
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def _reap(*_) -> None:
@@ -73,6 +64,7 @@ def _serve(path: str) -> None:
     import oncelog.broker  # noqa: F401
     import oncelog.cli  # noqa: F401
     import oncelog.server  # noqa: F401
+    from oncelog.cluster.supervisor import _die_with_parent  # each broker dies with this process
     from oncelog.testing import _child
 
     signal.signal(signal.SIGCHLD, _reap)

@@ -35,6 +35,8 @@ import time
 from typing import Any, Mapping
 
 from . import inspect as _inspect
+from oncelog.process import _running as _process_runs
+
 from .faults import FaultSpec
 
 
@@ -276,7 +278,7 @@ class Broker(_Cluster):
             return
         pid = self._pid
         os.kill(pid, signal.SIGSTOP)
-        timer = threading.Timer(seconds, _cont, (pid,))
+        timer = threading.Timer(seconds, _signal, (pid, signal.SIGCONT))
         timer.daemon = True
         timer.start()
 
@@ -369,7 +371,7 @@ class Broker(_Cluster):
             bound = _LISTENING.findall(text)
             if len(bound) >= len(list(_LISTENER.finditer(listeners))) and bound:
                 break
-            if not _alive(pid) or time.monotonic() > deadline:
+            if not _process_runs(pid) or time.monotonic() > deadline:
                 _signal(pid, signal.SIGKILL)
                 raise RuntimeError(f"the broker did not start; see {log_path}:\n{tail_file(log_path)}")
             time.sleep(0.005)
@@ -396,7 +398,7 @@ class Broker(_Cluster):
         _signal(pid, signal.SIGCONT)  # a paused broker must run to end cleanly
         _signal(pid, sig)
         deadline = time.monotonic() + timeout
-        while _alive(pid):
+        while _process_runs(pid):  # a zombie is not: the fork server reaps it a moment later
             if time.monotonic() > deadline:
                 _signal(pid, signal.SIGKILL)
                 deadline = time.monotonic() + 10
@@ -468,24 +470,11 @@ def _host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _cont(pid: int) -> None:
-    _signal(pid, signal.SIGCONT)
-
-
 def _signal(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)
     except ProcessLookupError:
         pass
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie does not: the fork server reaps it a moment later)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
