@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -50,6 +52,52 @@ def tail_file(path, lines: int = 40) -> str:
     except OSError:
         return ""
     return b"".join(data.splitlines(keepends=True)[-lines:]).decode(errors="replace") if lines > 0 else ""
+
+
+def _read_from(path: str, offset: int, limit: int = 65536) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(limit).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for the local ports of outgoing connections (and of port 0)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = map(int, f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def free_ports(count: int = 1, host: str = "127.0.0.1", attempts: int = 200) -> int:
+    """The first of ``count`` consecutive TCP ports free at the moment of asking, outside the
+    kernel's ephemeral range (so no outgoing connection takes one while its server is down for a
+    restart): a cluster's node ``k`` listens on (and advertises) the given port plus ``k-1``."""
+    low, high = _ephemeral_range()
+    spans = [(lo, hi) for lo, hi in ((10000, low - count), (high + 1, 65535 - count)) if hi > lo]
+    if not spans:  # an ephemeral range over nearly every port: draw from all of them
+        spans = [(1024, 65535 - count)]
+    rng = random.Random()
+    for _ in range(attempts):
+        lo, hi = rng.choices(spans, weights=[hi - lo for lo, hi in spans])[0]
+        base = rng.randrange(lo, hi)
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+                socks.append(s)
+                s.bind((host, port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise OSError(f"no {count} consecutive free ports found")
 
 
 class BrokerProcess:
@@ -101,12 +149,31 @@ class BrokerProcess:
         # broker does; node 1's old port plus K-1 would give node K a new one, and a client
         # holding node K's address (its cached coordinator) would never find it again.
         clustered = os.path.exists(os.path.join(self.data_dir, "nodes", "1.json"))
+        if self.port == 0 and not clustered:
+            # A free port asked for: we choose it, outside the kernel's ephemeral range. A port
+            # the OS hands out for port 0 comes from that range, which every outgoing connection
+            # draws its local port from too; while the broker is down (a kill before a restart)
+            # a client's connection could take it, and the restart would have to move to another
+            # address, one no client knows (a CI run lost a cluster node's address so).
+            for attempt in range(3):
+                base = free_ports(self.nodes or os.cpu_count() or 1)
+                self.port = self.requested_port = base
+                if self._launch(base, timeout, last=attempt == 2):
+                    return self
+                self.port = self.requested_port = 0  # taken meanwhile by someone else: another
         port = self.requested_port if clustered else self.port
+        self._launch(port, timeout, last=True)
+        return self
+
+    def _launch(self, port: int, timeout: float, last: bool) -> bool:
+        """Start ``serve`` on ``port`` and wait for its listening line. False if the port was
+        taken (and ``last`` is false: the caller tries another); other failures raise."""
         cmd = [sys.executable, *self.module, "serve", "--data-dir", self.data_dir, "--port", str(port),
                "--fsync", self.fsync,
                "--group-initial-rebalance-delay-ms", str(self.group_initial_rebalance_delay_ms),
                *self.group_session_timeout_args, *(["--nodes", str(self.nodes)] if self.nodes is not None else []),
                *self.extra_args]
+        log_start = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
         log_file = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file, env={**os.environ, **self.env},
                                      cwd=self.source_tree)
@@ -122,8 +189,10 @@ class BrokerProcess:
                 self.host, self.port = m.group(1), int(m.group(2))
                 # keep draining stdout so the child never blocks on a full pipe
                 threading.Thread(target=self.proc.stdout.read, daemon=True).start()
-                return self
+                return True
         self.kill()
+        if not last and "address already in use" in _read_from(self.log_path, log_start).lower():
+            return False
         raise RuntimeError(f"broker did not start; see {self.log_path}:\n{self.tail_log()}")
 
     def tail_log(self, lines: int = 30) -> str:

@@ -504,27 +504,6 @@ def _check_rate(what: str, rate: float, others: float) -> None:
         raise ValueError(f"{what}({rate}, others={others}): rates are in [0, 1]")
 
 
-def free_ports(count: int, host: str = "127.0.0.1", attempts: int = 200) -> int:
-    """The first of ``count`` consecutive TCP ports free at the moment of asking: a cluster's
-    node ``k`` listens on (and advertises) the given port plus ``k-1``."""
-    rng = random.Random()
-    for _ in range(attempts):
-        base = rng.randrange(20000, 60000 - count)
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind((host, port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise OSError(f"no {count} consecutive free ports found")
-
-
 class ProxyGroup:
     """One :class:`FaultProxy` per node of a cluster: proxy ``k`` listens on ``listen_port + k-1``
     and forwards to ``upstream_port + k-1`` (node ``k``), as each node advertises the port given

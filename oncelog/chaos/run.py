@@ -121,7 +121,8 @@ class ChaosRun(nem.Targets):
 
     def _start_broker(self) -> None:
         from ..process import BrokerProcess
-        from .proxy import FaultProxy, ProxyGroup, free_port, free_ports
+        from ..process import free_ports
+        from .proxy import FaultProxy, ProxyGroup, free_port
 
         kinds = set(self.o.faults)
         data_root = os.path.join(self.work_dir, "disk")
