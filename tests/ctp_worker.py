@@ -49,6 +49,9 @@ The names (``--input``, ``--output``, ``--group``, ``--transactional-id``) defau
 (SIGSTOP) in its next transaction, its output flushed to the log and its offsets not yet sent,
 so a test can make it a zombie at that exact point (see ZombieHook).
 
+``CTP_DEBUG`` in the environment is handed to the producer as librdkafka's ``debug`` (e.g.
+``eos,broker,protocol``), to see where a transaction waits.
+
 Usage: ``python -m tests.ctp_worker BOOTSTRAP [STALL_S] [--group-protocol classic|consumer]
 [--input NAME] [--output NAME] [--group NAME] [--transactional-id ID]``.
 """
@@ -163,7 +166,8 @@ def main(args) -> None:
     producer = ck.Producer({"bootstrap.servers": args.bootstrap, "transactional.id": args.transactional_id,
                             "linger.ms": 5, "transaction.timeout.ms": 10000, "message.timeout.ms": 10000,
                             "metadata.recovery.strategy": "none",  # see the module docstring
-                            "error_cb": lambda err: check(err, "producer")})
+                            "error_cb": lambda err: check(err, "producer"),
+                            **({"debug": os.environ["CTP_DEBUG"]} if os.environ.get("CTP_DEBUG") else {})})
     zombie = ZombieHook()
     with returns_within(stall_s):
         producer.init_transactions(API_TIMEOUT_S)

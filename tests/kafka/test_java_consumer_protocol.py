@@ -115,13 +115,18 @@ def test_java_members_on_the_consumer_protocol_transform_exactly_once_through_a_
                           ["--bootstrap", target.bootstrap, "--input", src, "--output", dst, "--group", group,
                            "--transactional-id", unique(f"j848-{name}"), "--max-poll-records", "5", *extra])
 
-    first = member("first", "--pace-ms", "150", "--timeout-ms", "120000")
+    # The first member paces slowly (5 records per half second), so that however long the second
+    # takes to start and join on a loaded machine, the partitions the first keeps still hold input
+    # at the kill: the second member's reassignment shows as a commit at a later member epoch.
+    first = member("first", "--pace-ms", "500", "--timeout-ms", "120000")
     second = None
     try:
         first.wait_for("first transaction", lambda: first.committed())
         second = member("second", "--pace-ms", "20", "--until-done", "true", "--timeout-ms", "150000")
         second.wait_for("first transaction", lambda: second.committed())
         assert not any("end" in line for line in first.lines()), "the first member finished before the kill"
+        done = sum(line["records"] for line in first.committed() + second.committed())
+        assert done < RECORDS - 2 * 5, f"the input was nearly done ({done} of {RECORDS}) before the kill"
         os.kill(first.proc.pid, signal.SIGKILL)
         first.proc.wait(timeout=30)
         assert second.proc.wait(timeout=150) == 0, second.stderr()[-4000:]
