@@ -113,6 +113,8 @@ class ConsumerGroupCoordinator:
         # Set by the classic coordinator, which owns both directions of the migration: converts
         # a classic group a heartbeat joins, and takes over a group left with classic members.
         self.migration: Migration | None = None
+        # Group epoch bumps by a heartbeat, as Kafka's consumer-group-rebalance-count; read by oncelog.metrics.
+        self.rebalances = 0
 
     # ------------------------------------------------------------------ ConsumerGroupHeartbeat
 
@@ -353,6 +355,7 @@ class ConsumerGroupCoordinator:
             bump = True
         if bump:
             group.group_epoch += 1
+            self.rebalances += 1
             records.append(group_epoch_record(group))
             notice(log, "group %s: group epoch bumped to %d", gid, group.group_epoch)
         # Step 6. The target assignment, at most once per group.consumer.assignment.interval.ms

@@ -69,6 +69,7 @@ class GroupCoordinator:
         # Classic <-> consumer conversions, and classic members of consumer groups.
         self.migration = self.consumer.migration = Migration(self, self.consumer)
         self.streams = StreamsGroupCoordinator(self.groups, clock, persist, topics)  # KIP-1071 streams groups
+        self.completed_rebalances = 0  # classic groups made Stable by a SyncGroup (oncelog.metrics)
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -422,6 +423,7 @@ class GroupCoordinator:
                                         f"storing the group's assignment failed ({err})")
                 return
             group.transition(E.LEADER_SYNC, self.clock())
+            self.completed_rebalances += 1
             for m in group.members.values():
                 if m.sync_respond:
                     m.sync_respond(SyncResult(None, group.protocol_type, group.protocol_name, m.assignment))

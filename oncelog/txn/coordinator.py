@@ -135,6 +135,7 @@ class TransactionCoordinator:
         self._next_expiry_sweep = clock() + config.remove_expired_interval_ms
         self._expiring: collections.deque[TransactionMetadata] = collections.deque()  # a sweep's ids to go
         self._sweep: dict | None = None  # a sweep's counts, for its one log line
+        self.timed_out = 0  # transactions aborted for exceeding their timeout (read by oncelog.metrics)
 
     def __len__(self) -> int:
         """How many transactional ids are known."""
@@ -471,6 +472,7 @@ class TransactionCoordinator:
             if m.state is T.ONGOING and m.start_ms >= 0 and now - m.start_ms > m.timeout_ms:
                 self._abort(m, bump_epoch=True)
                 aborted.append(m.transactional_id)
+                self.timed_out += 1
             elif m.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
                 self._write_markers_then_complete(m)
             elif m.state is T.PREPARE_EPOCH_FENCE:
