@@ -103,6 +103,19 @@ def build_parser() -> argparse.ArgumentParser:
     txa.add_argument("--producer-id", type=int, default=None)
     _command_config_option(tx, [txl, txd, txh, txa])
 
+    top = sub.add_parser("top", help="the on-call view: throughput, lag per group, open transactions, held-back LSOs",
+                         description="A live view of one oncelog broker or any Kafka cluster, over the Kafka "
+                                     "protocol: records/s and bytes/s per topic, each group's lag (vs the high "
+                                     "watermark, and vs the last stable offset for read_committed), open "
+                                     "transactions and their age, and the partitions whose LSO an open "
+                                     "transaction holds back (with that transaction's first offset and id).")
+    top.add_argument("--interval", type=float, default=2.0, metavar="SECONDS",
+                     help="seconds between refreshes (default 2); with --once, between the two reads "
+                          "the rates come from (0: one read, no rates)")
+    top.add_argument("--once", action="store_true", help="print one snapshot as tables and exit")
+    top.add_argument("--json", action="store_true", help="with --once: print the snapshot as one JSON object")
+    _command_config_option(top, [])
+
     _security_parsers(sub)
 
     au = sub.add_parser("audit", help="check a pipeline's outputs against its inputs (exactly-once auditor)",
@@ -259,6 +272,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import demo
 
         return demo.run(args)
+    if args.command == "top":
+        from . import top
+
+        return top.run(args)
     if args.command == "chaos":
         from .chaos import cli as chaos_cli
 

@@ -78,6 +78,7 @@ NEVER = [
     ("oncelog.audit", BROKER_SIDE, "the auditor is an independent reader over the network"),
     ("oncelog.chaos", BROKER_SIDE, "the chaos tool reaches brokers over the network and as processes"),
     ("oncelog.admin", BROKER_SIDE, "admin commands speak the protocol"),
+    ("oncelog.top", BROKER_SIDE, "the on-call view reads any Kafka cluster over the protocol"),
 ]
 
 
