@@ -49,6 +49,7 @@ from .protocol import codec
 from .cluster import CONTROL_LISTENER, CONTROLLER_ID, NODE_PRINCIPAL, Placement, logs_dir
 from .cluster.node import ClusterNode
 from .metadata import Metadata
+from .metrics import BrokerMetrics, error_codes
 from .storage.log_manager import LogManager
 
 log = logging.getLogger("oncelog.broker")
@@ -86,6 +87,9 @@ class Broker:
         # Faults a test injects (in-process, or ``oncelog serve`` from its environment): the
         # stores and the markers consult it at named points; handle_frame its control functions.
         self.faults = Faults()
+        # Counted only with a metrics endpoint (oncelog.metrics.listener): off, the hot path pays nothing.
+        self.metrics = BrokerMetrics(self) if config.metrics_listener else None
+        self.metrics_address: tuple[str, int] | None = None  # the endpoint's bound address, once serving
         self.node_id = config.node_id
         # One node, or node ``node_id`` of a cluster of processes (oncelog.cluster): which
         # partitions and coordinators are this process's.
@@ -386,11 +390,13 @@ class Broker:
         # Produce logs its own rejections (with the reason); Fetch is the hot path.
         check = ctx if api_key not in (0, 1) else None
         if isinstance(result, Applied):
-            return Applied(self._finish(correlation_id, result.awaitable, check, request))
+            return Applied(self._finish(correlation_id, result.awaitable, check, request, api_key))
         if inspect.isawaitable(result):
-            return self._finish(correlation_id, result, check, request)
+            return self._finish(correlation_id, result, check, request, api_key)
         if check is not None:
             self._log_rejections(ctx, result, request)
+        if self.metrics is not None:
+            self.metrics.errors_in(api_key, error_codes(api_key, result))
         return codec.encode_response(correlation_id, result)
 
     async def _open_envelope(self, correlation_id: int, envelope, peer: str):
@@ -416,7 +422,7 @@ class Broker:
         data = b"".join(result)[4:] if result else None
         return codec.encode_response(correlation_id, m.EnvelopeResponse(response_data=data, error_code=ErrorCode.none))
 
-    async def _finish(self, correlation_id: int, awaitable, ctx=None, request=None):
+    async def _finish(self, correlation_id: int, awaitable, ctx=None, request=None, api_key: int = -1):
         response = await awaitable
         if response is None or isinstance(response, CloseConnection):
             # A test's fault that handled the request (oncelog.testing.faults): an acks=0 Produce
@@ -427,6 +433,8 @@ class Broker:
             response = response.response
         if ctx is not None:
             self._log_rejections(ctx, response, request)
+        if self.metrics is not None and api_key >= 0:
+            self.metrics.errors_in(api_key, error_codes(api_key, response))
         if aside:
             return await asyncio.to_thread(codec.encode_response, correlation_id, response)
         return codec.encode_response(correlation_id, response)

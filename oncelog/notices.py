@@ -115,6 +115,26 @@ def _walk(obj, context: tuple, found: list) -> None:
             _walk(value, here, found)
 
 
+def error_codes(obj, out: list | None = None) -> list:
+    """Every ``error_code`` in a response, at any depth, NONE included (what Kafka's
+    AbstractResponse.errorCounts counts); arrays whose entries cannot hold a code are skipped
+    (:func:`_may_hold_codes`)."""
+    if out is None:
+        out = []
+    names = _fields(type(obj))
+    if "error_code" in names:
+        out.append(obj.error_code)
+    for n in names:
+        value = getattr(obj, n)
+        if isinstance(value, tuple):
+            if value and dataclasses.is_dataclass(value[0]) and _may_hold_codes(type(value[0])):
+                for item in value:
+                    error_codes(item, out)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type) and _may_hold_codes(type(value)):
+            error_codes(value, out)
+    return out
+
+
 # Top-level request fields that say what a request was about, for responses that do not.
 _REQUEST_NAMING = ("transactional_id", "group_id", "producer_id", "producer_epoch", "group_instance_id")
 

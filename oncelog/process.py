@@ -19,6 +19,7 @@ import threading
 import time
 
 _LISTENING = re.compile(r"oncelog listening on ([\d.]+):(\d+)")
+_METRICS = re.compile(r"oncelog metrics on (http://\S+)")
 
 
 def _proc_state(pid: int) -> tuple[str, int] | None:
@@ -129,6 +130,8 @@ class BrokerProcess:
             if value is not None for arg in (flag, str(value))]
         self.log_path = log_path or os.path.join(data_dir + ".log")
         self.proc: subprocess.Popen | None = None
+        # The /metrics URLs the broker printed (``--metrics-listener``), node 1's first.
+        self.metrics_urls: list[str] = []
         self.host = "127.0.0.1"
         self.env = dict(env or {})  # extra environment, e.g. ONCELOG_CRASH_POINT for crash tests
         # Run the broker from another checkout (benchmarks: old vs new commit in one run); it
@@ -140,6 +143,11 @@ class BrokerProcess:
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Node 1's ``/metrics`` URL, when started with ``--metrics-listener``."""
+        return self.metrics_urls[0] if self.metrics_urls else None
 
     def start(self, timeout: float = 30.0) -> "BrokerProcess":
         os.makedirs(self.data_dir, exist_ok=True)
@@ -180,11 +188,16 @@ class BrokerProcess:
         log_file.close()
         deadline = time.monotonic() + timeout
         line = b""
+        self.metrics_urls = []
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
             if not line:
                 break
-            m = _LISTENING.search(line.decode(errors="replace"))
+            text = line.decode(errors="replace")
+            metrics = _METRICS.search(text)
+            if metrics:
+                self.metrics_urls.append(metrics.group(1))
+            m = _LISTENING.search(text)
             if m:
                 self.host, self.port = m.group(1), int(m.group(2))
                 # keep draining stdout so the child never blocks on a full pipe

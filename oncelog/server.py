@@ -49,6 +49,7 @@ import asyncio
 import collections
 import ctypes
 import datetime
+import itertools
 import logging
 import os
 import resource
@@ -63,6 +64,8 @@ from .apis import HANDLERS, api_versions
 from .apis._base import NO_THROTTLE, Applied, CloseConnection, build, response_module
 from .broker import Broker, ProtocolViolation
 from .cluster import CONTROL_LISTENER, NODE_PRINCIPAL
+from .config.settings import metrics_address
+from .metrics import MetricsEndpoint, RequestTiming
 from .security import tls
 from .security.sasl import SaslAuthenticationFailed
 from .security.session import API_VERSIONS, SASL_APIS, SASL_HANDSHAKE, SaslState, Session, Verdict
@@ -245,9 +248,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.ip: str | None = None  # set once admitted (counted in limits.per_ip)
         self.client_id: str | None = None  # from the last request header seen
         # Responses in request order: each slot is (chunks (ready) or a Task (pending), request bytes).
+        # With metrics on, the third item of a slot is its RequestTiming (oncelog.metrics), else None.
         self.slots: collections.deque = collections.deque()
-        # Frames received but not yet dispatched (an earlier request is still being processed).
+        # Frames received but not yet dispatched (an earlier request is still being processed);
+        # with metrics on, queued_at holds each one's arrival time, in the same order.
         self.queued: collections.deque = collections.deque()
+        self.metrics = broker.metrics
+        self.queued_at: collections.deque = collections.deque()
         self.busy: asyncio.Future | None = None  # the request being processed, if it is async
         self.applied_waits = 0  # Produces appended and waiting for durability only
         self.pause_reasons = 0  # _PAUSE_* bits
@@ -310,11 +317,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not limits.per_ip[self.ip]:
             del limits.per_ip[self.ip]
         self.ip = None
-        for slot, _ in self.slots:
+        for slot, _, _ in self.slots:
             if isinstance(slot, asyncio.Future):
                 slot.cancel()
         self.slots.clear()
         self.queued.clear()
+        self.queued_at.clear()
         self.reader = None  # frees a partial frame now
         limits.waiting.pop(self, None)
         held, self.held, self.reading = self.held, 0, 0
@@ -366,6 +374,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.frame_started = None
         if frames:
             self.queued.extend(frames)
+            if self.metrics is not None:
+                self.queued_at.extend(itertools.repeat(now, len(frames)))
             try:
                 self._pump()
             except Exception as exc:  # never let a bug escape into the event loop
@@ -413,11 +423,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if self.applied_waits and (len(frame) < 2 or frame[0] != 0 or frame[1] != PRODUCE):
                 break  # only another Produce may start while produces wait for their fsync
             queued.popleft()
-            self._dispatch(frame)
+            self._dispatch(frame, self.queued_at.popleft() if self.metrics is not None else 0.0)
 
-    def _dispatch(self, frame) -> None:
+    def _dispatch(self, frame, arrived: float = 0.0) -> None:
         nbytes = len(frame)
         session = self.session
+        metrics = self.metrics
+        started = time.monotonic() if metrics is not None else 0.0
         if session.raw_tokens and session.state is SaslState.AUTHENTICATE:
             self._raw_sasl_token(frame, nbytes)
             return
@@ -443,20 +455,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
                                        _describe(frame), exc=exc)
             self.abort()
             return
+        timing = None
+        if metrics is not None:
+            timing = RequestTiming(api_key, _api_version(frame), arrived, started)
+            timing.handled = timing.done = time.monotonic()
         if result is None:
             self._release(nbytes)
+            if timing is not None:
+                metrics.request_done(timing, timing.handled)
             return
         if isinstance(result, CloseConnection):
             # In order: the answers to the requests before it are written first (_flush).
-            self.slots.append((result, nbytes))
+            self.slots.append((result, nbytes, None))
             self._flush()
             return
         if isinstance(result, list):
             if not self.slots:
                 self.transport.writelines(result)
                 self._release(nbytes)
+                if timing is not None:
+                    metrics.request_done(timing, timing.handled)
             else:
-                self.slots.append((result, nbytes))
+                self.slots.append((result, nbytes, timing))
             if self.session.state is SaslState.FAILED:
                 # Kafka's SaslServerAuthenticator: the failure is answered, then the connection
                 # closed. SASL requests are answered at once, so nothing is pending before it.
@@ -471,7 +491,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             task = asyncio.ensure_future(result)
             self.busy = task
             task.add_done_callback(self._on_busy_done)
-        self.slots.append((task, nbytes))
+        if timing is not None:
+            task.add_done_callback(timing.stamp)  # before the flush the other callback may run
+        self.slots.append((task, nbytes, timing))
 
     def _refuse(self, frame, nbytes: int, verdict: Verdict) -> None:
         """A request its session's state does not allow (:meth:`Session.admit`): closed without
@@ -492,12 +514,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if verdict is Verdict.ILLEGAL_STATE_CLOSE:
             session.state = SaslState.FAILED
-            self.slots.append((chunks, nbytes))
+            self.slots.append((chunks, nbytes, None))
             self.slots.append((CloseConnection(f"{_describe(frame)} during SASL authentication: answered "
-                                               f"ILLEGAL_SASL_STATE"), 0))
+                                               f"ILLEGAL_SASL_STATE"), 0, None))
             self._flush()
         elif self.slots:  # answered in order (no _flush here: _pump goes on with the next frame)
-            self.slots.append((chunks, nbytes))
+            self.slots.append((chunks, nbytes, None))
         else:
             self.transport.writelines(chunks)
             self._release(nbytes)
@@ -516,6 +538,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             answer, done = session.mechanism.step(bytes(frame))
         except SaslAuthenticationFailed as exc:
             session.state = SaslState.FAILED
+            if self.metrics is not None:
+                self.metrics.authenticated(session.listener, False)
             self._release(nbytes)
             self.bad_input(f"SASL {session.mechanism_name} authentication failed: {exc.detail or exc}")
             return
@@ -523,6 +547,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # The same rules as SaslAuthenticate (Kafka checks them on its legacy branch too): a
             # re-authentication keeps its principal, and the session expires.
             refused, _ = session.authenticated(self.broker.config.connections_max_reauth_ms, self.broker.clock())
+            if self.metrics is not None:
+                self.metrics.authenticated(session.listener, not refused)
             session.raw_tokens = False
             if refused:
                 self._release(nbytes)
@@ -535,7 +561,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                      self.peer)
         chunks = [struct.pack(">i", len(answer)), answer]
         if self.slots:
-            self.slots.append((chunks, nbytes))
+            self.slots.append((chunks, nbytes, None))
         else:
             self.transport.writelines(chunks)
             self._release(nbytes)
@@ -578,8 +604,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _flush(self) -> None:
         slots = self.slots
         released = 0
+        written = None  # one clock reading for the answers this flush writes
         while slots:
-            head, nbytes = slots[0]
+            head, nbytes, timing = slots[0]
             if isinstance(head, asyncio.Future):
                 if not head.done():
                     break
@@ -596,6 +623,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             slots.popleft()
             self.transport.writelines(chunks)
             released += nbytes
+            if timing is not None:
+                if written is None:
+                    written = time.monotonic()
+                self.metrics.request_done(timing, written)
         if released:
             self.active_at = time.monotonic()
             self._release(released)
@@ -835,6 +866,19 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError, ValueError):
             pass  # not the main thread (oncelog.testing's in-process broker): its owner sets stop
+    # The metrics endpoint's line comes before the listening lines: a parent that reads up to
+    # the first of those (oncelog.process) has it by then.
+    endpoint = None
+    metrics_at = metrics_address(broker.config.metrics_listener)
+    if broker.metrics is not None and metrics_at is not None:
+        broker.metrics.server_state = lambda: (
+            collections.Counter(conn.session.listener for conn in limits.connections), limits.used,
+            limits.memory_limit)
+        endpoint = await MetricsEndpoint(broker.metrics).start(*metrics_at)
+        broker.metrics_address = endpoint.address
+        log.info("node %d serves metrics on http://%s:%d/metrics", broker.node_id, *endpoint.address)
+        if announce:
+            print(f"oncelog metrics on http://{endpoint.address[0]}:{endpoint.address[1]}/metrics", flush=True)
     for lc, sock in bound:  # the first line is the first listener's: process.py reads its port
         host, port = broker.advertised_for(lc.name)
         log.info("node %d listening on %s:%d (%s, %s; advertised as %s:%d), data in %s, fsync %s", broker.node_id,
@@ -847,6 +891,8 @@ async def serve(broker: Broker, *, ready: asyncio.Event | None = None, stop: asy
         ready.set()
     await stop.wait()
     log.info("stopping")
+    if endpoint is not None:
+        await endpoint.close()
     ticker.cancel()
     sweeper.cancel()
     for server in servers:

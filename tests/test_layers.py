@@ -79,6 +79,8 @@ NEVER = [
     ("oncelog.chaos", BROKER_SIDE, "the chaos tool reaches brokers over the network and as processes"),
     ("oncelog.admin", BROKER_SIDE, "admin commands speak the protocol"),
     ("oncelog.top", BROKER_SIDE, "the on-call view reads any Kafka cluster over the protocol"),
+    ("oncelog.metrics", ("oncelog.server", "oncelog.cli") + CLIENT_SIDE,
+     "the broker's metrics are counted by the server and read from the broker's state at a scrape"),
 ]
 
 

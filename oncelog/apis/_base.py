@@ -65,6 +65,7 @@ class BrokerView(Protocol):
     scram_credentials: "ScramCredentialStore"  # KIP-554 SCRAM credentials, persisted in the data dir
     placement: "Placement"  # which node leads what (one node: this one, everything)
     cluster: "ClusterNode | None"  # a cluster's other nodes (oncelog.cluster); None on one node
+    metrics: "BrokerMetrics | None"  # what handlers count (oncelog.metrics); None without an endpoint
 
     def partition_exists(self, topic: str, partition: int) -> bool: ...
 

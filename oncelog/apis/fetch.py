@@ -219,6 +219,10 @@ def _diverging_epoch(plog, p):
 
 def _response(ctx, result):
     m = response_module(API_KEY, ctx.api_version)
+    metrics = ctx.broker.metrics
+    if metrics is not None:
+        for _, name, _, parts in result:
+            metrics.fetched(name or "", sum(len(entry[6]) for entry in parts))
     topics = tuple(
         build(m.FetchableTopicResponse, topic=name or "", topic_id=topic_id,
               partitions=tuple(

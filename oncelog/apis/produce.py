@@ -115,6 +115,9 @@ def append_partition(ctx, topic: str, partition: int, records, now_ms: int, acks
         durable = partitions.flusher.mark(part.log, wait=acks != 0)
     if not appended.duplicate:
         partitions.after_append(part.log, now_ms)  # flush.messages
+        metrics = ctx.broker.metrics
+        if metrics is not None:
+            metrics.appended(topic, appended.last_offset - appended.first_offset + 1, len(records))
     return appended.first_offset, appended.log_start_offset, durable, appended.log_append_time
 
 

@@ -52,6 +52,7 @@ def handle(ctx, request):
         answer, done = session.mechanism.step(bytes(request.auth_bytes))
     except SaslAuthenticationFailed as exc:
         session.state = SaslState.FAILED
+        _count(ctx, session, ok=False)
         # Rate limited per client address (oncelog.notices): a password-guessing flood writes one
         # line a minute per address, with the count of those suppressed.
         notice(log, "SASL %s authentication failed from %s: %s", session.mechanism_name, ctx.peer,
@@ -63,6 +64,7 @@ def handle(ctx, request):
                      session_lifetime=NO_LIFETIME)
     now_ms = ctx.broker.clock()
     refused, lifetime_ms = session.authenticated(ctx.broker.config.connections_max_reauth_ms, now_ms)
+    _count(ctx, session, ok=not refused)
     if refused:
         notice(log, "SASL re-authentication refused from %s: %s", ctx.peer, refused, level=logging.WARNING,
                key=_failure_key(ctx, session))
@@ -77,3 +79,10 @@ def handle(ctx, request):
 def _failure_key(ctx, session) -> tuple:
     """One log line a minute per client address and mechanism."""
     return ("sasl-failure", ctx.peer.rpartition(":")[0], session.mechanism_name)
+
+
+def _count(ctx, session, ok: bool) -> None:
+    """Kafka's successful-/failed-authentication-total of the listener (oncelog.metrics)."""
+    metrics = ctx.broker.metrics
+    if metrics is not None:
+        metrics.authenticated(session.listener, ok)

@@ -125,8 +125,12 @@ def node_config(config, nodes: int, node_id: int):
     if advertise:
         host, _, port = advertise.rpartition(":")
         advertise = f"{host}:{shift(int(port))}"
+    metrics = config.metrics_listener
+    if metrics:
+        host, _, port = metrics.strip().rpartition(":")
+        metrics = f"{host}:{int(port) + node_id - 1 if int(port) else 0}"
     return dataclasses.replace(config, nodes=nodes, node_id=node_id, port=shift(config.port, "PLAINTEXT"),
-                               listeners=listeners, advertise=advertise)
+                               listeners=listeners, advertise=advertise, metrics_listener=metrics)
 
 
 def _still_free(port, host: str) -> int | None:

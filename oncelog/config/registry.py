@@ -218,6 +218,15 @@ def one_of(*valid: str) -> Validator:
     return check
 
 
+def _metrics_listener(name, value):
+    host, sep, port = (value or "").strip().rpartition(":")
+    if value and value.strip() and (not sep or not port.isdigit() or not 0 <= int(port) < 65536):
+        raise _invalid(name, value, "Value must be HOST:PORT (empty: no metrics endpoint)")
+
+
+_metrics_listener.describe = "HOST:PORT or empty"
+
+
 def list_of(*valid: str) -> Validator:
     item = one_of(*valid)
 
@@ -880,6 +889,14 @@ _BROKER_OWN = [
     BrokerConfigDef("allow.everyone.if.no.acl.found", T.BOOLEAN, "false", None,
                     "With an authorizer: a resource no ACL matches is open to everyone (true) or to super "
                     "users only (false, Kafka's default).", setting="allow_everyone_if_no_acl_found"),
+    BrokerConfigDef("oncelog.metrics.listener", T.STRING, None, None,
+                    "oncelog's own: HOST:PORT of the Prometheus metrics endpoint (GET /metrics, Kafka's metric "
+                    "names as Prometheus's jmx_exporter gives them; docs/metrics.md). Empty: no endpoint. It "
+                    "authenticates no one, so beyond loopback it needs "
+                    "oncelog.allow.unauthenticated.listeners=true, as a listener does. On a cluster node K "
+                    "listens on PORT+K-1.", oncelog_default="", validator=_metrics_listener,
+                    setting="metrics_listener", flag="--metrics-listener", flag_kind="str",
+                    flag_help="HOST:PORT of the Prometheus /metrics endpoint (off when empty)"),
     BrokerConfigDef("oncelog.fsync", T.STRING, None, None,
                     "oncelog's durability policy (serve --fsync): always | interval:MS | never.",
                     oncelog_default="always", setting="fsync", flag="--fsync", flag_kind="str",

@@ -32,7 +32,8 @@ from urllib.parse import unquote
 
 from . import registry
 from .java_strings import PROPERTIES, unescape
-from .settings import BrokerConfig, FsyncPolicy, GroupConfig, ListenerConfig, LogConfig, SslConfig, TxnConfig, default
+from .settings import (BrokerConfig, FsyncPolicy, GroupConfig, ListenerConfig, LogConfig, SslConfig, TxnConfig, default,
+                       metrics_address)
 
 
 class ServeConfigError(ValueError):
@@ -521,7 +522,17 @@ def build_broker_config(given: Iterable[Setting]) -> tuple[BrokerConfig, list[st
         if not config.allow_unauthenticated_listeners:
             raise ServeConfigError(f"{what}. {fix}")
         notes.append(f"WARNING: {what} (oncelog.allow.unauthenticated.listeners=true)")
+    # The metrics endpoint authenticates no one either: the same rule.
+    metrics = metrics_address(config.metrics_listener)
+    if metrics is not None and not _loopback(metrics[0]):
+        what = (f"the metrics endpoint oncelog.metrics.listener={config.metrics_listener} has no authentication: "
+                f"anyone who can reach it reads every topic's, group's and transactional id's name and sizes")
+        if not config.allow_unauthenticated_listeners:
+            raise ServeConfigError(f"{what}. Bind it to 127.0.0.1, or set oncelog.allow.unauthenticated.listeners=true "
+                                   "to accept that")
+        notes.append(f"WARNING: {what} (oncelog.allow.unauthenticated.listeners=true)")
     return config, notes
+
 
 
 def _authenticated(lc: ListenerConfig) -> bool:

@@ -354,6 +354,7 @@ class BrokerConfig:
     connections_max_reauth_ms: int = default("connections.max.reauth.ms")
     sasl_server_max_receive_size: int = default("sasl.server.max.receive.size")
     allow_unauthenticated_listeners: bool = default("oncelog.allow.unauthenticated.listeners")
+    metrics_listener: str = default("oncelog.metrics.listener")  # HOST:PORT of /metrics; "" off
     authorizer_class_name: str = default("authorizer.class.name")
     super_users: str = default("super.users")
     allow_everyone_if_no_acl_found: bool = default("allow.everyone.if.no.acl.found")
@@ -421,3 +422,15 @@ class BrokerConfig:
                         out.pop(s, None)
             out[name] = value
         return out
+
+
+def metrics_address(text: str) -> tuple[str, int] | None:
+    """oncelog.metrics.listener's ``HOST:PORT`` (``[::1]:9308`` for IPv6; an empty host is
+    127.0.0.1) -> (host, port); "" -> None (no metrics endpoint)."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)

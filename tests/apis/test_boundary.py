@@ -50,7 +50,11 @@ def test_handlers_use_only_the_broker_view():
 def test_a_real_broker_provides_the_whole_view(tmp_path):
     broker = Broker(BrokerConfig(data_dir=str(tmp_path)))
     broker.open()  # no background tasks started: nothing to stop
-    # ``cluster`` is None on one node (the cluster's other nodes: oncelog.cluster).
-    missing = sorted(n for n in _view_names() if getattr(broker, n, None) is None and n != "cluster")
+    # ``cluster`` is None on one node (the cluster's other nodes: oncelog.cluster), ``metrics``
+    # without a metrics endpoint (oncelog.metrics.listener): both attributes are there all the same.
+    missing = sorted(n for n in _view_names() if getattr(broker, n, None) is None and n not in ("cluster", "metrics"))
     assert not missing, missing
+    assert hasattr(broker, "cluster") and hasattr(broker, "metrics")
+    with_metrics = Broker(BrokerConfig(data_dir=str(tmp_path / "m"), metrics_listener="127.0.0.1:0"))
+    assert with_metrics.metrics is not None
     assert len(_view_names()) >= 15

@@ -61,6 +61,10 @@ def test_each_serve_option_sets_its_config_and_only_it(flag_def):
         config = config_of("--data-dir", "d", d.flag, "interval:50")
         value = "interval:50"
         assert config.setting(d.name) == value
+    elif d.name == "oncelog.metrics.listener":
+        value = "127.0.0.1:9308"
+        config = config_of("--data-dir", "d", d.flag, value)
+        assert config.setting(d.name) == value
     else:
         current = base.setting(d.name) if d.setting else getattr(base.log, registry.TOPIC_CONFIGS[
             registry.synonym_target(d.name)].attr)
