@@ -49,6 +49,7 @@ class NotSupported(Exception):
 _CALLBACKS = frozenset({"error_cb", "throttle_cb", "stats_cb", "oauth_cb", "on_delivery", "on_commit", "logger"})
 _TESTING_DEFAULTS = {"group.initial.rebalance.delay.ms": "0"}
 _LISTENING = re.compile(r"oncelog listening on ([\d.]+):(\d+) \(.*?; listener ([A-Za-z0-9_]+),")
+_METRICS = re.compile(r"oncelog metrics on (http://\S+)")
 _LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>-?[0-9]+)")
 
 
@@ -142,6 +143,7 @@ class ExternalKafka(_Cluster):
     same helpers as :class:`Broker`; faults, kill, pause and restart raise :class:`NotSupported`."""
 
     kind = "external"
+    metrics_url = None  # a cluster's own metrics are its operator's (JMX for Apache Kafka)
 
     def __init__(self, bootstrap_servers: str, client_config: Mapping[str, Any] | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
@@ -174,7 +176,7 @@ class Broker(_Cluster):
     def __init__(self, *, kind: str = "thread", data_dir: str | None = None, port: int = 0,
                  host: str = "127.0.0.1", config: Mapping[str, Any] | None = None,
                  config_file: str | None = None, fsync: str = "always", keep: bool = False,
-                 client_config: Mapping[str, Any] | None = None) -> None:
+                 client_config: Mapping[str, Any] | None = None, metrics: bool = False) -> None:
         if kind not in ("thread", "process"):
             raise ValueError(f"kind must be 'thread' or 'process' (got {kind!r})")
         self.kind = kind
@@ -185,6 +187,9 @@ class Broker(_Cluster):
         self.fsync = fsync
         self.config_file = config_file
         self.settings = {**_TESTING_DEFAULTS, **{k: str(v) for k, v in (config or {}).items()}}
+        if metrics:  # a /metrics endpoint on a free loopback port (docs/metrics.md)
+            self.settings.setdefault("oncelog.metrics.listener", f"{_host(host)}:0")
+        self.metrics_url: str | None = None  # http://HOST:PORT/metrics once started with metrics
         if "listeners" not in self.settings:
             from oncelog.config.serve_options import read_properties
 
@@ -342,6 +347,8 @@ class Broker(_Cluster):
             raise RuntimeError(f"the broker did not start: {failure[0]}") from failure[0]
         self._thread, self._inner = thread, inner
         self.host, self.port = inner.listening
+        if inner.metrics_address is not None:
+            self._metrics_bound(*inner.metrics_address)
         # restart() binds the same ports: a client's cached addresses stay right
         self.settings["listeners"] = ",".join(f"{name}://{_host(addr[0])}:{addr[1]}"
                                               for name, (_proto, addr, _adv) in inner._bound.items())
@@ -379,9 +386,17 @@ class Broker(_Cluster):
         self._control = ControlClient(control_path)
         by_name = {name: (host, int(port)) for host, port, name in bound}
         self.host, self.port = bound[0][0], int(bound[0][1])
+        metrics = _METRICS.search(text)  # printed before the listening lines
+        if metrics:
+            host, _, port = metrics.group(1).removeprefix("http://").split("/")[0].rpartition(":")
+            self._metrics_bound(host.strip("[]"), int(port))
         # restart() binds the same ports: a client's cached addresses stay right
         self.settings["listeners"] = _LISTENER.sub(
             lambda m: f"{m['name']}://{m['host']}:{by_name.get(m['name'], (None, m['port']))[1]}", listeners)
+
+    def _metrics_bound(self, host: str, port: int) -> None:
+        self.metrics_url = f"http://{_host(host)}:{port}/metrics"
+        self.settings["oncelog.metrics.listener"] = f"{_host(host)}:{port}"  # a restart keeps the URL
 
     @property
     def log_path(self) -> str:
