@@ -108,6 +108,8 @@ class Broker:
                                retention_check_interval_ms=config.log_retention_check_interval_ms,
                                compaction_interval_ms=lambda: live.compaction_interval_ms, clock=clock,
                                here=self.placement.leads if clustered else None)
+        if self.metrics is not None:
+            self.logs.flusher.on_round = self.metrics.flushed
         # Every partition's log with its producer state and aborted transactions: what handlers use.
         self.partitions = PartitionManager(self.logs, live, self.metadata, node_id=config.node_id,
                                            placement=self.placement)

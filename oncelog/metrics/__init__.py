@@ -46,6 +46,7 @@ log = logging.getLogger("oncelog.metrics")
 # Latency buckets in milliseconds: from the cost of an in-memory answer to a long fetch wait.
 LATENCY_BUCKETS_MS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0,
                       2500.0, 5000.0, 10000.0, 30000.0)
+GROUP_COMMIT_BUCKETS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0)
 TIMES = ("requestqueuetimems", "localtimems", "remotetimems", "responsequeuetimems", "totaltimems")
 # At most this many (topic) and (API, version/error) series are kept: a client chooses the names,
 # and a series per name it made up must not grow without bound. Past it, new names count under
@@ -55,23 +56,25 @@ OVERFLOW_LABEL = "__other__"
 
 
 class Histogram:
-    """Bucket counts, sum and count of one latency series (milliseconds); observe() is the hot path."""
+    """Bucket counts, sum and count of one series (milliseconds unless ``buckets`` says other
+    bounds); observe() is the hot path."""
 
-    __slots__ = ("counts", "sum", "count")
+    __slots__ = ("buckets", "counts", "sum", "count")
 
-    def __init__(self) -> None:
-        self.counts = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+    def __init__(self, buckets: tuple[float, ...] = LATENCY_BUCKETS_MS) -> None:
+        self.buckets = buckets
+        self.counts = [0] * (len(buckets) + 1)
         self.sum = 0.0
         self.count = 0
 
-    def observe(self, ms: float) -> None:
-        self.counts[bisect.bisect_left(LATENCY_BUCKETS_MS, ms)] += 1
-        self.sum += ms
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.buckets, value)] += 1
+        self.sum += value
         self.count += 1
 
     def cumulative(self) -> list[tuple[str, int]]:
         out, running = [], 0
-        for bound, n in zip(LATENCY_BUCKETS_MS + (float("inf"),), self.counts):
+        for bound, n in zip(self.buckets + (float("inf"),), self.counts):
             running += n
             out.append(("+Inf" if bound == float("inf") else repr(bound), running))
         return out
@@ -121,6 +124,8 @@ class BrokerMetrics:
         self.authentications: collections.Counter = collections.Counter()  # (listener, ok) -> n
         self.dropped = 0  # topic series not kept (MAX_TOPIC_SERIES)
         self.started = time.time()
+        self.flush_ms = Histogram()  # one fsync round (group commit) of the flusher
+        self.flush_logs = Histogram(GROUP_COMMIT_BUCKETS)  # logs one round covered
         # Set by the server (oncelog.server.serve), which owns the connections and the request
         # memory pool: () -> (connections per listener, pool bytes in use, pool size or None).
         self.server_state = None
@@ -161,6 +166,11 @@ class BrokerMetrics:
 
     def authenticated(self, listener: str, ok: bool) -> None:
         self.authentications[listener, ok] += 1
+
+    def flushed(self, seconds: float, logs: int) -> None:
+        """A flush round (oncelog.storage.flusher) fsynced ``logs`` logs in ``seconds``."""
+        self.flush_ms.observe(seconds * 1000.0)
+        self.flush_logs.observe(logs)
 
     def forget_topic(self, topic: str) -> None:
         """A deleted topic's series go with it (a client that creates and deletes topics all day
@@ -227,6 +237,13 @@ class BrokerMetrics:
                                               "Bytes left in the request memory pool (queued.max.request.bytes)")
                 pool_free.add_metric((), max(size - used, 0))
                 families.append(pool_free)
+        flush = HistogramMetricFamily("kafka_log_logflushstats_logflushrateandtimems",
+                                      "fsync rounds and their time in milliseconds (one round fsyncs every log "
+                                      "written since the last: group commit)")
+        flush.add_metric((), self.flush_ms.cumulative(), self.flush_ms.sum)
+        logs = HistogramMetricFamily("oncelog_log_flush_round_logs", "Logs one fsync round covered (group commit size)")
+        logs.add_metric((), self.flush_logs.cumulative(), self.flush_logs.sum)
+        families += [flush, logs]
         dropped = CounterMetricFamily("oncelog_metrics_series_dropped",
                                       f"Topic series not kept past {MAX_TOPIC_SERIES} topics (counted under "
                                       f"topic=\"{OVERFLOW_LABEL}\")")

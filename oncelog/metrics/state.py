@@ -144,7 +144,21 @@ def _partitions(broker) -> list:
                                      "Producer ids in the producer state of this node's partitions, summed over "
                                      "partitions (kafka.server:type=ReplicaManager,name=ProducerIdCount)")
     producer_ids.add_metric((), producers)
-    return [size, start, end, segments, lso_lag, hw, lso, partition_count, leader_count, producer_ids]
+    # One replica per partition, min.insync.replicas capped at it (as Kafka's effective minimum):
+    # never under-replicated nor under min ISR. Served as Kafka serves them, so the usual alerts
+    # (UnderReplicatedPartitions > 0) read a true 0 rather than a missing series.
+    under_replicated = GaugeMetricFamily(
+        "kafka_server_replicamanager_underreplicatedpartitions",
+        "Partitions with fewer in-sync replicas than replicas: 0, one replica each "
+        "(kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions)")
+    under_replicated.add_metric((), 0)
+    under_min_isr = GaugeMetricFamily(
+        "kafka_server_replicamanager_underminisrpartitioncount",
+        "Partitions under min.insync.replicas: 0, min.insync.replicas is capped at the one replica "
+        "(kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount)")
+    under_min_isr.add_metric((), 0)
+    return [size, start, end, segments, lso_lag, hw, lso, partition_count, leader_count, producer_ids,
+            under_replicated, under_min_isr]
 
 
 # ---------------------------------------------------------------------- groups
@@ -221,7 +235,12 @@ def _transactions(broker) -> list:
     timed_out = CounterMetricFamily("oncelog_transaction_timed_out",
                                     "Transactions the coordinator aborted for exceeding their timeout")
     timed_out.add_metric((), getattr(txn, "timed_out", 0))
-    return [by_state, ids, age, timed_out]
+    markers = CounterMetricFamily("oncelog_transaction_markers_written",
+                                  "COMMIT and ABORT markers this node appended to its partitions", labels=("result",))
+    written = getattr(broker.markers, "written", {True: 0, False: 0})
+    markers.add_metric(("COMMIT",), written[True])
+    markers.add_metric(("ABORT",), written[False])
+    return [by_state, ids, age, timed_out, markers]
 
 
 # ---------------------------------------------------------------------- consumer lag

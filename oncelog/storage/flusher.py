@@ -34,6 +34,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
+from typing import Callable
 
 from ..config.settings import FsyncPolicy
 from ..errors import KafkaStorageError
@@ -62,6 +64,9 @@ class Flusher:
         self._running = False
         self.rounds = 0
         self.failed: BaseException | None = None
+        # Told of each successful round: (its fsyncs' wall time in seconds, logs it covered).
+        # Set by the broker when it counts metrics (oncelog.metrics); None costs nothing.
+        self.on_round: Callable[[float, int], None] | None = None
 
     def mark(self, plog: PartitionLog, *, wait: bool) -> asyncio.Future | None:
         """Note that ``plog`` has unflushed data. Returns a future for its durability when
@@ -114,9 +119,11 @@ class Flusher:
                     segments, offset = plog.take_flush_work()
                     point = plog.recovery_point()
                     work.append((plog, segments, offset, point))
+                began = time.monotonic()
                 await asyncio.get_running_loop().run_in_executor(
                     None, _sync, [(segs, full) for _, segs, _, _ in work]
                 )
+                took = time.monotonic() - began
         except Exception as exc:  # an fsync error: nothing in this round may be acked
             log.error("fsync failed: %r; acks=all produce requests will fail", exc)
             self.failed = exc
@@ -131,6 +138,8 @@ class Flusher:
                 fut.exception()  # mark retrieved: produce handlers may have gone
             return
         self.rounds += 1
+        if self.on_round is not None and work:
+            self.on_round(took, len(work))
         for plog, _, offset, point in work:
             plog.durable_point = point
             plog.flushed(offset)

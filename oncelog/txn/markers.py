@@ -35,6 +35,7 @@ class MarkerWriter:
         self.clock = clock
         self.on_txn_marker = on_txn_marker
         self.faults = faults if faults is not None else Faults()  # the broker's (tests add to it)
+        self.written = {True: 0, False: 0}  # markers appended, COMMIT (True) and ABORT (False): metrics
 
     def write(self, producer_id: int, producer_epoch: int, commit: bool, partitions: set[tuple[str, int]],
               on_done: Callable[[KafkaError | None], None],
@@ -63,6 +64,7 @@ class MarkerWriter:
                 results[(topic, partition)] = errors.UnknownTopicOrPartition(f"{topic}-{partition}")
                 continue
             part.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, now)
+            self.written[commit] += 1
             written.append(part.log)
             if faults and len(partitions) > 1 and faults.armed("markers:after-first"):
                 part.log.active.flush()  # the first marker is written when the point is reached

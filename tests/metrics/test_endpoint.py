@@ -272,3 +272,38 @@ def test_each_node_of_a_cluster_serves_its_own_metrics(tmp_path):
             for u in b.metrics_urls for p in range(4)) >= 4
     finally:
         b.stop()
+
+
+@pytest.mark.e2e
+def test_markers_and_fsync_rounds_are_counted(metrics_broker):
+    url = metrics_broker.metrics_url
+    topic = unique("txn")
+    create_topic(metrics_broker.bootstrap, topic, 2)
+    before = scrape(url)
+    p = ck.Producer({"bootstrap.servers": metrics_broker.bootstrap, "transactional.id": unique("tid")})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"a", partition=0)
+    p.produce(topic, value=b"b", partition=1)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"c", partition=0)
+    p.flush(30)
+    p.abort_transaction(30)
+    # the markers follow EndTxn's answer: wait until both are in the log (offsets 0..3 of partition 0)
+    deadline = time.monotonic() + 30
+    while value(after := scrape(url), "kafka_log_log_logendoffset", topic=topic, partition="0") < 4:
+        assert time.monotonic() < deadline, "the markers were not written"
+        time.sleep(0.1)
+
+    def delta(name, **labels):
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert delta("oncelog_transaction_markers_written_total", result="COMMIT") == 2
+    assert delta("oncelog_transaction_markers_written_total", result="ABORT") == 1
+    # fsync always (the default): the appends and markers went through fsync rounds, each
+    # covering at least one log
+    rounds = delta("kafka_log_logflushstats_logflushrateandtimems_count")
+    assert rounds >= 1
+    assert delta("oncelog_log_flush_round_logs_sum") >= rounds
+    assert delta("kafka_log_logflushstats_logflushrateandtimems_sum") > 0
