@@ -37,6 +37,7 @@ import bisect
 import collections
 import gzip
 import logging
+import re
 import time
 
 from .. import notices
@@ -269,6 +270,83 @@ class _Collector:
         return self.metrics.collect()
 
 
+class _Families:
+    """A collector of families already built (a scrape collects once, whichever writer writes them)."""
+
+    def __init__(self, families: list) -> None:
+        self.families = families
+
+    def collect(self):
+        return self.families
+
+
+_LEGACY_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
+_LEGACY_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+
+
+def exposition(families: list, encoder) -> bytes | None:
+    """The text (0.0.4) or OpenMetrics (1.0) exposition of ``families``, byte for byte what
+    prometheus_client's ``encoder`` (from ``choose_encoder``) writes, at a fraction of its cost:
+    the library escapes every sample's name and label names character by character (a scrape of
+    1,000 partitions is ~8,000 samples: 0.1-0.4 s on the broker's loop); here names are checked
+    once per family. None for what only the library writes (another escaping, unit, exemplar,
+    timestamp, native histogram, a type other than counter/gauge/histogram, a name outside the
+    legacy character set, OpenMetrics-only samples in the text format): the caller uses it."""
+    from prometheus_client.openmetrics import exposition as om_exposition
+    from prometheus_client.utils import floatToGoString
+
+    keywords = getattr(encoder, "keywords", {})
+    if keywords.get("escaping", om_exposition.UNDERSCORES) not in (om_exposition.UNDERSCORES, om_exposition.ALLOWUTF8):
+        return None
+    om = getattr(encoder, "func", encoder) is om_exposition.generate_latest
+    out: list[str] = []
+    append = out.append
+    label_strings: dict = {}
+    try:
+        for metric in families:
+            mtype, name = metric.type, metric.name
+            if mtype not in ("counter", "gauge", "histogram") or metric.unit or not _LEGACY_NAME.match(name):
+                return None
+            doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
+            if om:
+                doc = doc.replace('"', r'\"')
+            elif mtype == "counter":
+                name += "_total"
+            append(f"# HELP {name} {doc}\n# TYPE {name} {mtype}\n")
+            checked: set = set()
+            for s in metric.samples:
+                if s.timestamp is not None or s.exemplar is not None or s.native_histogram is not None:
+                    return None
+                labels = s.labels
+                key = (s.name, *labels)
+                if key not in checked:
+                    if not _LEGACY_NAME.match(s.name) or not all(_LEGACY_LABEL.match(k) for k in labels) \
+                            or (not om and s.name in (metric.name + "_created", metric.name + "_gsum",
+                                                      metric.name + "_gcount")):
+                        return None
+                    checked.add(key)
+                items = tuple(labels.items())
+                labelstr = label_strings.get(items)
+                if labelstr is None:  # the same labels recur in many families (a partition's series)
+                    labelstr = label_strings[items] = "{" + ",".join(
+                        [k + '="' + v.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"') + '"'
+                         for k, v in sorted(items)]) + "} " if items else " "
+                v = s.value
+                # floatToGoString's own answer for a finite value under 1e6: repr of the float
+                if v.__class__ is float and -1e6 < v < 1e6:
+                    value = repr(v)
+                elif v.__class__ is int and -1_000_000 < v < 1_000_000:
+                    value = repr(float(v))
+                else:
+                    value = floatToGoString(v)
+                append(s.name + labelstr + value + "\n")
+    except (AttributeError, TypeError):  # a value or label of a shape the library must judge
+        return None
+    if om:
+        append("# EOF\n")
+    return "".join(out).encode("utf-8")
+
+
 class MetricsEndpoint:
     """``GET /metrics`` on ``host:port`` (oncelog.metrics.listener), served on the broker's own
     event loop: a scrape reads the broker's state on the thread that owns it, with no lock and no
@@ -346,7 +424,10 @@ class MetricsEndpoint:
                 fields[name.strip().lower()] = value.strip()
         encoder, content_type = choose_encoder(fields.get("accept", ""))
         try:
-            body = encoder(self.registry)
+            families = list(self.registry.collect())
+            body = exposition(families, encoder)
+            if body is None:  # something the fast writer does not write: the library's encoder
+                body = encoder(_Families(families))
         except Exception:  # a scrape must never take the broker down; the log says why
             log.exception("a metrics scrape failed")
             return b"500 Internal Server Error", [(b"Content-Type", b"text/plain")], b"scrape failed; see the log\n"
@@ -358,4 +439,4 @@ class MetricsEndpoint:
         return b"200 OK", headers, (b"" if method == "HEAD" else body)
 
 
-__all__ = ["BrokerMetrics", "MetricsEndpoint", "RequestTiming", "error_codes"]
+__all__ = ["BrokerMetrics", "MetricsEndpoint", "RequestTiming", "error_codes", "exposition"]
