@@ -44,6 +44,10 @@ if __name__ == "__main__":
         from .chaos_check import main as chaos_check_main
 
         sys.exit(chaos_check_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "metrics":
+        from .metrics import main as metrics_main
+
+        sys.exit(metrics_main(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "testing":
         from .testing import main as testing_main
 
