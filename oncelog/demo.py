@@ -91,6 +91,10 @@ def run(args, pipeline_factory=None) -> int:
     if cfg.brokers != 1 and cfg.broker != "apache-kafka":
         console.print("[red]oncelog demo: --brokers is for --broker apache-kafka[/]")
         return 2
+    if cfg.metrics_port is not None and not 1 <= cfg.metrics_port <= 65535:
+        console.print(f"[red]oncelog demo: --metrics-port must be 1..65535, a fixed port: the driver restarts "
+                      f"(got {cfg.metrics_port})[/]")
+        return 2
     if cfg.kafka_options and not cfg.bootstrap_server:
         console.print("[red]oncelog demo: --kafka.* settings are for a cluster of yours (--bootstrap-server); the "
                       "clusters the demo starts are plaintext on loopback[/]")
@@ -139,6 +143,9 @@ def run(args, pipeline_factory=None) -> int:
     console.print(f"[bold]oncelog demo[/]: {cfg.records:,} order events on {where}, Spark {pipeline.master}, "
                   f"{sinks}; chaos: {cfg.driver_kills} driver SIGKILLs, {cfg.broker_kills} broker "
                   f"SIGKILLs{', 1 task failure' if cfg.task_fault else ''}. Data in {pipeline.dir}")
+    if cfg.metrics_port:
+        console.print(f"Spark driver's query metrics (each driver run serves them): "
+                      f"http://127.0.0.1:{cfg.metrics_port}/metrics", soft_wrap=True)
     report = None
     error = None
     try:

@@ -76,6 +76,9 @@ class PipelineConfig:
                        "oncelog", group=WHERE, choices=["oncelog", "spark-kafka"])
     data_dir: str | None = option("--data-dir", "keep the broker's data, checkpoints and logs here (a new or empty "
                                                 "directory; default: a temp dir, removed)", None)
+    metrics_port: int | None = option("--metrics-port", "serve the Spark driver's query metrics (Prometheus format, "
+                                                        "docs/spark-metrics.md) at http://127.0.0.1:PORT/metrics while "
+                                                        "the demo runs (default: off)", None, type=int, metavar="PORT")
     # Not options (INTERNAL): fixed for the demo, a caller of Pipeline may change them.
     txn_size: int = 500  # input records per generator transaction
     drain_timeout: float = 300.0  # seconds for the driver to process the last input and stop

@@ -230,6 +230,16 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:  # noqa: BLE001 - only used to make the JVM class-data archive (jvmcache)
         jvm_pid = None
     plog.write("session", seconds=round(time.time() - t0, 2), jvm_pid=jvm_pid)
+    if job.pipeline.metrics_port:  # oncelog demo --metrics-port: the queries' metrics, served by this driver
+        try:
+            from ..spark.metrics import serve_query_metrics
+
+            metrics = serve_query_metrics(spark, port=job.pipeline.metrics_port, bootstrap=job.bootstrap,
+                                          kafka=job.pipeline.kafka_options)
+            plog.write("metrics", url=metrics.url)
+        except Exception as exc:  # noqa: BLE001 - the job runs on without its metrics (e.g. the port is taken)
+            print(f"job: no metrics endpoint on port {job.pipeline.metrics_port}: {exc}", file=sys.stderr, flush=True)
+            plog.write("metrics", error=str(exc))
     starters = build(spark, job)
     queries = {}
     for name, start in starters.items():
