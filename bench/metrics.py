@@ -283,7 +283,7 @@ def profile_summary(path: str, top: int = 12) -> dict:
                     in_metrics += n
                     name = mine[0].split(" (")[0]
                     by_function[name] = by_function.get(name, 0) + n
-                    if any(fr.startswith("_answer ") for fr in mine):
+                    if any("MetricsEndpoint." in fr for fr in mine):  # _serve, _answer: a scrape
                         scrape_samples += n
     except OSError as exc:
         return {"error": str(exc)}
