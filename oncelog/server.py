@@ -457,12 +457,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         timing = None
         if metrics is not None:
-            timing = RequestTiming(api_key, _api_version(frame), arrived, started)
-            timing.handled = timing.done = time.monotonic()
+            handled = time.monotonic()
+            if (result is None or isinstance(result, list)) and not self.slots:
+                # answered now (or never: acks=0): no RequestTiming to carry to a later flush
+                metrics.request_times(api_key, _api_version(frame), arrived, started, handled, handled, handled)
+            else:
+                timing = RequestTiming(api_key, _api_version(frame), arrived, started)
+                timing.handled = timing.done = handled
         if result is None:
             self._release(nbytes)
-            if timing is not None:
-                metrics.request_done(timing, timing.handled)
             return
         if isinstance(result, CloseConnection):
             # In order: the answers to the requests before it are written first (_flush).
@@ -473,8 +476,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if not self.slots:
                 self.transport.writelines(result)
                 self._release(nbytes)
-                if timing is not None:
-                    metrics.request_done(timing, timing.handled)
             else:
                 self.slots.append((result, nbytes, timing))
             if self.session.state is SaslState.FAILED:
