@@ -55,6 +55,7 @@ import logging
 from collections import Counter
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.samples import Sample
 
 log = logging.getLogger("oncelog.metrics")
 
@@ -112,21 +113,22 @@ def _partitions(broker) -> list:
     lso = gauge("oncelog_partition_last_stable_offset",
                 "The partition's last stable offset: what read_committed consumers may read")
     count = producers = 0
+    # Seven samples per partition, ~8,000 for 1,000 partitions: built as Samples sharing one
+    # labels dict per partition (what add_metric would build seven times over; the exposition
+    # writes each distinct label set once per scrape).
+    series = [(f.name, f.samples.append) for f in (size, start, end, segments, lso_lag, hw, lso)]
     for plog in broker.logs.all_logs():
         if plog.deleted:
             continue
         try:
-            labels = (plog.topic, str(plog.partition))
+            labels = {"topic": plog.topic, "partition": str(plog.partition)}
             partition = _partition_state(broker, plog)
             high = plog.high_watermark
             stable = partition.last_stable_offset() if partition is not None else high
-            size.add_metric(labels, plog.size_bytes)
-            start.add_metric(labels, plog.log_start_offset)
-            end.add_metric(labels, plog.log_end_offset)
-            segments.add_metric(labels, len(plog.segments))
-            lso_lag.add_metric(labels, high - stable)
-            hw.add_metric(labels, high)
-            lso.add_metric(labels, stable)
+            values = (plog.size_bytes, plog.log_start_offset, plog.log_end_offset, len(plog.segments),
+                      high - stable, high, stable)
+            for (name, append), value in zip(series, values):
+                append(Sample(name, labels, value))
             count += 1
             if partition is not None:
                 producers += len(partition.producers.producers)
