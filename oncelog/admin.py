@@ -152,7 +152,7 @@ def producers_command(args) -> int:
     return 0
 
 
-def _txn_describe(client, ids):
+def txn_describe(client, ids):
     """DescribeTransactions, each id asked of its coordinator (FindCoordinator), as
     kafka-transactions.sh does; ``client``: the protocol client."""
     from .client.wire import request_module
@@ -174,7 +174,7 @@ def _nodes(client):
     return [client.node(node_id) for node_id in sorted(client.brokers)]
 
 
-def _txn_list(client):
+def txn_list(client):
     """ListTransactions of every broker: each lists the ids it coordinates."""
     from .client.wire import request_module
 
@@ -184,7 +184,7 @@ def _txn_list(client):
                                                             duration_filter=-1)).transaction_states]
 
 
-def _open_producer_txns(client, admin):
+def open_producer_txns(client, admin):
     """(topic, partition, producer id, epoch, txn start offset, LSO...) for every partition with
     an open transaction, from DescribeProducers."""
     from .client.wire import request_module
@@ -245,12 +245,12 @@ def _transactions(args, client, admin) -> int:
     now_ms = int(time.time() * 1000)
     if args.action == "list":
         table = Table("transactional id", "producer id", "state")
-        for t in sorted(_txn_list(client), key=lambda t: t.transactional_id):
+        for t in sorted(txn_list(client), key=lambda t: t.transactional_id):
             table.add_row(t.transactional_id, str(t.producer_id), t.transaction_state)
         console.print(table)
         return 0
     if args.action == "describe":
-        for t in _txn_describe(client, [args.transactional_id]):
+        for t in txn_describe(client, [args.transactional_id]):
             if t.error_code != 0:
                 print(f"oncelog transactions describe: {t.error_code.name.upper()}", file=sys.stderr)
                 return 1
@@ -267,9 +267,9 @@ def _transactions(args, client, admin) -> int:
         return 0
     if args.action == "hanging":
         found = 0
-        ids = [t.transactional_id for t in _txn_list(client)]
+        ids = [t.transactional_id for t in txn_list(client)]
         by_pid = {}
-        for t in _txn_describe(client, ids) if ids else ():
+        for t in txn_describe(client, ids) if ids else ():
             by_pid[t.producer_id] = t
             if t.transaction_state == "Ongoing" and t.transaction_start_time is not None:
                 age = now_ms - t.transaction_start_time.timestamp() * 1000
@@ -277,7 +277,7 @@ def _transactions(args, client, admin) -> int:
                     found += 1
                     console.print(f"[red]hanging[/]: {t.transactional_id} open for {age / 1000:.1f}s, beyond its "
                                   f"timeout of {t.transaction_timeout.total_seconds():g}s")
-        for topic, partition, pid, epoch, start, last in _open_producer_txns(client, admin):
+        for topic, partition, pid, epoch, start, last in open_producer_txns(client, admin):
             t = by_pid.get(pid)
             if t is None or t.transaction_state != "Ongoing":
                 found += 1
@@ -288,7 +288,7 @@ def _transactions(args, client, admin) -> int:
             console.print("no hanging transactions")
         return 1 if found else 0
     if args.action == "abort":
-        open_txns = [x for x in _open_producer_txns(client, admin) if (x[0], x[1]) == (args.topic, args.partition)]
+        open_txns = [x for x in open_producer_txns(client, admin) if (x[0], x[1]) == (args.topic, args.partition)]
         if args.producer_id is not None:
             open_txns = [x for x in open_txns if x[2] == args.producer_id]
         if not open_txns:

@@ -322,7 +322,7 @@ def _ms(value) -> int:
 
 
 class _TopicList:
-    """The one AdminClient call :func:`oncelog.admin._open_producer_txns` makes (``list_topics``),
+    """The one AdminClient call :func:`oncelog.admin.open_producer_txns` makes (``list_topics``),
     answered from this read's Metadata: the producers are asked of the same partitions whose
     offsets were read, with no second Metadata request."""
 
@@ -389,9 +389,9 @@ def fetch(client) -> Fetch:
     groups = part("groups", read_groups) or ()
 
     def read_transactions():
-        ids = sorted({t.transactional_id for t in admin._txn_list(client) if t.transaction_state in OPEN_STATES})
+        ids = sorted({t.transactional_id for t in admin.txn_list(client) if t.transaction_state in OPEN_STATES})
         out = []
-        for d in admin._txn_describe(client, ids) if ids else ():
+        for d in admin.txn_describe(client, ids) if ids else ():
             if d.error_code != ErrorCode.none or d.transaction_state not in OPEN_STATES:
                 continue  # expired, or ended between the list and the describe
             out.append(Transaction(d.transactional_id, d.transaction_state, int(d.producer_id),
@@ -402,7 +402,7 @@ def fetch(client) -> Fetch:
     txns = part("transactions (ListTransactions, DescribeTransactions)", read_transactions) or ()
     producers = part("producers (DescribeProducers)", lambda: tuple(
         ProducerTxn(t, p, int(pid), int(epoch), int(start), int(last))
-        for t, p, pid, epoch, start, last in admin._open_producer_txns(client, _TopicList(md)))) or ()
+        for t, p, pid, epoch, start, last in admin.open_producer_txns(client, _TopicList(md)))) or ()
     return Fetch(mono, wall, offsets, sizes, groups, txns, producers, tuple(errors))
 
 

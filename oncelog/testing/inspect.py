@@ -120,8 +120,8 @@ def transactions(bootstrap: str, properties: Mapping | None = None) -> list[Tran
 
     client = _protocol_client(bootstrap, properties)
     try:
-        ids = sorted({t.transactional_id for t in admin._txn_list(client)})
-        described = admin._txn_describe(client, ids) if ids else []
+        ids = sorted({t.transactional_id for t in admin.txn_list(client)})
+        described = admin.txn_describe(client, ids) if ids else []
         return [Transaction(d.transactional_id, d.transaction_state, int(d.producer_id), int(d.producer_epoch),
                             tuple(sorted((t.topic, int(p)) for t in d.topics for p in t.partitions)))
                 for d in sorted(described, key=lambda d: d.transactional_id)]
