@@ -229,7 +229,10 @@ def _bytes(v: float | None) -> str:
 
 def render(snap: dict):
     """The snapshot as rich tables, worst first: the busiest topics, the largest lags, the
-    oldest transactions, the partitions held back longest."""
+    oldest transactions, the partitions held back longest. Every name and message the cluster's
+    clients chose (topics, group and transactional ids, error text) goes in as a
+    :class:`rich.text.Text`, never as markup: a group id ``evil[/]`` would raise rich's
+    MarkupError, and ``[bold red]x`` would be restyled."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -242,32 +245,33 @@ def render(snap: dict):
     t = Table("topic", "partitions", "end offset", "records/s", "bytes/s", "log size", title="throughput",
               title_justify="left")
     for r in sorted(snap["topics"], key=lambda r: (-(r["records_per_s"] or 0), r["topic"])):
-        t.add_row(r["topic"], str(r["partitions"]), _num(r["end_offset"]), _num(r["records_per_s"], "{:,.1f}"),
+        t.add_row(Text(r["topic"]), str(r["partitions"]), _num(r["end_offset"]), _num(r["records_per_s"], "{:,.1f}"),
                   _bytes(r["bytes_per_s"]) + ("/s" if r["bytes_per_s"] is not None else ""), _bytes(r["log_bytes"]))
     parts.append(t)
 
     g = Table("group", "type", "state", "partitions", "lag", "lag (read_committed)", title="consumer lag",
               title_justify="left")
     for r in sorted(snap["groups"], key=lambda r: (-(r["lag"] or 0), r["group"])):
-        g.add_row(r["group"], r["type"] or "-", r["state"] or "-", str(r["partitions"]),
-                  r["error"] and f"[red]{r['error']}[/]" or _num(r["lag"]), _num(r["lag_stable"]))
+        g.add_row(Text(r["group"]), Text(r["type"] or "-"), Text(r["state"] or "-"), str(r["partitions"]),
+                  Text(r["error"], style="red") if r["error"] else _num(r["lag"]), _num(r["lag_stable"]))
     parts.append(g)
 
     x = Table("transactional id", "state", "producer id", "epoch", "age", "timeout", "partitions",
               title="open transactions", title_justify="left")
     for r in snap["transactions"]:
         age = _age(r["age_ms"])
-        x.add_row(r["transactional_id"], r["state"], str(r["producer_id"]), str(r["producer_epoch"]),
-                  f"[red]{age} (overdue)[/]" if r["overdue"] else age, _age(r["timeout_ms"]),
-                  ", ".join(f"{p['topic']}-{p['partition']}" for p in r["partitions"]) or "-")
+        x.add_row(Text(r["transactional_id"]), Text(r["state"]), str(r["producer_id"]), str(r["producer_epoch"]),
+                  Text(f"{age} (overdue)", style="red") if r["overdue"] else age, _age(r["timeout_ms"]),
+                  Text(", ".join(f"{p['topic']}-{p['partition']}" for p in r["partitions"]) or "-"))
     parts.append(x)
 
     h = Table("partition", "LSO", "HWM", "held", "oldest txn from", "producer", "transactional id", "age",
               title="held back (LSO < high watermark HWM): the oldest open transaction there", title_justify="left")
     for r in sorted(snap["held_back"], key=lambda r: (-(r["age_ms"] or 0), r["topic"], r["partition"])):
-        h.add_row(f"{r['topic']}-{r['partition']}", _num(r["last_stable_offset"]), _num(r["high_watermark"]),
+        h.add_row(Text(f"{r['topic']}-{r['partition']}"), _num(r["last_stable_offset"]), _num(r["high_watermark"]),
                   _num(r["held_records"]), _num(r["first_offset"]), _num(r["producer_id"], "{}"),
-                  r["transactional_id"] or ("[red]none open (hanging?)[/]" if r["producer_id"] is not None else "-"),
+                  Text(r["transactional_id"]) if r["transactional_id"]
+                  else Text("none open (hanging?)", style="red") if r["producer_id"] is not None else "-",
                   _age(r["age_ms"]))
     parts.append(h)
     for e in snap["errors"]:

@@ -140,6 +140,25 @@ def test_snapshot_is_json_and_renders():
         assert shown in text
 
 
+def test_render_shows_client_chosen_names_verbatim_not_as_markup():
+    """Group ids, transactional ids, topic names and error text are the clients' choice: rendered as
+    text, so ``evil[/]`` (rich's MarkupError as markup) and ``[bold red]x`` show as they are."""
+    from rich.console import Console
+
+    group, styled, txn_id, topic = "evil[/]", "[bold red]x", "tx[/]", "t[red]"
+    cur = _fetch({(topic, 0): (6, 4)}, wall=1_000_000,
+                 groups=[GroupOffsets(group, "classic", "Empty", ({"topic": topic, "partition": 0, "committed": 1},)),
+                         GroupOffsets(styled, "classic", "Empty", ()),
+                         GroupOffsets("broken", "classic", None, error="refused [/] [bold]:smile:")],
+                 txns=[Transaction(txn_id, "Ongoing", 9, 0, 900_000, 60_000, ((topic, 0),))],
+                 producers=[ProducerTxn(topic, 0, 9, 0, 4, 0)], errors=["groups: [/oops]"])
+    console = Console(width=250, record=True, file=open("/dev/null", "w"))
+    console.print(top.render(top.snapshot(cur)))
+    text = console.export_text()
+    for shown in (group, styled, txn_id, f"{topic}-0", "refused [/] [bold]:smile:", "[/oops]", "(overdue)"):
+        assert shown in text, shown  # as markup, the tags would be gone (or raise)
+
+
 def test_json_needs_once():
     from oncelog.cli import build_parser
 
