@@ -28,9 +28,10 @@ Where each figure comes from (docs/spark-metrics.md has the table of names):
     query's prefix as :mod:`.txn_pool` and :mod:`.barrier` name them;
   - each source partition's **last stable offset** (ListOffsets at read_committed): the lag
     behind the input, in offsets;
-  - the **freshness** of each batch with input: the batch's end (progress timestamp plus
-    ``triggerExecution``) minus the newest record timestamp among the last committed record of
-    each partition range it read (one small Fetch per partition read, at read_committed).
+  - the **freshness** of the newest batch with input at each poll: the batch's end (progress
+    timestamp plus ``triggerExecution``) minus the newest record timestamp at the end of each
+    partition range it read, from the record batch headers' ``max_timestamp`` (one Fetch of all
+    the partitions it read, at read_committed; no record is decoded).
 
 Bounded: series are per query (name and id), per source, per input partition, and per phase of
 Spark's fixed ``durationMs``; a query's series go ``forget_after`` seconds after it terminated.
@@ -57,7 +58,8 @@ FRESHNESS_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 3
 DEFAULT_COMMIT_LOG = "oncelog-spark-commits"
 MAX_BATCHES_PER_PREFIX = 64  # decisions remembered per transactional-id prefix
 MAX_PREFIXES = 10_000  # prefixes of other queries sharing the commit log, remembered for their latest decision
-MAX_FRESHNESS_PER_POLL = 32  # batches whose freshness one poll measures (per query, newest kept)
+MAX_PENDING = 128  # progress events per query waiting for the poller (the oldest dropped)
+FRESHNESS_FETCH_BYTES = 256 * 1024  # partition_max_bytes of the freshness Fetch (headers are what it reads)
 
 
 class _Hist:
@@ -275,7 +277,7 @@ class QueryMetrics:
                 q.sink_rows = (q.sink_rows or 0) + int(sink_rows)
             q.oncelog_sink = q.oncelog_sink or "oncelog" in q.sink.lower()
             q.pending.append(_Pending(int(p.batchId), str(p.runId)[:8], rows, end_s, ranges))
-            del q.pending[:-4 * MAX_FRESHNESS_PER_POLL]
+            del q.pending[:-MAX_PENDING]
         self.wake.set()
 
     def idle(self, qid: str, timestamp: str) -> None:
@@ -306,6 +308,11 @@ class QueryMetrics:
     # -- the poller's side (one thread): the cluster, through oncelog.client -------------------
 
     def _kafka_client(self):
+        """The poller's client (``poll_lock`` held). No client is made once :meth:`close` began: a
+        poll that starts after it (a late :meth:`QueryMetricsHandle.refresh`) would otherwise
+        open a client that nothing closes."""
+        if self.closing.is_set():
+            raise _Closed("oncelog.spark.metrics is closed")
         if self._client is None:
             from ..client.kafka import KafkaClient
 
@@ -313,6 +320,8 @@ class QueryMetrics:
         return self._client
 
     def _error(self, what: str, exc: BaseException) -> None:
+        if self.closing.is_set():  # closed meanwhile: not the cluster's failure
+            return
         with self.lock:
             self.errors[what] = self.errors.get(what, 0) + 1
         log.warning("oncelog.spark.metrics: %s failed: %s", what, exc)
@@ -328,6 +337,8 @@ class QueryMetrics:
             self.forget_expired()
             return
         with self.poll_lock:
+            if self.closing.is_set():
+                return
             try:
                 self._read_commit_log()
             except Exception as exc:  # noqa: BLE001 - a scrape must go on; counted
@@ -382,27 +393,36 @@ class QueryMetrics:
                                      aborted=pf.aborted or [])
             keys, values = decoded.keys.to_pylist(), decoded.values.to_pylist()
             with self.lock:
+                by_prefix: dict[str, list[_Query]] = {}
+                for q in self.queries.values():
+                    by_prefix.setdefault(q.prefix, []).append(q)
                 for key, value, offset, ts in zip(keys, values, decoded.offsets.tolist(),
                                                   decoded.timestamps_ms.tolist()):
                     if key is not None and value is not None:
-                        self._decision(key.decode("utf-8", "replace"), value, offset, ts)
+                        prefix = key.decode("utf-8", "replace")
+                        done = self._decision(prefix, value, offset, ts)
+                        # Counted now, as decoded: a long catch-up read holds more decisions of
+                        # one prefix than are remembered, and the oldest would go uncounted.
+                        for q in by_prefix.get(prefix, ()) if done is not None else ():
+                            self._done(q, done)
             if decoded.next_offset <= self.log_position:
                 break  # nothing decodable (a partial batch): the next poll tries again
             self.log_position = decoded.next_offset
         with self.lock:
             self.log_read_at = read_at
-            for q in self.queries.values():
+            for q in self.queries.values():  # decisions read before their query was known
                 self._account(q)
 
-    def _decision(self, prefix: str, value: bytes, offset: int, ts: int) -> None:
-        """One record of the commit log (lock held)."""
+    def _decision(self, prefix: str, value: bytes, offset: int, ts: int) -> _Decision | None:
+        """One record of the commit log (lock held); the decision when this record is its
+        DONE, else None."""
         try:
             d = json.loads(value)
             batch_id, state = int(d["batchId"]), d["state"]
         except (ValueError, KeyError, TypeError):
-            return  # not a decision (a partition marker of atomicity=partition, another shape)
+            return None  # not a decision (a partition marker of atomicity=partition, another shape)
         if not isinstance(state, str) or state not in ("pending", "done"):
-            return
+            return None
         batches = self.decisions.get(prefix)
         if batches is None:
             batches = self.decisions[prefix] = OrderedDict()
@@ -418,25 +438,42 @@ class QueryMetrics:
             seen.pending_ms = ts
         elif state == "done" and seen.done_ms is None:
             seen.done_ms, seen.done_offset = ts, offset
+            return seen
+        return None
+
+    def _count(self, q: _Query, d: _Decision) -> None:
+        """Count a DONE decision once, when it appeared while the endpoint watched (lock held)."""
+        if d.counted or d.done_ms is None or self.watch_from is None or d.done_offset < self.watch_from:
+            return
+        d.counted = True
+        q.committed_batches += 1
+        q.output_records += d.records
+        if d.pending_ms is not None:
+            q.commit_hist.observe(max(0, d.done_ms - d.pending_ms) / 1000)
+
+    def _done(self, q: _Query, d: _Decision) -> None:
+        """A DONE record of the query's prefix, as it is decoded (lock held): counted, and the
+        outcome of the progress event of its batch, if one waits, settled."""
+        q.oncelog_sink = True
+        self._count(q, d)
+        for item in q.pending:
+            if item.batch_id == d.batch_id and not item.outcome_done:
+                item.outcome_done = True
+                outcome = "committed" if d.run_id == item.run8 else "already-committed"
+                q.outcomes[outcome] = q.outcomes.get(outcome, 0) + 1
 
     def _account(self, q: _Query) -> None:
-        """Count the query's DONE decisions seen since the endpoint started watching (lock held)."""
+        """Count the query's remembered DONE decisions not counted yet (lock held): those read
+        before a query of their prefix was known."""
         batches = self.decisions.get(q.prefix)
         if not batches:
             return
         q.oncelog_sink = True
         for d in batches.values():
-            if d.counted or d.done_ms is None or self.watch_from is None or d.done_offset < self.watch_from:
-                continue
-            d.counted = True
-            q.committed_batches += 1
-            q.output_records += d.records
-            if d.pending_ms is not None:
-                q.commit_hist.observe(max(0, d.done_ms - d.pending_ms) / 1000)
+            self._count(q, d)
 
     def _resolve_pending(self) -> None:
         from ..client.kafka import READ_COMMITTED
-        from ..client.recordcodec import decode_batches
 
         with self.lock:
             work = [(q, list(q.pending)) for q in self.queries.values() if q.pending]
@@ -445,9 +482,12 @@ class QueryMetrics:
                 if item.outcome_done or item.seen_at >= self.log_read_at:
                     continue  # resolved, or the log was last read before the batch was reported
                 with self.lock:
-                    d = self.decisions.get(q.prefix, {}).get(item.batch_id)
+                    batches = self.decisions.get(q.prefix) or {}
+                    d = batches.get(item.batch_id)
                     if d is not None and d.done_ms is not None:
                         outcome = "committed" if d.run_id == item.run8 else "already-committed"
+                    elif d is None and len(batches) >= MAX_BATCHES_PER_PREFIX and item.batch_id < min(batches):
+                        outcome = "unknown"  # older than every decision remembered: its own may be forgotten
                     elif d is None and q.oncelog_sink:
                         # The sink wrote its decision before Spark posted the progress, and the
                         # log was read after the event arrived: no decision, no records.
@@ -461,16 +501,12 @@ class QueryMetrics:
                     item.outcome_done = True
                     if outcome is not None:
                         q.outcomes[outcome] = q.outcomes.get(outcome, 0) + 1
-            todo = [i for i in items if not i.fresh_done][-MAX_FRESHNESS_PER_POLL:]
+            # The newest batch with input only, with one Fetch: the ones before it are skipped.
+            todo = [i for i in items if not i.fresh_done and i.ranges][-1:]
             for item in items:
                 item.fresh_done = item.fresh_done or item not in todo
             for item in todo:
-                newest = None
-                client = self._kafka_client()
-                for topic, partition, start, end in item.ranges:
-                    ts = _newest_timestamp(client, topic, partition, start, end, READ_COMMITTED, decode_batches)
-                    if ts is not None:
-                        newest = ts if newest is None else max(newest, ts)
+                newest = _newest_timestamp(self._kafka_client(), item.ranges, READ_COMMITTED)
                 with self.lock:
                     item.fresh_done = True
                     if newest is not None:
@@ -655,25 +691,76 @@ class QueryMetrics:
         return list(fam.values())
 
 
-def _newest_timestamp(client, topic: str, partition: int, start: int, end: int, isolation: int, decode):
-    """The newest record timestamp (ms) among the committed records of [start, end) nearest its
-    end: fetch at end-1, then further back (a transaction's marker takes the last offset)."""
-    tp = (topic, partition)
-    step = 1
-    pos = max(start, end - 1)
-    for _ in range(6):
-        pf = client.fetch({tp: pos}, isolation_level=isolation, max_wait_ms=0, partition_max_bytes=1 << 20)[tp]
-        if pf.error.value != 0:
-            return None
-        decoded = decode(pf.records, start_offset=pos, end_offset=end,
-                         aborted=pf.aborted if pf.aborted is not None else [])
-        if len(decoded):
-            return int(decoded.timestamps_ms.max())
-        if pos <= start:
-            return None
-        step *= 16
-        pos = max(start, end - step)
-    return None
+def _newest_timestamp(client, ranges, isolation: int) -> int | None:
+    """The newest record timestamp (ms) at the end of a batch's read ``ranges`` ((topic,
+    partition, start, end), end exclusive), from one Fetch of all its partitions, each at
+    ``end - 2``: the range's last record, or the one before it when a transaction's marker takes
+    ``end - 1``. Of each partition, the largest ``max_timestamp`` in the headers of the data
+    batches holding offsets in [start, end), aborted ones left out (a batch that the range's end
+    cuts counts whole). Only headers are read: no record is decoded, so a batch the response
+    cuts short counts too (Kafka cuts one at ``partition_max_bytes``)."""
+    from ..client.recordcodec import AbortedTransactions
+    from ..protocol import records as wire_records
+    from ..protocol.records import (ATTR_CONTROL, ATTR_TRANSACTIONAL, CONTROL_ABORT, HEADER, HEADER_SIZE,
+                                    LOG_OVERHEAD, MAGIC_V2)
+
+    bounds: dict[tuple[str, int], tuple[int, int]] = {}
+    for topic, partition, start, end in ranges:
+        tp = (topic, partition)
+        s0, e0 = bounds.get(tp, (start, end))
+        bounds[tp] = (min(s0, start), max(e0, end))
+    if not bounds:
+        return None
+    positions = {tp: max(start, end - 2) for tp, (start, end) in bounds.items()}
+    answers = client.fetch(positions, isolation_level=isolation, max_wait_ms=0,
+                           partition_max_bytes=FRESHNESS_FETCH_BYTES)
+    newest = None
+    for tp, pf in answers.items():
+        if tp not in bounds or pf.error.value != 0:
+            continue
+        start, end = bounds[tp]
+        blob = pf.records
+        view = memoryview(blob)
+        filt = AbortedTransactions(pf.aborted) if pf.aborted is not None else None
+        pos = 0
+        while pos + HEADER_SIZE <= len(blob):
+            (base, length, _epoch, magic, _crc, attributes, last_delta, _base_ts, max_ts, producer_id,
+             _pepoch, _seq, _count) = HEADER.unpack_from(view, pos)
+            size = length + LOG_OVERHEAD
+            batch, whole = view[pos : pos + size], pos + size <= len(blob)
+            pos += size
+            if magic != MAGIC_V2 or base >= end:
+                break
+            last = base + last_delta
+            if last < start:
+                continue
+            control = bool(attributes & ATTR_CONTROL)
+            if filt is not None and attributes & ATTR_TRANSACTIONAL:
+                if control and not whole:
+                    break  # a marker cut short: which one it is cannot be read
+                abort = control and wire_records.control_type(batch) == CONTROL_ABORT
+                if filt.skip(producer_id, base, last, control, abort):
+                    continue
+            if not control and max_ts >= 0:
+                newest = max_ts if newest is None else max(newest, max_ts)
+    return newest
+
+
+def _is_loopback(host: str) -> bool:
+    """A loopback address, or ``localhost`` (no other name is resolved: an address the name
+    stands for may change)."""
+    import ipaddress
+
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class _Closed(RuntimeError):
+    """The poller's client was asked for after :meth:`QueryMetrics.close`."""
 
 
 class QueryMetricsHandle:
@@ -718,7 +805,8 @@ class QueryMetricsHandle:
 def serve_query_metrics(spark, host: str = "127.0.0.1", port: int = 0, bootstrap: str | None = None, *,
                         kafka: dict[str, str] | None = None, commit_log_topic: str = DEFAULT_COMMIT_LOG,
                         prefixes: dict[str, str] | None = None, poll_interval: float = 2.0,
-                        txn_interval: float = 5.0, forget_after: float = 300.0) -> QueryMetricsHandle:
+                        txn_interval: float = 5.0, forget_after: float = 300.0,
+                        allow_remote: bool = False) -> QueryMetricsHandle:
     """Register a ``StreamingQueryListener`` on ``spark`` and serve the queries' metrics on
     ``http://host:port/metrics`` from this (the driver's) process.
 
@@ -727,7 +815,14 @@ def serve_query_metrics(spark, host: str = "127.0.0.1", port: int = 0, bootstrap
     figures of Spark's progress events are served. ``commit_log_topic``: the sink's
     ``commitLogTopic``; ``prefixes``: ``{query name or id: transactionalIdPrefix}`` for queries
     that set that option (default ``oncelog-<query id>``). ``forget_after``: seconds after a
-    query terminated when its series go."""
+    query terminated when its series go.
+
+    The endpoint has no authentication: a ``host`` other than a loopback address (``127.0.0.1``,
+    ``::1``, ``localhost``) is refused with ValueError unless ``allow_remote=True`` says that
+    serving it beyond this machine is meant."""
+    if not allow_remote and not _is_loopback(host):
+        raise ValueError(f"serve_query_metrics: host {host!r} is not a loopback address and the endpoint has no "
+                         "authentication; pass allow_remote=True to serve it beyond this machine")
     from prometheus_client import CollectorRegistry, start_http_server
     from pyspark.sql.streaming import StreamingQueryListener
 
