@@ -46,9 +46,11 @@ from .security.sasl import SaslServerMechanisms, UnsecuredJwsValidator, plain_us
 from .security.session import Session
 from .security.scram import ScramCredentialStore
 from .protocol import codec
+from .protocol.requests import decode_response
 from .cluster import CONTROL_LISTENER, CONTROLLER_ID, NODE_PRINCIPAL, Placement, logs_dir
 from .cluster.node import ClusterNode
 from .metadata import Metadata
+from .config.settings import metrics_address
 from .metrics import BrokerMetrics, error_codes
 from .storage.log_manager import LogManager
 
@@ -88,7 +90,7 @@ class Broker:
         # stores and the markers consult it at named points; handle_frame its control functions.
         self.faults = Faults()
         # Counted only with a metrics endpoint (oncelog.metrics.listener): off, the hot path pays nothing.
-        self.metrics = BrokerMetrics(self) if config.metrics_listener else None
+        self.metrics = BrokerMetrics(self) if metrics_address(config.metrics_listener) is not None else None
         self.metrics_address: tuple[str, int] | None = None  # the endpoint's bound address, once serving
         self.node_id = config.node_id
         # One node, or node ``node_id`` of a cluster of processes (oncelog.cluster): which
@@ -113,6 +115,8 @@ class Broker:
         # Every partition's log with its producer state and aborted transactions: what handlers use.
         self.partitions = PartitionManager(self.logs, live, self.metadata, node_id=config.node_id,
                                            placement=self.placement)
+        if self.metrics is not None:
+            self.partitions.on_topic_deleted = self.metrics.forget_topic
         self.cluster: ClusterNode | None = ClusterNode(self) if clustered else None
         self.metadata.topics.logs = self.partitions
         self.advertised: tuple[str, int] = (config.host, config.port)
@@ -375,7 +379,10 @@ class Broker:
             # A cluster's metadata changes are the controller's (KIP-590's forwarding, in an
             # Envelope that carries the client's principal); a node's Envelope is answered here.
             if api_key in FORWARDED_APIS and not self.placement.is_controller and not _from_node(session):
-                return self.cluster.forward(frame, peer, session)
+                forwarded = self.cluster.forward(frame, peer, session)
+                if self.metrics is not None:  # its errors, from the controller's answer (Kafka's count)
+                    return self._count_forwarded(forwarded, api_key, version)
+                return forwarded
         if session is None:
             ctx = RequestContext(self, version, correlation_id, header.client_id, peer)
         else:
@@ -401,9 +408,20 @@ class Broker:
             self.metrics.errors_in(api_key, error_codes(api_key, result))
         return codec.encode_response(correlation_id, result)
 
+    async def _count_forwarded(self, forwarded, api_key: int, version: int):
+        chunks = await forwarded
+        try:
+            _, response = decode_response(b"".join(chunks)[4:], codec.request_class(api_key, version))
+            self.metrics.errors_in(api_key, error_codes(api_key, response))
+        except Exception:  # counting must never fail the answer
+            log.debug("could not count the errors of a forwarded answer", exc_info=True)
+        return chunks
+
     async def _open_envelope(self, correlation_id: int, envelope, peer: str):
         """A request another node forwarded (see handle_frame), handled as its client's
-        principal; the answer goes back inside an EnvelopeResponse."""
+        principal; the answer goes back inside an EnvelopeResponse. With metrics it counts as
+        its own API, not as an Envelope (Kafka's controller counts it so)."""
+        began = time.monotonic()
         principal = (envelope.request_principal or b"").decode("utf-8", "replace")
         m = response_module(ENVELOPE, 0)
         if not principal or principal.startswith("Node:"):
@@ -419,8 +437,16 @@ class Broker:
                 response_data=None, error_code=ErrorCode.invalid_request))
         if isinstance(result, Applied):
             result = result.awaitable
+        handled = time.monotonic()
         if inspect.isawaitable(result):
             result = await result
+        if self.metrics is not None:
+            try:
+                inner_key, inner_version, _ = codec.peek_header(envelope.request_data)
+                done = time.monotonic()
+                self.metrics.request_times(inner_key, inner_version, began, began, handled, done, done)
+            except codec.DecodeError:
+                pass
         data = b"".join(result)[4:] if result else None
         return codec.encode_response(correlation_id, m.EnvelopeResponse(response_data=data, error_code=ErrorCode.none))
 

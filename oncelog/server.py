@@ -62,7 +62,7 @@ from kio.schema.errors import ErrorCode
 
 from .apis import HANDLERS, api_versions
 from .apis._base import NO_THROTTLE, Applied, CloseConnection, build, response_module
-from .broker import Broker, ProtocolViolation
+from .broker import ENVELOPE, Broker, ProtocolViolation
 from .cluster import CONTROL_LISTENER, NODE_PRINCIPAL
 from .config.settings import metrics_address
 from .metrics import MetricsEndpoint, RequestTiming
@@ -456,10 +456,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.abort()
             return
         timing = None
-        if metrics is not None:
-            handled = time.monotonic()
-            if (result is None or isinstance(result, list)) and not self.slots:
-                # answered now (or never: acks=0): no RequestTiming to carry to a later flush
+        if metrics is not None and api_key != ENVELOPE:  # a forwarded request counts as its own API
+            handled = time.monotonic()                     # (Broker._open_envelope), as on Kafka
+            if result is None or isinstance(result, CloseConnection) or (isinstance(result, list)
+                                                                           and not self.slots):
+                # answered now, or never (acks=0, a closed connection): nothing to carry to a flush
                 metrics.request_times(api_key, _api_version(frame), arrived, started, handled, handled, handled)
             else:
                 timing = RequestTiming(api_key, _api_version(frame), arrived, started)
@@ -482,18 +483,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 # Kafka's SaslServerAuthenticator: the failure is answered, then the connection
                 # closed. SASL requests are answered at once, so nothing is pending before it.
                 self.queued.clear()
+                self.queued_at.clear()
                 self.transport.close()
             return
-        if isinstance(result, Applied):
-            task = asyncio.ensure_future(result.awaitable)
+        applied = isinstance(result, Applied)
+        task = asyncio.ensure_future(result.awaitable if applied else result)
+        if timing is not None:
+            # First: done callbacks run in the order they were added, and the next one flushes
+            # (and counts) the answer.
+            task.add_done_callback(timing.stamp)
+        if applied:
             self.applied_waits += 1
             task.add_done_callback(self._on_applied_done)
         else:
-            task = asyncio.ensure_future(result)
             self.busy = task
             task.add_done_callback(self._on_busy_done)
-        if timing is not None:
-            task.add_done_callback(timing.stamp)  # before the flush the other callback may run
         self.slots.append((task, nbytes, timing))
 
     def _refuse(self, frame, nbytes: int, verdict: Verdict) -> None:
@@ -618,6 +622,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._release(released)
                 self.closed = True
                 self.queued.clear()
+                self.queued_at.clear()
                 self.transport.close()  # what was written before it still goes out
                 return
             chunks = head

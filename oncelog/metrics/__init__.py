@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
+import concurrent.futures
 import gzip
 import logging
 import re
@@ -49,11 +50,15 @@ LATENCY_BUCKETS_MS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100
                       2500.0, 5000.0, 10000.0, 30000.0)
 GROUP_COMMIT_BUCKETS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0)
 TIMES = ("requestqueuetimems", "localtimems", "remotetimems", "responsequeuetimems", "totaltimems")
-# At most this many (topic) and (API, version/error) series are kept: a client chooses the names,
-# and a series per name it made up must not grow without bound. Past it, new names count under
-# OVERFLOW_LABEL (the metric oncelog_metrics_series_dropped_total says how often).
+# At most this many topic series are kept: a client chooses the names, and a series per name it
+# made up must not grow without bound. Past it, new names count under OVERFLOW_LABEL (the metric
+# oncelog_metrics_series_dropped_total says how often). API labels are the handlers' (a request of
+# an unknown API closes its connection uncounted), versions outside what a handler serves count as
+# UNSUPPORTED_VERSION (any int16 a client sends, e.g. ApiVersions v300: KIP-511 answers it), error
+# codes are the int16 a response holds: every label set is bounded by what the broker serves.
 MAX_TOPIC_SERIES = 10_000
 OVERFLOW_LABEL = "__other__"
+UNSUPPORTED_VERSION = -1  # shown as version="unsupported"
 
 
 class Histogram:
@@ -115,7 +120,10 @@ class BrokerMetrics:
     """What one broker counts as it serves, and the families a scrape sees (:meth:`collect`)."""
 
     def __init__(self, broker=None) -> None:
+        from ..apis import HANDLERS
+
         self.broker = broker
+        self.versions = {key: (m.MIN_VERSION, m.MAX_VERSION) for key, m in HANDLERS.items()}
         self.requests: collections.Counter = collections.Counter()  # (api_key, version) -> n
         self.errors: collections.Counter = collections.Counter()  # (api_key, error code) -> n
         self.times: dict[int, tuple[Histogram, ...]] = {}  # api_key -> one Histogram per TIMES entry
@@ -142,6 +150,9 @@ class BrokerMetrics:
                       done: float, written: float) -> None:
         """The same from the times themselves (a request answered at once needs no RequestTiming).
         The five observations are inlined: this runs once per request."""
+        served = self.versions.get(api_key)
+        if served is None or not served[0] <= version <= served[1]:
+            version = UNSUPPORTED_VERSION
         self.requests[api_key, version] += 1
         hists = self.times.get(api_key)
         if hists is None:
@@ -201,7 +212,8 @@ class BrokerMetrics:
                                        "Requests answered, by API and version (RequestsPerSec)",
                                        labels=("request", "version"))
         for (api_key, version), n in sorted(self.requests.items()):
-            requests.add_metric((api_name(api_key), str(version)), n)
+            label = "unsupported" if version == UNSUPPORTED_VERSION else str(version)
+            requests.add_metric((api_name(api_key), label), n)
         families.append(requests)
         errors = CounterMetricFamily("kafka_network_requestmetrics_errors",
                                      "Error codes in answers, NONE included, by API (ErrorsPerSec)",
@@ -356,6 +368,19 @@ def exposition(families: list, encoder) -> bytes | None:
     return "".join(out).encode("utf-8")
 
 
+def _accepts_gzip(value: str) -> bool:
+    """Whether an Accept-Encoding header takes gzip (``gzip;q=0`` refuses it)."""
+    for part in value.split(","):
+        name, _, params = part.partition(";")
+        if name.strip().lower() in ("gzip", "x-gzip"):
+            q = params.strip().lower()
+            try:
+                return not q.startswith("q=") or float(q[2:]) > 0
+            except ValueError:
+                return False
+    return False
+
+
 def _encode(families: list, encoder, compress: bool) -> bytes:
     body = exposition(families, encoder)
     if body is None:  # something the fast writer does not write: the library's encoder
@@ -386,6 +411,16 @@ class MetricsEndpoint:
         self.address: tuple[str, int] | None = None
         self.open = 0
         self.served = 0
+        self._inflight: dict[tuple, asyncio.Future] = {}
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="oncelog-metrics")
+
+    async def _scrape(self, encoder, compress: bool) -> bytes:
+        # The broker's state is read here, on its loop; the families are then the scrape's own,
+        # so writing the text (and gzip) runs on the endpoint's own thread while the loop serves
+        # clients (the GIL is shared, but the loop gets its turns instead of waiting for the
+        # whole scrape; and the default executor, where fsyncs run, is not queued behind it).
+        families = list(self.registry.collect())
+        return await asyncio.get_running_loop().run_in_executor(self._executor, _encode, families, encoder, compress)
 
     async def start(self, host: str, port: int) -> "MetricsEndpoint":
         self.server = await asyncio.start_server(self._serve, host, port, limit=self.MAX_HEAD, reuse_address=True)
@@ -396,6 +431,7 @@ class MetricsEndpoint:
         if self.server is not None:
             self.server.close()
             await self.server.wait_closed()
+        self._executor.shutdown(wait=False)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.open >= self.MAX_CONNECTIONS:
@@ -407,9 +443,15 @@ class MetricsEndpoint:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.READ_TIMEOUT_S)
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
                 return  # closed below, unanswered: not an HTTP request we read
-            status, headers, body = await self._answer(head)
+            try:
+                status, headers, body = await self._answer(head)
+            except Exception:  # never into the loop's handler: whatever the request held
+                log.exception("a metrics request failed")
+                status, headers, body = b"500 Internal Server Error", [(b"Content-Type", b"text/plain")], b""
+            # HEAD: the length a GET would get, and no body
+            send = body if not head.startswith(b"HEAD ") else b""
             writer.write(b"HTTP/1.1 " + status + b"\r\n" + b"".join(k + b": " + v + b"\r\n" for k, v in headers)
-                         + b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+                         + b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + send)
             await asyncio.wait_for(writer.drain(), self.READ_TIMEOUT_S)
         except (asyncio.TimeoutError, ConnectionError):
             pass
@@ -438,15 +480,20 @@ class MetricsEndpoint:
             name, sep, value = line.partition(":")
             if sep:
                 fields[name.strip().lower()] = value.strip()
-        encoder, content_type = choose_encoder(fields.get("accept", ""))
-        compress = "gzip" in fields.get("accept-encoding", "")
         try:
-            # The broker's state is read here, on its loop; the families are then the scrape's
-            # own, so writing the text (and gzip) runs on another thread while the loop serves
-            # clients (the GIL is shared, but the loop gets its turns instead of waiting for the
-            # whole scrape).
-            families = list(self.registry.collect())
-            body = await asyncio.get_running_loop().run_in_executor(None, _encode, families, encoder, compress)
+            encoder, content_type = choose_encoder(fields.get("accept", ""))
+        except Exception:  # an Accept header the library cannot parse (version=x): the text format
+            encoder, content_type = choose_encoder("")
+        compress = _accepts_gzip(fields.get("accept-encoding", ""))
+        try:
+            # Scrapes that arrive together share one snapshot: however many scrapers there are
+            # (at most MAX_CONNECTIONS), the broker builds one scrape at a time per format.
+            key = (content_type, compress)
+            pending = self._inflight.get(key)
+            if pending is None:
+                pending = self._inflight[key] = asyncio.ensure_future(self._scrape(encoder, compress))
+                pending.add_done_callback(lambda _done, key=key: self._inflight.pop(key, None))
+            body = await asyncio.shield(pending)  # a scraper that goes away does not cancel the others'
         except Exception:  # a scrape must never take the broker down; the log says why
             log.exception("a metrics scrape failed")
             return b"500 Internal Server Error", [(b"Content-Type", b"text/plain")], b"scrape failed; see the log\n"
@@ -454,7 +501,7 @@ class MetricsEndpoint:
         headers = [(b"Content-Type", content_type.encode())]
         if compress:
             headers.append((b"Content-Encoding", b"gzip"))
-        return b"200 OK", headers, (b"" if method == "HEAD" else body)
+        return b"200 OK", headers, body
 
 
 __all__ = ["BrokerMetrics", "MetricsEndpoint", "RequestTiming", "error_codes", "exposition"]

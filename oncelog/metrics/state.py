@@ -25,8 +25,9 @@ labels), or as kafka_exporter (danielqsj) names consumer lag; what Kafka has not
   streams), ``..._classic_group_count{state}``, ``..._consumer_group_count{state}``,
   ``..._share_group_count{state}``, ``..._streams_group_count{state}`` (states as Kafka names
   them: ``Stable``, ``PreparingRebalance``, ``NotReady``...), ``..._offset_count`` (committed
-  offsets kept), and the counters ``..._group_completed_rebalance`` and
-  ``..._consumer_group_rebalance`` (Kafka's ``-count`` attributes, as Prometheus counters);
+  offsets kept), and ``..._group_completed_rebalance_count`` and
+  ``..._consumer_group_rebalance_count`` (Kafka's ``-count`` attributes, gauges as jmx_exporter
+  gives them, though they only grow);
 * transactions: ``oncelog_transactions{state}`` (the open ones by coordinator state: Ongoing,
   PrepareCommit, PrepareAbort, PrepareEpochFence; the idle ids are not walked, so a million of
   them cost nothing here: ``oncelog_transactional_ids`` counts every id known),
@@ -159,8 +160,13 @@ def _partitions(broker) -> list:
         "Partitions under min.insync.replicas: 0, min.insync.replicas is capped at the one replica "
         "(kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount)")
     under_min_isr.add_metric((), 0)
+    controller = GaugeMetricFamily(
+        "kafka_controller_kafkacontroller_activecontrollercount",
+        "1 on the node that is the controller (one node alone, node 1 of a cluster), else 0 "
+        "(kafka.controller:type=KafkaController,name=ActiveControllerCount)")
+    controller.add_metric((), 1 if broker.placement.is_controller else 0)
     return [size, start, end, segments, lso_lag, hw, lso, partition_count, leader_count, producer_ids,
-            under_replicated, under_min_isr]
+            under_replicated, under_min_isr, controller]
 
 
 # ---------------------------------------------------------------------- groups
@@ -200,13 +206,15 @@ def _groups(broker) -> list:
                                      "(group-coordinator-metrics offset-count)")
     offset_count.add_metric((), offsets)
     families.append(offset_count)
-    completed = CounterMetricFamily(f"{GROUP_METRICS}_group_completed_rebalance",
-                                    "Classic group rebalances completed: the leader's assignment stored, the group "
-                                    "Stable (group-coordinator-metrics group-completed-rebalance-count)")
+    # Kafka's -count attributes, named and typed as jmx_exporter gives them (a gauge ending in
+    # _count), so that dashboards written for Kafka find them; they only ever grow.
+    completed = GaugeMetricFamily(f"{GROUP_METRICS}_group_completed_rebalance_count",
+                                  "Classic group rebalances completed: the leader's assignment stored, the group "
+                                  "Stable (group-coordinator-metrics group-completed-rebalance-count)")
     completed.add_metric((), getattr(coordinator, "completed_rebalances", 0))
-    consumer = CounterMetricFamily(f"{GROUP_METRICS}_consumer_group_rebalance",
-                                   "Consumer group epoch bumps by a heartbeat "
-                                   "(group-coordinator-metrics consumer-group-rebalance-count)")
+    consumer = GaugeMetricFamily(f"{GROUP_METRICS}_consumer_group_rebalance_count",
+                                 "Consumer group epoch bumps by a heartbeat "
+                                 "(group-coordinator-metrics consumer-group-rebalance-count)")
     consumer.add_metric((), getattr(coordinator.consumer, "rebalances", 0))
     return [*families, completed, consumer]
 

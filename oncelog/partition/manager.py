@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Callable, Protocol
 
 from .. import errors
 from ..cluster import Placement
@@ -63,6 +63,8 @@ class PartitionManager:
         self.settings = settings
         self.topics = topics
         self.flusher = logs.flusher
+        # Told a topic's name once its logs are deleted (the broker's metrics forget its series).
+        self.on_topic_deleted: Callable[[str], None] | None = None
         self._partitions: dict[PartitionLog, Partition] = {}
         self._tasks: list[asyncio.Task] = []
 
@@ -123,6 +125,8 @@ class PartitionManager:
             partition = self._partitions.pop(plog, None)
             if partition is not None:
                 partition.discard()
+        if self.on_topic_deleted is not None:
+            self.on_topic_deleted(name)
 
     def update_config(self, name: str, config: LogConfig) -> None:
         self.logs.update_config(name, config)

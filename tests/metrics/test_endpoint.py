@@ -266,6 +266,8 @@ def test_each_node_of_a_cluster_serves_its_own_metrics(tmp_path):
         assert len(b.metrics_urls) == 2 and len(set(b.metrics_urls)) == 2, b.metrics_urls
         topic = unique("spread")
         create_topic(b.bootstrap, topic, 4)
+        assert [value(scrape(u), "kafka_controller_kafkacontroller_activecontrollercount")
+                for u in b.metrics_urls] == [1, 0]
         led = [value(scrape(u), "kafka_server_replicamanager_leadercount") for u in b.metrics_urls]
         assert all(n > 0 for n in led) and sum(
             value(scrape(u), "kafka_log_log_logendoffset", topic=topic, partition=str(p)) >= 0
@@ -307,3 +309,105 @@ def test_markers_and_fsync_rounds_are_counted(metrics_broker):
     assert rounds >= 1
     assert delta("oncelog_log_flush_round_logs_sum") >= rounds
     assert delta("kafka_log_logflushstats_logflushrateandtimems_sum") > 0
+
+
+@pytest.mark.e2e
+def test_a_fetch_wait_is_remote_time_and_deleted_topics_leave_no_series(metrics_broker):
+    url = metrics_broker.metrics_url
+    topic = unique("waited")
+    create_topic(metrics_broker.bootstrap, topic, 1)
+    before = scrape(url)
+    fetch = request_module(1, 12)
+    c = RawClient(metrics_broker.bootstrap)
+    try:
+        for _ in range(3):  # nothing to read: each waits its max_wait out
+            c.request(fetch.FetchRequest(
+                replica_id=-1, max_wait=datetime.timedelta(milliseconds=500), min_bytes=1, max_bytes=1 << 20,
+                isolation_level=0, session_id=0, session_epoch=-1, topics=(fetch.FetchTopic(topic=topic, partitions=(
+                    fetch.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                                         log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+                forgotten_topics_data=(), rack_id=""))
+    finally:
+        c.close()
+    after = scrape(url)
+    remote = value(after, "kafka_network_requestmetrics_remotetimems_sum", request="Fetch") - value(
+        before, "kafka_network_requestmetrics_remotetimems_sum", request="Fetch")
+    total = value(after, "kafka_network_requestmetrics_totaltimems_sum", request="Fetch") - value(
+        before, "kafka_network_requestmetrics_totaltimems_sum", request="Fetch")
+    assert 3 * 400 <= remote <= total, (remote, total)  # the wait is the fetch's remote time, as Kafka's purgatory
+
+    p = ck.Producer({"bootstrap.servers": metrics_broker.bootstrap})
+    p.produce(topic, value=b"x")
+    assert p.flush(30) == 0
+    assert value(scrape(url), "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == 1
+    admin = ck.admin.AdminClient({"bootstrap.servers": metrics_broker.bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while left := [key for key in scrape(url) if dict(key[1]).get("topic") == topic]:
+        assert time.monotonic() < deadline, left
+        time.sleep(0.2)
+
+
+@pytest.mark.e2e
+def test_versions_a_client_makes_up_share_one_series_and_odd_headers_get_text(metrics_broker):
+    url = metrics_broker.metrics_url
+    c = RawClient(metrics_broker.bootstrap)
+    try:
+        for version in range(100, 140):  # ApiVersions of versions nobody serves: answered (KIP-511), counted
+            c.send_frame(b"\x00\x12" + version.to_bytes(2, "big") + b"\x00\x00\x00\x07\x00\x00")
+            c.recv_frame()
+    finally:
+        c.close()
+    samples = scrape(url)
+    versions = {dict(labels)["version"] for name, labels in samples
+                if name == "kafka_network_requestmetrics_requests_total" and dict(labels)["request"] == "ApiVersions"}
+    assert "unsupported" in versions and not versions & {str(v) for v in range(100, 140)}, versions
+    assert value(samples, "kafka_network_requestmetrics_requests_total", request="ApiVersions",
+                 version="unsupported") == 40
+    # an Accept header the exposition library cannot parse: the text format, not an error
+    with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": "text/plain; version=x"}),
+                                timeout=10) as r:
+        assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain")
+        assert b"kafka_server_replicamanager_partitioncount" in r.read()
+    # gzip;q=0 refuses gzip; HEAD tells the length and sends nothing
+    with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept-Encoding": "gzip;q=0"}), timeout=10) as r:
+        assert r.headers.get("Content-Encoding") is None
+    with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=10) as r:
+        assert int(r.headers["Content-Length"]) > 1000 and r.read() == b""
+
+
+@pytest.mark.e2e
+def test_a_forwarded_request_counts_as_its_api_on_both_nodes(tmp_path):
+    from ..helpers import broker_addresses
+
+    b = BrokerProcess(str(tmp_path / "cluster"), nodes=2, extra_args=["--metrics-listener", "127.0.0.1:0"])
+    b.start()
+    try:
+        node1, node2 = b.metrics_urls
+        second = broker_addresses(b.bootstrap)[2]
+        before1, before2 = scrape(node1), scrape(node2)
+        create = request_module(19, 7)
+        c = RawClient(second)  # node 2 forwards CreateTopics to the controller, node 1
+        try:
+            name = unique("fwd")
+            for _ in range(2):  # the second is refused: TOPIC_ALREADY_EXISTS
+                c.request(create.CreateTopicsRequest(topics=(create.CreatableTopic(
+                    name=name, num_partitions=1, replication_factor=1, assignments=(), configs=()),),
+                    timeout=datetime.timedelta(seconds=30), validate_only=False))
+        finally:
+            c.close()
+        after1, after2 = scrape(node1), scrape(node2)
+
+        def delta(after, before, name, **labels):
+            return value(after, name, **labels) - value(before, name, **labels)
+
+        for after, before in ((after2, before2), (after1, before1)):  # the receiving node, the controller
+            assert delta(after, before, "kafka_network_requestmetrics_requests_total", request="CreateTopics",
+                         version="7") == 2
+            assert delta(after, before, "kafka_network_requestmetrics_errors_total", request="CreateTopics",
+                         error="TOPIC_ALREADY_EXISTS") == 1
+            assert delta(after, before, "kafka_network_requestmetrics_errors_total", request="CreateTopics",
+                         error="NONE") == 1
+        assert not any(dict(labels).get("request") == "Envelope" for _, labels in after1)
+    finally:
+        b.stop()

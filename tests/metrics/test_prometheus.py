@@ -63,6 +63,8 @@ KEPT_FOR_KAFKA_DASHBOARDS = {
     "kafka_server_group_coordinator_metrics_share_group_count",
     "kafka_server_group_coordinator_metrics_streams_group_count",
     "kafka_server_group_coordinator_metrics_offset_count",
+    "kafka_server_group_coordinator_metrics_group_completed_rebalance_count",
+    "kafka_server_group_coordinator_metrics_consumer_group_rebalance_count",
     "kafka_consumergroup_lag_sum",
     "kafka_consumergroup_current_offset_sum",
 }
