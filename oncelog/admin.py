@@ -13,7 +13,17 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
+from rich.table import Table as _RichTable
+from rich.text import Text
+
+
+class Table(_RichTable):
+    """rich's Table with every string cell taken as plain text, never as markup: names come from
+    clients (a group id ``evil[/]`` would raise MarkupError; ``[red]x`` would restyle the row)."""
+
+    def add_row(self, *cells, **kwargs):
+        return super().add_row(*(Text(c) if isinstance(c, str) else c for c in cells), **kwargs)
 
 
 # DescribeConfigs config_source values (KIP-226)
@@ -70,10 +80,10 @@ def topics_command(args) -> int:
         if args.action == "create":
             config = dict(kv.split("=", 1) for kv in args.config)
             admin.create_topics([NewTopic(args.name, args.partitions, 1, config=config)])[args.name].result(30)
-            console.print(f"created topic [bold]{args.name}[/] with {args.partitions} partition(s)")
+            console.print(f"created topic [bold]{escape(args.name)}[/] with {args.partitions} partition(s)")
         elif args.action == "delete":
             admin.delete_topics([args.name])[args.name].result(30)
-            console.print(f"deleted topic [bold]{args.name}[/]")
+            console.print(f"deleted topic [bold]{escape(args.name)}[/]")
         elif args.action == "list":
             md = admin.list_topics(timeout=10)
             table = Table("topic", "partitions")
@@ -258,12 +268,12 @@ def _transactions(args, client, admin) -> int:
             # which kafka-transactions.sh prints as "None" in its start time and duration columns.
             started = t.transaction_start_time
             # soft_wrap: one line per fact whatever the terminal's width, for scripts that read it
-            console.print(f"[bold]{t.transactional_id}[/]: {t.transaction_state}, producer {t.producer_id} epoch "
+            console.print(f"[bold]{escape(t.transactional_id)}[/]: {t.transaction_state}, producer {t.producer_id} epoch "
                           f"{t.producer_epoch}, timeout {t.transaction_timeout.total_seconds():g}s, started "
                           f"{started.isoformat(sep=' ', timespec='seconds') if started is not None else '-'}",
                           soft_wrap=True)
             for topic in sorted(t.topics, key=lambda topic: topic.topic):  # Kafka sends a set's order
-                console.print(f"  {topic.topic}: partitions {sorted(topic.partitions)}", soft_wrap=True)
+                console.print(f"  {escape(topic.topic)}: partitions {sorted(topic.partitions)}", soft_wrap=True)
         return 0
     if args.action == "hanging":
         found = 0
@@ -275,13 +285,13 @@ def _transactions(args, client, admin) -> int:
                 age = now_ms - t.transaction_start_time.timestamp() * 1000
                 if age > t.transaction_timeout.total_seconds() * 1000:
                     found += 1
-                    console.print(f"[red]hanging[/]: {t.transactional_id} open for {age / 1000:.1f}s, beyond its "
+                    console.print(f"[red]hanging[/]: {escape(t.transactional_id)} open for {age / 1000:.1f}s, beyond its "
                                   f"timeout of {t.transaction_timeout.total_seconds():g}s")
         for topic, partition, pid, epoch, start, last in open_producer_txns(client, admin):
             t = by_pid.get(pid)
             if t is None or t.transaction_state != "Ongoing":
                 found += 1
-                console.print(f"[red]hanging[/]: {topic}-{partition} has an open transaction of producer {pid} "
+                console.print(f"[red]hanging[/]: {escape(topic)}-{partition} has an open transaction of producer {pid} "
                               f"(epoch {epoch}) from offset {start} that no coordinator knows as Ongoing; its LSO "
                               f"is stuck. Abort with: oncelog transactions abort --topic {topic} --partition {partition}")
         if not found:
@@ -300,7 +310,7 @@ def _transactions(args, client, admin) -> int:
                 producer_id=pid, producer_epoch=epoch, transaction_result=False, coordinator_epoch=0,
                 topics=(m.WritableTxnMarkerTopic(name=topic, partition_indexes=(partition,)),)),)))
             code = resp.markers[0].topics[0].partitions[0].error_code
-            console.print(f"abort marker for producer {pid} on {topic}-{partition} (open since offset {start}): "
+            console.print(f"abort marker for producer {pid} on {escape(topic)}-{partition} (open since offset {start}): "
                           f"{code.name.upper()}")
         return 0
     return 2
@@ -651,7 +661,7 @@ def users_command(args) -> int:
             upsert = UserScramCredentialUpsertion(args.user, ScramCredentialInfo(mechanism, args.iterations), password)
             futures = conn.admin.alter_user_scram_credentials([upsert], request_timeout=ADMIN_TIMEOUT)
             conn.wait(futures[args.user])
-            console.print(f"set {args.mechanism.upper()} credential of [bold]{args.user}[/] "
+            console.print(f"set {args.mechanism.upper()} credential of [bold]{escape(args.user)}[/] "
                           f"({args.iterations} iterations)")
             return 0
         conn = _Connection(args)
@@ -688,7 +698,7 @@ def users_command(args) -> int:
             else:
                 conn.wait(conn.admin.alter_user_scram_credentials(deletions, request_timeout=ADMIN_TIMEOUT)[args.user])
             names = ", ".join(m.name.replace("_", "-") for m in mechanisms)
-            console.print(f"deleted {names} credential(s) of [bold]{args.user}[/]")
+            console.print(f"deleted {names} credential(s) of [bold]{escape(args.user)}[/]")
             return 0
     except CommandError as exc:
         print(f"oncelog users {args.action}: {exc}", file=sys.stderr)
@@ -1128,7 +1138,7 @@ def _print_description(console: Console, d: GroupDescription, offsets: list[dict
     what = (f"protocol {protocols[d.group_type]}, state {d.state}, group epoch {d.group_epoch}, assignment epoch "
             f"{d.assignment_epoch}" if d.group_type in protocols
             else f"protocol classic (protocol type {d.protocol_type or '-'}), state {d.state}")
-    console.print(f"group [bold]{d.group_id}[/]: {what}, assignor {d.assignor or '-'}, coordinator {node} "
+    console.print(f"group [bold]{escape(d.group_id)}[/]: {what}, assignor {d.assignor or '-'}, coordinator {node} "
                   f"({host}:{port})", soft_wrap=True, highlight=False)
     if d.authorized_operations is not None:
         console.print(f"authorized operations: {', '.join(d.authorized_operations) or '-'}", soft_wrap=True,
@@ -1190,7 +1200,7 @@ def groups_command(args) -> int:
         if args.action == "delete":
             conn = _Connection(args)
             conn.wait(conn.admin.delete_consumer_groups([args.group], request_timeout=ADMIN_TIMEOUT)[args.group])
-            console.print(f"deleted group [bold]{args.group}[/]")
+            console.print(f"deleted group [bold]{escape(args.group)}[/]")
             return 0
         client = KafkaClient(args.bootstrap, _read_command_config(args.command_config), client_id="oncelog-groups",
                              timeout=10)
