@@ -230,7 +230,10 @@ def _check_through_the_open_transaction(bootstrap, tp, plain, txn_topic, group, 
                               ck.TopicPartition(txn_topic, 0, 2)], asynchronous=False)
             break
         except ck.KafkaException as exc:
-            if not exc.args[0].retriable() and exc.args[0].code() != ck.KafkaError.NOT_COORDINATOR \
+            # NOT_COORDINATOR, then COORDINATOR_LOAD_IN_PROGRESS while the new partition loads
+            # (librdkafka calls neither retriable on a commit)
+            if not exc.args[0].retriable() and exc.args[0].code() not in (
+                    ck.KafkaError.NOT_COORDINATOR, ck.KafkaError.COORDINATOR_LOAD_IN_PROGRESS) \
                     or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
