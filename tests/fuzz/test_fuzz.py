@@ -30,6 +30,8 @@ HARNESSES = {
     "fuzz_consumer_records": (20_000, [os.path.join(ROOT, "tests", "fuzz", "corpus", "consumer_records")]),
     # the consumer protocol's subscription and assignment bytes inside JoinGroup / SyncGroup
     "fuzz_consumer_protocol": (20_000, []),
+    # the metrics endpoint's HTTP request heads, Accept / Accept-Encoding negotiation included
+    "fuzz_metrics_http": (20_000, []),
 }
 
 
