@@ -1169,7 +1169,7 @@ def _print_description(console: Console, d: GroupDescription, offsets: list[dict
             epoch = str(m.member_epoch) + (" (classic member)" if m.member_type == "classic" else "")
             members.add_row(m.member_id, m.instance_id or "-", m.client_id, m.client_host, epoch, subscription or "-",
                             _assignment_text(m.assignment), _assignment_text(m.target_assignment),
-                            f"[yellow]{pending}[/]" if pending else "-")
+                            Text(pending, style="yellow") if pending else "-")
     else:  # the classic describe's table, as before
         members = Table("member", "client id", "host", "partitions")
         for m in d.members:
