@@ -54,6 +54,8 @@ import json
 import os
 import zlib
 
+from ..config.settings import metrics_address
+
 NODE_PRINCIPAL = "Node:cluster"  # the CONTROL listener's principal; no SASL or TLS login yields a "Node:" one
 CONTROL_LISTENER = "CONTROL"
 CONTROLLER_ID = 1
@@ -126,9 +128,10 @@ def node_config(config, nodes: int, node_id: int):
         host, _, port = advertise.rpartition(":")
         advertise = f"{host}:{shift(int(port))}"
     metrics = config.metrics_listener
-    if metrics:
-        host, _, port = metrics.strip().rpartition(":")
-        metrics = f"{host}:{int(port) + node_id - 1 if int(port) else 0}"
+    address = metrics_address(metrics)
+    if address is not None:
+        host, port = address
+        metrics = f"{'[' + host + ']' if ':' in host else host}:{port + node_id - 1 if port else 0}"
     return dataclasses.replace(config, nodes=nodes, node_id=node_id, port=shift(config.port, "PLAINTEXT"),
                                listeners=listeners, advertise=advertise, metrics_listener=metrics)
 

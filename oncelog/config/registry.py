@@ -218,10 +218,23 @@ def one_of(*valid: str) -> Validator:
     return check
 
 
+def metrics_address(text: str) -> tuple[str, int] | None:
+    """oncelog.metrics.listener's ``HOST:PORT`` (``[::1]:9308`` for IPv6; an empty host is
+    127.0.0.1) -> (host, port); "" -> None (no metrics endpoint)."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
 def _metrics_listener(name, value):
-    host, sep, port = (value or "").strip().rpartition(":")
-    if value and value.strip() and (not sep or not port.isdigit() or not 0 <= int(port) < 65536):
-        raise _invalid(name, value, "Value must be HOST:PORT (empty: no metrics endpoint)")
+    try:
+        metrics_address(value)
+    except ValueError:
+        raise _invalid(name, value, "Value must be HOST:PORT (empty: no metrics endpoint)") from None
 
 
 _metrics_listener.describe = "HOST:PORT or empty"

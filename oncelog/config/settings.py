@@ -424,13 +424,4 @@ class BrokerConfig:
         return out
 
 
-def metrics_address(text: str) -> tuple[str, int] | None:
-    """oncelog.metrics.listener's ``HOST:PORT`` (``[::1]:9308`` for IPv6; an empty host is
-    127.0.0.1) -> (host, port); "" -> None (no metrics endpoint)."""
-    text = (text or "").strip()
-    if not text:
-        return None
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ValueError(f"{text!r} is not HOST:PORT")
-    return host.strip("[]") or "127.0.0.1", int(port)
+metrics_address = registry.metrics_address  # the setting's one parse, beside its validator
