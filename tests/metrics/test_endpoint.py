@@ -41,6 +41,11 @@ def value(samples, name: str, **labels) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
+def delta(after, before, name: str, **labels) -> float:
+    """How much a sample grew between two scrapes."""
+    return value(after, name, **labels) - value(before, name, **labels)
+
+
 # ------------------------------------------------------------------ the setting (no processes)
 
 def test_metrics_are_off_unless_a_listener_is_given():
@@ -161,18 +166,17 @@ def test_requests_errors_and_latency_count_what_clients_sent(metrics_broker):
         c.close()
     after = scrape(url)
 
-    def delta(name, **labels):
-        return value(after, name, **labels) - value(before, name, **labels)
-
-    assert delta("kafka_network_requestmetrics_requests_total", request="Metadata", version="12") == 7
-    assert delta("kafka_network_requestmetrics_requests_total", request="DescribeConfigs", version="4") == 3
-    assert delta("kafka_network_requestmetrics_errors_total", request="DescribeConfigs",
+    assert delta(after, before, "kafka_network_requestmetrics_requests_total", request="Metadata", version="12") == 7
+    assert delta(after, before, "kafka_network_requestmetrics_requests_total", request="DescribeConfigs",
+                 version="4") == 3
+    assert delta(after, before, "kafka_network_requestmetrics_errors_total", request="DescribeConfigs",
                  error="UNKNOWN_TOPIC_OR_PARTITION") == 3
-    assert delta("kafka_network_requestmetrics_errors_total", request="DescribeConfigs", error="NONE") == 0
+    assert delta(after, before, "kafka_network_requestmetrics_errors_total", request="DescribeConfigs",
+                 error="NONE") == 0
     for part in ("totaltimems", "requestqueuetimems", "localtimems", "remotetimems", "responsequeuetimems"):
-        assert delta(f"kafka_network_requestmetrics_{part}_count", request="Metadata") == 7, part
-    total = delta("kafka_network_requestmetrics_totaltimems_sum", request="Metadata")
-    local = delta("kafka_network_requestmetrics_localtimems_sum", request="Metadata")
+        assert delta(after, before, f"kafka_network_requestmetrics_{part}_count", request="Metadata") == 7, part
+    total = delta(after, before, "kafka_network_requestmetrics_totaltimems_sum", request="Metadata")
+    local = delta(after, before, "kafka_network_requestmetrics_localtimems_sum", request="Metadata")
     assert 0 < local <= total
     buckets = [(float(dict(labels)["le"]), v) for (name, labels), v in after.items()
                if name == "kafka_network_requestmetrics_totaltimems_bucket" and dict(labels)["request"] == "Metadata"]
@@ -298,17 +302,14 @@ def test_markers_and_fsync_rounds_are_counted(metrics_broker):
         assert time.monotonic() < deadline, "the markers were not written"
         time.sleep(0.1)
 
-    def delta(name, **labels):
-        return value(after, name, **labels) - value(before, name, **labels)
-
-    assert delta("oncelog_transaction_markers_written_total", result="COMMIT") == 2
-    assert delta("oncelog_transaction_markers_written_total", result="ABORT") == 1
+    assert delta(after, before, "oncelog_transaction_markers_written_total", result="COMMIT") == 2
+    assert delta(after, before, "oncelog_transaction_markers_written_total", result="ABORT") == 1
     # fsync always (the default): the appends and markers went through fsync rounds, each
     # covering at least one log
-    rounds = delta("kafka_log_logflushstats_logflushrateandtimems_count")
+    rounds = delta(after, before, "kafka_log_logflushstats_logflushrateandtimems_count")
     assert rounds >= 1
-    assert delta("oncelog_log_flush_round_logs_sum") >= rounds
-    assert delta("kafka_log_logflushstats_logflushrateandtimems_sum") > 0
+    assert delta(after, before, "oncelog_log_flush_round_logs_sum") >= rounds
+    assert delta(after, before, "kafka_log_logflushstats_logflushrateandtimems_sum") > 0
 
 
 @pytest.mark.e2e
@@ -330,10 +331,8 @@ def test_a_fetch_wait_is_remote_time_and_deleted_topics_leave_no_series(metrics_
     finally:
         c.close()
     after = scrape(url)
-    remote = value(after, "kafka_network_requestmetrics_remotetimems_sum", request="Fetch") - value(
-        before, "kafka_network_requestmetrics_remotetimems_sum", request="Fetch")
-    total = value(after, "kafka_network_requestmetrics_totaltimems_sum", request="Fetch") - value(
-        before, "kafka_network_requestmetrics_totaltimems_sum", request="Fetch")
+    remote = delta(after, before, "kafka_network_requestmetrics_remotetimems_sum", request="Fetch")
+    total = delta(after, before, "kafka_network_requestmetrics_totaltimems_sum", request="Fetch")
     assert 3 * 400 <= remote <= total, (remote, total)  # the wait is the fetch's remote time, as Kafka's purgatory
 
     p = ck.Producer({"bootstrap.servers": metrics_broker.bootstrap})
@@ -397,9 +396,6 @@ def test_a_forwarded_request_counts_as_its_api_on_both_nodes(tmp_path):
         finally:
             c.close()
         after1, after2 = scrape(node1), scrape(node2)
-
-        def delta(after, before, name, **labels):
-            return value(after, name, **labels) - value(before, name, **labels)
 
         for after, before in ((after2, before2), (after1, before1)):  # the receiving node, the controller
             assert delta(after, before, "kafka_network_requestmetrics_requests_total", request="CreateTopics",
