@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -105,3 +106,20 @@ def check_exactly_once(bootstrap: str, input_topic: str, output_topic: str, comm
     assert (d["lost"], d["duplicated"], d["aborted_reads"], d["phantom"]) == (0, 0, 0, 0), d
     assert d["output_records"] == committed, d
     return d
+
+
+_CAUSE = re.compile(r"^\s*(?:E\s+)?(?::\s*)?((?:Caused by: )?[\w.]*(?:Error|Exception|Exit)\b:? .*)$")
+
+
+def root_causes(exc: BaseException | str, limit: int = 6) -> str:
+    """The error lines of a Spark failure's text (a query's exception wraps Py4J errors, Java
+    stack traces and the Python tracebacks of tasks and of the commit runner), deepest last, each
+    once: what an assertion message should open with, before CI output cuts the middle away."""
+    seen: list[str] = []
+    for line in str(exc).splitlines():
+        m = _CAUSE.match(line)
+        if m and "\tat " not in line:
+            cause = m.group(1).strip()[:300]
+            if cause not in seen:
+                seen.append(cause)
+    return "\n".join(seen[-limit:]) or str(exc)[:300]

@@ -20,7 +20,7 @@ from oncelog.spark.options import DEFAULT_COMMIT_LOG_TOPIC
 from oncelog.spark.txn_pool import GENERATIONS, RunHistory
 
 from ..helpers import create_topic
-from .jobs import fill_input
+from .jobs import fill_input, root_causes
 from .test_sink_partition import query_prefix, source_tagged
 
 pytestmark = pytest.mark.e2e
@@ -78,7 +78,11 @@ def _run_both(spark, bootstrap: str, inp: str, out: str, totals: str, tmp_path, 
             .option("checkpointLocation", str(tmp_path / "each")).trigger(availableNow=True).start())
     for q in (stream, each):
         try:
-            assert q.awaitTermination(240), "the query did not finish"
+            try:
+                finished = q.awaitTermination(240)
+            except Exception as exc:  # the query failed: its causes first, the whole text after
+                raise AssertionError(f"{q.name or q.id} failed:\n{root_causes(exc)}") from exc
+            assert finished, "the query did not finish"
             assert q.exception() is None, q.exception()
             assert len([p for p in q.recentProgress if p["numInputRows"]]) >= 5, q.recentProgress
         finally:
