@@ -289,6 +289,9 @@ class KafkaClient:
         self.conns: dict[int | str, Connection] = {}
         self.topics: dict[str, TopicMetadata] = {}
         self.coordinators: dict[tuple[int, str], int] = {}
+        # The cluster's id as the last Metadata answer gave it (None before the first): tells a
+        # cluster from another that took over the same address (a fresh data directory, a new id).
+        self.cluster_id: str | None = None
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -361,6 +364,7 @@ class KafkaClient:
         conn = self.any_connection()
         resp = self.call(conn, req)
         self.brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+        self.cluster_id = resp.cluster_id or ""
         out = {}
         for t in resp.topics:
             meta = TopicMetadata(t.name, t.error_code, {p.partition_index: p.leader_id for p in t.partitions})

@@ -129,10 +129,14 @@ class _LogCursor:
     position: int = 0
     latest: dict[str, Decision] = field(default_factory=dict)
     topic_exists: bool = False  # ensure_topic() saw it; forgotten when a commit fails
+    cluster_id: str | None = None  # the cluster whose log ``position`` is an offset of
 
 
 # Cursors over the commit log survive between commit() calls in a reused commit runner; a new
-# process re-reads the (compacted) log from its start.
+# process re-reads the (compacted) log from its start. One per address and topic, and valid only
+# for the cluster it read: another cluster at the same address (a broker re-created with a new
+# data directory, as a notebook's local Kafka is, or a test's next broker on a reused port) has
+# its own log, whose first ``position`` offsets a stale cursor would skip.
 _CURSORS: dict[tuple[str, str], _LogCursor] = {}
 
 
@@ -143,6 +147,10 @@ class CommitLog:
         self.client = client
         self.topic = topic
         self.cursor = _CURSORS.setdefault((bootstrap, topic), _LogCursor())
+        if client.cluster_id is None:  # a fresh client: one Metadata round trip tells the cluster
+            client.metadata([topic])
+        if self.cursor.cluster_id != client.cluster_id:
+            self.cursor = _CURSORS[(bootstrap, topic)] = _LogCursor(cluster_id=client.cluster_id)
 
     def ensure_topic(self) -> None:
         if self.cursor.topic_exists:  # once per process: a round trip less per commit
