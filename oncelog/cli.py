@@ -288,15 +288,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_serve(args) -> int:
-    from .broker import Broker
-    from .server import serve
-    import ssl
-
-    from .security.jaas import JaasConfigError
-    from .security.jwt import JwksConfigError
-    from .metadata import DataDirMismatch
-    from .storage.log_manager import DirectoryInUse
-
+    # kio registers a hypothesis strategy for each of its types whenever hypothesis is importable
+    # (a developer's or a test environment): ~40% of a broker process's start-up CPU here, for
+    # examples a server never draws. Not when kio is already loaded (hypothesis with it, then).
+    if "kio" not in sys.modules:
+        sys.modules.setdefault("hypothesis", None)
     try:
         config, notes = build_broker_config(settings_from_args(args))
     except ServeConfigError as exc:
@@ -311,7 +307,15 @@ def cmd_serve(args) -> int:
     if nodes > 1 and args.cluster_node is None:
         from .cluster import supervisor
 
-        return supervisor.run(sys.argv[1:], nodes)
+        return supervisor.run(sys.argv[1:], nodes)  # the supervisor never loads the broker
+    from .broker import Broker
+    from .server import serve
+    import ssl
+
+    from .security.jaas import JaasConfigError
+    from .security.jwt import JwksConfigError
+    from .metadata import DataDirMismatch
+    from .storage.log_manager import DirectoryInUse
     if nodes > 1:
         from .cluster import node_config
 
