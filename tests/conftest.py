@@ -5,12 +5,14 @@ the marker automatically when it uses the ``broker``/``broker_factory``/``spark`
 by its module's ``pytestmark``. ``pytest -m "not e2e"`` is the fast in-process loop, and a
 test without the marker that starts a process fails, so the marker stays true.
 
-Two workers (pytest-xdist, ``-n 2 --dist loadgroup`` in pyproject.toml): every test that starts
+Three workers (pytest-xdist, ``-n 3 --dist loadgroup`` in pyproject.toml; on two cores, as three
+overlap the tests' waits: 45 min against 55 with two, docs/testing.md): every test that starts
 Spark (``tests/spark/``, ``tests/test_demo.py``) is in one group, so they all run on one worker,
 one after the other, in that worker's one SparkSession, and no two Spark JVMs ever compete
-for the machine's two cores; the broker's tests run on the other worker meanwhile. ``-n 0`` runs
-everything in this process. Spark's group is the longest share, so it is handed out first; the
-worker that finishes its share first takes the broker's remaining tests.
+for the machine's cores; the Apache Kafka tests are another group (one Kafka per session), and
+the broker's tests are shared by the workers meanwhile. ``-n 0`` runs everything in this process.
+Spark's group is the longest share, so it is handed out first; a worker that finishes its share
+takes the broker's remaining tests.
 
 Both brokers: a module marked ``both_brokers`` runs each of its tests that uses the ``broker``
 fixture twice, ids ``oncelog`` (a fresh oncelog process, as everywhere) and ``apache-kafka``
