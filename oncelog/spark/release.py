@@ -39,12 +39,16 @@ How, in three parts:
   :func:`release_on_stop`. Only a crash (the driver's process group SIGKILLed) leaves things
   open, for the next run (its ``prepare()``, commit and sweep) or ``transaction.timeout.ms``.
 
-Which records a terminated query owns: a streaming sink's, by query id (unless a new run of the
-same query is already active: its own write is then in flight and it cleans up after the old
-one); a ``df.write``'s (``foreachBatch``, whose driver side cannot know the query), when the
-prefix's latest decision was made by the terminated run, or when no query is active any more.
-Otherwise (another query still active that may be writing the prefix) it is left to that query
-or to the timeout.
+Which records a terminated query owns: none opened after it ended (the record of a prefix is
+replaced by the next run's ``prepare()``, and the second pass comes seconds after the end), and
+none while a new run of the same query is active (its own write may be in flight, and it cleans
+up after the old one); else a streaming sink's, by query id; a ``df.write``'s (``foreachBatch``,
+whose driver side cannot know the query), when the prefix's latest decision was made by the
+terminated run, or when no query is active any more. Otherwise (another query still active that
+may be writing the prefix) it is left to that query or to the timeout. (A restarted
+``foreachBatch`` query once lost its first batch here: its prefix's latest decision was still
+the old run's, so the old run's second pass took the new run's record for its own, and aborted
+its barrier and its tasks' transactions.)
 """
 
 from __future__ import annotations
@@ -276,12 +280,22 @@ def _decider_pattern(prefix: str) -> str:
 # The driver's hooks
 
 
-def _owned(write: OpenWrite, query_id: str, run_id: str, active: set[str], before_ms: int) -> bool:
-    """Whether the terminated query (``query_id``, ``run_id``) owns ``write`` (module docstring)."""
-    if write.opened_ms >= before_ms:
-        return False  # opened after the query ended: another run's
+def _owned(write: OpenWrite, query_id: str, run_id: str, active: set[str], ended_ms: int) -> bool:
+    """Whether the terminated query (``query_id``, ``run_id``, seen ended at ``ended_ms``) owns
+    ``write`` (module docstring). A record is one per prefix, so the next run's ``prepare()``
+    replaces the old run's: a record opened after the query ended is another run's, whenever
+    the pass looks (the second pass comes seconds later, when a restarted query may be writing).
+    And while a new run of the same query is active, nothing is the old run's to release: the
+    new run's own write may be in flight under the same prefix (a ``df.write`` record names no
+    query, and the prefix's latest decision is still the old run's until the new run decides
+    its first batch), and the new run cleans up after the old one (its barrier fences the old
+    barrier, its commit sweeps the old tasks' transactions)."""
+    if write.opened_ms >= ended_ms:
+        return False
+    if query_id in active:
+        return False
     if write.query_id is not None:
-        return write.query_id == query_id and query_id not in active
+        return write.query_id == query_id
     if not active:
         return True
     return _latest_run(write) == run_id[:8]
@@ -327,9 +341,11 @@ class _Hooks:
         except Exception:  # noqa: BLE001 - a stopped context: nothing is active any more
             return set()
 
-    def release_owned(self, query_id: str, run_id: str) -> None:
+    def release_owned(self, query_id: str, run_id: str, ended_ms: int) -> None:
         """Two passes: now, and once more after the kill timeout (a cancelled task may open its
-        transaction a moment after the query ended)."""
+        transaction a moment after the query ended). Which records the query owns is judged
+        against ``ended_ms``, when its end was seen; which transactions are released, against
+        each pass's own time (a zombie task's transaction started after the end)."""
         for last, delay in ((False, 0.0), (True, self.kill_timeout + 1.0)):
             if delay:
                 time.sleep(delay)
@@ -338,7 +354,7 @@ class _Hooks:
             cut = int(time.time() * 1000)
             active = self.active()
             for write in self.registry.all():
-                if _owned(write, query_id, run_id, active, cut) and release(write, cut) is not None and last:
+                if _owned(write, query_id, run_id, active, ended_ms) and release(write, cut) is not None and last:
                     self.registry.drop(write)  # nothing of it is open any more
 
     def release_all(self) -> None:
@@ -351,7 +367,8 @@ class _Hooks:
             self.registry.drop(write)
 
     def on_terminated(self, query_id: str, run_id: str) -> None:
-        t = threading.Thread(target=self.release_owned, args=(query_id, run_id), daemon=True,
+        ended_ms = int(time.time() * 1000)
+        t = threading.Thread(target=self.release_owned, args=(query_id, run_id, ended_ms), daemon=True,
                              name=f"oncelog-release-{query_id[:8]}")
         with self.lock:
             self.threads = [x for x in self.threads if x.is_alive()] + [t]
