@@ -287,12 +287,17 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-def cmd_serve(args) -> int:
-    # kio registers a hypothesis strategy for each of its types whenever hypothesis is importable
-    # (a developer's or a test environment): ~40% of a broker process's start-up CPU here, for
-    # examples a server never draws. Not when kio is already loaded (hypothesis with it, then).
+def keep_hypothesis_out() -> None:
+    """For a process of oncelog's own (``python -m oncelog``, ``serve``): kio registers a
+    hypothesis strategy for each of its types whenever hypothesis is importable (a developer's
+    or a test environment), ~40% of a broker process's start-up CPU here, for examples no command
+    draws. Not once kio is loaded (hypothesis came with it, then)."""
     if "kio" not in sys.modules:
         sys.modules.setdefault("hypothesis", None)
+
+
+def cmd_serve(args) -> int:
+    keep_hypothesis_out()  # the console script's serve; python -m oncelog did it already
     try:
         config, notes = build_broker_config(settings_from_args(args))
     except ServeConfigError as exc:
