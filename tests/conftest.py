@@ -6,7 +6,7 @@ by its module's ``pytestmark``. ``pytest -m "not e2e"`` is the fast in-process l
 test without the marker that starts a process fails, so the marker stays true.
 
 Three workers (pytest-xdist, ``-n 3 --dist loadgroup`` in pyproject.toml; on two cores, as three
-overlap the tests' waits: 45 min against 55 with two, docs/testing.md): every test that starts
+overlap the tests' waits: docs/testing.md has the measured runs): every test that starts
 Spark (``tests/spark/``, ``tests/test_demo.py``) is in one group, so they all run on one worker,
 one after the other, in that worker's one SparkSession, and no two Spark JVMs ever compete
 for the machine's cores; the Apache Kafka tests are another group (one Kafka per session), and
