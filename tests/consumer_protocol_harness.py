@@ -399,7 +399,7 @@ class ClassicConsumer:
                  name: str = "classic") -> None:
         import kafka
 
-        self.ledger, self.name = ledger, name
+        self.ledger, self.name, self.topic = ledger, name, topic
         self.consumer = kafka_python_consumer(target.bootstrap, group, topic)
         listener = None
         if ledger is not None:
@@ -428,9 +428,26 @@ class ClassicConsumer:
     def assignment(self) -> frozenset:
         return frozenset((tp.topic, tp.partition) for tp in self.consumer.assignment())
 
+    def settled(self) -> bool:
+        """Whether kafka-python will not start another round by itself.
+
+        Its first round always has a second one behind it: the leader assigns from a metadata snapshot
+        taken at the last metadata update, which came before ``subscribe`` (so it is empty), and the
+        next update (within ``metadata_max_age_ms``) differs from it, so the leader joins again. A
+        test that checks the group's state right after the first assignment sees that second round
+        (CI: DescribeGroups answered Stable, then CompletingRebalance a few ms later). The checks
+        read kafka-python 3.0's coordinator (``state``, ``_metadata_snapshot``, ``_assignment_snapshot``)."""
+        from kafka.coordinator.base import MemberState
+
+        coordinator = self.consumer._coordinator
+        snapshot = coordinator._metadata_snapshot
+        return (coordinator.state is MemberState.STABLE and not coordinator.need_rejoin()
+                and bool(snapshot.get(self.topic)) and coordinator._assignment_snapshot in (None, snapshot))
+
     def wait_for_assignment(self, size: int = 1, what: str = "the classic consumer got no assignment") -> None:
+        """Wait until it owns ``size`` partitions and its group is settled (see ``settled``)."""
         deadline = time.monotonic() + SETTLE_TIMEOUT
-        while len(self.assignment()) < size:
+        while len(self.assignment()) < size or not self.settled():
             assert time.monotonic() < deadline, f"{what}; errors: {self.errors[-3:]}"
             time.sleep(0.05)
 
