@@ -54,10 +54,10 @@ def crc32c(data) -> int:
     return implementation(data)
 
 
-try:  # a core dependency; the record walk falls back to pure Python without it
-    import numpy as np
-except ImportError:  # pragma: no cover
-    np = None
+# numpy (a core dependency) is imported by the first batch large enough to be walked in bulk
+# (_numpy_ready): importing it costs ~0.13 s of CPU, a fifth of a broker process's start, and most
+# processes that import this module (a test's short-lived broker, a Spark worker) never walk one.
+np = None
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -703,7 +703,25 @@ def walk_records(b, pos: int, end: int, count: int, metas: list | None = None) -
 # walk_records, which has the exact error (an invalid batch costs what walk_records costs).
 BULK_MIN_RECORDS = 40  # measured crossover: ~36 same-sized records, ~64 of varied sizes (~25-40 µs a batch)
 _MIN_RECORD_SIZE = 7  # length, attributes, timestamp delta, offset delta, key, value, header count
-_VARINT_SHIFTS = {n: np.arange(n, dtype=np.int64) * 7 for n in (5, 10)} if np is not None else {}
+_VARINT_SHIFTS: dict = {}
+_NUMPY_MISSING = False
+
+
+def _numpy_ready() -> bool:
+    """Import numpy on first use; False if it cannot be (the record walk then stays pure Python)."""
+    global np, _VARINT_SHIFTS, _NUMPY_MISSING
+    if np is not None:
+        return True
+    if _NUMPY_MISSING:
+        return False
+    try:
+        import numpy
+    except ImportError:  # pragma: no cover
+        _NUMPY_MISSING = True
+        return False
+    _VARINT_SHIFTS = {n: numpy.arange(n, dtype=numpy.int64) * 7 for n in (5, 10)}
+    np = numpy  # last: a thread that sees np set sees the shifts too
+    return True
 
 
 def _bulk_varints(a, positions, max_bytes: int):
@@ -798,6 +816,8 @@ def _walk_bulk(b, pos: int, end: int, count: int, metas: list | None) -> bool:
     walks the batch record by record. Written to make few numpy calls (each costs ~1 µs
     whatever its size): the shapes a batch of same-sized records must have are cached by
     (count, record size), and a field every record has the same is checked as one value."""
+    if not _numpy_ready():
+        return False
     if count > (end - pos) // _MIN_RECORD_SIZE:
         # Never allocate by the declared count (2^31 - 1 would be 16 GiB per array: found by
         # the fuzzer); walk_records stops at the end of the bytes.
@@ -913,7 +933,7 @@ def check_records(buf, header: BatchHeader, *, limit: int = DEFAULT_DECOMPRESSED
     else:
         body = decompress_view(header.compression, memoryview(buf)[start:end], limit)
         start, end = 0, len(body)
-    if count >= BULK_MIN_RECORDS and np is not None and _walk_bulk(body, start, end, count, metas):
+    if count >= BULK_MIN_RECORDS and _walk_bulk(body, start, end, count, metas):
         return
     if metas:
         metas.clear()

@@ -53,8 +53,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol
 
-import scramp
-
 from .jaas import JaasConfigError, login_module_matches, parse_jaas_entries
 from .jwt import InvalidToken, b64url_json, millis, number_claim, optional_string, shown
 from .scram import ScramCredentialStore, auth_info
@@ -210,6 +208,11 @@ class ScramServer(_Base):
             self._user = user
             return auth_info(credential)
 
+        # scramp is imported by the first SCRAM exchange: with asn1crypto and importlib.metadata it is
+        # ~0.04 s of CPU, which every broker start (most of them without SCRAM) would pay.
+        import scramp
+
+        self._scram_error = scramp.ScramException
         self._server = scramp.ScramMechanism(mechanism).make_server(lookup)
         self._stage = 1
 
@@ -228,7 +231,7 @@ class ScramServer(_Base):
             # Step 2.
             self._server.set_client_final(text)
             server_final = self._server.get_server_final()
-        except scramp.ScramException as exc:
+        except self._scram_error as exc:
             who = f" (user {self._attempted_user!r})" if self._attempted_user is not None else ""
             raise self._fail(detail=f"{self.mechanism_name} step {self._stage}{who}: {exc}") from None
         assert self._user is not None
