@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -280,3 +281,25 @@ def _no_processes_outside_e2e(request, monkeypatch):
 
         monkeypatch.setattr(subprocess, "Popen", refuse)
     yield
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Bytecode, whatever PYTHONDONTWRITEBYTECODE says (CI's environment sets it). The tests start
+# ~1,700 broker processes and hundreds of other Python processes (Spark's workers, crash tests'
+# drivers, fuzz harnesses) from this editable tree, which pip never compiles: each would compile
+# the modules it imports again (~0.3 s of CPU for a broker), and each pytest worker would rewrite
+# and compile every test module again at collection (~8 of its ~16 CPU-s). So the tree is compiled
+# once, before the first test (pytest_configure), and pytest keeps its rewritten test modules.
+sys.dont_write_bytecode = False
+
+
+def pytest_configure(config):
+    from . import cpu_accounting
+
+    config.pluginmanager.register(cpu_accounting.Plugin(), "oncelog-cpu-accounting")
+    if not hasattr(config, "workerinput"):  # once, in the controller (or the only process)
+        import compileall
+
+        for part in ("oncelog", "bench", "tests"):
+            compileall.compile_dir(os.path.join(ROOT, part), quiet=2)
