@@ -287,9 +287,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Bytecode, whatever PYTHONDONTWRITEBYTECODE says (CI's environment sets it). The tests start
 # hundreds of broker processes (one run's temporary directories held 703 broker logs) and hundreds
-# of other Python processes (Spark's workers, crash tests' drivers, fuzz harnesses) from this tree, which pip never compiles: each would compile
-# the modules it imports again (~0.3 s of CPU for a broker), and each pytest worker would rewrite
-# and compile every test module again at collection (~8 of its ~16 CPU-s). So the tree is compiled
+# of other Python processes (Spark's workers, crash tests' drivers, fuzz harnesses) from this tree,
+# which pip never compiles: each would compile the modules it imports again (~0.3 s of CPU for a
+# broker), and each pytest worker would rewrite and compile every test module again at collection
+# (~8 of its ~16 CPU-s). So the tree is compiled
 # once, before the first test (pytest_configure), and pytest keeps its rewritten test modules.
 sys.dont_write_bytecode = False
 
