@@ -297,6 +297,19 @@ def _create_topic(bootstrap: str, config: dict, name: str, partitions: int) -> N
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=60)
 
 
+def _partitions_once_known(client, topic: str, timeout: float = 30.0) -> dict[int, int]:
+    """The topic's partitions (index -> leader) from Metadata through ``client``, once a broker
+    knows them: Kafka answers CreateTopics when its controller has the topic, and a broker's
+    metadata follows a moment later (under load, later than the next request: CI saw the topic
+    answered with no partitions). tests/helpers.wait_for_partitions speaks plaintext only."""
+    deadline = time.monotonic() + timeout
+    while True:
+        known = client.metadata([topic])[topic]
+        if known.partitions or time.monotonic() > deadline:
+            return known.partitions
+        time.sleep(0.1)
+
+
 def _write_transactionally(client, topic: str, values: list[bytes], partitions: int, txn_id: str) -> None:
     """As the sink's tasks do: InitProducerId, AddPartitionsToTxn, pipelined Produce of encoded
     batches, EndTxn(commit)."""
@@ -410,7 +423,7 @@ def test_commit_log_topic_created_over_sasl_ssl(kafka, certs):
     client = KafkaClient(kafka.bootstrap, _scram(certs))
     try:
         CommitLog(client, kafka.bootstrap, topic).ensure_topic()
-        assert client.metadata([topic])[topic].partitions == {0: 1}
+        assert _partitions_once_known(client, topic) == {0: 1}
     finally:
         client.close()
 
@@ -453,7 +466,7 @@ def test_every_mechanism(kafka, certs, tmp_path, mechanism):
     _create_topic(bootstrap, config, topic, 1)
     client = KafkaClient(bootstrap, config)
     try:
-        assert client.metadata([topic])[topic].partitions == {0: 1}
+        assert _partitions_once_known(client, topic) == {0: 1}
         _write_transactionally(client, topic, [b"a", b"b"], 1, f"txn-{topic}")
         assert _read_committed(client, topic, 1, 2) == [b"a", b"b"]
     finally:
