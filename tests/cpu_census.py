@@ -51,7 +51,8 @@ def kind(argv: list[str], parent: list[str]) -> str:
     joined = " ".join(argv)
     if exe == "java" or exe.startswith("java"):
         if "SparkSubmit" in joined:
-            in_worker = "exec(eval(sys.stdin.readline()))" in " ".join(parent) or "pytest" in " ".join(parent)
+            # (not "pytest" anywhere in the parent's line: a driver's arguments name pytest's tmp dirs)
+            in_worker = "exec(eval(sys.stdin.readline()))" in " ".join(parent) or parent[1:3] == ["-m", "pytest"]
             return "spark JVM: the tests' session" if in_worker else "spark JVM: a driver subprocess's"
         if "kafka.Kafka" in argv:
             return "apache kafka broker"
@@ -125,7 +126,7 @@ def report(path: str) -> None:
         k[1] += 1
     total = sum(v[0] for v in by.values())
     print(f"{total:9.0f} CPU-s seen over {doc['seconds']:.0f} s ({total / doc['seconds']:.2f} cores)")
-    for name, (cpu, n) in sorted(by.items(), key=lambda kv: -kv[1][0])[:40]:
+    for name, (cpu, n) in sorted(by.items(), key=lambda kv: -kv[1][0])[:50]:
         print(f"{cpu:9.1f} CPU-s {n:6d}  {name}")
 
 
