@@ -22,7 +22,7 @@ import sys
 
 import pytest
 
-_TICK = os.sysconf("SC_CLK_TCK")
+TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _children(pid: int) -> list[int]:
@@ -40,15 +40,21 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _cpu_of(pid: int) -> float | None:
-    """utime + stime + cutime + cstime of ``pid``, in seconds; None if it is gone."""
+def stat_fields(pid: int | str) -> list[str] | None:
+    """``/proc/PID/stat`` from its third field on (after the command name, which may hold spaces
+    and parentheses), or None if the process is gone: [0] is the state, [1] the ppid, [11:15]
+    utime, stime, cutime, cstime in clock ticks (:data:`TICK` a second)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+            return f.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    # fields[0] is the state (field 3); utime..cstime are fields 14-17
-    return sum(int(x) for x in fields[11:15]) / _TICK
+
+
+def _cpu_of(pid: int) -> float | None:
+    """utime + stime + cutime + cstime of ``pid``, in seconds; None if it is gone."""
+    fields = stat_fields(pid)
+    return None if fields is None else sum(int(x) for x in fields[11:15]) / TICK
 
 
 def descendants_cpu() -> dict[int, float]:

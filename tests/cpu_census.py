@@ -22,17 +22,13 @@ import os
 import signal
 import time
 
-_TICK = os.sysconf("SC_CLK_TCK")
+from .cpu_accounting import TICK, stat_fields
 
 
 def _stat(pid: str) -> tuple[int, float] | None:
     """(ppid, own CPU seconds) of ``pid``, or None if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+    fields = stat_fields(pid)
+    return None if fields is None else (int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK)
 
 
 def _cmdline(pid: str) -> list[str]:
@@ -49,7 +45,7 @@ def kind(argv: list[str], parent: list[str]) -> str:
         return "kernel threads, or gone before a look"
     exe = os.path.basename(argv[0])
     joined = " ".join(argv)
-    if exe == "java" or exe.startswith("java"):
+    if exe.startswith("java"):
         if "SparkSubmit" in joined:
             # (not "pytest" anywhere in the parent's line: a driver's arguments name pytest's tmp dirs)
             in_worker = "exec(eval(sys.stdin.readline()))" in " ".join(parent) or parent[1:3] == ["-m", "pytest"]
