@@ -290,8 +290,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # of other Python processes (Spark's workers, crash tests' drivers, fuzz harnesses) from this tree,
 # which pip never compiles: each would compile the modules it imports again (~0.3 s of CPU for a
 # broker), and each pytest worker would rewrite and compile every test module again at collection
-# (~8 of its ~16 CPU-s). So the tree is compiled
-# once, before the first test (pytest_configure), and pytest keeps its rewritten test modules.
+# (~8 of its ~16 CPU-s). So the tree is compiled once, before the first test (pytest_configure;
+# oncelog.spark.session.compile_connector does it for oncelog/ alone, in a process that writes no
+# bytecode, once Spark starts), and pytest keeps its rewritten test modules.
 sys.dont_write_bytecode = False
 
 

@@ -20,9 +20,9 @@ and a real Spark driver, and the bounds of a month of micro-batches asserted aft
 
 Cheap settings so that it fits in CI (a micro-batch of both queries costs ~1.5 CPU seconds here,
 nearly all Spark's JVM and its Python workers, whatever the input; ~4 minutes in all on a quiet
-machine): one partition per topic, no fsync, trigger 0, and
-what makes the bounded series reach their level within ~100 micro-batches instead of thousands: Spark retains 10 batches of checkpoint (not 100) and tracks 50 jobs and stages and 20 SQL
-executions (not 1,000), and the two compacted topics roll 64 KiB segments (not 16 MiB / 1 GiB), so
+machine): one partition per topic, no fsync, trigger 0, and what makes the bounded series reach
+their level within ~100 micro-batches instead of thousands: Spark retains 10 batches of checkpoint
+(not 100) and tracks 50 jobs and stages and 20 SQL executions (not 1,000), and the two compacted topics roll 64 KiB segments (not 16 MiB / 1 GiB), so
 compaction runs during the test. Latencies are printed, never asserted. ``ONCELOG_SOAK=full`` runs
 1,000 micro-batches (~18 minutes). Apache Kafka is the long benchmark's, not this test's: the same
 micro-batches, plus Kafka's start and its broker's CPU per micro-batch, in a CI run at its budget.

@@ -1,6 +1,6 @@
 """What a broker process imports to start: nothing it only needs for some requests.
 
-The tests start ~1,700 broker processes, and ``oncelog.testing`` promises a broker within a second;
+The tests start hundreds of broker processes, and ``oncelog.testing`` promises a broker within a second;
 each library a start imports for nothing is paid every time (measured with ``-X importtime``:
 numpy ~0.13 s, used only to walk batches of 40 records or more; scramp with asn1crypto and
 importlib.metadata ~0.04 s, used only by a SCRAM exchange; kio's hypothesis strategies ~0.4 s,
