@@ -22,6 +22,11 @@ alternatives: a broker's start-to-ready time, and the sample suite's wall time o
 
 Targets: ready in ≤ 0.5 s in-process and ≤ 1 s as a subprocess; the suite ≥ 5× faster than on
 Apache Kafka. Compare within one run: the machine is shared.
+
+The session run also reads the CPU of its pytest process's threads before its last teardown
+(bench/testing_probe.py): the broker's threads' CPU bounds what the broker added to the wall, so
+``wall - broker CPU`` is what a broker taking no time at all would still leave, and Kafka's total
+over it is the most any broker could reach with this suite (printed beside the target).
 """
 
 from __future__ import annotations
@@ -91,18 +96,24 @@ def kafka_ready_times(n: int) -> list[float]:
 
 
 def run_suite(label: str, work: str, *, bootstrap: str | None = None, env: dict | None = None,
-              select: str | None = None, timeout: float = 900.0) -> dict:
+              select: str | None = None, timeout: float = 900.0, probe: bool = False) -> dict:
     """The sample suite's ``any_kafka`` tests in a pytest process of its own: wall seconds, the
-    junit counts and the sum of the tests' times."""
+    junit counts and the sum of the tests' times; with ``probe``, the CPU of the pytest process's
+    threads before the last teardown (bench/testing_probe.py), under ``probe``."""
     junit = os.path.join(work, f"junit-{label}.xml")
     cmd = [sys.executable, "-m", "pytest", SUITE, "-m", "any_kafka", "-o", "addopts=", "-n", "0",
            "-p", "no:cacheprovider", "-q", "--deselect", SPARK_TEST, f"--junitxml={junit}"]
+    probe_out = os.path.join(work, f"probe-{label}.json")
+    if probe:
+        cmd += ["-p", "bench.testing_probe"]
     if bootstrap:
         cmd.append(f"--kafka-bootstrap={bootstrap}")
     if select:
         cmd += ["-k", select]
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     child_env.update(env or {})
+    if probe:
+        child_env["ONCELOG_PROBE_OUT"] = probe_out
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, env=child_env, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - t0
@@ -129,7 +140,17 @@ def run_suite(label: str, work: str, *, bootstrap: str | None = None, env: dict 
     else:
         result["output"] = (proc.stdout + proc.stderr)[-3000:]
     result["passed"] = result["tests"] - result["failures"] - result["errors"] - result["skipped"]
+    if probe and os.path.exists(probe_out):
+        with open(probe_out) as f:
+            result["probe"] = json.load(f)
     return result
+
+
+def broker_cpu(probe: dict) -> float:
+    """CPU seconds of the session broker's threads: its event loop's thread and the helpers it
+    starts (uvloop's and libuv's workers, executors); not pytest's main thread, not librdkafka's."""
+    return sum(cpu for name, cpu in probe["threads"].items()
+               if name.startswith(("oncelog-broker-", "uvloop", "libuv", "ThreadPoolExecutor", "asyncio")))
 
 
 class MockCluster:
@@ -172,7 +193,7 @@ def serve_mock_cluster() -> int:
 
 def suite_target(target: str, work: str, args) -> dict:
     if target == "session":
-        return run_suite("session", work, select=args.select)
+        return run_suite("session", work, select=args.select, probe=True)
     if target == "fresh":
         return run_suite("fresh", work, env={"ONCELOG_SAMPLE_FRESH": "1"}, select=args.select)
     if target == "kafka":
@@ -296,6 +317,18 @@ def main(argv: list[str] | None = None) -> int:
                           f"(target ≥ {SUITE_TARGET:g}×: {'met' if r >= SUITE_TARGET else 'NOT met'})")
             s_cases, k_cases = results["suite"]["session"].get("cases", {}), results["suite"]["kafka"].get("cases", {})
             both = sorted(set(s_cases) & set(k_cases), key=lambda n: k_cases[n] - s_cases[n], reverse=True)
+            probe = results["suite"]["session"].get("probe")
+            if probe:
+                wall = results["suite"]["session"]["wall"]
+                bcpu = broker_cpu(probe)
+                floor = wall - bcpu
+                results["suite"]["session"]["bound"] = {"broker_cpu": bcpu, "floor": floor,
+                                                        "best_ratio": total["kafka"] / floor}
+                console.print(f"where the session run's {wall:.1f} s went: the pytest process used {probe['process_cpu']:.1f} "
+                              f"CPU-s ({probe['threads'].get('main', 0.0):.1f} in its main thread: pytest and the "
+                              f"clients), the broker's threads {bcpu:.2f}; the rest is waiting, mostly the clients' "
+                              f"own timers. A broker that took no time at all would leave ≥ {floor:.1f} s: "
+                              f"at most {total['kafka'] / floor:.2f}× Kafka's total with this suite")
             if both:
                 console.print("the tests where Apache Kafka took longest beside oncelog (seconds, oncelog / Kafka):")
                 for name in both[:5]:

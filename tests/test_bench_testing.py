@@ -23,3 +23,9 @@ def test_the_bench_times_ready_and_a_slice_of_the_sample_suite(capsys, tmp_path)
     results = json.loads(out_json.read_text())
     assert len(results["ready"]["thread"]) == len(results["ready"]["process"]) == 2
     assert all(0 < t < 30 for t in results["ready"]["thread"] + results["ready"]["process"])
+    # the probe read the session broker's threads before the last teardown: the bound of what
+    # any broker could reach comes from it
+    probe = results["suite"]["session"]["probe"]
+    assert "main" in probe["threads"], probe
+    assert any(name.startswith("oncelog-broker-") for name in probe["threads"]), probe
+    assert 0 < testing.broker_cpu(probe) < probe["process_cpu"], probe
