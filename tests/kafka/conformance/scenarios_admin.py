@@ -195,9 +195,14 @@ def filled(k, base: str = "t", records: int = 10):
 
 @scenario("admin")
 def create_topic_defaults(k):
-    """CreateTopics v7 of a topic with 3 partitions: its id, partitions, replication factor and default configs."""
+    """CreateTopics v7 of a topic with 3 partitions: its id, partitions, replication factor and default configs.
+    Kafka answers CreateTopics once its controller has the topic; its broker learns the topic a
+    moment later, so the Metadata read waits for the leaders (a loaded CI run once read
+    UNKNOWN_TOPIC_OR_PARTITION from Kafka there)."""
     name = k.name("t")
-    return [create(k, {"name": name, "partitions": 3}), topic_view(metadata(k, [name]).topics[0])]
+    created = create(k, {"name": name, "partitions": 3})
+    k.wait_until(lambda: k._leaders_known(name, 3), "the created topic's leaders")
+    return [created, topic_view(metadata(k, [name]).topics[0])]
 
 
 @scenario("admin")
