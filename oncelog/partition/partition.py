@@ -174,9 +174,12 @@ class Partition:
         an aborted one (if it wrote here) goes to the index, unless the index has it already
         (a replay after a restart meets the markers the index was written for)."""
         first = self.producers.complete_txn(producer_id, producer_epoch, marker_offset, ts, coordinator_epoch)
+        self.producers.on_high_watermark(self.log.high_watermark)  # bounds the ended-above-HW set
         if commit or first is None or self.aborted.has_marker(marker_offset):
             return
-        still_open = self.producers.first_unstable_offset()
+        # Kafka's AbortedTxn.lastStableOffset: the first offset of another open transaction
+        # (ended ones whose markers are above the HW do not count there), else past the marker.
+        still_open = self.producers.first_ongoing_offset()
         self.aborted.append(AbortedTxn(producer_id, first, marker_offset,
                                        marker_offset + 1 if still_open is None else still_open))
 
@@ -221,9 +224,11 @@ class Partition:
     # ------------------------------------------------------------------ transactional reads
 
     def last_stable_offset(self) -> int:
-        """Below the first offset of any open transaction, and never above the HW."""
-        first = self.producers.first_unstable_offset()
+        """Kafka's LSO: the first offset of the oldest transaction that is open, or whose marker
+        is not yet below the HW; never above the HW."""
         hw = self.log.high_watermark
+        self.producers.on_high_watermark(hw)
+        first = self.producers.first_unstable_offset()
         return hw if first is None else min(first, hw)
 
     def aborted_between(self, start: int, end: int) -> list[tuple[int, int]]:

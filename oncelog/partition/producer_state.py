@@ -117,6 +117,13 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
         # producer id -> first offset of its open transaction (what bounds the LSO)
         self.ongoing: dict[int, int] = {}
+        # Kafka's unreplicatedTxns: first offset -> marker offset of a transaction whose marker is
+        # written but not yet below the high watermark. It still bounds the LSO, so a
+        # read_committed reader never reads past a transaction whose outcome it cannot yet read
+        # (the marker waits for its fsync under flush.messages=1, or for the replicas).
+        # Pruned as the HW passes the markers (:meth:`on_high_watermark`): it holds only
+        # transactions ended above the HW, so it is bounded by the writes not yet durable.
+        self.unreplicated: dict[int, int] = {}
 
     # ------------------------------------------------------------------ append rules
 
@@ -187,8 +194,25 @@ class ProducerStateManager:
                          first_offset + p.record_count - 1, now_ms, p.is_transactional)
 
     def first_unstable_offset(self) -> int | None:
+        """Kafka's firstUnstableOffset: the first offset of the oldest transaction on this
+        partition that is open, or ended by a marker not yet below the high watermark (call
+        :meth:`on_high_watermark` first with the current one); None if there is none."""
+        first = self.first_ongoing_offset()
+        if self.unreplicated:
+            oldest = min(self.unreplicated)
+            first = oldest if first is None else min(first, oldest)
+        return first
+
+    def first_ongoing_offset(self) -> int | None:
         """The first offset of the oldest open transaction on this partition, if any."""
         return min(self.ongoing.values()) if self.ongoing else None
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Kafka's onHighWatermarkUpdated: a transaction whose marker is now below the high
+        watermark no longer holds the LSO back."""
+        if self.unreplicated:
+            for first in [f for f, marker in self.unreplicated.items() if marker < high_watermark]:
+                del self.unreplicated[first]
 
     def complete_txn(self, pid: int, epoch: int, marker_offset: int, ts: int,
                      coordinator_epoch: int = -1) -> int | None:
@@ -207,7 +231,10 @@ class ProducerStateManager:
         first = entry.current_txn_first_offset
         entry.current_txn_first_offset = -1
         self.ongoing.pop(pid, None)
-        return first if first >= 0 else None
+        if first >= 0:
+            self.unreplicated[first] = marker_offset
+            return first
+        return None
 
     def begin_txn(self, pid: int, epoch: int, first_offset: int, ts: int) -> None:
         """A transactional write without sequence numbers (the broker's own, e.g. transactional
@@ -293,6 +320,7 @@ class ProducerStateManager:
             raise ValueError(f"unknown producer snapshot version {doc.get('version')}")
         self.producers.clear()
         self.ongoing.clear()
+        self.unreplicated.clear()
         for p in doc["producers"]:
             entry = ProducerEntry(p["producer_id"], p["producer_epoch"], last_timestamp_ms=p["last_timestamp_ms"],
                                   current_txn_first_offset=p.get("current_txn_first_offset", -1),
@@ -335,4 +363,5 @@ class ProducerStateManager:
                 os.unlink(path)  # a torn snapshot: fall back to an older one
         self.producers.clear()
         self.ongoing.clear()
+        self.unreplicated.clear()
         return None

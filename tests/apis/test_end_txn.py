@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from oncelog.config.settings import FsyncPolicy
 from oncelog.protocol import records as rb
 
-from .harness import E, READ_COMMITTED, batch, committed_view, records_of, run, settled
+from .harness import (E, READ_COMMITTED, batch, committed_view, records_of, request_module, run, settled,
+                      wait_until)
 
 P0, P1 = ("t", 0), ("t", 1)
 
@@ -73,6 +75,46 @@ def test_abort_hides_the_records_behind_an_abort_marker(tmp_path):
         assert _values(committed_view(p)) == [b"plain"]
 
     run(tmp_path, scenario)
+
+
+def test_an_abort_marker_not_yet_durable_still_holds_back_read_committed(tmp_path):
+    """Kafka's LSO counts a transaction ended by a marker that is not yet below the high
+    watermark (unreplicatedTxns): under ``fsync always`` the HW moves with the fsyncs, so between
+    the marker's write and its fsync a read_committed Fetch gets nothing of the transaction, and
+    ListOffsets(read_committed) the transaction's first offset. (The marker is written here as
+    the transaction coordinator writes it, and its fsync started only when the test says.)"""
+    async def scenario(api):
+        await api.create_topic("t")
+        pid, epoch = await api.begin("tx", [P0])
+        await _produce_txn(api, pid, epoch, [b"a", b"b"])
+        part = api.partition("t")
+        await wait_until(_async(lambda: part.log.high_watermark == 2), "the data batch's fsync")
+        assert part.append_marker(pid, epoch, False, 0, 2000) == 2  # written; no flush round asked
+        f = await api.fetch("t", isolation_level=READ_COMMITTED)
+        assert (f.high_watermark, f.last_stable_offset, records_of(f.records)) == (2, 0, [])
+        assert (await _latest_read_committed(api)).offset == 0
+        await api.broker.partitions.flusher.mark(part.log, wait=True)
+        p = await settled(api, "t")
+        assert (p.high_watermark, p.last_stable_offset) == (3, 3)
+        assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, 0)]
+        assert _values(committed_view(p)) == []
+
+    run(tmp_path, scenario, fsync=FsyncPolicy.parse("always"))
+
+
+def _async(fn):
+    async def condition():
+        return fn()
+    return condition
+
+
+async def _latest_read_committed(api):
+    """ListOffsets v7 of t-0's latest offset for a read_committed reader (its LSO)."""
+    m = request_module(2, 7)
+    resp = await api.call(2, 7, m.ListOffsetsRequest(replica_id=-1, isolation_level=READ_COMMITTED, topics=(
+        m.ListOffsetsTopic(name="t", partitions=(m.ListOffsetsPartition(
+            partition_index=0, current_leader_epoch=-1, timestamp=-1),)),)))
+    return resp.topics[0].partitions[0]
 
 
 # The edge table (oncelog.apis._txn.PRODUCER_FENCED_SINCE): EndTxn answers a fenced epoch

@@ -140,6 +140,36 @@ def test_the_lso_is_the_first_offset_of_the_oldest_open_transaction(tmp_path):
     assert p.last_stable_offset() == 4
 
 
+def test_an_ended_transaction_holds_the_lso_until_its_marker_is_below_the_high_watermark(tmp_path):
+    """Kafka's unreplicatedTxns: with the HW moved by fsyncs (flush.messages=1), a transaction
+    whose marker is written but not yet durable still bounds the LSO, so a read_committed reader
+    does not read its records before it can read its outcome; the aborted index has the entry at
+    once (its lastStableOffset counts open transactions only, as Kafka's)."""
+    plog = PartitionLog.open(str(tmp_path), "t", 0, LogConfig(), sync_hw=True, recovery_point=None,
+                           clean_shutdown=False)
+    p = Partition.open(plog)
+    append(p, batch(pid=1, seq=0, count=2, transactional=True))  # 0-1
+    append(p, batch(pid=2, seq=0, transactional=True))  # 2
+    flush(p)
+    assert p.log.high_watermark == 3 and p.last_stable_offset() == 0
+    assert p.append_marker(1, EPOCH, False, 0, 2000) == 3  # pid 1 aborts; its marker is not durable yet
+    assert p.aborted.entries[-1].last_stable_offset == 2  # pid 2's transaction is still open
+    assert p.last_stable_offset() == 0  # 2 (pid 2's first offset) if ended transactions did not count
+    assert p.append_marker(2, EPOCH, True, 0, 2000) == 4
+    assert p.last_stable_offset() == 0  # 3 (the HW), with the aborted records below it, if they did not
+    flush(p)  # both markers durable: the HW passes them and neither transaction holds the LSO
+    assert p.log.high_watermark == 5 and p.last_stable_offset() == 5
+    assert p.producers.unreplicated == {}
+    # Many transactions ended before the HW moves: the set is pruned as the HW passes them.
+    for i in range(50):
+        append(p, batch(pid=3, seq=i, transactional=True))
+        p.append_marker(3, EPOCH, True, 0, 2000)
+    assert len(p.producers.unreplicated) == 50 and p.last_stable_offset() == 5
+    flush(p)
+    assert p.last_stable_offset() == p.log.high_watermark == 105
+    assert p.producers.unreplicated == {}
+
+
 def test_marker_with_a_newer_epoch_resets_the_sequence(tmp_path):
     p = open_partition(tmp_path)
     append(p, batch(seq=0, count=2, transactional=True))
