@@ -651,7 +651,6 @@ def case_empty_group_converted_both_ways(target: Target) -> None:
 
     def classic_reads_and_commits(resume_at: int, commit_at: int) -> None:
         c = kafka_python_consumer(target.bootstrap, group, topic)
-        c.subscribe([topic])
         try:
             deadline = time.monotonic() + SETTLE_TIMEOUT
             got = []

@@ -363,12 +363,24 @@ def produce_per_partition(bootstrap: str, topic: str, partitions: int, per_parti
     assert p.flush(30) == 0
 
 
-def kafka_python_consumer(bootstrap: str, group: str, topic: str):
-    """A kafka-python consumer of ``group`` that knows ``topic``'s partitions, not yet subscribed.
-    kafka-python's range assignor, leading a join before its first metadata answer for a new topic
-    arrived, assigns nothing ("No partition metadata for topic") and does not rejoin when the
-    metadata comes (seen beside a CPU hog and once in CI: a consumer that never owned the topic in
-    60 s). So it learns the topic's partitions first; metadata_max_age_ms keeps them fresh."""
+def kafka_python_consumer(bootstrap: str, group: str, topic: str, listener=None):
+    """A kafka-python consumer of ``group`` subscribed to ``topic`` (with ``listener``), not yet
+    polled, which knows the topic's partitions and whose coordinator has them in its metadata
+    snapshot.
+
+    Why the partitions first: kafka-python's range assignor, leading a join before its first
+    metadata answer for a new topic arrived, assigns nothing ("No partition metadata for topic")
+    and does not rejoin when the metadata comes (seen beside a CPU hog and once in CI: a consumer
+    that never owned the topic in 60 s); metadata_max_age_ms keeps them fresh.
+
+    Why the snapshot: kafka-python 3.0.12's leader records the snapshot of the last metadata
+    update as what it assigned from, and one taken before ``subscribe`` is empty, so the next
+    update starts a second round. If that round outlives the ``poll`` that started it, the
+    round's own assignment makes ``need_rejoin()`` false, no later ``poll`` applies the round's
+    end, and the consumer stays REBALANCING for good: it fetches from its old assignment but
+    the client refuses every commit (RebalanceInProgressError: in CI, and in 1 of 40 runs beside
+    two CPU hogs, on oncelog; a client bug, the same on any broker). Subscribed and with the
+    snapshot current before its first join, it joins once."""
     import kafka
 
     c = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
@@ -378,6 +390,10 @@ def kafka_python_consumer(bootstrap: str, group: str, topic: str):
     while not c.partitions_for_topic(topic):
         assert time.monotonic() < deadline, f"kafka-python never saw the partitions of {topic}"
         time.sleep(0.1)
+    c.subscribe([topic], listener=listener)
+    while not c._coordinator._metadata_snapshot.get(topic):  # updated by its next metadata answer
+        assert time.monotonic() < deadline, f"kafka-python's coordinator never had {topic} in its snapshot"
+        time.sleep(0.05)
     return c
 
 
@@ -400,7 +416,6 @@ class ClassicConsumer:
         import kafka
 
         self.ledger, self.name, self.topic = ledger, name, topic
-        self.consumer = kafka_python_consumer(target.bootstrap, group, topic)
         listener = None
         if ledger is not None:
             class Listener(kafka.ConsumerRebalanceListener):
@@ -411,7 +426,7 @@ class ClassicConsumer:
                     ledger.record(name, "assign", assigned)
 
             listener = Listener()
-        self.consumer.subscribe([topic], listener=listener)
+        self.consumer = kafka_python_consumer(target.bootstrap, group, topic, listener)
         self.errors: list[BaseException] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name=f"kafka-python-{name}", daemon=True)
@@ -431,10 +446,9 @@ class ClassicConsumer:
     def settled(self) -> bool:
         """Whether kafka-python will not start another round by itself.
 
-        Its first round always has a second one behind it: the leader assigns from a metadata snapshot
-        taken at the last metadata update, which came before ``subscribe`` (so it is empty), and the
-        next update (within ``metadata_max_age_ms``) differs from it, so the leader joins again. A
-        test that checks the group's state right after the first assignment sees that second round
+        A round may have another behind it: when its leader assigned from a metadata snapshot that
+        differs from the next update (see :func:`kafka_python_consumer`), or when another member
+        joins. A test that checks the group's state right after an assignment would see that round
         (CI: DescribeGroups answered Stable, then CompletingRebalance a few ms later). The checks
         read kafka-python 3.0's coordinator (``state``, ``_metadata_snapshot``, ``_assignment_snapshot``)."""
         from kafka.coordinator.base import MemberState
@@ -465,7 +479,6 @@ def read_with_kafka_python(bootstrap: str, topic: str, group: str, n: int) -> li
     import kafka
 
     c = kafka_python_consumer(bootstrap, group, topic)
-    c.subscribe([topic])
     got: list = []
     try:
         deadline = time.monotonic() + SETTLE_TIMEOUT

@@ -177,6 +177,7 @@ def confluent(bootstrap, prefix):
 
 
 def kafka_python(bootstrap, prefix):
+    import kafka
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -200,11 +201,22 @@ def kafka_python(bootstrap, prefix):
             kw["isolation_level"] = isolation
         if group:
             kw["group_id"] = group
+            kw["metadata_max_age_ms"] = 1000  # its next metadata update comes soon after subscribe (below)
         c = KafkaConsumer(**kw)
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         ends = {tp.partition: o for tp, o in c.end_offsets(tps).items()}
         if group:
             c.subscribe([topic])
+            # kafka-python 3.0's leader assigns from its coordinator's metadata snapshot; empty
+            # (taken before subscribe), the next update starts a second round, and one that
+            # outlives its poll leaves the consumer rebalancing for good, every commit refused.
+            # A client bug: wait for the snapshot, which 3.0's background thread updates at the
+            # next metadata update (within metadata_max_age_ms); 2.x updates it only in poll.
+            coordinator = c._coordinator
+            deadline = time.time() + DEADLINE
+            while kafka.__version__.split(".")[0] >= "3" and not coordinator._metadata_snapshot.get(topic):
+                require(time.time() < deadline, "kafka-python's coordinator never had the topic's partitions")
+                time.sleep(0.05)
         else:
             c.assign(tps)
             c.seek_to_beginning(*tps)
