@@ -214,7 +214,7 @@ def kafka_python(bootstrap, prefix):
             # next metadata update (within metadata_max_age_ms); 2.x updates it only in poll.
             coordinator = c._coordinator
             deadline = time.time() + DEADLINE
-            while kafka.__version__.split(".")[0] >= "3" and not coordinator._metadata_snapshot.get(topic):
+            while int(kafka.__version__.split(".")[0]) >= 3 and not coordinator._metadata_snapshot.get(topic):
                 require(time.time() < deadline, "kafka-python's coordinator never had the topic's partitions")
                 time.sleep(0.05)
         else:
