@@ -38,7 +38,7 @@ from oncelog.protocol import records as rb
 E = ErrorCode
 
 # API keys, as Kafka numbers them.
-PRODUCE, FETCH, OFFSET_FETCH, CREATE_TOPICS, INIT_PRODUCER_ID = 0, 1, 9, 19, 22
+PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FETCH, CREATE_TOPICS, INIT_PRODUCER_ID = 0, 1, 2, 9, 19, 22
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
@@ -211,6 +211,15 @@ class Api:
         [t] = resp.responses
         [p] = t.partitions
         return p
+
+    async def list_offsets(self, topic: str, *, index: int = 0, isolation_level: int = READ_UNCOMMITTED,
+                           current_leader_epoch: int = -1, timestamp: int = -1):
+        """The one partition answer of a ListOffsets v7 of ``topic``-``index`` (timestamp -1: latest)."""
+        m = request_module(LIST_OFFSETS, 7)
+        resp = await self.call(LIST_OFFSETS, 7, m.ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=(
+            m.ListOffsetsTopic(name=topic, partitions=(m.ListOffsetsPartition(
+                partition_index=index, current_leader_epoch=current_leader_epoch, timestamp=timestamp),)),)))
+        return resp.topics[0].partitions[0]
 
     # -- transactions
 

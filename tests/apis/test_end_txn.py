@@ -10,8 +10,7 @@ import pytest
 from oncelog.config.settings import FsyncPolicy
 from oncelog.protocol import records as rb
 
-from .harness import (E, READ_COMMITTED, batch, committed_view, records_of, request_module, run, settled,
-                      wait_until)
+from .harness import E, READ_COMMITTED, batch, committed_view, records_of, run, settled, wait_until
 
 P0, P1 = ("t", 0), ("t", 1)
 
@@ -88,11 +87,15 @@ def test_an_abort_marker_not_yet_durable_still_holds_back_read_committed(tmp_pat
         pid, epoch = await api.begin("tx", [P0])
         await _produce_txn(api, pid, epoch, [b"a", b"b"])
         part = api.partition("t")
-        await wait_until(_async(lambda: part.log.high_watermark == 2), "the data batch's fsync")
+
+        async def data_durable():
+            return part.log.high_watermark == 2
+
+        await wait_until(data_durable, "the data batch's fsync")
         assert part.append_marker(pid, epoch, False, 0, 2000) == 2  # written; no flush round asked
         f = await api.fetch("t", isolation_level=READ_COMMITTED)
         assert (f.high_watermark, f.last_stable_offset, records_of(f.records)) == (2, 0, [])
-        assert (await _latest_read_committed(api)).offset == 0
+        assert (await api.list_offsets("t", isolation_level=READ_COMMITTED)).offset == 0
         await api.broker.partitions.flusher.mark(part.log, wait=True)
         p = await settled(api, "t")
         assert (p.high_watermark, p.last_stable_offset) == (3, 3)
@@ -100,21 +103,6 @@ def test_an_abort_marker_not_yet_durable_still_holds_back_read_committed(tmp_pat
         assert _values(committed_view(p)) == []
 
     run(tmp_path, scenario, fsync=FsyncPolicy.parse("always"))
-
-
-def _async(fn):
-    async def condition():
-        return fn()
-    return condition
-
-
-async def _latest_read_committed(api):
-    """ListOffsets v7 of t-0's latest offset for a read_committed reader (its LSO)."""
-    m = request_module(2, 7)
-    resp = await api.call(2, 7, m.ListOffsetsRequest(replica_id=-1, isolation_level=READ_COMMITTED, topics=(
-        m.ListOffsetsTopic(name="t", partitions=(m.ListOffsetsPartition(
-            partition_index=0, current_leader_epoch=-1, timestamp=-1),)),)))
-    return resp.topics[0].partitions[0]
 
 
 # The edge table (oncelog.apis._txn.PRODUCER_FENCED_SINCE): EndTxn answers a fenced epoch

@@ -216,11 +216,7 @@ async def _fetch_epochs(api, offset, *, current=-1, last=-1):
 
 
 async def _list_offsets_epoch(api, current):
-    m = request_module(LIST_OFFSETS_KEY, 7)
-    resp = await api.call(LIST_OFFSETS_KEY, 7, m.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
-        m.ListOffsetsTopic(name="t", partitions=(m.ListOffsetsPartition(
-            partition_index=0, current_leader_epoch=current, timestamp=-1),)),)))
-    return resp.topics[0].partitions[0]
+    return await api.list_offsets("t", current_leader_epoch=current)
 
 
 def test_a_current_leader_epoch_other_than_the_leaders_is_refused(tmp_path):

@@ -21,8 +21,8 @@ from oncelog.storage.partition_log import PartitionLog
 PID, EPOCH = 1000, 0
 
 
-def open_partition(path, config=None, *, internal=False, clean=False) -> Partition:
-    plog = PartitionLog.open(str(path), "t", 0, config or LogConfig(), sync_hw=False, recovery_point=None,
+def open_partition(path, config=None, *, internal=False, clean=False, sync_hw=False) -> Partition:
+    plog = PartitionLog.open(str(path), "t", 0, config or LogConfig(), sync_hw=sync_hw, recovery_point=None,
                              clean_shutdown=clean)
     return Partition.open(plog, internal=internal)
 
@@ -145,9 +145,7 @@ def test_an_ended_transaction_holds_the_lso_until_its_marker_is_below_the_high_w
     whose marker is written but not yet durable still bounds the LSO, so a read_committed reader
     does not read its records before it can read its outcome; the aborted index has the entry at
     once (its lastStableOffset counts open transactions only, as Kafka's)."""
-    plog = PartitionLog.open(str(tmp_path), "t", 0, LogConfig(), sync_hw=True, recovery_point=None,
-                           clean_shutdown=False)
-    p = Partition.open(plog)
+    p = open_partition(tmp_path, sync_hw=True)
     append(p, batch(pid=1, seq=0, count=2, transactional=True))  # 0-1
     append(p, batch(pid=2, seq=0, transactional=True))  # 2
     flush(p)
